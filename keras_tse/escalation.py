@@ -1,0 +1,82 @@
+"""Token similarity escalation at initialisation, measured (Yu & Zhang, Sec. 2.4).
+
+Stacks `depth` freshly initialised blocks of one kind, feeds random tokens `X ~ N(0, 1)` of shape
+`[n, d]`, and records `t_sim` of the input and after every block, averaged over seeds. With the
+paper's setting (n=64, d=512, h=8, alpha=1) post-norm blocks drive similarity towards 1 within
+about 15 blocks, pre-norm blocks slow the rise, and de-escalated blocks hold it down.
+"""
+
+import dataclasses
+
+import keras
+import numpy as np
+
+from keras_tse.layers import PostNormBlock, PreNormBlock
+from keras_tse.similarity import token_similarity
+
+# A block kind: the keyword arguments that turn the shared signature into it.
+BLOCK_KINDS = {
+    "post": (PostNormBlock, {}),
+    "pre": (PreNormBlock, {}),
+    "deescalate": (PostNormBlock, {"deescalate": "output"}),
+    "deescalate_pre_ffn": (PostNormBlock, {"deescalate": "pre_ffn"}),
+}
+
+
+@dataclasses.dataclass
+class EscalationConfig:
+    """The measurement's settings; defaults are the paper's Sec. 2.4."""
+
+    depth: int = 20  # Fig. 2 stacks 20 blocks
+    num_tokens: int = 64  # n
+    hidden_dim: int = 512  # d
+    num_heads: int = 8  # h
+    ffn_dim: int = 2048  # not stated in the paper; the usual 4 * d of a ViT block
+    alpha: float = 1.0
+    tau: float = 1.0  # the de-escalation strength of every experiment in Sec. 3
+    seeds: tuple = (0, 1, 2)
+    batch_size: int = 1  # independent token matrices per seed
+
+
+def similarity_at_init(kinds=("post", "pre", "deescalate"), config=None):
+    """Mean token similarity at the input and after each block, per block kind.
+
+    Args:
+        kinds: names from `BLOCK_KINDS`.
+        config: an `EscalationConfig`. Defaults to the paper's Sec. 2.4.
+
+    Returns:
+        dict kind -> NumPy array `[depth + 1]`: entry 0 is the input's
+        similarity, entry `k` the similarity after block `k`, each averaged
+        over seeds and examples.
+    """
+    config = config or EscalationConfig()
+    unknown = [k for k in kinds if k not in BLOCK_KINDS]
+    if unknown:
+        raise ValueError(f"Unknown block kind(s) {unknown}; choose from {tuple(BLOCK_KINDS)}. Received: kinds={kinds}")
+    return {kind: np.mean([_one_trial(kind, config, seed) for seed in config.seeds], axis=0) for kind in kinds}
+
+
+def _one_trial(kind, config, seed):
+    keras.utils.set_random_seed(seed)
+    block_class, extra = BLOCK_KINDS[kind]
+    x = np.random.default_rng(seed).standard_normal((config.batch_size, config.num_tokens, config.hidden_dim))
+    x = keras.ops.convert_to_tensor(x.astype("float32"))
+    profile = [token_similarity(x)]
+    kwargs = {"alpha": config.alpha, **extra}
+    if "deescalate" in extra:
+        kwargs["tau"] = config.tau
+    for _ in range(config.depth):
+        x = block_class(config.num_heads, config.ffn_dim, **kwargs)(x)
+        profile.append(token_similarity(x))
+    return np.mean([keras.ops.convert_to_numpy(p) for p in profile], axis=-1)
+
+
+def format_table(profiles):
+    """A plain-text table: one row per block, one column per kind."""
+    kinds = list(profiles)
+    lines = ["block  " + "  ".join(f"{k:>18}" for k in kinds)]
+    for block in range(len(next(iter(profiles.values())))):
+        label = "input" if block == 0 else str(block)
+        lines.append(f"{label:>5}  " + "  ".join(f"{profiles[k][block]:18.4f}" for k in kinds))
+    return "\n".join(lines)

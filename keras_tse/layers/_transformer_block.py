@@ -1,0 +1,101 @@
+"""The parts PostNormBlock and PreNormBlock share: signature, sublayers, config.
+
+The two blocks differ only in where the LayerNorms sit (Algorithm 1 versus eq. 19), so each
+subclass writes its own `call` from the two sublayer functions defined here.
+"""
+
+import keras
+
+from keras_tse.layers import _checks
+from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
+
+
+class TransformerBlock(keras.layers.Layer):
+    def __init__(
+        self,
+        num_heads,
+        ffn_dim,
+        head_dim=None,
+        alpha=1.0,
+        activation="relu",
+        dropout=0.0,
+        attention_dropout=0.0,
+        causal=False,
+        layer_norm_epsilon=1e-5,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = _checks.positive_int("num_heads", num_heads)
+        self.ffn_dim = _checks.positive_int("ffn_dim", ffn_dim)
+        self.head_dim = _checks.positive_int("head_dim", head_dim, allow_none=True)
+        self.alpha = _checks.positive_float("alpha", alpha)
+        self.activation = _checks.one_of("activation", activation, _checks.ACTIVATIONS)
+        self.dropout = _checks.dropout_rate("dropout", dropout)
+        self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
+        self.causal = bool(causal)
+        self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        _checks.rank3(self, input_shape)
+        hidden = input_shape[-1]
+        resolve_head_dim(hidden, self.num_heads, self.head_dim)  # fail here, naming the block
+        policy = self.dtype_policy
+        self.self_attention = SelfAttention(
+            self.num_heads,
+            head_dim=self.head_dim,
+            attention_dropout=self.attention_dropout,
+            causal=self.causal,
+            dtype=policy,
+            name="self_attention",
+        )
+        self.attention_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
+        )
+        self.ffn_inner = keras.layers.Dense(
+            self.ffn_dim, activation=self.activation, dtype=policy, name="ffn_inner"
+        )
+        self.ffn_outer = keras.layers.Dense(hidden, dtype=policy, name="ffn_outer")
+        self.ffn_norm = keras.layers.LayerNormalization(
+            epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
+        )
+        self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.ffn_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        for layer in (self.self_attention, self.attention_norm, self.ffn_inner, self.ffn_norm):
+            layer.build(input_shape)
+        self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
+        self.built = True
+
+    def _attention(self, x, mask, training, return_attention_scores):
+        """The self-attention branch `alpha * P X W` (Algorithm 1, step 1), and P if asked."""
+        outputs = self.self_attention(
+            x, mask=mask, training=training, return_attention_scores=return_attention_scores
+        )
+        outputs, scores = outputs if return_attention_scores else (outputs, None)
+        return self.alpha * self.attention_output_dropout(outputs, training=training), scores
+
+    def _feed_forward(self, x, training):
+        """The FFN branch `phi(X W_1) W_2` (Algorithm 1, step 3), dropout as in vit-pytorch."""
+        hidden = self.ffn_inner_dropout(self.ffn_inner(x), training=training)
+        return self.ffn_output_dropout(self.ffn_outer(hidden), training=training)
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "ffn_dim": self.ffn_dim,
+            "head_dim": self.head_dim,
+            "alpha": self.alpha,
+            "activation": self.activation,
+            "dropout": self.dropout,
+            "attention_dropout": self.attention_dropout,
+            "causal": self.causal,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
+        }

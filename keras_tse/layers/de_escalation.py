@@ -1,0 +1,129 @@
+import keras
+from keras import ops
+
+from keras_tse.layers import _checks
+
+
+class _UnitInterval(keras.constraints.Constraint):
+    """Clips a weight into [0, 1] after each optimizer step."""
+
+    def __call__(self, w):
+        return ops.clip(w, 0.0, 1.0)
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class DeEscalation(keras.layers.Layer):
+    """Removes a fraction `tau` of the token mean: `Y = (I - tau * 11^T/n) X`.
+
+    Token similarity escalation (TSE) pushes the rows of a post-norm
+    Transformer's hidden states towards their common mean, the component in
+    `span{1}` (Yu & Zhang, Sec. 2). This layer subtracts a portion `tau` of
+    that component, eq. (21): `tau = 0` is the identity, `tau = 1` centres
+    every feature over the tokens (`Y = Pi_1^perp X`).
+
+    With a padding `mask` the mean runs over real tokens only. With
+    `causal=True` position `t` subtracts `tau` times the mean of positions
+    `0..t`, so no output reads a later token (the form a language model
+    needs: the global mean would leak the future into every position).
+
+    With `trainable_tau=True`, `tau` is a scalar weight clipped into [0, 1]
+    after every optimizer step (a constraint rather than a sigmoid, so that
+    the paper's `tau = 1` is representable and still receives gradient).
+    Weight decay pulls `tau` towards 0; exclude it from decay with
+    `optimizer.exclude_from_weight_decay(var_names=["tau"])` if that is not
+    wanted.
+
+    Args:
+        tau: float in [0, 1], the removed portion of the token mean (its
+            initial value when trainable). Defaults to `1.0`, the value of
+            every experiment in the paper.
+        trainable_tau: bool, whether `tau` is learned. Defaults to `False`.
+        causal: bool, whether position `t` uses the mean of positions
+            `<= t` only. Defaults to `False`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor of shape `[batch, tokens, dim]`.
+        mask: optional boolean tensor of shape `[batch, tokens]`, `True` for
+            real tokens. Padded positions are excluded from the mean (they are
+            shifted like the others; downstream layers ignore them).
+
+    Returns:
+        A tensor of the input's shape.
+
+    Example:
+
+    >>> x = np.array([[[1.0], [3.0]]])
+    >>> keras_tse.layers.DeEscalation(tau=1.0)(x)  # [[[-1.], [1.]]]
+
+    Reference:
+        Yu & Zhang, "Why 'Classic' Transformers Are Shallow and A
+        Depth-Enabling Technique", Sec. 3.2, eq. (21).
+    """
+
+    def __init__(self, tau=1.0, trainable_tau=False, causal=False, **kwargs):
+        super().__init__(**kwargs)
+        self.tau = _checks.unit_interval("tau", tau)
+        self.trainable_tau = bool(trainable_tau)
+        self.causal = bool(causal)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        _checks.rank3(self, input_shape)
+        if self.trainable_tau:
+            self.tau_weight = self.add_weight(
+                name="tau",
+                shape=(),
+                initializer=keras.initializers.Constant(self.tau),
+                constraint=_UnitInterval(),
+                trainable=True,
+            )
+        self.built = True
+
+    def call(self, inputs, mask=None):
+        _checks.rank3(self, inputs.shape)
+        _checks.token_mask(self, mask, inputs.shape)
+        mean = token_mean(inputs, mask=mask, causal=self.causal)
+        tau = self.tau_weight if self.trainable_tau else self.tau
+        # eq. (21): Y = (I - tau * Pi_1) X, with Pi_1 X = 1 * mean^T.
+        return inputs - ops.cast(tau, inputs.dtype) * mean
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "tau": self.tau,
+            "trainable_tau": self.trainable_tau,
+            "causal": self.causal,
+        }
+
+
+def token_mean(x, mask=None, causal=False):
+    """Mean over the token axis of `x` `[batch, tokens, dim]`, kept as `[b, 1 or t, d]`.
+
+    Only real tokens (`mask` True) count; `causal=True` gives the running
+    mean over positions `0..t` instead, one row per position. Half-precision
+    inputs are averaged in float32 (a running sum in bfloat16 loses digits
+    within a few hundred tokens) and cast back.
+    """
+    dtype = keras.backend.standardize_dtype(x.dtype)
+    if dtype in ("float16", "bfloat16"):
+        x = ops.cast(x, "float32")
+    if mask is None:
+        weights = ops.ones_like(x[:, :, :1])
+    else:
+        weights = ops.cast(mask, x.dtype)[:, :, None]
+        x = x * weights
+    if causal:
+        total, count = ops.cumsum(x, axis=1), ops.cumsum(weights, axis=1)
+    else:
+        total = ops.sum(x, axis=1, keepdims=True)
+        count = ops.sum(weights, axis=1, keepdims=True)
+    # A sequence (or prefix) without real tokens has mean 0, not NaN.
+    mean = total / ops.maximum(count, 1.0)
+    return ops.cast(mean, dtype)

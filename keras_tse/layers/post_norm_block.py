@@ -1,0 +1,107 @@
+import keras
+
+from keras_tse.layers import _checks
+from keras_tse.layers._transformer_block import TransformerBlock
+from keras_tse.layers.de_escalation import DeEscalation
+
+DEESCALATE_PLACES = (None, "output", "pre_ffn")
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class PostNormBlock(TransformerBlock):
+    """The "classic" post-norm Transformer block, Algorithm 1, with optional de-escalation.
+
+    Step for step, on `X` `[batch, tokens, hidden]`:
+
+    0. `P = P(X)`, multi-head softmax attention (eq. 2);
+    1. `Y1 = X + alpha * P X W` (self-attention plus residual);
+    2. `Y2 = LN(Y1)`;
+    3. `Y3 = Y2 + phi(Y2 W_1) W_2` (FFN plus residual);
+    4. `Y4 = LN(Y3)`.
+
+    Stacked deep, this block drives token similarity towards 1 (TSE, Sec. 2).
+    `deescalate` inserts `DeEscalation(tau)`, eq. (21), at one of the paper's
+    two places: `"output"` after step 4 (the ViT experiment, Sec. 3.3), or
+    `"pre_ffn"` on the input of the FFN sub-block, i.e. on `Y2`, which then
+    feeds both the FFN and its residual (the Transformer-XL experiment,
+    Sec. 3.4). In a `causal` block the de-escalation is causal too (mean over
+    positions `<= t`), so no position reads a later token.
+
+    Args:
+        num_heads: int, number of attention heads.
+        ffn_dim: int, inner width `q` of the FFN (`W_1` is `hidden x q`).
+        head_dim: int, width of each head. Defaults to `None`, meaning
+            `hidden // num_heads`.
+        alpha: positive float scaling the self-attention branch (step 1).
+            Defaults to `1.0`.
+        activation: FFN activation `phi`, one of `"relu"`, `"gelu"`, `"silu"`,
+            `"tanh"`. Defaults to `"relu"`, the paper's choice.
+        dropout: float in [0, 1), dropout on each branch output and on the FFN
+            hidden layer. Defaults to `0.0`.
+        attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
+        causal: bool, causal (decoder) attention. Defaults to `False`.
+        layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
+        deescalate: `None`, `"output"` or `"pre_ffn"`, where to apply eq. (21).
+            Defaults to `None` (the plain post-norm block).
+        tau: float in [0, 1], the de-escalation strength. Defaults to `1.0`.
+        trainable_tau: bool, whether `tau` is learned. Defaults to `False`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor `[batch, tokens, hidden]`.
+        mask: optional boolean `[batch, tokens]`, `True` for real tokens.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, whether to also return the per-head
+            attention matrices P `[batch, heads, tokens, tokens]` (explicit
+            softmax: the probe path). Defaults to `False` (fused attention).
+
+    Returns:
+        `[batch, tokens, hidden]`, or `(outputs, P)`.
+
+    Example:
+
+    >>> block = keras_tse.layers.PostNormBlock(num_heads=8, ffn_dim=384, deescalate="output")
+    >>> block(np.random.randn(2, 65, 192).astype("float32")).shape  # (2, 65, 192)
+
+    Reference:
+        Yu & Zhang, Algorithm 1, eq. (21), Secs. 3.3-3.4.
+    """
+
+    def __init__(self, *args, deescalate=None, tau=1.0, trainable_tau=False, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.deescalate = _checks.one_of("deescalate", deescalate, DEESCALATE_PLACES)
+        self.tau = _checks.unit_interval("tau", tau)
+        self.trainable_tau = bool(trainable_tau)
+
+    def build(self, input_shape):
+        super().build(input_shape)
+        self.de_escalation = None
+        if self.deescalate is not None:
+            self.de_escalation = DeEscalation(
+                tau=self.tau,
+                trainable_tau=self.trainable_tau,
+                causal=self.causal,
+                dtype=self.dtype_policy,
+                name="de_escalation",
+            )
+            self.de_escalation.build(input_shape)
+
+    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+        attended, scores = self._attention(inputs, mask, training, return_attention_scores)
+        y1 = inputs + attended  # step 1: X + alpha * P X W
+        y2 = self.attention_norm(y1)  # step 2
+        if self.deescalate == "pre_ffn":
+            y2 = self.de_escalation(y2, mask=mask)  # eq. (21) at the FFN input (Sec. 3.4)
+        y3 = y2 + self._feed_forward(y2, training)  # step 3
+        y4 = self.ffn_norm(y3)  # step 4
+        if self.deescalate == "output":
+            y4 = self.de_escalation(y4, mask=mask)  # eq. (21) at the block output (Sec. 3.3)
+        return (y4, scores) if return_attention_scores else y4
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "deescalate": self.deescalate,
+            "tau": self.tau,
+            "trainable_tau": self.trainable_tau,
+        }

@@ -1,0 +1,174 @@
+import math
+
+import keras
+from keras import ops
+
+from keras_tse.layers import _checks
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class SelfAttention(keras.layers.Layer):
+    """Multi-head softmax self-attention, eq. (2), with a probe path that returns P.
+
+    Each head `k` computes `P_k = softmax(X W_q,k (X W_k,k)^T / sqrt(head_dim))`
+    (row-stochastic, eq. 2) and `P_k X W_v,k`; the heads are concatenated and
+    projected back to the input width by `W_o`. This is the multi-head step
+    `[P_1 X W_1 ... P_h X W_h]` of Prop. 9 with `W_k = W_v,k` followed by the
+    output projection every ViT/Transformer-XL implementation carries.
+
+    Training uses `keras.ops.dot_product_attention`, which takes the fused
+    (cuDNN / flash) kernel where the backend has one. Passing
+    `return_attention_scores=True` switches to an explicit softmax and also
+    returns the per-head matrices P, for the analysis tools that need them;
+    both paths compute the same function.
+
+    Projections follow vit-pytorch, the code the paper's ViT experiments
+    build on: query/key/value without bias, output projection with bias.
+    Kernels use Xavier (Glorot) uniform initialisation, the paper's setting
+    (Sec. 2.1).
+
+    Args:
+        num_heads: int, number of attention heads `h`.
+        head_dim: int, width of each head. Defaults to `None`, meaning
+            `hidden // num_heads` (the hidden size must then divide).
+        attention_dropout: float in [0, 1), dropout on P during training
+            (the explicit path is used when it is active). Defaults to `0.0`.
+        causal: bool, whether position `t` attends to positions `<= t` only.
+            Defaults to `False`.
+        kernel_initializer: initializer of the four projections. Defaults to
+            `"glorot_uniform"`.
+        **kwargs: base layer keyword arguments, such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor `[batch, tokens, hidden]`.
+        mask: optional boolean `[batch, tokens]`, `True` for real tokens;
+            padded tokens are not attended to.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, whether to also return P
+            `[batch, heads, tokens, tokens]` (float32). Defaults to `False`.
+
+    Returns:
+        `[batch, tokens, hidden]`, or `(outputs, P)` with
+        `return_attention_scores=True`.
+
+    Reference:
+        Yu & Zhang, eq. (2) and Prop. 9; Vaswani et al. 2017.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        head_dim=None,
+        attention_dropout=0.0,
+        causal=False,
+        kernel_initializer="glorot_uniform",
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        self.num_heads = _checks.positive_int("num_heads", num_heads)
+        self.head_dim = _checks.positive_int("head_dim", head_dim, allow_none=True)
+        self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
+        self.causal = bool(causal)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.supports_masking = True
+
+    def build(self, input_shape):
+        _checks.rank3(self, input_shape)
+        hidden = input_shape[-1]
+        self._head_dim = resolve_head_dim(hidden, self.num_heads, self.head_dim)
+        inner = self.num_heads * self._head_dim
+        self.query_dense, self.key_dense, self.value_dense = (
+            keras.layers.Dense(
+                inner,
+                use_bias=False,
+                kernel_initializer=clone_initializer(self.kernel_initializer),
+                dtype=self.dtype_policy,
+                name=name,
+            )
+            for name in ("query", "key", "value")
+        )
+        self.output_dense = keras.layers.Dense(
+            hidden,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="attention_output",
+        )
+        for dense in (self.query_dense, self.key_dense, self.value_dense):
+            dense.build(input_shape)
+        self.output_dense.build((*input_shape[:-1], inner))
+        self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
+        self.built = True
+
+    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+        _checks.token_mask(self, mask, inputs.shape)
+        q, k, v = (self._split_heads(d(inputs)) for d in (self.query_dense, self.key_dense, self.value_dense))
+        key_mask = None if mask is None else ops.cast(mask, "bool")[:, None, None, :]  # [B, 1, 1, S]
+        dropout_active = bool(training) and self.attention_dropout > 0
+        if return_attention_scores or dropout_active:
+            context, scores = self._explicit_attention(q, k, v, key_mask, training)
+        else:
+            context = ops.dot_product_attention(q, k, v, mask=key_mask, is_causal=self.causal)
+            scores = None
+        batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
+        outputs = self.output_dense(ops.reshape(context, (batch, tokens, -1)))
+        return (outputs, scores) if return_attention_scores else outputs
+
+    def _split_heads(self, x):
+        batch, tokens = ops.shape(x)[0], ops.shape(x)[1]
+        return ops.reshape(x, (batch, tokens, self.num_heads, self._head_dim))  # [B, T, N, H]
+
+    def _explicit_attention(self, q, k, v, key_mask, training):
+        # eq. (2), per head: M = Q K^T / sqrt(head_dim), P = row-softmax(M); in float32 for a
+        # probe that is exact under mixed precision.
+        logits = ops.einsum("btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32"))
+        logits = logits / math.sqrt(self._head_dim)
+        allowed = attention_mask(key_mask, ops.shape(q)[1], self.causal)
+        if allowed is not None:
+            logits = ops.where(allowed, logits, ops.full_like(logits, -1e9))
+        scores = ops.softmax(logits, axis=-1)  # [B, N, T, S], rows sum to 1
+        weights = self.dropout(ops.cast(scores, v.dtype), training=training)
+        return ops.einsum("bnts,bsnh->btnh", weights, v), scores
+
+    def compute_output_shape(self, input_shape):
+        return input_shape
+
+    def compute_mask(self, inputs, mask=None):
+        return mask
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "num_heads": self.num_heads,
+            "head_dim": self.head_dim,
+            "attention_dropout": self.attention_dropout,
+            "causal": self.causal,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+        }
+
+
+def clone_initializer(initializer):
+    """A fresh instance per kernel, so no two kernels share one initializer object."""
+    return initializer.__class__.from_config(initializer.get_config())
+
+
+def resolve_head_dim(hidden, num_heads, head_dim=None):
+    """`head_dim` if given, else `hidden / num_heads`, which must then be an integer."""
+    if head_dim is not None:
+        return head_dim
+    if hidden % num_heads:
+        raise ValueError(
+            f"The hidden size must be divisible by `num_heads` when `head_dim` is not given; "
+            f"choose num_heads among the divisors of {hidden} or pass head_dim. "
+            f"Received: hidden={hidden}, num_heads={num_heads}"
+        )
+    return hidden // num_heads
+
+
+def attention_mask(key_mask, tokens, causal):
+    """Boolean [B or 1, 1, T, S] of allowed (query, key) pairs, or None when all are allowed."""
+    allowed = key_mask
+    if causal:
+        positions = ops.arange(tokens)
+        lower = positions[:, None] >= positions[None, :]  # [T, S]: key s <= query t
+        allowed = lower[None, None] if allowed is None else ops.logical_and(allowed, lower[None, None])
+    return allowed

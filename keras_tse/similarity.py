@@ -1,0 +1,94 @@
+"""Token similarity measures of Yu & Zhang: Definition 1, eq. (1) and Definition 2.
+
+Each function takes one token matrix `X` `[tokens, dim]` (and returns a scalar) or a batch
+`[batch, tokens, dim]` (and returns one value per example). Inputs may be NumPy arrays or backend
+tensors; results are backend tensors (`keras.ops.convert_to_numpy` turns them into NumPy) computed
+in float32 whatever the input precision.
+
+`Pi_1 = 11^T/n` projects onto span{1}; `Pi_1 X = 1 m^T` with `m` the token mean, so
+`||Pi_1 X||_F^2 = n ||m||^2` needs no n x n matrix.
+"""
+
+from keras import ops
+
+
+def token_similarity(x):
+    """`t_sim(X) = ||Pi_1 X||_F^2 / ||X||_F^2` in [0, 1] (Definition 1).
+
+    1 exactly when all tokens (rows) are equal; the quantity whose escalation
+    block after block makes deep post-norm Transformers fail.
+    """
+    x = _as_tokens(x, "token_similarity")
+    mean = ops.mean(x, axis=-2)
+    similar = x.shape[-2] * ops.sum(ops.square(mean), axis=-1)
+    return similar / _squared_norm(x, "token_similarity")
+
+
+def token_diversity(x):
+    """`t_div(X) = ||Pi_1^perp X||_F^2 / ||X||_F^2 = 1 - t_sim(X)` (Definition 1).
+
+    Computed from the centred tokens themselves, not as `1 - t_sim`, so the
+    identity `t_sim + t_div = 1` is a check and not a definition.
+    """
+    x = _as_tokens(x, "token_diversity")
+    centred = x - ops.mean(x, axis=-2, keepdims=True)
+    return ops.sum(ops.square(centred), axis=(-2, -1)) / _squared_norm(x, "token_diversity")
+
+
+def cosine_similarity(x):
+    """`t_cos(X)`, the mean cosine over all pairs of distinct tokens (eq. 1).
+
+    With unit rows `u_i`, `||sum_i u_i||^2 = n + 2 sum_{i<j} cos(x_i, x_j)`, so
+    the pair mean costs O(n d) instead of O(n^2 d).
+    """
+    x = _as_tokens(x, "cosine_similarity")
+    n = x.shape[-2]
+    if n is not None and n < 2:
+        raise ValueError(f"cosine_similarity needs at least 2 tokens. Received: x.shape={tuple(x.shape)}")
+    row_norms = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
+    _raise_if_zero(row_norms, "cosine_similarity", "a token (row) of x is all zeros; its cosine is undefined")
+    total = ops.sum(x / row_norms, axis=-2)
+    return (ops.sum(ops.square(total), axis=-1) - n) / (n * n - n)
+
+
+def escalation_rate(x, y):
+    """`r(X, Y) = t_div(X) / t_div(Y)` (Definition 2), > 1 when Y is more similar than X.
+
+    By Proposition 3, `r(X, Y) = 1 + (xi_1/xi_2 - 1) t_sim(X)`.
+    """
+    x, y = _as_tokens(x, "escalation_rate"), _as_tokens(y, "escalation_rate")
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(
+            f"escalation_rate needs x and y of one shape. Received: x.shape={tuple(x.shape)}, "
+            f"y.shape={tuple(y.shape)}"
+        )
+    return token_diversity(x) / token_diversity(y)
+
+
+def _as_tokens(x, name):
+    x = ops.cast(ops.convert_to_tensor(x), "float32")
+    if len(x.shape) not in (2, 3):
+        raise ValueError(
+            f"{name} expects [tokens, dim] or [batch, tokens, dim]. Received: x.shape={tuple(x.shape)}"
+        )
+    return x
+
+
+def _squared_norm(x, name):
+    squared = ops.sum(ops.square(x), axis=(-2, -1))
+    _raise_if_zero(squared, name, "x is all zeros; its similarity is undefined (Definition 1 needs X != 0)")
+    return squared
+
+
+def _raise_if_zero(values, name, why):
+    """Raise when a denominator is zero, where its value is known (eagerly).
+
+    Inside a traced function (jit, tf.function, a symbolic call) there is no
+    concrete value to check: the division then yields inf/NaN as IEEE says.
+    """
+    try:
+        concrete = ops.convert_to_numpy(values)
+    except Exception:  # tracer or symbolic tensor: nothing to check before run time
+        return
+    if (concrete == 0).any():
+        raise ValueError(f"{name}: {why}. Received: x with zero norm (shape {tuple(values.shape)} of norms)")

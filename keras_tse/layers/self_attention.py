@@ -156,9 +156,10 @@ def resolve_head_dim(hidden, num_heads, head_dim=None):
     if head_dim is not None:
         return head_dim
     if hidden % num_heads:
+        divisors = [h for h in range(1, hidden + 1) if hidden % h == 0]
         raise ValueError(
-            f"The hidden size must be divisible by `num_heads` when `head_dim` is not given; "
-            f"choose num_heads among the divisors of {hidden} or pass head_dim. "
+            f"The hidden size must be divisible by `num_heads` when `head_dim` is not given: "
+            f"choose num_heads in {divisors}, or pass head_dim. "
             f"Received: hidden={hidden}, num_heads={num_heads}"
         )
     return hidden // num_heads

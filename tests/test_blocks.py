@@ -5,6 +5,7 @@ from keras.src.testing import TestCase
 
 from keras_tse.layers import PostNormBlock, PreNormBlock
 from tests import reference
+from tests.helpers import randomise_weights
 
 BLOCK_VARIANTS = [
     (PostNormBlock, {}),
@@ -52,12 +53,7 @@ def _built(cls, x, **kwargs):
     """A block whose every weight, LayerNorm scales and biases included, is random (not 1 / 0)."""
     block = cls(num_heads=2, ffn_dim=12, **kwargs)
     block.build(x.shape)
-    rng = np.random.default_rng(7)
-    for w in block.weights:
-        if w.path.endswith("tau"):
-            continue
-        w.assign((0.5 * rng.standard_normal(tuple(w.shape))).astype("float32") + (1.0 if "gamma" in w.path else 0.0))
-    return block
+    return randomise_weights(block)
 
 
 def _numpy_parts(block):

@@ -5,6 +5,7 @@ from keras.src.testing import TestCase
 
 from keras_tse.layers import SelfAttention
 from tests import reference
+from tests.helpers import randomise_weights
 
 
 class SelfAttentionLayerTest(TestCase):
@@ -42,17 +43,13 @@ def _weights(layer):
     ]
 
 
-def _randomise_bias(layer, seed=3):
-    layer.output_dense.bias.assign(_x((layer.output_dense.bias.shape[0],), seed))
-
-
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("masked", [False, True])
 def test_both_paths_match_numpy_eq2(causal, masked):
     x, mask = _x(), (_mask() if masked else None)
     layer = SelfAttention(num_heads=2, causal=causal)
     layer.build(x.shape)
-    _randomise_bias(layer)
+    randomise_weights(layer)
     want, want_p = reference.self_attention(x.astype("float64"), *_weights(layer), 2, causal=causal, mask=mask)
     fused = ops.convert_to_numpy(layer(x, mask=mask))
     probed, p = layer(x, mask=mask, return_attention_scores=True)

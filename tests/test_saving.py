@@ -1,0 +1,70 @@
+"""A `.keras` file saved on this backend loads and predicts the same on the other two."""
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+
+import keras_tse
+from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
+from tests.helpers import randomise_weights
+
+BACKENDS = ("tensorflow", "jax", "torch")
+
+# What a user on another backend runs: nothing but `import keras_tse` before loading.
+LOAD_AND_PREDICT = textwrap.dedent(
+    """
+    import sys
+    import numpy as np
+    import keras_tse  # registers the layers
+    import keras
+    model = keras.saving.load_model(sys.argv[1])
+    np.save(sys.argv[3], keras.ops.convert_to_numpy(model(np.load(sys.argv[2]))))
+    print(keras.backend.backend())
+    """
+)
+
+
+def _every_layer_model():
+    inputs = keras.Input((6, 8))
+    x = PostNormBlock(2, 16, deescalate="output", name="post_output")(inputs)
+    x = PreNormBlock(2, 16, activation="gelu", name="pre")(x)
+    x = PostNormBlock(4, 16, head_dim=3, deescalate="pre_ffn", causal=True, trainable_tau=True, tau=0.7)(x)
+    x = PostNormBlock(2, 16, alpha=0.5)(x)
+    x = DeEscalation(tau=0.3, causal=True)(x)
+    outputs = keras.layers.Dense(3)(x)
+    model = keras.Model(inputs, outputs)
+    randomise_weights(model)
+    return model
+
+
+def test_round_trip_on_this_backend(tmp_path):
+    model = _every_layer_model()
+    x = np.random.default_rng(1).standard_normal((2, 6, 8)).astype("float32")
+    path = str(tmp_path / "model.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-6)
+    assert [type(layer).__name__ for layer in loaded.layers] == [type(layer).__name__ for layer in model.layers]
+
+
+@pytest.mark.parametrize("other", [b for b in BACKENDS if b != keras.backend.backend()])
+def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other):
+    model = _every_layer_model()
+    x = np.random.default_rng(1).standard_normal((2, 6, 8)).astype("float32")
+    model.save(tmp_path / "model.keras")
+    np.save(tmp_path / "x.npy", x)
+    env = {**os.environ, "KERAS_BACKEND": other}
+    run = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_PREDICT, str(tmp_path / "model.keras"), str(tmp_path / "x.npy"),
+         str(tmp_path / "y.npy")],
+        env=env, capture_output=True, text=True, timeout=300,
+        cwd=os.path.dirname(os.path.dirname(keras_tse.__file__)),
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.strip().splitlines()[-1] == other
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), keras.ops.convert_to_numpy(model(x)), atol=1e-5)

@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -178,3 +179,18 @@ def test_rank_two_input_is_rejected(cls):
 def test_pre_norm_has_no_deescalate_argument():
     with pytest.raises(ValueError, match="deescalate"):
         PreNormBlock(num_heads=2, ffn_dim=8, deescalate="output")
+
+
+@pytest.mark.parametrize("cls, extra", BLOCK_VARIANTS)
+def test_mixed_bfloat16_tracks_float32(cls, extra):
+    x = _x((2, 16, 8))
+    full = _built(cls, x, **extra)
+    half = cls(num_heads=2, ffn_dim=12, dtype="mixed_bfloat16", **extra)
+    half.build(x.shape)
+    half.set_weights(full.get_weights())
+    out = half(x)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert all(w.dtype == "float32" for w in half.weights)
+    np.testing.assert_allclose(
+        ops.convert_to_numpy(ops.cast(out, "float32")), ops.convert_to_numpy(full(x)), atol=0.1
+    )

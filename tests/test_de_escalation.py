@@ -138,3 +138,13 @@ def test_config_round_trip():
     layer = DeEscalation(tau=0.25, trainable_tau=True, causal=True, name="d")
     clone = DeEscalation.from_config(layer.get_config())
     assert (clone.tau, clone.trainable_tau, clone.causal, clone.name) == (0.25, True, True, "d")
+
+
+def test_causal_mean_is_accurate_in_bfloat16():
+    # 4096 tokens: a running sum kept in bfloat16 (8 bits of mantissa) stalls near 2^11, far off
+    x = _random((1, 4096, 4)) + 3.0
+    layer = DeEscalation(tau=1.0, causal=True, dtype="mixed_bfloat16")
+    got = ops.convert_to_numpy(ops.cast(layer(x), "float32"))
+    want = reference.deescalate(x, 1.0, causal=True)
+    assert layer.compute_dtype == "bfloat16"
+    np.testing.assert_allclose(got, want, atol=0.05)

@@ -4,6 +4,7 @@
 """
 
 import argparse
+import os
 import sys
 import time
 
@@ -68,6 +69,8 @@ def _parser():
 
 
 def main(argv=None):
+    # TensorFlow's C++ start-up notices drown the table when TF is installed; errors still show.
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
     try:
         return args.run(args)

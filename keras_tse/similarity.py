@@ -7,8 +7,13 @@ in float32 whatever the input precision.
 
 `Pi_1 = 11^T/n` projects onto span{1}; `Pi_1 X = 1 m^T` with `m` the token mean, so
 `||Pi_1 X||_F^2 = n ||m||^2` needs no n x n matrix.
+
+`token_similarity_profile(model, inputs)` applies Definition 1 after every Transformer block of a
+model, the per-block curve of the paper's Figs. 1, 2 and 5.
 """
 
+import keras
+import numpy as np
 from keras import ops
 
 
@@ -63,6 +68,48 @@ def escalation_rate(x, y):
             f"y.shape={tuple(y.shape)}"
         )
     return token_diversity(x) / token_diversity(y)
+
+
+def block_outputs_model(model, layers=None):
+    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks.
+
+    Args:
+        model: a functional (or built Sequential) `keras.Model`.
+        layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`) among
+            `model.layers`, or a list of layer names / layers of any functional model (for example
+            `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`).
+    """
+    from keras_tse.layers import TransformerBlock
+
+    if layers is None:
+        chosen = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+        if not chosen:
+            raise ValueError(
+                f"No keras_tse Transformer blocks among the layers of model {model.name!r}; name the "
+                f"block layers with `layers=`. Received: layers=None, model layers "
+                f"{[layer.name for layer in model.layers][:12]}"
+            )
+    else:
+        chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
+    return keras.Model(model.input, [layer.output for layer in chosen], name=f"{model.name}_blocks")
+
+
+def measure_blocks(probe, inputs, measures=(token_similarity,)):
+    """Run a `block_outputs_model` on `inputs`; per measure, a NumPy `[num_blocks]` of its batch mean."""
+    batch = keras.tree.flatten(inputs)[0].shape[0]
+    outputs = probe.predict(inputs, batch_size=batch, verbose=0)
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
+
+
+def token_similarity_profile(model, inputs, layers=None):
+    """Token similarity after each Transformer block of `model` on `inputs`, mean over the batch.
+
+    Returns a NumPy array `[num_blocks]`, first block first. Blocks are found automatically in
+    keras_tse models; `layers=` names them in any other functional model (see
+    `block_outputs_model`).
+    """
+    return measure_blocks(block_outputs_model(model, layers), inputs)[0]
 
 
 def _as_tokens(x, name):

@@ -1,0 +1,174 @@
+import csv
+import os
+import time
+
+import keras
+import numpy as np
+
+from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks, token_similarity
+
+
+# Not registered for serialization: `.keras` files hold no callbacks, and a probe batch is data,
+# not configuration.
+class TokenSimilarityMetric(keras.callbacks.Callback):
+    """Per-block token similarity of a fixed probe batch, tracked during `fit`.
+
+    At train begin, at each epoch end and, with `every_n_batches`, every N
+    training batches, runs the model's blocks on `probe_inputs` and measures
+    token similarity (Definition 1) and cosine similarity (eq. 1) after each
+    block, averaged over the probe batch. The values go into `logs` as
+    `tsim_00, tsim_01, ...` and `tcos_00, ...` (block index), so `History`,
+    `CSVLogger` and `TensorBoard` carry them: list this callback *before*
+    `CSVLogger`, which writes the logs as it receives them. Every measurement
+    is also appended, as it is made, to `csv_path` (one row per measurement:
+    epoch, step, when, then the values), so an interrupted run keeps all of
+    them. With `plot_dir`, train end writes `token_similarity_heatmap.png`
+    (block x measurement) and `token_similarity_curves.png` (one curve per
+    block).
+
+    Under JAX, `fit` keeps the weights out of the model between epoch ends;
+    a mid-epoch measurement first writes them back (`jax_state_sync`), so it
+    sees the current weights.
+
+    Its cost is one forward pass of the probe batch per measurement;
+    `overhead` holds the seconds spent measuring over the seconds of training
+    seen so far.
+
+    Args:
+        probe_inputs: a batch the model accepts (NumPy array or dict of them).
+        every_n_batches: int or `None`, also measure every N training batches.
+            Defaults to `None` (train begin and epoch ends only).
+        layers: `None` to find the keras_tse blocks, or block layer names for
+            other functional models. Defaults to `None`.
+        plot_dir: directory for the PNG plots, or `None`. Defaults to `None`.
+        csv_path: file to append each measurement to, or `None`. Defaults to
+            `None`.
+
+    Example:
+
+    >>> probe = x_train[:64]
+    >>> model.fit(x_train, y_train, callbacks=[TokenSimilarityMetric(probe), keras.callbacks.CSVLogger("h.csv")])
+    """
+
+    def __init__(self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None):
+        super().__init__()
+        if every_n_batches is not None and (not isinstance(every_n_batches, int) or every_n_batches < 1):
+            raise ValueError(
+                f"`every_n_batches` must be a positive integer or None. Received: every_n_batches={every_n_batches!r}"
+            )
+        self.probe_inputs = probe_inputs
+        self.every_n_batches = every_n_batches
+        self.layers = layers
+        self.plot_dir = plot_dir
+        self.csv_path = csv_path
+        self.records = []  # one dict per measurement: epoch, step, when, tsim_*, tcos_*
+        self._probe = None
+        self._step = 0
+        self._epoch = 0
+        self._seconds_measuring = 0.0
+        self._seconds_training = 0.0
+        self._clock = None
+
+    @property
+    def overhead(self):
+        """Seconds measuring / seconds training (fit time outside this callback), so far."""
+        return self._seconds_measuring / max(self._seconds_training, 1e-9)
+
+    def on_train_begin(self, logs=None):
+        self._probe = block_outputs_model(self.model, self.layers)
+        self._measure("train_begin")
+        self._clock = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self.every_n_batches and self._step % self.every_n_batches == 0:
+            sync = getattr(self.model, "jax_state_sync", None)
+            if sync is not None:
+                sync()  # JAX: put the in-flight weights back into the model's variables
+            self._tick()
+            values = self._measure("batch")
+            if logs is not None:
+                logs.update(values)
+            self._clock = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._tick()
+        values = self._measure("epoch_end")
+        if logs is not None:
+            logs.update(values)
+        self._clock = time.perf_counter()
+
+    def on_train_end(self, logs=None):
+        if self.plot_dir and self.records:
+            self.plot(self.plot_dir)
+
+    def _tick(self):
+        if self._clock is not None:
+            self._seconds_training += time.perf_counter() - self._clock
+
+    def _measure(self, when):
+        start = time.perf_counter()
+        tsim, tcos = measure_blocks(self._probe, self.probe_inputs, (token_similarity, cosine_similarity))
+        width = len(str(len(tsim) - 1))
+        values = {f"tsim_{i:0{width}d}": float(v) for i, v in enumerate(tsim)}
+        values.update({f"tcos_{i:0{width}d}": float(v) for i, v in enumerate(tcos)})
+        epoch = "" if when == "train_begin" else self._epoch
+        record = {"epoch": epoch, "step": self._global_step(), "when": when, **values}
+        self.records.append(record)
+        if self.csv_path:
+            self._append_csv(record)
+        self._seconds_measuring += time.perf_counter() - start
+        return values
+
+    def _global_step(self):
+        """The optimizer's step count (right after a resume too); batches seen here otherwise."""
+        optimizer = getattr(self.model, "optimizer", None)
+        if optimizer is None or not optimizer.built:
+            return self._step
+        return int(keras.ops.convert_to_numpy(optimizer.iterations))
+
+    def _append_csv(self, record):
+        new = not os.path.exists(self.csv_path) or os.path.getsize(self.csv_path) == 0
+        with open(self.csv_path, "a", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(record))
+            if new:
+                writer.writeheader()
+            writer.writerow(record)
+
+    def similarity_matrix(self):
+        """NumPy `[num_blocks, num_measurements]` of token similarity, the heatmap's data."""
+        keys = sorted(k for k in self.records[0] if k.startswith("tsim_"))
+        return np.array([[r[k] for r in self.records] for k in keys])
+
+    def plot(self, plot_dir):
+        """Write the heatmap and per-block curves of the measurements so far into `plot_dir`."""
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        os.makedirs(plot_dir, exist_ok=True)
+        matrix = self.similarity_matrix()
+        labels = [{"train_begin": "start", "epoch_end": f"ep {r['epoch']}"}.get(r["when"], "") for r in self.records]
+        fig, ax = plt.subplots(figsize=(max(6, 0.25 * matrix.shape[1]), max(4, 0.08 * matrix.shape[0])))
+        image = ax.imshow(matrix, aspect="auto", origin="lower", vmin=0.0, vmax=1.0, cmap="viridis")
+        ax.set(xlabel="measurement (train begin, batches, epoch ends)", ylabel="block", title="token similarity")
+        ax.set_xticks(range(len(labels)), labels, fontsize=6, rotation=90)
+        fig.colorbar(image, ax=ax)
+        fig.tight_layout()
+        fig.savefig(os.path.join(plot_dir, "token_similarity_heatmap.png"), dpi=100)
+        plt.close(fig)
+
+        fig, ax = plt.subplots(figsize=(7, 4))
+        steps = [r["step"] for r in self.records]
+        colours = plt.cm.viridis(np.linspace(0, 1, matrix.shape[0]))
+        for block, (row, colour) in enumerate(zip(matrix, colours)):
+            ax.plot(steps, row, color=colour, label=f"block {block}" if block in (0, matrix.shape[0] - 1) else None)
+        ax.set(xlabel="training step", ylabel="token similarity", ylim=(0, 1.02), title="token similarity per block")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(os.path.join(plot_dir, "token_similarity_curves.png"), dpi=100)
+        plt.close(fig)

@@ -1,0 +1,87 @@
+"""The input pipeline: batches of (normalised, optionally RandAugment-ed) images for `fit`.
+
+tf.data when TensorFlow is installed (any Keras backend can consume it, and the augmentation runs
+in its parallel map); otherwise a `keras.utils.PyDataset` of NumPy batches, for machines with only
+JAX or PyTorch (the GPU hosts, for instance).
+"""
+
+import math
+
+import keras
+import numpy as np
+
+
+def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, mean=None, std=None,
+                  value_range=(0, 255), seed=0):
+    """Batches of `(images, labels)` ready for `fit` / `evaluate`.
+
+    Args:
+        images: NumPy `[N, H, W, C]`; uint8 in `value_range` for RandAugment, or float.
+        labels: NumPy `[N]` int class ids.
+        batch_size: int.
+        augment: bool, apply RandAugment (Cubuk et al. 2020, Keras' defaults: 2 ops, factor 0.5).
+        shuffle: bool, reshuffle every epoch.
+        mean, std: per-channel statistics in `value_range / value_range[1]` units (e.g. CIFAR's),
+            or `None` to leave the values as they are.
+        seed: shuffling and augmentation seed.
+    """
+    try:
+        import tensorflow as tf
+    except ImportError:
+        prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
+        return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed)
+    prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
+    data = tf.data.Dataset.from_tensor_slices((images, labels))
+    if shuffle:
+        data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    data = data.batch(batch_size).map(lambda x, y: (prepare(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    return data.prefetch(tf.data.AUTOTUNE)
+
+
+def normalized(images, mean, std, value_range=(0, 255)):
+    """NumPy float32 images scaled as `image_dataset` scales them (no augmentation): probe batches."""
+    return _Prepare(False, mean, std, value_range, 0, to_float=lambda x: np.asarray(x, "float32"))(images)
+
+
+class _Prepare:
+    """float32 -> RandAugment (in `value_range`) -> `(x / max - mean) / std`.
+
+    Plain arithmetic, so one object serves tf.data graphs (tf tensors) and NumPy batches; the Keras
+    RandAugment layer itself switches to TensorFlow ops inside tf.data whatever the backend.
+    """
+
+    def __init__(self, augment, mean, std, value_range, seed, to_float):
+        self.to_float = to_float
+        self.augmenter = keras.layers.RandAugment(value_range=value_range, seed=seed) if augment else None
+        self.scale = None if mean is None else float(value_range[1])
+        self.mean = None if mean is None else np.asarray(mean, "float32")
+        self.std = None if std is None else np.asarray(std, "float32")
+
+    def __call__(self, x):
+        x = self.to_float(x)
+        if self.augmenter is not None:
+            x = self.to_float(self.augmenter(x))
+        if self.mean is not None:
+            x = (x / self.scale - self.mean) / self.std
+        return x
+
+
+class _NumpyBatches(keras.utils.PyDataset):
+    def __init__(self, images, labels, batch_size, prepare, shuffle, seed):
+        super().__init__()
+        self.images, self.labels, self.batch_size = images, labels, batch_size
+        self.prepare, self.shuffle = prepare, shuffle
+        self.rng = np.random.default_rng(seed)
+        self.order = np.arange(len(labels))
+        self.on_epoch_end()
+
+    def __len__(self):
+        return math.ceil(len(self.labels) / self.batch_size)
+
+    def __getitem__(self, index):
+        rows = self.order[index * self.batch_size : (index + 1) * self.batch_size]
+        return keras.ops.convert_to_numpy(self.prepare(self.images[rows])), self.labels[rows]
+
+    def on_epoch_end(self):
+        if self.shuffle:
+            self.rng.shuffle(self.order)

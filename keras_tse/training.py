@@ -1,0 +1,162 @@
+"""Training one model variant into a run folder, the way every recipe and the demo do it.
+
+A run folder holds `config.json`, `history.csv` (CSVLogger: loss, accuracy, val_*, and the per-block
+similarity columns), `similarity.csv` (every similarity measurement), `checkpoints/{best,last}.keras`,
+`plots/` and, once finished, `summary.json`. While training, `backup/` (BackupAndRestore) lets the
+same command resume from the last finished epoch after an interruption; a finished folder is not
+trained again.
+"""
+
+import csv
+import dataclasses
+import json
+import math
+import os
+import time
+
+import keras
+import numpy as np
+
+from keras_tse.callbacks import TokenSimilarityMetric
+
+
+@dataclasses.dataclass
+class TrainConfig:
+    """Optimisation settings; the defaults are the paper's ViT/CIFAR-10 run (Sec. 3.3)."""
+
+    epochs: int = 150
+    batch_size: int = 128
+    learning_rate: float = 1e-4  # the paper: 1e-4 for pre-norm and de-escalated, 5e-5 for post-norm
+    weight_decay: float = 0.1
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
+    decay_factor: float = 0.2
+    similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
+
+
+def make_optimizer(config, steps_per_epoch):
+    """AdamW with the multi-step decay of Sec. 3.3, boundaries in optimizer steps."""
+    total = config.epochs * steps_per_epoch
+    boundaries = [max(1, int(round(f * total))) for f in config.decay_at]
+    values = [config.learning_rate * config.decay_factor**i for i in range(len(boundaries) + 1)]
+    schedule = keras.optimizers.schedules.PiecewiseConstantDecay(boundaries, values)
+    optimizer = keras.optimizers.AdamW(
+        learning_rate=schedule, weight_decay=config.weight_decay, beta_1=config.beta_1, beta_2=config.beta_2
+    )
+    optimizer.exclude_from_weight_decay(var_names=["tau"])  # a learned tau is not a weight to shrink
+    return optimizer
+
+
+def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None,
+                extra_callbacks=()):
+    """Train `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
+
+    Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
+    without training if `run_dir/summary.json` exists.
+    """
+    summary_path = os.path.join(run_dir, "summary.json")
+    if os.path.exists(summary_path):
+        with open(summary_path) as f:
+            return json.load(f)
+    for sub in ("checkpoints", "plots"):
+        os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
+    with open(os.path.join(run_dir, "config.json"), "w") as f:
+        json.dump({"model": model.name, "train": dataclasses.asdict(config), **(extra_config or {})}, f, indent=2)
+
+    history_path = os.path.join(run_dir, "history.csv")
+    model.compile(
+        optimizer=make_optimizer(config, steps_per_epoch),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    similarity = TokenSimilarityMetric(
+        probe_inputs,
+        every_n_batches=config.similarity_every_n_batches,
+        csv_path=os.path.join(run_dir, "similarity.csv"),
+        plot_dir=os.path.join(run_dir, "plots"),
+    )
+    best_so_far = min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)
+    callbacks = [
+        # First, so that everything after it sees the restored weights and epoch.
+        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
+        similarity,  # before CSVLogger: it adds its columns to the epoch logs
+        keras.callbacks.CSVLogger(history_path, append=True),
+        keras.callbacks.ModelCheckpoint(
+            os.path.join(run_dir, "checkpoints", "best.keras"), monitor="val_loss", save_best_only=True,
+            initial_value_threshold=best_so_far if math.isfinite(best_so_far) else None,
+        ),
+        keras.callbacks.ModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
+        *extra_callbacks,
+    ]
+    start = time.perf_counter()
+    # shuffle=False: the pipeline shuffles (an ordered stream must stay ordered, e.g. Transformer-XL).
+    model.fit(train, validation_data=test, epochs=config.epochs, callbacks=callbacks, shuffle=False)
+    summary = _summary(model.name, read_history(history_path), similarity, time.perf_counter() - start)
+    with open(summary_path, "w") as f:
+        json.dump(summary, f, indent=2)
+    return summary
+
+
+def read_history(path):
+    """`history.csv` as column -> list, one entry per epoch (a resumed run's repeats: last wins)."""
+    if not os.path.exists(path):
+        return {}
+    rows = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            rows[int(row["epoch"])] = row
+    columns = {}
+    for epoch in sorted(rows):
+        for key, value in rows[epoch].items():
+            columns.setdefault(key, []).append(float(value))
+    return columns
+
+
+def _summary(name, history, similarity, seconds):
+    last_block = sorted(k for k in history if k.startswith("tsim_"))[-1]
+    first = similarity.records[0]
+    return {
+        "model": name,
+        "epochs": len(history["loss"]),
+        "train_loss": history["loss"][-1],
+        "train_accuracy": history["accuracy"][-1],
+        "test_loss": history["val_loss"][-1],
+        "test_accuracy": history["val_accuracy"][-1],
+        "best_test_accuracy": max(history["val_accuracy"]),
+        "last_block_similarity_start": first[last_block],
+        "last_block_similarity_end": history[last_block][-1],
+        "seconds_this_session": seconds,
+        "similarity_overhead": similarity.overhead,
+    }
+
+
+def summary_line(variant, s):
+    return (
+        f"{variant:>11}: {s['epochs']} epochs, train loss {s['train_loss']:.4f}, test loss "
+        f"{s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (best {s['best_test_accuracy']:.2%}), "
+        f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}, "
+        f"similarity overhead {s['similarity_overhead']:.1%}"
+    )
+
+
+def plot_losses(histories, path, title):
+    """Figure-6 style: train and test loss per epoch, one curve per variant."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for variant, history in histories.items():
+        epochs = np.arange(1, len(history["loss"]) + 1)
+        axes[0].plot(epochs, history["loss"], label=variant)
+        axes[1].plot(epochs, history["val_loss"], label=variant)
+    for ax, split in zip(axes, ("train", "test")):
+        ax.set(xlabel="epoch", ylabel="loss", title=f"{split} loss")
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,118 @@
+"""The deep Vision Transformer of Yu & Zhang, Sec. 3.3 (CIFAR-10, depth 80, Table 1)."""
+
+import keras
+
+from keras_tse.layers import PatchEmbedding, PostNormBlock, PreNormBlock
+from keras_tse.layers import _checks
+from keras_tse.layers.self_attention import resolve_head_dim
+
+NORMS = ("post", "pre", "deescalate")
+POOLS = ("cls", "mean")
+DEESCALATE_AT = ("output", "pre_ffn")
+
+
+def vit(
+    depth=80,
+    norm="deescalate",
+    *,
+    image_size=32,
+    patch_size=4,
+    channels=3,
+    hidden_dim=192,
+    ffn_dim=384,
+    num_heads=8,
+    num_classes=10,
+    tau=1.0,
+    trainable_tau=False,
+    deescalate_at="output",
+    pool="cls",
+    dropout=0.0,
+    activation="relu",
+    alpha=1.0,
+    name=None,
+):
+    """A ViT classifier, images `[batch, image_size, image_size, channels]` to class logits.
+
+    Patch embedding (strided convolution), a learned class token and learned
+    position embeddings, `depth` Transformer blocks, a final LayerNorm and a
+    linear head on the class token (`pool="cls"`) or on the token mean
+    (`pool="mean"`): the layout of vit-pytorch, the code the paper's
+    experiments build on, with a final LayerNorm for every `norm` as there.
+
+    `norm` picks the block: `"post"` is Algorithm 1, `"pre"` is eq. (19),
+    `"deescalate"` is Algorithm 1 plus `DeEscalation(tau)` (eq. 21) at
+    `deescalate_at` (the paper's ViT uses `"output"`, Sec. 3.3).
+
+    De-escalation at the output of the last block followed by mean pooling
+    would hand the head `(1 - tau)` times the token mean, identically zero at
+    the paper's tau = 1: a model that cannot learn. With `pool="mean"` and
+    `deescalate_at="output"` the last block therefore does not de-escalate
+    (there is no later attention whose input it would diversify). Class-token
+    pooling, the paper's, needs no such exception.
+
+    Args:
+        depth: int, number of blocks. Defaults to `80` (Table 1).
+        norm: `"post"`, `"pre"` or `"deescalate"`. Defaults to `"deescalate"`.
+        image_size: int, side of the square input images. Defaults to `32`.
+        patch_size: int, side of a patch. Defaults to `4` (Sec. 3.3).
+        channels: int, image channels. Defaults to `3`.
+        hidden_dim: int, token width. Defaults to `192` (Table 1).
+        ffn_dim: int, FFN width. Defaults to `384` (Table 1).
+        num_heads: int, attention heads. Defaults to `8` (head size 24, Table 1).
+        num_classes: int, number of classes. Defaults to `10`.
+        tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
+        trainable_tau: bool, whether tau is learned. Defaults to `False`.
+        deescalate_at: `"output"` or `"pre_ffn"`. Defaults to `"output"`.
+        pool: `"cls"` or `"mean"`. Defaults to `"cls"`.
+        dropout: float in [0, 1), dropout on the embeddings and in every
+            block. Defaults to `0.0`.
+        activation: FFN activation. Defaults to `"relu"`.
+        alpha: positive float scaling self-attention (Algorithm 1). Defaults
+            to `1.0`.
+        name: model name. Defaults to `f"vit{depth}_{norm}"`.
+
+    Returns:
+        A functional `keras.Model`.
+
+    Example:
+
+    >>> model = keras_tse.zoo.vit(depth=80, norm="deescalate")
+    >>> model.count_params()  # 23,8xx,xxx
+
+    Reference:
+        Yu & Zhang, Sec. 3.3 and Table 1; Dosovitskiy et al. 2021.
+    """
+    _checks.positive_int("depth", depth)
+    _checks.one_of("norm", norm, NORMS)
+    _checks.one_of("pool", pool, POOLS)
+    _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
+    _checks.positive_int("num_classes", num_classes)
+    _checks.positive_int("channels", channels)
+    resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
+    embedding = PatchEmbedding(image_size, patch_size, hidden_dim, use_class_token=pool == "cls",
+                               name="patch_embedding")
+    common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout)
+    if norm == "pre":
+        blocks = [PreNormBlock(**common, name=f"block_{i:02d}") for i in range(depth)]
+    else:
+        blocks = [
+            PostNormBlock(**common, deescalate=place, tau=tau, trainable_tau=trainable_tau, name=f"block_{i:02d}")
+            for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
+        ]
+
+    inputs = keras.Input((image_size, image_size, channels), name="images")
+    x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(inputs))
+    for block in blocks:
+        x = block(x)
+    x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
+    features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)
+    logits = keras.layers.Dense(num_classes, name="head")(features)
+    return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
+
+
+def _deescalate_places(norm, depth, deescalate_at, pool):
+    """Where each block de-escalates; see `vit`'s docstring for the last block under mean pooling."""
+    places = [deescalate_at if norm == "deescalate" else None] * depth
+    if pool == "mean" and places[-1] == "output":
+        places[-1] = None
+    return places

@@ -1,0 +1,98 @@
+import numpy as np
+import pytest
+from keras import ops
+
+import keras_tse
+from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
+from keras_tse.similarity import token_similarity_profile
+from keras_tse.zoo import from_preset, presets, vit
+
+TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
+
+
+def _images(shape=(4, 8, 8, 1), seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "deescalate"])
+def test_paper_vit80_size_and_escalation_at_init(norm):
+    model = vit(depth=80, norm=norm)
+    assert 22e6 <= model.count_params() <= 26e6, model.count_params()
+    assert tuple(model.output.shape) == (None, 10)
+    blocks = [layer for layer in model.layers if isinstance(layer, (PostNormBlock, PreNormBlock))]
+    assert len(blocks) == 80
+    if norm == "post":
+        profile = token_similarity_profile(model, _images((2, 32, 32, 3)))
+        assert profile.shape == (80,) and profile[-1] > 0.9, profile
+    if norm == "deescalate":
+        profile = token_similarity_profile(model, _images((2, 32, 32, 3)))
+        assert np.all(profile < 0.05), profile
+        assert all(b.deescalate == "output" and b.tau == 1.0 for b in blocks)
+
+
+def test_table1_defaults():
+    model = vit(depth=2)
+    embedding = model.get_layer("patch_embedding")
+    block = model.get_layer("block_00")
+    assert (embedding.patch_size, embedding.hidden_dim, embedding.num_tokens) == (4, 192, 65)
+    assert (block.num_heads, block.ffn_dim, block.self_attention._head_dim) == (8, 384, 24)  # Table 1
+    assert model.get_layer("head").units == 10
+
+
+def test_mean_pooling_after_full_deescalation_still_learns():
+    # tau=1 at every block output would zero the token mean the head sees; the last block keeps it.
+    model = vit(norm="deescalate", pool="mean", tau=1.0, **TINY)
+    places = [model.get_layer(f"block_{i:02d}").deescalate for i in range(3)]
+    assert places == ["output", "output", None]
+    pooled = keras_tse.similarity.block_outputs_model(model, ["mean_pool"]).predict(_images(), verbose=0)
+    assert np.abs(pooled).max() > 0.1
+    logits = model.predict(_images(), verbose=0)
+    assert np.std(logits, axis=0).max() > 1e-3  # different images, different logits
+
+
+def test_the_broken_combination_really_is_broken():
+    # The reason for the rule above: after DeEscalation(tau=1), the mean over tokens is exactly 0.
+    x = _images((2, 5, 4))
+    np.testing.assert_allclose(ops.convert_to_numpy(ops.mean(DeEscalation(1.0)(x), axis=1)), 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [
+        ({"norm": "postnorm"}, r"Received: norm='postnorm'"),
+        ({"pool": "max"}, r"one of \('cls', 'mean'\). Received: pool='max'"),
+        ({"deescalate_at": "input"}, "Received: deescalate_at='input'"),
+        ({"patch_size": 3}, "image_size=8, patch_size=3"),
+        ({"num_heads": 3}, "hidden=16, num_heads=3"),
+        ({"depth": 0}, "Received: depth=0"),
+        ({"tau": 1.2}, "Received: tau=1.2"),
+        ({"num_classes": 0}, "Received: num_classes=0"),
+    ],
+)
+def test_bad_arguments_fail_up_front(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        vit(**{**TINY, **kwargs})
+
+
+@pytest.mark.parametrize("name", sorted(presets()))
+def test_every_preset_forward_pass_is_finite(name):
+    config = presets()[name]["config"]
+    model = from_preset(name)
+    x = _images((2, config["image_size"], config["image_size"], config.get("channels", 3)))
+    logits = model.predict(x, verbose=0)
+    assert logits.shape == (2, config["num_classes"]) and np.all(np.isfinite(logits))
+
+
+def test_paper_presets_are_the_three_variants():
+    p = presets()
+    assert {p[f"vit80_cifar10_{n}"]["config"]["norm"] for n in ("post", "pre", "deescalate")} == {
+        "post", "pre", "deescalate"}
+
+
+def test_from_preset_overrides_and_rejects_unknown():
+    model = from_preset("vit12_cifar10_small", depth=2, norm="pre")
+    assert isinstance(model.get_layer("block_01"), PreNormBlock)
+    with pytest.raises(ValueError, match=r"Received unknown overrides: \['layers'\]"):
+        from_preset("vit12_cifar10_small", layers=4)
+    with pytest.raises(ValueError, match="Received: preset='vit1000'"):
+        from_preset("vit1000")

@@ -1,6 +1,7 @@
 """`keras-tse`: the command line of the zoo.
 
-    keras-tse demo            token similarity after each block at initialisation (Sec. 2.4)
+    keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
+    keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
 """
 
 import argparse
@@ -10,6 +11,14 @@ import time
 
 
 def _demo(args):
+    from keras_tse.demo import DemoConfig, run_demo
+
+    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed)
+    run_demo(args.out, config, verbose=args.verbose)
+    return 0
+
+
+def _escalation(args):
     import keras
 
     from keras_tse.escalation import EscalationConfig, format_table, similarity_at_init
@@ -47,24 +56,41 @@ def _write_csv(path, profiles):
             f.write(f"{block}," + ",".join(f"{profiles[k][block]:.6g}" for k in kinds) + "\n")
 
 
+def _demo_defaults():
+    from keras_tse.demo import DemoConfig
+
+    return DemoConfig()
+
+
 def _parser():
     parser = argparse.ArgumentParser(prog="keras-tse", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="token similarity escalation at initialisation, per block kind")
-    demo.add_argument("--depth", type=int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
-    demo.add_argument("--tokens", type=int, default=64, help="n, tokens per example (default: 64)")
-    demo.add_argument("--hidden", type=int, default=512, help="d, hidden size (default: 512)")
-    demo.add_argument("--heads", type=int, default=8, help="h, attention heads (default: 8)")
-    demo.add_argument("--ffn", type=int, default=2048, help="FFN width (default: 2048 = 4d)")
-    demo.add_argument("--tau", type=float, default=1.0, help="de-escalation strength (default: 1.0)")
-    demo.add_argument("--seeds", type=int, default=3, help="seeds averaged (default: 3)")
-    demo.add_argument(
+    demo = commands.add_parser("demo", help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
+    defaults = _demo_defaults()
+    demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    demo.add_argument("--depth", type=int, default=defaults.depth, help=f"blocks (default: {defaults.depth})")
+    demo.add_argument("--epochs", type=int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})")
+    demo.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+                      help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})")
+    demo.add_argument("--seed", type=int, default=defaults.seed)
+    demo.add_argument("--verbose", type=int, default=1, help="fit's progress output: 0, 1 or 2 (default: 1)")
+    demo.set_defaults(run=_demo)
+
+    escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind")
+    escalation.add_argument("--depth", type=int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
+    escalation.add_argument("--tokens", type=int, default=64, help="n, tokens per example (default: 64)")
+    escalation.add_argument("--hidden", type=int, default=512, help="d, hidden size (default: 512)")
+    escalation.add_argument("--heads", type=int, default=8, help="h, attention heads (default: 8)")
+    escalation.add_argument("--ffn", type=int, default=2048, help="FFN width (default: 2048 = 4d)")
+    escalation.add_argument("--tau", type=float, default=1.0, help="de-escalation strength (default: 1.0)")
+    escalation.add_argument("--seeds", type=int, default=3, help="seeds averaged (default: 3)")
+    escalation.add_argument(
         "--kinds",
         default="post,pre,deescalate,deescalate_pre_ffn",
         help="comma-separated block kinds (default: post,pre,deescalate,deescalate_pre_ffn)",
     )
-    demo.add_argument("--csv", help="also write the table to this CSV file")
-    demo.set_defaults(run=_demo)
+    escalation.add_argument("--csv", help="also write the table to this CSV file")
+    escalation.set_defaults(run=_escalation)
     return parser
 
 

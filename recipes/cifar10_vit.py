@@ -38,7 +38,7 @@ TRAIN = TrainConfig(epochs=150, batch_size=128)
 # === Smoke: everything shrunk to run end to end in about a minute on a CPU ===
 SMOKE_MODEL = dict(depth=4, hidden_dim=32, ffn_dim=64, num_heads=4)
 SMOKE_TRAIN = dataclasses.replace(TRAIN, epochs=3, batch_size=64, learning_rate=1e-3)
-SMOKE_DATA = dict(num_train=512, num_test=128)
+SMOKE_DATA = dict(num_train=256, num_test=128)
 PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
 
 

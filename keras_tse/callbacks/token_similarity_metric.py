@@ -27,8 +27,9 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     block).
 
     Under JAX, `fit` keeps the weights out of the model between epoch ends;
-    a mid-epoch measurement first writes them back (`jax_state_sync`), so it
-    sees the current weights.
+    Keras writes them back (`jax_state_sync`) whenever a callback reads
+    `self.model`, which every measurement does, so a mid-epoch measurement
+    sees the current weights (`tests/test_callbacks.py` pins this).
 
     Its cost is one forward pass of the probe batch per measurement;
     `overhead` holds the seconds spent measuring over the seconds of training
@@ -85,9 +86,6 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def on_train_batch_end(self, batch, logs=None):
         self._step += 1
         if self.every_n_batches and self._step % self.every_n_batches == 0:
-            sync = getattr(self.model, "jax_state_sync", None)
-            if sync is not None:
-                sync()  # JAX: put the in-flight weights back into the model's variables
             self._tick()
             values = self._measure("batch")
             if logs is not None:
@@ -111,12 +109,13 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
 
     def _measure(self, when):
         start = time.perf_counter()
+        step = self._global_step()  # reads self.model first: under JAX that syncs the weights in
         tsim, tcos = measure_blocks(self._probe, self.probe_inputs, (token_similarity, cosine_similarity))
         width = len(str(len(tsim) - 1))
         values = {f"tsim_{i:0{width}d}": float(v) for i, v in enumerate(tsim)}
         values.update({f"tcos_{i:0{width}d}": float(v) for i, v in enumerate(tcos)})
         epoch = "" if when == "train_begin" else self._epoch
-        record = {"epoch": epoch, "step": self._global_step(), "when": when, **values}
+        record = {"epoch": epoch, "step": step, "when": when, **values}
         self.records.append(record)
         if self.csv_path:
             self._append_csv(record)
@@ -149,6 +148,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        import matplotlib.ticker
 
         os.makedirs(plot_dir, exist_ok=True)
         matrix = self.similarity_matrix()
@@ -157,6 +157,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         image = ax.imshow(matrix, aspect="auto", origin="lower", vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set(xlabel="measurement (train begin, batches, epoch ends)", ylabel="block", title="token similarity")
         ax.set_xticks(range(len(labels)), labels, fontsize=6, rotation=90)
+        ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         fig.colorbar(image, ax=ax)
         fig.tight_layout()
         fig.savefig(os.path.join(plot_dir, "token_similarity_heatmap.png"), dpi=100)

@@ -1,0 +1,86 @@
+import csv
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse.callbacks import TokenSimilarityMetric
+from keras_tse.similarity import token_similarity_profile
+from keras_tse.zoo import vit
+
+TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
+
+
+def _data(n=64, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((n, 8, 8, 1)).astype("float32"), rng.integers(0, 10, n).astype("int32")
+
+
+def _model(norm="post"):
+    model = vit(norm=norm, **TINY)
+    # a large learning rate, so that every step visibly changes the similarity profile
+    model.compile(optimizer=keras.optimizers.Adam(3e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model
+
+
+def test_values_equal_the_profile_and_reach_history_csv(tmp_path):
+    x, y = _data()
+    probe = x[:16]
+    model = _model()
+    metric = TokenSimilarityMetric(probe, csv_path=str(tmp_path / "similarity.csv"))
+    history_path = tmp_path / "history.csv"
+    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0,
+                        callbacks=[metric, keras.callbacks.CSVLogger(str(history_path))])
+    last = [metric.records[-1][f"tsim_{i}"] for i in range(3)]
+    np.testing.assert_allclose(last, token_similarity_profile(model, probe), rtol=1e-5)
+    with open(history_path) as f:
+        rows = list(csv.DictReader(f))
+    assert {"tsim_0", "tsim_2", "tcos_0", "tcos_2"} <= set(rows[0])
+    assert float(rows[-1]["tsim_2"]) == pytest.approx(last[2], rel=1e-6)
+    assert history.history["tsim_1"][-1] == pytest.approx(last[1], rel=1e-6)
+    assert [r["when"] for r in metric.records] == ["train_begin", "epoch_end", "epoch_end"]
+    with open(tmp_path / "similarity.csv") as f:
+        assert [r["when"] for r in csv.DictReader(f)] == ["train_begin", "epoch_end", "epoch_end"]
+
+
+def test_mid_epoch_measurements_see_current_weights():
+    # Under JAX, fit keeps the weights out of the model during an epoch; the callback must sync them.
+    x, y = _data()
+    model = _model()
+    metric = TokenSimilarityMetric(x[:16], every_n_batches=1)
+    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[metric])
+    records = metric.records
+    assert [r["when"] for r in records] == ["train_begin", "batch", "batch", "batch", "batch", "epoch_end"]
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 4]
+    batch_values = [r["tsim_2"] for r in records[1:5]]
+    assert len(set(batch_values)) == 4  # every step changed the weights, and each measurement saw it
+    # the last batch's weights are the epoch's final weights: same numbers
+    assert records[4]["tsim_2"] == pytest.approx(records[5]["tsim_2"], rel=1e-6)
+
+
+def test_plots_and_overhead(tmp_path):
+    x, y = _data()
+    metric = TokenSimilarityMetric(x[:16], plot_dir=str(tmp_path / "plots"))
+    _model().fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[metric])
+    for name in ("token_similarity_heatmap.png", "token_similarity_curves.png"):
+        assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+    assert metric.similarity_matrix().shape == (3, 3)  # blocks x (train begin + 2 epoch ends)
+    assert 0 < metric.overhead < np.inf
+
+
+def test_named_layers_in_a_plain_functional_model():
+    inputs = keras.Input((6, 4))
+    h1 = keras.layers.Dense(4, name="first")(inputs)
+    h2 = keras.layers.Dense(4, name="second")(h1)
+    model = keras.Model(inputs, keras.layers.GlobalAveragePooling1D()(h2))
+    x = np.random.default_rng(0).standard_normal((3, 6, 4)).astype("float32") + 1.0
+    profile = token_similarity_profile(model, x, layers=["first", "second"])
+    assert profile.shape == (2,)
+    with pytest.raises(ValueError, match="name the block layers with `layers=`"):
+        token_similarity_profile(model, x)
+
+
+@pytest.mark.parametrize("every", [0, 2.5, "1"])
+def test_bad_frequency_is_rejected(every):
+    with pytest.raises(ValueError, match=f"Received: every_n_batches={every!r}"):
+        TokenSimilarityMetric(np.zeros((1, 8, 8, 1)), every_n_batches=every)

@@ -1,0 +1,75 @@
+import pickle
+import tarfile
+import urllib.error
+
+import numpy as np
+import pytest
+
+from keras_tse import data
+from keras_tse.data import cifar10
+
+
+def _write_fake_cifar(folder, n=4):
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for name in cifar10.TRAIN_BATCHES + cifar10.TEST_BATCHES:
+        batch = {b"data": rng.integers(0, 256, (n, 3072), dtype=np.uint8), b"labels": list(range(n))}
+        with open(folder / name, "wb") as f:
+            pickle.dump(batch, f)
+    return batch
+
+
+def test_reads_the_extracted_python_release(tmp_path):
+    last = _write_fake_cifar(tmp_path / cifar10.FOLDER)
+    (x_train, y_train), (x_test, y_test) = data.load_cifar10(str(tmp_path), download=False)
+    assert x_train.shape == (20, 32, 32, 3) and x_test.shape == (4, 32, 32, 3) and x_train.dtype == np.uint8
+    # channel-first rows of 1024 values become HWC: pixel (0, 1) of channel 2 is value 2048 + 1
+    assert x_test[0, 0, 1, 2] == last[b"data"][0, 2048 + 1]
+    np.testing.assert_array_equal(y_test, [0, 1, 2, 3])
+
+
+def test_no_files_and_no_download_names_the_file_and_place(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"cifar-10-python.tar.gz.*c58f30108f718f92721af3b95e74349a"):
+        data.load_cifar10(str(tmp_path), download=False)
+
+
+def test_failed_download_says_what_to_fetch(tmp_path, monkeypatch):
+    def offline(url, path):
+        open(path, "wb").write(b"partial")
+        raise urllib.error.URLError("no network")
+
+    monkeypatch.setattr(cifar10.urllib.request, "urlretrieve", offline)
+    with pytest.raises(FileNotFoundError, match=rf"put it at {tmp_path}/cifar-10-python.tar.gz"):
+        data.load_cifar10(str(tmp_path))
+    assert list(tmp_path.iterdir()) == []  # no half-downloaded file left to pass for the archive
+
+
+def test_archive_with_wrong_checksum_is_refused(tmp_path):
+    _write_fake_cifar(tmp_path / "src" / cifar10.FOLDER)
+    with tarfile.open(tmp_path / cifar10.ARCHIVE, "w:gz") as tar:
+        tar.add(tmp_path / "src" / cifar10.FOLDER, arcname=cifar10.FOLDER)
+    with pytest.raises(ValueError, match="expected c58f30108f718f92721af3b95e74349a"):
+        data.load_cifar10(str(tmp_path))
+
+
+def test_synthetic_set_has_cifar_format_and_balanced_classes():
+    (x, y), (xt, yt) = data.synthetic_cifar10(num_train=300, num_test=50)
+    assert x.shape == (300, 32, 32, 3) and x.dtype == np.uint8 and xt.shape == (50, 32, 32, 3)
+    assert set(np.unique(y)) == set(range(10))
+
+
+def test_digits_ship_with_scikit_learn_and_are_standardised():
+    (x, y), (xt, yt) = data.load_digits()
+    assert x.shape == (1438, 8, 8, 1) and xt.shape == (359, 8, 8, 1)
+    assert abs(x.mean()) < 1e-5 and abs(x.std() - 1) < 1e-5
+
+
+def test_pipeline_normalises_augments_and_batches():
+    (x, y), _ = data.synthetic_cifar10(num_train=70, num_test=10)
+    mean, std = cifar10.MEAN, cifar10.STD
+    plain = list(data.image_dataset(x, y, 32, mean=mean, std=std))
+    assert [len(np.asarray(b[1])) for b in plain] == [32, 32, 6]
+    np.testing.assert_allclose(np.asarray(plain[0][0]), data.normalized(x[:32], mean, std), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(plain[0][0]), (x[:32] / 255.0 - mean) / std, atol=1e-5)
+    augmented = np.asarray(next(iter(data.image_dataset(x, y, 32, augment=True, mean=mean, std=std)))[0])
+    assert augmented.shape == (32, 32, 32, 3) and not np.allclose(augmented, np.asarray(plain[0][0]))

@@ -1,0 +1,85 @@
+"""The CIFAR-10 recipe end to end on local synthetic data, and its resume after a hard kill."""
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse.data import cifar10, normalized, synthetic_cifar10  # also registers the layers for loading
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
+
+
+def _run(args, timeout=300):
+    return subprocess.run([sys.executable, RECIPE, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+def _epochs(history_csv):
+    with open(history_csv) as f:
+        return [int(row["epoch"]) for row in csv.DictReader(f)]
+
+
+@pytest.mark.large
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the three-variant smoke runs once, on JAX")
+def test_smoke_all_variants_writes_the_run_folder(tmp_path):
+    result = _run(["--smoke", "--norm", "all", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary_lines = [line for line in result.stdout.splitlines() if "test acc" in line]
+    assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
+    for norm in ("post", "pre", "deescalate"):
+        run = tmp_path / norm
+        for name in ("config.json", "history.csv", "similarity.csv", "summary.json", "checkpoints/best.keras",
+                     "checkpoints/last.keras", "plots/token_similarity_heatmap.png"):
+            assert (run / name).exists(), name
+        assert _epochs(run / "history.csv") == [0, 1, 2]
+        assert not (run / "backup").exists()  # removed once training finished
+    assert (tmp_path / "plots" / "loss_curves.png").exists()
+
+
+def test_checkpoint_reloads_and_fit_continues(tmp_path):
+    result = _run(["--smoke", "--norm", "deescalate", "--epochs", "1", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
+    (x, y), _ = synthetic_cifar10(num_train=64, num_test=1)
+    x = normalized(x, cifar10.MEAN, cifar10.STD)
+    before = model.evaluate(x, y, verbose=0)[0]
+    model.fit(x, y, batch_size=32, epochs=2, verbose=0)  # optimizer state came back with the file
+    assert model.evaluate(x, y, verbose=0)[0] < before
+
+
+def test_killed_run_resumes_from_its_last_saved_epoch(tmp_path):
+    args = [RECIPE, "--smoke", "--norm", "deescalate", "--epochs", "5", "--out", str(tmp_path)]
+    history = tmp_path / "deescalate" / "history.csv"
+    process = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 240
+    while time.time() < deadline and process.poll() is None:
+        if history.exists() and len(_epochs(history)) >= 2:
+            break
+        time.sleep(0.2)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done_before_kill = _epochs(history)
+    assert 2 <= len(done_before_kill) < 5, done_before_kill  # killed mid-way, not before or after
+
+    result = _run(args[1:])
+    assert result.returncode == 0, result.stderr[-3000:]
+    first_epoch_rerun = int(result.stdout.split("Epoch ")[1].split("/")[0])
+    assert first_epoch_rerun == len(done_before_kill) + 1  # "Epoch 3/5": it did not start over
+    assert sorted(set(_epochs(history))) == [0, 1, 2, 3, 4]
+    with open(tmp_path / "deescalate" / "similarity.csv") as f:
+        whens = [row["when"] for row in csv.DictReader(f)]
+    assert whens.count("epoch_end") >= 5 and whens.count("train_begin") == 2
+
+
+def test_no_data_stops_with_the_file_to_fetch(tmp_path):
+    result = _run(["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")])
+    assert result.returncode != 0
+    assert "cifar-10-python.tar.gz" in result.stderr and str(tmp_path) in result.stderr

@@ -73,7 +73,7 @@ def _parser():
     demo.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
                       help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})")
     demo.add_argument("--seed", type=int, default=defaults.seed)
-    demo.add_argument("--verbose", type=int, default=1, help="fit's progress output: 0, 1 or 2 (default: 1)")
+    demo.add_argument("--verbose", type=int, default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
     demo.set_defaults(run=_demo)
 
     escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind")

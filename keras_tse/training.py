@@ -49,11 +49,13 @@ def make_optimizer(config, steps_per_epoch):
 
 
 def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None,
-                extra_callbacks=()):
+                extra_callbacks=(), checkpoints=True, verbose="auto"):
     """Train `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
 
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
-    without training if `run_dir/summary.json` exists.
+    without training if `run_dir/summary.json` exists. With `checkpoints=False` (short runs such as
+    the demo, where writing three files per epoch would double the time) nothing is backed up during
+    training and only `checkpoints/last.keras` is written, at the end.
     """
     summary_path = os.path.join(run_dir, "summary.json")
     if os.path.exists(summary_path):
@@ -77,21 +79,29 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
         plot_dir=os.path.join(run_dir, "plots"),
     )
     best_so_far = min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)
-    callbacks = [
+    last_path = os.path.join(run_dir, "checkpoints", "last.keras")
+    saving = [
         # First, so that everything after it sees the restored weights and epoch.
         keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
-        similarity,  # before CSVLogger: it adds its columns to the epoch logs
-        keras.callbacks.CSVLogger(history_path, append=True),
         keras.callbacks.ModelCheckpoint(
             os.path.join(run_dir, "checkpoints", "best.keras"), monitor="val_loss", save_best_only=True,
             initial_value_threshold=best_so_far if math.isfinite(best_so_far) else None,
         ),
-        keras.callbacks.ModelCheckpoint(os.path.join(run_dir, "checkpoints", "last.keras")),
+        keras.callbacks.ModelCheckpoint(last_path),
+    ]
+    callbacks = [
+        *(saving[:1] if checkpoints else []),
+        similarity,  # before CSVLogger: it adds its columns to the epoch logs
+        keras.callbacks.CSVLogger(history_path, append=True),
+        *(saving[1:] if checkpoints else []),
         *extra_callbacks,
     ]
     start = time.perf_counter()
     # shuffle=False: the pipeline shuffles (an ordered stream must stay ordered, e.g. Transformer-XL).
-    model.fit(train, validation_data=test, epochs=config.epochs, callbacks=callbacks, shuffle=False)
+    model.fit(train, validation_data=test, epochs=config.epochs, callbacks=callbacks, shuffle=False,
+              verbose=verbose)
+    if not checkpoints:
+        model.save(last_path)
     summary = _summary(model.name, read_history(history_path), similarity, time.perf_counter() - start)
     with open(summary_path, "w") as f:
         json.dump(summary, f, indent=2)

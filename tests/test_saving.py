@@ -42,9 +42,25 @@ def _every_layer_model():
     return model
 
 
-def test_round_trip_on_this_backend(tmp_path):
-    model = _every_layer_model()
-    x = np.random.default_rng(1).standard_normal((2, 6, 8)).astype("float32")
+def _trained_vit():
+    """A small ViT after a few training steps (class-token slicing and PatchEmbedding included)."""
+    model = keras_tse.zoo.vit(depth=2, norm="deescalate", image_size=8, patch_size=2, channels=1,
+                              hidden_dim=16, ffn_dim=32, num_heads=2, trainable_tau=True, tau=0.8)
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((32, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 32)
+    model.compile(keras.optimizers.AdamW(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(x, y, epochs=2, batch_size=8, verbose=0)
+    return model
+
+
+MODELS = {"every_layer": (_every_layer_model, (2, 6, 8)), "trained_vit": (_trained_vit, (3, 8, 8, 1))}
+
+
+@pytest.mark.parametrize("kind", sorted(MODELS))
+def test_round_trip_on_this_backend(tmp_path, kind):
+    build, shape = MODELS[kind]
+    model = build()
+    x = np.random.default_rng(1).standard_normal(shape).astype("float32")
     path = str(tmp_path / "model.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
@@ -52,10 +68,12 @@ def test_round_trip_on_this_backend(tmp_path):
     assert [type(layer).__name__ for layer in loaded.layers] == [type(layer).__name__ for layer in model.layers]
 
 
+@pytest.mark.parametrize("kind", sorted(MODELS))
 @pytest.mark.parametrize("other", [b for b in BACKENDS if b != keras.backend.backend()])
-def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other):
-    model = _every_layer_model()
-    x = np.random.default_rng(1).standard_normal((2, 6, 8)).astype("float32")
+def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other, kind):
+    build, shape = MODELS[kind]
+    model = build()
+    x = np.random.default_rng(1).standard_normal(shape).astype("float32")
     model.save(tmp_path / "model.keras")
     np.save(tmp_path / "x.npy", x)
     env = {**os.environ, "KERAS_BACKEND": other}

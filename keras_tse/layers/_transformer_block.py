@@ -7,10 +7,11 @@ subclass writes its own `call` from the two sublayer functions defined here.
 import keras
 
 from keras_tse.layers import _checks
+from keras_tse.layers._sequence_layer import SequenceLayer
 from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
 
 
-class TransformerBlock(keras.layers.Layer):
+class TransformerBlock(SequenceLayer):
     def __init__(
         self,
         num_heads,
@@ -34,7 +35,6 @@ class TransformerBlock(keras.layers.Layer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
-        self.supports_masking = True
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
@@ -79,12 +79,6 @@ class TransformerBlock(keras.layers.Layer):
         """The FFN branch `phi(X W_1) W_2` (Algorithm 1, step 3), dropout as in vit-pytorch."""
         hidden = self.ffn_inner_dropout(self.ffn_inner(x), training=training)
         return self.ffn_output_dropout(self.ffn_outer(hidden), training=training)
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def compute_mask(self, inputs, mask=None):
-        return mask
 
     def get_config(self):
         return {

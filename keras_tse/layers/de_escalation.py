@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_tse.layers import _checks
+from keras_tse.layers._sequence_layer import SequenceLayer
 
 
 class _UnitInterval(keras.constraints.Constraint):
@@ -12,7 +13,7 @@ class _UnitInterval(keras.constraints.Constraint):
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
-class DeEscalation(keras.layers.Layer):
+class DeEscalation(SequenceLayer):
     """Removes a fraction `tau` of the token mean: `Y = (I - tau * 11^T/n) X`.
 
     Token similarity escalation (TSE) pushes the rows of a post-norm
@@ -66,7 +67,6 @@ class DeEscalation(keras.layers.Layer):
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)
         self.causal = bool(causal)
-        self.supports_masking = True
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
@@ -87,12 +87,6 @@ class DeEscalation(keras.layers.Layer):
         tau = self.tau_weight if self.trainable_tau else self.tau
         # eq. (21): Y = (I - tau * Pi_1) X, with Pi_1 X = 1 * mean^T.
         return inputs - ops.cast(tau, inputs.dtype) * mean
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def compute_mask(self, inputs, mask=None):
-        return mask
 
     def get_config(self):
         return {

@@ -4,10 +4,11 @@ import keras
 from keras import ops
 
 from keras_tse.layers import _checks
+from keras_tse.layers._sequence_layer import SequenceLayer
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
-class SelfAttention(keras.layers.Layer):
+class SelfAttention(SequenceLayer):
     """Multi-head softmax self-attention, eq. (2), with a probe path that returns P.
 
     Each head `k` computes `P_k = softmax(X W_q,k (X W_k,k)^T / sqrt(head_dim))`
@@ -70,7 +71,6 @@ class SelfAttention(keras.layers.Layer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
-        self.supports_masking = True
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
@@ -128,12 +128,6 @@ class SelfAttention(keras.layers.Layer):
         scores = ops.softmax(logits, axis=-1)  # [B, N, T, S], rows sum to 1
         weights = self.dropout(ops.cast(scores, v.dtype), training=training)
         return ops.einsum("bnts,bsnh->btnh", weights, v), scores
-
-    def compute_output_shape(self, input_shape):
-        return input_shape
-
-    def compute_mask(self, inputs, mask=None):
-        return mask
 
     def get_config(self):
         return {

@@ -20,8 +20,13 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
     assert "keras-tse demo" in ci
 
 
-def test_python_snippet_runs(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the snippet writes blocks.keras
-    (snippet,) = _blocks("python")
-    exec(compile(snippet, "README.md", "exec"), {})
+def test_python_snippets_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
+    snippets = _blocks("python")
+    assert len(snippets) == 2
+    for snippet in snippets:
+        exec(compile(snippet, "README.md", "exec"), {})
     assert (tmp_path / "blocks.keras").exists()
+    with open(tmp_path / "history.csv") as f:
+        assert "tsim_3" in f.readline()
+    assert (tmp_path / "plots" / "token_similarity_heatmap.png").exists()

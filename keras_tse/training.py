@@ -49,7 +49,7 @@ def make_optimizer(config, steps_per_epoch):
 
 
 def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None,
-                extra_callbacks=(), checkpoints=True, verbose="auto"):
+                checkpoints=True, verbose="auto"):
     """Train `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
 
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
@@ -94,7 +94,6 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
         keras.callbacks.CSVLogger(history_path, append=True),
         *(saving[1:] if checkpoints else []),
-        *extra_callbacks,
     ]
     start = time.perf_counter()
     # shuffle=False: the pipeline shuffles (an ordered stream must stay ordered, e.g. Transformer-XL).
@@ -125,7 +124,8 @@ def read_history(path):
 
 def _summary(name, history, similarity, seconds):
     last_block = sorted(k for k in history if k.startswith("tsim_"))[-1]
-    first = similarity.records[0]
+    with open(similarity.csv_path, newline="") as f:
+        first = next(csv.DictReader(f))  # the run's first measurement, before any resume
     return {
         "model": name,
         "epochs": len(history["loss"]),
@@ -134,7 +134,7 @@ def _summary(name, history, similarity, seconds):
         "test_loss": history["val_loss"][-1],
         "test_accuracy": history["val_accuracy"][-1],
         "best_test_accuracy": max(history["val_accuracy"]),
-        "last_block_similarity_start": first[last_block],
+        "last_block_similarity_start": float(first[last_block]),
         "last_block_similarity_end": history[last_block][-1],
         "seconds_this_session": seconds,
         "similarity_overhead": similarity.overhead,

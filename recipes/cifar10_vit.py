@@ -51,7 +51,7 @@ def load_data(args):
         sys.exit(f"cifar10_vit: {error}")
 
 
-def run(args, extra_callbacks=()):
+def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     (x_train, y_train), (x_test, y_test) = load_data(args)
     train_config = SMOKE_TRAIN if args.smoke else TRAIN
@@ -80,7 +80,6 @@ def run(args, extra_callbacks=()):
             model, train, test, run_dir, config, probe, steps_per_epoch,
             extra_config={"preset": variant["preset"], "overrides": overrides, "smoke": args.smoke,
                           "seed": args.seed, "backend": keras.backend.backend()},
-            extra_callbacks=extra_callbacks,
         )
         histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
     plot_losses(histories, os.path.join(args.out, "plots", "loss_curves.png"),

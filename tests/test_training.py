@@ -1,0 +1,26 @@
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_tse.training import TrainConfig, make_optimizer, read_history
+
+
+def test_multi_step_schedule_of_sec_3_3():
+    # 10 epochs x 100 steps: x0.2 at step 700 (70%) and again at step 900 (90%)
+    optimizer = make_optimizer(TrainConfig(epochs=10, learning_rate=1e-4), steps_per_epoch=100)
+    schedule = optimizer._learning_rate
+    lr = lambda step: float(ops.convert_to_numpy(schedule(step)))  # noqa: E731
+    assert lr(0) == pytest.approx(1e-4) and lr(699) == pytest.approx(1e-4)
+    assert lr(701) == pytest.approx(2e-5) and lr(899) == pytest.approx(2e-5)
+    assert lr(901) == pytest.approx(4e-6)
+    assert (optimizer.beta_1, optimizer.beta_2, optimizer.weight_decay) == (0.9, 0.999, 0.1)
+
+
+def test_read_history_keeps_the_last_row_of_a_repeated_epoch(tmp_path):
+    # a run killed after CSVLogger wrote epoch 1 but before its backup: the resumed run repeats it
+    path = tmp_path / "history.csv"
+    path.write_text("epoch,loss\n0,2.0\n1,1.5\n1,1.4\n2,1.0\n")
+    history = read_history(str(path))
+    assert history["epoch"] == [0, 1, 2]
+    np.testing.assert_allclose(history["loss"], [2.0, 1.4, 1.0])
+    assert read_history(str(tmp_path / "missing.csv")) == {}

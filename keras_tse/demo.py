@@ -10,6 +10,7 @@ per-block similarity plots written under `out`.
 
 import dataclasses
 import os
+import shutil
 import time
 
 import keras
@@ -56,6 +57,7 @@ def run_demo(out="runs/demo", config=None, verbose=0):
         profiles[norm] = token_similarity_profile(model, probe)
         print(f"{norm}: {model.name}, {model.count_params():,} parameters, {config.epochs} epochs ...", flush=True)
         run_dir = os.path.join(out, norm)
+        shutil.rmtree(run_dir, ignore_errors=True)  # the demo always measures afresh
         summaries[norm] = fit_variant(model, train, test, run_dir, train_config, probe, steps,
                                       extra_config={"demo": dataclasses.asdict(config),
                                                     "backend": keras.backend.backend()},

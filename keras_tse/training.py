@@ -57,6 +57,9 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
     the demo, where writing three files per epoch would double the time) nothing is backed up during
     training and only `checkpoints/last.keras` is written, at the end.
     """
+    run_config = json.loads(json.dumps({"model": model.name, "train": dataclasses.asdict(config),
+                                        **(extra_config or {})}))
+    _check_same_run(run_dir, run_config)
     summary_path = os.path.join(run_dir, "summary.json")
     if os.path.exists(summary_path):
         with open(summary_path) as f:
@@ -64,9 +67,10 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
     for sub in ("checkpoints", "plots"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
     with open(os.path.join(run_dir, "config.json"), "w") as f:
-        json.dump({"model": model.name, "train": dataclasses.asdict(config), **(extra_config or {})}, f, indent=2)
+        json.dump(run_config, f, indent=2)
 
     history_path = os.path.join(run_dir, "history.csv")
+    last_path = os.path.join(run_dir, "checkpoints", "last.keras")
     model.compile(
         optimizer=make_optimizer(config, steps_per_epoch),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -78,22 +82,26 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
         csv_path=os.path.join(run_dir, "similarity.csv"),
         plot_dir=os.path.join(run_dir, "plots"),
     )
-    best_so_far = min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)
-    last_path = os.path.join(run_dir, "checkpoints", "last.keras")
-    saving = [
-        # First, so that everything after it sees the restored weights and epoch.
-        keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup")),
-        keras.callbacks.ModelCheckpoint(
-            os.path.join(run_dir, "checkpoints", "best.keras"), monitor="val_loss", save_best_only=True,
-            initial_value_threshold=best_so_far if math.isfinite(best_so_far) else None,
-        ),
-        keras.callbacks.ModelCheckpoint(last_path),
-    ]
+    backup, checkpointing = [], []
+    if checkpoints:
+        best_so_far = min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)
+        backup = [keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"))]
+        checkpointing = [
+            keras.callbacks.ModelCheckpoint(
+                os.path.join(run_dir, "checkpoints", "best.keras"), monitor="val_loss", save_best_only=True,
+                initial_value_threshold=best_so_far if math.isfinite(best_so_far) else None,
+            ),
+            keras.callbacks.ModelCheckpoint(last_path),
+        ]
+    else:  # no backup to resume from: an unfinished earlier run's logs would only mislead
+        for stale in (history_path, similarity.csv_path):
+            if os.path.exists(stale):
+                os.remove(stale)
     callbacks = [
-        *(saving[:1] if checkpoints else []),
+        *backup,  # first, so that everything after it sees the restored weights and epoch
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
         keras.callbacks.CSVLogger(history_path, append=True),
-        *(saving[1:] if checkpoints else []),
+        *checkpointing,
     ]
     start = time.perf_counter()
     # shuffle=False: the pipeline shuffles (an ordered stream must stay ordered, e.g. Transformer-XL).
@@ -105,6 +113,20 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
     with open(summary_path, "w") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+def _check_same_run(run_dir, run_config):
+    """Resuming or reusing a run folder is only right for the very same settings."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        stored = json.load(f)
+    if stored != run_config:
+        raise ValueError(
+            f"{run_dir} holds a run with other settings; pass another output folder or delete it. "
+            f"Stored: {stored}. Received: {run_config}"
+        )
 
 
 def read_history(path):

@@ -24,3 +24,23 @@ def test_read_history_keeps_the_last_row_of_a_repeated_epoch(tmp_path):
     assert history["epoch"] == [0, 1, 2]
     np.testing.assert_allclose(history["loss"], [2.0, 1.4, 1.0])
     assert read_history(str(tmp_path / "missing.csv")) == {}
+
+
+def test_a_run_folder_refuses_other_settings(tmp_path):
+    from keras_tse.data import image_dataset
+    from keras_tse.training import fit_variant
+    from keras_tse.zoo import vit
+
+    x = np.random.default_rng(0).standard_normal((16, 8, 8, 1)).astype("float32")
+    data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
+
+    def run(epochs):
+        model = vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2,
+                    name="tiny")
+        config = TrainConfig(epochs=epochs, batch_size=8)
+        return fit_variant(model, data, data, str(tmp_path), config, x[:4], 2, checkpoints=False, verbose=0)
+
+    first = run(1)
+    assert run(1) == first  # finished with the same settings: reused, not retrained
+    with pytest.raises(ValueError, match="holds a run with other settings"):
+        run(2)

@@ -34,6 +34,14 @@ class TrainConfig:
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
 
+    def __post_init__(self):
+        for name in ("epochs", "batch_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={self.learning_rate!r}")
+
 
 def make_optimizer(config, steps_per_epoch):
     """AdamW with the multi-step decay of Sec. 3.3, boundaries in optimizer steps."""

@@ -30,3 +30,12 @@ def test_python_snippets_run(tmp_path, monkeypatch):
     with open(tmp_path / "history.csv") as f:
         assert "tsim_3" in f.readline()
     assert (tmp_path / "plots" / "token_similarity_heatmap.png").exists()
+
+
+def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypatch):
+    from keras_tse.cli import main
+
+    monkeypatch.chdir(tmp_path)
+
+    assert main(["demo", "--epochs", "0"]) == 2
+    assert "keras-tse demo: `epochs` must be a positive integer. Received: epochs=0" in capsys.readouterr().err

@@ -44,3 +44,12 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
     assert run(1) == first  # finished with the same settings: reused, not retrained
     with pytest.raises(ValueError, match="holds a run with other settings"):
         run(2)
+
+
+@pytest.mark.parametrize(
+    "kwargs, pattern",
+    [({"epochs": 0}, "epochs=0"), ({"batch_size": -1}, "batch_size=-1"), ({"learning_rate": 0.0}, "learning_rate=0.0")],
+)
+def test_bad_training_settings_are_rejected(kwargs, pattern):
+    with pytest.raises(ValueError, match=pattern):
+        TrainConfig(**kwargs)

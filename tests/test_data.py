@@ -73,3 +73,15 @@ def test_pipeline_normalises_augments_and_batches():
     np.testing.assert_allclose(np.asarray(plain[0][0]), (x[:32] / 255.0 - mean) / std, atol=1e-5)
     augmented = np.asarray(next(iter(data.image_dataset(x, y, 32, augment=True, mean=mean, std=std)))[0])
     assert augmented.shape == (32, 32, 32, 3) and not np.allclose(augmented, np.asarray(plain[0][0]))
+
+
+def test_numpy_pipeline_matches_tf_pipeline_without_shuffling():
+    (x, y), _ = data.synthetic_cifar10(num_train=40, num_test=10)
+    scale = dict(mean=cifar10.MEAN, std=cifar10.STD)
+    tf_batches = [np.asarray(b[0]) for b in data.image_dataset(x, y, 16, pipeline="tf", **scale)]
+    np_batches = [np.asarray(b[0]) for b in data.image_dataset(x, y, 16, pipeline="numpy", **scale)]
+    assert len(np_batches) == 3
+    for a, b in zip(tf_batches, np_batches):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+    with pytest.raises(ValueError, match="Received: pipeline='torch'"):
+        data.image_dataset(x, y, 16, pipeline="torch")

@@ -12,7 +12,7 @@ import numpy as np
 
 
 def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, mean=None, std=None,
-                  value_range=(0, 255), seed=0):
+                  value_range=(0, 255), seed=0, pipeline="auto"):
     """Batches of `(images, labels)` ready for `fit` / `evaluate`.
 
     Args:
@@ -24,8 +24,14 @@ def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, m
         mean, std: per-channel statistics in `value_range / value_range[1]` units (e.g. CIFAR's),
             or `None` to leave the values as they are.
         seed: shuffling and augmentation seed.
+        pipeline: `"tf"`, `"numpy"`, or `"auto"` (tf.data when TensorFlow is installed). The two
+            shuffle differently, so a run that must give the same numbers on any install names one.
     """
+    if pipeline not in ("auto", "tf", "numpy"):
+        raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
     try:
+        if pipeline == "numpy":
+            raise ImportError("NumPy batches asked for")
         import tensorflow as tf
     except ImportError:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))

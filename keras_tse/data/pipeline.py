@@ -29,11 +29,8 @@ def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, m
     """
     if pipeline not in ("auto", "tf", "numpy"):
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
-    try:
-        if pipeline == "numpy":
-            raise ImportError("NumPy batches asked for")
-        import tensorflow as tf
-    except ImportError:
+    tf = None if pipeline == "numpy" else _tensorflow(required=pipeline == "tf")
+    if tf is None:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
         return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed)
     prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
@@ -42,6 +39,17 @@ def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, m
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
     data = data.batch(batch_size).map(lambda x, y: (prepare(x), y), num_parallel_calls=tf.data.AUTOTUNE)
     return data.prefetch(tf.data.AUTOTUNE)
+
+
+def _tensorflow(required):
+    """The tensorflow module, or None when it is not installed and not `required`."""
+    try:
+        import tensorflow as tf
+    except ImportError:
+        if required:
+            raise
+        return None
+    return tf
 
 
 def normalized(images, mean, std, value_range=(0, 255)):

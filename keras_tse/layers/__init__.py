@@ -1,10 +1,23 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
 from keras_tse.layers._transformer_block import TransformerBlock
+from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.patch_embedding import PatchEmbedding
 from keras_tse.layers.post_norm_block import PostNormBlock
 from keras_tse.layers.pre_norm_block import PreNormBlock
+from keras_tse.layers.relative_attention import RelativeAttention
 from keras_tse.layers.self_attention import SelfAttention
+from keras_tse.layers.transformer_xl_block import TransformerXLBlock
 
-__all__ = ["DeEscalation", "PatchEmbedding", "PostNormBlock", "PreNormBlock", "SelfAttention", "TransformerBlock"]
+__all__ = [
+    "AdaptiveEmbedding",
+    "DeEscalation",
+    "PatchEmbedding",
+    "PostNormBlock",
+    "PreNormBlock",
+    "RelativeAttention",
+    "SelfAttention",
+    "TransformerBlock",
+    "TransformerXLBlock",
+]

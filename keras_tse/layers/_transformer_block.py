@@ -1,14 +1,15 @@
-"""The parts PostNormBlock and PreNormBlock share: signature, sublayers, config.
+"""The parts PostNormBlock, PreNormBlock and TransformerXLBlock share: signature, sublayers, config.
 
-The two blocks differ only in where the LayerNorms sit (Algorithm 1 versus eq. 19), so each
-subclass writes its own `call` from the two sublayer functions defined here.
+The blocks differ only in where the LayerNorms sit (Algorithm 1 versus eq. 19) and in which
+attention they use (`_make_attention`), so each subclass writes its own `call` from the two
+sublayer functions defined here.
 """
 
 import keras
 
 from keras_tse.layers import _checks
 from keras_tse.layers._sequence_layer import SequenceLayer
-from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
+from keras_tse.layers.self_attention import SelfAttention, clone_initializer, resolve_head_dim
 
 
 class TransformerBlock(SequenceLayer):
@@ -23,6 +24,7 @@ class TransformerBlock(SequenceLayer):
         attention_dropout=0.0,
         causal=False,
         layer_norm_epsilon=1e-5,
+        kernel_initializer="glorot_uniform",
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -35,27 +37,24 @@ class TransformerBlock(SequenceLayer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
+        self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
         hidden = input_shape[-1]
         resolve_head_dim(hidden, self.num_heads, self.head_dim)  # fail here, naming the block
         policy = self.dtype_policy
-        self.self_attention = SelfAttention(
-            self.num_heads,
-            head_dim=self.head_dim,
-            attention_dropout=self.attention_dropout,
-            causal=self.causal,
-            dtype=policy,
-            name="self_attention",
-        )
+        self.self_attention = self._make_attention()
         self.attention_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
         )
         self.ffn_inner = keras.layers.Dense(
-            self.ffn_dim, activation=self.activation, dtype=policy, name="ffn_inner"
+            self.ffn_dim, activation=self.activation, dtype=policy, name="ffn_inner",
+            kernel_initializer=clone_initializer(self.kernel_initializer),
         )
-        self.ffn_outer = keras.layers.Dense(hidden, dtype=policy, name="ffn_outer")
+        self.ffn_outer = keras.layers.Dense(
+            hidden, dtype=policy, name="ffn_outer", kernel_initializer=clone_initializer(self.kernel_initializer)
+        )
         self.ffn_norm = keras.layers.LayerNormalization(
             epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
         )
@@ -66,6 +65,18 @@ class TransformerBlock(SequenceLayer):
             layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
         self.built = True
+
+    def _make_attention(self):
+        """The attention sublayer; Transformer-XL's block swaps in relative attention."""
+        return SelfAttention(
+            self.num_heads,
+            head_dim=self.head_dim,
+            attention_dropout=self.attention_dropout,
+            causal=self.causal,
+            kernel_initializer=clone_initializer(self.kernel_initializer),
+            dtype=self.dtype_policy,
+            name="self_attention",
+        )
 
     def _attention(self, x, mask, training, return_attention_scores):
         """The self-attention branch `alpha * P X W` (Algorithm 1, step 1), and P if asked."""
@@ -92,4 +103,5 @@ class TransformerBlock(SequenceLayer):
             "attention_dropout": self.attention_dropout,
             "causal": self.causal,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }

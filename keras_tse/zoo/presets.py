@@ -7,9 +7,10 @@
 import copy
 import inspect
 
+from keras_tse.zoo.transformer_xl import TransformerXL
 from keras_tse.zoo.vit import vit
 
-BUILDERS = {"vit": vit}
+BUILDERS = {"vit": vit, "transformer_xl": TransformerXL}
 
 _PAPER_VIT = dict(depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10)
 
@@ -40,6 +41,32 @@ PRESETS = {
         "config": dict(depth=24, image_size=8, patch_size=2, channels=1, hidden_dim=64, ffn_dim=128,
                        num_heads=4, num_classes=10, norm="deescalate"),
         "description": "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
+    },
+    "transformer_xl60_wt103_post": {
+        "builder": "transformer_xl",
+        "config": {"depth": 60, "norm": "post"},
+        "description": "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails.",
+    },
+    "transformer_xl60_wt103_pre": {
+        "builder": "transformer_xl",
+        "config": {"depth": 60, "norm": "pre"},
+        "description": "Yu & Zhang Sec. 3.4: 60-block pre-norm Transformer-XL (the reference's pre_lnorm).",
+    },
+    "transformer_xl60_wt103_deescalate": {
+        "builder": "transformer_xl",
+        "config": {"depth": 60, "norm": "deescalate", "tau": 1.0},
+        "description": "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input.",
+    },
+    "transformer_xl16_wt103_base": {
+        "builder": "transformer_xl",
+        "config": {"depth": 16, "norm": "post", "ffn_dim": 2100, "batch_size": 60, "dropout": 0.1},
+        "description": "Dai et al. 2019: the 16-block base WikiText-103 Transformer-XL (151 M parameters).",
+    },
+    "transformer_xl8_small": {
+        "builder": "transformer_xl",
+        "config": dict(depth=8, norm="deescalate", vocab_size=4000, hidden_dim=64, num_heads=4, head_dim=16,
+                       ffn_dim=128, segment_len=32, mem_len=32, batch_size=8, cutoffs=(1000, 2000)),
+        "description": "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
     },
 }
 

@@ -1,0 +1,137 @@
+"""The deep Transformer-XL language model of Yu & Zhang, Sec. 3.4 (WikiText-103, depth 60)."""
+
+import keras
+
+from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
+from keras_tse.layers import _checks
+from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.transformer_xl_block import NORMS, TransformerXLBlock
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class TransformerXL(keras.Model):
+    """Transformer-XL: token ids `[batch_size, segment_len]` to next-token log-probabilities.
+
+    The base WikiText-103 model of Dai et al. 2019 with the changes of Yu &
+    Zhang, Sec. 3.4 as defaults (depth 16 -> 60, FFN 2100 -> 820, batch
+    60 -> 40, no dropout): adaptive input embedding scaled by
+    `sqrt(hidden_dim)`, `depth` `TransformerXLBlock`s (relative positional
+    attention with the biases `u`, `v`, sinusoidal relative encodings, the
+    causal mask over memory plus segment, segment-level recurrence over
+    `mem_len` cached states per block) and the tied adaptive softmax. The
+    output is `[batch_size, segment_len, vocab_size]` float32
+    log-probabilities; train with `keras_tse.losses.LogProbabilityCrossentropy`.
+
+    The memory lives in non-trainable variables sized for `batch_size`, so
+    every batch must have exactly that size, and the segments must come as
+    an ordered stream (`keras_tse.data.lm_segments`): `fit` here defaults to
+    `shuffle=False` and refuses `shuffle=True` while there is a memory. The
+    memory is emptied at each epoch start and before each `evaluate` and
+    `predict` (`keras_tse.callbacks.ResetMemory`, added by these methods).
+
+    Where this differs from the reference code, and why: each block owns its
+    `u`, `v` biases (the base script shares one pair across layers; one
+    self-contained layer per block keeps probes and saving simple: 820
+    parameters per block); the pre-norm variant has no final LayerNorm and
+    the adaptive softmax ties every projection, as the reference's
+    `pre_lnorm` and `div_val=1` configuration do.
+
+    Args:
+        depth: int, number of blocks. Defaults to `60` (Sec. 3.4).
+        norm: `"post"`, `"pre"` or `"deescalate"` (post-norm with causal
+            `DeEscalation(tau)` at each FFN input). Defaults to `"deescalate"`.
+        vocab_size: int. Defaults to `267735` (WikiText-103 with `<eos>`).
+        hidden_dim: int. Defaults to `410`.
+        num_heads: int. Defaults to `10`.
+        head_dim: int. Defaults to `41`.
+        ffn_dim: int. Defaults to `820` (Sec. 3.4; the base model's 2100).
+        segment_len: int, tokens per segment (`tgt_len`). Defaults to `150`.
+        mem_len: int >= 0, cached positions per block. Defaults to `150`.
+        batch_size: int, the fixed batch size. Defaults to `40`.
+        cutoffs: adaptive softmax cluster bounds. Defaults to
+            `(20000, 40000, 200000)`.
+        div_val: int, adaptive embedding width divisor. Defaults to `1`.
+        dropout: float, on embeddings, branches and the final states.
+            Defaults to `0.0` (Sec. 3.4 disables it).
+        attention_dropout: float, on P. Defaults to `0.0`.
+        tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
+        trainable_tau: bool. Defaults to `False`.
+        name: model name. Defaults to `f"transformer_xl{depth}_{norm}"`.
+
+    Example:
+
+    >>> model = keras_tse.zoo.transformer_xl(depth=60, norm="deescalate")
+    >>> model.count_params()  # 201,0xx,xxx
+
+    Reference:
+        Dai et al. 2019, "Transformer-XL"; Yu & Zhang, Sec. 3.4.
+    """
+
+    def __init__(self, depth=60, norm="deescalate", vocab_size=267735, hidden_dim=410, num_heads=10, head_dim=41,
+                 ffn_dim=820, segment_len=150, mem_len=150, batch_size=40, cutoffs=(20000, 40000, 200000),
+                 div_val=1, dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, name=None, **kwargs):
+        _checks.positive_int("depth", depth)
+        _checks.one_of("norm", norm, NORMS)
+        _checks.positive_int("segment_len", segment_len)
+        _checks.positive_int("batch_size", batch_size)
+        _checks.dropout_rate("dropout", dropout)
+        config = dict(depth=depth, norm=norm, vocab_size=vocab_size, hidden_dim=hidden_dim, num_heads=num_heads,
+                      head_dim=head_dim, ffn_dim=ffn_dim, segment_len=segment_len, mem_len=mem_len,
+                      batch_size=batch_size, cutoffs=tuple(cutoffs), div_val=div_val, dropout=dropout,
+                      attention_dropout=attention_dropout, tau=tau, trainable_tau=trainable_tau)
+        embedding = AdaptiveEmbedding(vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, name="embedding")
+        blocks = [
+            TransformerXLBlock(num_heads, ffn_dim, head_dim=head_dim, mem_len=mem_len, norm=norm, tau=tau,
+                               trainable_tau=trainable_tau, dropout=dropout, attention_dropout=attention_dropout,
+                               name=f"block_{i:02d}")
+            for i in range(depth)
+        ]
+        token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
+        x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))
+        for block in blocks:
+            x = block(x)
+        x = keras.layers.Dropout(dropout, name="output_dropout")(x)
+        log_probs = embedding(x, reverse=True)  # tied adaptive softmax
+        super().__init__(token_ids, log_probs, name=name or f"transformer_xl{depth}_{norm}", **kwargs)
+        self._builder_config = config
+
+    def reset_memory(self):
+        """Empty every block's memory: the next segment starts a new text."""
+        reset_memory(self)
+
+    def fit(self, x=None, y=None, *, callbacks=None, shuffle=False, **kwargs):
+        if shuffle and self._builder_config["mem_len"]:
+            raise ValueError(
+                "Transformer-XL with a memory trains on an ordered stream of segments (keras_tse.data."
+                "lm_segments): each batch continues the previous one. Received: shuffle=True; pass "
+                "shuffle=False (the default here), or build with mem_len=0."
+            )
+        return super().fit(x, y, callbacks=_with_reset(callbacks), shuffle=shuffle, **kwargs)
+
+    def evaluate(self, x=None, y=None, *, callbacks=None, **kwargs):
+        return super().evaluate(x, y, callbacks=_with_reset(callbacks), **kwargs)
+
+    def predict(self, x, *, callbacks=None, **kwargs):
+        return super().predict(x, callbacks=_with_reset(callbacks), **kwargs)
+
+    def get_config(self):
+        return {**self._builder_config, "cutoffs": list(self._builder_config["cutoffs"]), "name": self.name}
+
+    @classmethod
+    def from_config(cls, config, custom_objects=None):
+        return cls(**config)
+
+
+def _with_reset(callbacks):
+    """The callbacks plus a ResetMemory, unless there is one (or Keras passes its own CallbackList)."""
+    if isinstance(callbacks, keras.callbacks.CallbackList):  # fit's validation: fit added it already
+        return callbacks
+    callbacks = list(callbacks or [])
+    if not any(isinstance(c, ResetMemory) for c in callbacks):
+        callbacks.insert(0, ResetMemory())
+    return callbacks
+
+
+def transformer_xl(depth=60, norm="deescalate", **kwargs):
+    """Build a `TransformerXL` (see its docstring for every keyword and default)."""
+    return TransformerXL(depth=depth, norm=norm, **kwargs)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tse import data
-from keras_tse.data import cifar10
+from keras_tse.data import _download, cifar10
 
 
 def _write_fake_cifar(folder, n=4):
@@ -38,7 +38,7 @@ def test_failed_download_says_what_to_fetch(tmp_path, monkeypatch):
         open(path, "wb").write(b"partial")
         raise urllib.error.URLError("no network")
 
-    monkeypatch.setattr(cifar10.urllib.request, "urlretrieve", offline)
+    monkeypatch.setattr(_download.urllib.request, "urlretrieve", offline)
     with pytest.raises(FileNotFoundError, match=rf"put it at {tmp_path}/cifar-10-python.tar.gz"):
         data.load_cifar10(str(tmp_path))
     assert list(tmp_path.iterdir()) == []  # no half-downloaded file left to pass for the archive

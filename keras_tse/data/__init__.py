@@ -1,9 +1,21 @@
-"""Data: CIFAR-10 (download with checksum, or files fetched by hand), scikit-learn's 8x8 digits
-(offline, ships with scikit-learn), small synthetic image sets made locally, and the input
-pipeline that feeds them to `fit`. The one place in keras_tse allowed to use TensorFlow directly."""
+"""Data: CIFAR-10 and WikiText-103 (download with checksum, or files fetched by hand), offline sets
+(scikit-learn's 8x8 digits, CPython's own documentation as text, synthetic images), and the input
+pipelines that feed them to `fit`. The one place in keras_tse allowed to use TensorFlow directly."""
 
 from keras_tse.data.cifar10 import load_cifar10, synthetic_cifar10
 from keras_tse.data.digits import load_digits
 from keras_tse.data.pipeline import image_dataset, normalized
+from keras_tse.data.vocabulary import Vocabulary, lm_segments
+from keras_tse.data.wikitext import load_python_docs, load_wikitext103
 
-__all__ = ["load_cifar10", "synthetic_cifar10", "load_digits", "image_dataset", "normalized"]
+__all__ = [
+    "Vocabulary",
+    "image_dataset",
+    "lm_segments",
+    "load_cifar10",
+    "load_digits",
+    "load_python_docs",
+    "load_wikitext103",
+    "normalized",
+    "synthetic_cifar10",
+]

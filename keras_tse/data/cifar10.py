@@ -5,14 +5,14 @@
 and checks it. Offline with neither, it stops with a message naming the file and where to put it.
 """
 
-import hashlib
+import functools
 import os
 import pickle
 import tarfile
-import urllib.error
-import urllib.request
 
 import numpy as np
+
+from keras_tse.data import _download
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE = "cifar-10-python.tar.gz"
@@ -39,35 +39,11 @@ def load_cifar10(data_dir=None, download=True):
         if not os.path.exists(archive):
             if not download:
                 raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
-            _download(archive, data_dir)
-        _check_md5(archive)
+            _download.download([URL], archive, functools.partial(_missing_message, data_dir))
+        _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
         with tarfile.open(archive, "r:gz") as tar:
             tar.extractall(data_dir, filter="data")
     return _read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)
-
-
-def _download(archive, data_dir):
-    os.makedirs(data_dir, exist_ok=True)
-    partial = archive + ".part"  # a download cut short never passes for the archive
-    try:
-        urllib.request.urlretrieve(URL, partial)
-    except (urllib.error.URLError, OSError) as error:
-        if os.path.exists(partial):
-            os.remove(partial)
-        raise FileNotFoundError(_missing_message(data_dir, f"the download failed: {error}")) from error
-    os.replace(partial, archive)
-
-
-def _check_md5(archive):
-    digest = hashlib.md5()
-    with open(archive, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    if digest.hexdigest() != MD5:
-        raise ValueError(
-            f"{archive} is corrupt or not the CIFAR-10 python release: MD5 {digest.hexdigest()}, "
-            f"expected {MD5}. Delete it and fetch {URL} again."
-        )
 
 
 def _missing_message(data_dir, why):

@@ -1,0 +1,88 @@
+"""Word-level vocabulary and the ordered segment stream of a language model (Transformer-XL's data path)."""
+
+import collections
+
+import numpy as np
+
+EOS = "<eos>"
+UNK = "<unk>"
+
+
+class Vocabulary:
+    """Words ordered by training-split frequency, special symbols first; id = position.
+
+    As Transformer-XL builds WikiText-103's: lines split on whitespace, `<eos>` appended to each
+    line (the only special symbol), then every word of the training split by descending count
+    (ties in order of first appearance). With `max_size`, the rarer words map to `<unk>` (added as
+    a special symbol); WikiText already writes its rare words as `<unk>` and needs no cap.
+    """
+
+    def __init__(self, symbols):
+        self.symbols = list(symbols)
+        self.index = {s: i for i, s in enumerate(self.symbols)}
+        if len(self.index) != len(self.symbols):
+            raise ValueError("Vocabulary symbols must be distinct.")
+
+    @classmethod
+    def build(cls, lines, max_size=None):
+        counts = collections.Counter()
+        for line in lines:
+            counts.update(line.split())
+        special = [EOS] if max_size is None else [EOS, UNK]
+        words = [w for w, _ in counts.most_common() if w not in special]
+        if max_size is not None:
+            words = words[: max(0, max_size - len(special))]
+        return cls(special + words)
+
+    def __len__(self):
+        return len(self.symbols)
+
+    def encode(self, lines):
+        """int32 ids of all `lines`, each followed by `<eos>`; unknown words become `<unk>`."""
+        eos, unk = self.index[EOS], self.index.get(UNK)
+        ids = []
+        for line in lines:
+            for word in line.split():
+                i = self.index.get(word, unk)
+                if i is None:
+                    raise ValueError(f"Word {word!r} is not in the vocabulary, which has no {UNK} symbol.")
+                ids.append(i)
+            ids.append(eos)
+        return np.asarray(ids, "int32")
+
+    def decode(self, ids):
+        return " ".join(self.symbols[int(i)] for i in ids)
+
+    def save(self, path):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("\n".join(self.symbols) + "\n")
+
+    @classmethod
+    def load(cls, path):
+        with open(path, encoding="utf-8") as f:
+            return cls(line.rstrip("\n") for line in f)
+
+
+def lm_segments(ids, batch_size, segment_len):
+    """Inputs and next-token targets `[num_segments * batch_size, segment_len]`, in stream order.
+
+    Transformer-XL's LMOrderedIterator: the corpus is cut into `batch_size` contiguous streams
+    (stream `b` = the `b`-th slice of `len(ids) // batch_size` tokens), each read in windows of
+    `segment_len`; targets are the inputs shifted by one; the tokens past the last full window are
+    dropped. Row `k * batch_size + b` is window `k` of stream `b`, so `fit(x, y,
+    batch_size=batch_size, shuffle=False)` hands batch `k` the `k`-th window of every stream and
+    each batch continues the previous one, as the memory needs.
+    """
+    ids = np.asarray(ids)
+    steps = len(ids) // batch_size
+    windows = (steps - 1) // segment_len
+    if windows < 1:
+        raise ValueError(
+            f"Too few tokens for one segment: {len(ids)} tokens in {batch_size} streams of {steps}, "
+            f"need at least segment_len + 1 = {segment_len + 1} per stream."
+        )
+    streams = ids[: steps * batch_size].reshape(batch_size, steps)
+    used = windows * segment_len
+    x = streams[:, :used].reshape(batch_size, windows, segment_len)
+    y = streams[:, 1: used + 1].reshape(batch_size, windows, segment_len)
+    return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))

@@ -1,0 +1,102 @@
+"""WikiText-103, word level (Merity et al. 2017), as Transformer-XL reads it; and a small offline corpus.
+
+`load_wikitext103(data_dir)` looks for, in order: `data_dir/wikitext-103/wiki.{train,valid,test}.tokens`
+(the standard layout), `data_dir/wikitext-103-v1.zip` (fetched by hand), then downloads the zip into
+`data_dir` and checks its MD5. Offline with neither, it stops with a message naming the file and
+where to put it. The encoded ids and the vocabulary are cached next to the text
+(`keras_tse_ids.npz`, `keras_tse_vocab.txt`): building them reads 540 MB of text once.
+
+`load_python_docs()` is real English prose that ships with every CPython: the reference-manual
+topics of `pydoc_data` (about 65,000 words), for tests and `--smoke` runs without a download.
+"""
+
+import functools
+import os
+import zipfile
+
+import numpy as np
+
+from keras_tse.data import _download
+from keras_tse.data.cifar10 import default_data_dir
+from keras_tse.data.vocabulary import Vocabulary
+
+URLS = (
+    "https://wikitext.smerity.com/wikitext-103-v1.zip",
+    "https://s3.amazonaws.com/research.metamind.io/wikitext/wikitext-103-v1.zip",
+)
+ARCHIVE = "wikitext-103-v1.zip"
+MD5 = "9ddaacaf6af0710eda8c456decff7832"
+FOLDER = "wikitext-103"
+SPLITS = ("train", "valid", "test")
+NUM_LINES = {"train": 1801350, "valid": 3760, "test": 4358}  # the published release
+CACHE, VOCAB = "keras_tse_ids.npz", "keras_tse_vocab.txt"
+
+
+def load_wikitext103(data_dir=None, download=True):
+    """`({"train", "valid", "test"}: int32 ids, Vocabulary)`; 267,735 symbols incl. `<eos>`."""
+    data_dir = data_dir or default_data_dir()
+    folder = os.path.join(data_dir, FOLDER)
+    cache, vocab_path = os.path.join(folder, CACHE), os.path.join(folder, VOCAB)
+    if os.path.exists(cache) and os.path.exists(vocab_path):
+        with np.load(cache) as stored:
+            return {split: stored[split] for split in SPLITS}, Vocabulary.load(vocab_path)
+    if not all(os.path.exists(_split_path(folder, s)) for s in SPLITS):
+        _fetch(data_dir, download)
+    lines = {split: _read_lines(folder, split) for split in SPLITS}
+    vocab = Vocabulary.build(lines["train"])
+    ids = {split: vocab.encode(lines[split]) for split in SPLITS}
+    np.savez(cache + ".part.npz", **ids)  # complete files only: an interrupted build starts over
+    os.replace(cache + ".part.npz", cache)
+    vocab.save(vocab_path)
+    return ids, vocab
+
+
+def _fetch(data_dir, download):
+    archive = os.path.join(data_dir, ARCHIVE)
+    if not os.path.exists(archive):
+        if not download:
+            raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
+        _download.download(URLS, archive, functools.partial(_missing_message, data_dir))
+    _download.check_md5(archive, MD5, "the WikiText-103 word-level release", URLS[0])
+    with zipfile.ZipFile(archive) as z:
+        z.extractall(data_dir)
+
+
+def _split_path(folder, split):
+    return os.path.join(folder, f"wiki.{split}.tokens")
+
+
+def _read_lines(folder, split):
+    with open(_split_path(folder, split), encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    if split in NUM_LINES and len(lines) != NUM_LINES[split] and len(lines) > 10 * NUM_LINES["valid"]:
+        raise ValueError(
+            f"{_split_path(folder, split)} has {len(lines)} lines; the WikiText-103 release has "
+            f"{NUM_LINES[split]}. Is it the word-level (not the raw) version?"
+        )
+    return lines
+
+
+def _missing_message(data_dir, why):
+    return (
+        f"WikiText-103 is not available ({why}). Fetch {URLS[0]} (MD5 {MD5}) on a machine with "
+        f"internet and put it at {os.path.join(data_dir, ARCHIVE)} (or extract it there as "
+        f"{FOLDER}/wiki.train.tokens, wiki.valid.tokens, wiki.test.tokens), then rerun with "
+        f"--data-dir {data_dir}."
+    )
+
+
+def load_python_docs(max_vocab=None):
+    """A small real corpus available offline: `({"train", "valid", "test"}: ids, Vocabulary)`.
+
+    The paragraphs of CPython's `pydoc_data.topics` in topic order, split 80/10/10 into
+    contiguous train/valid/test parts, read like WikiText (whitespace words, `<eos>` per line).
+    `max_vocab` caps the vocabulary (rarer words become `<unk>`).
+    """
+    from pydoc_data.topics import topics
+
+    lines = [line for key in sorted(topics) for line in topics[key].splitlines()]
+    cut_valid, cut_test = int(0.8 * len(lines)), int(0.9 * len(lines))
+    parts = {"train": lines[:cut_valid], "valid": lines[cut_valid:cut_test], "test": lines[cut_test:]}
+    vocab = Vocabulary.build(parts["train"], max_size=max_vocab or len(lines))
+    return {split: vocab.encode(part) for split, part in parts.items()}, vocab

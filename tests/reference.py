@@ -60,3 +60,53 @@ def token_similarity(x):
     n = x.shape[0]
     pi1 = np.ones((n, n)) / n
     return np.linalg.norm(pi1 @ x) ** 2 / np.linalg.norm(x) ** 2
+
+
+def sinusoid(distance, dim):
+    """Transformer-XL's encoding of one relative distance: [sin(d w_k), cos(d w_k)], w_k = 10000^(-2k/dim)."""
+    w = 1.0 / 10000.0 ** (np.arange(0, dim, 2) / dim)
+    return np.concatenate([np.sin(distance * w), np.cos(distance * w)])
+
+
+def relative_attention(x, memory, filled, w_qkv, w_r, w_o, u, v, num_heads, head_dim):
+    """Dai et al. Sec. 3.3 written out term by term, one (query, key) pair at a time.
+
+    x [B, T, D] segment, memory [B, M, D] (only its last `filled` slots are real), w_qkv [D, 3NH],
+    w_r [D, NH], w_o [NH, D], u, v [N, H]. Query i sees key j (context index, memory first) when
+    j <= i + M and j is a filled slot or in the segment; the score is
+    (q_i + u) . k_j + (q_i + v) . (W_R R_{i+M-j}), over sqrt(H). Returns (out [B, T, D], P [B, N, T, M+T]).
+    """
+    x, memory = np.asarray(x, np.float64), np.asarray(memory, np.float64)
+    b_size, t_len, dim = x.shape
+    m_len = memory.shape[1]
+    context = np.concatenate([memory, x], axis=1)
+    qkv = context @ w_qkv
+    inner = num_heads * head_dim
+    q, k, val = (qkv[..., i * inner:(i + 1) * inner].reshape(b_size, -1, num_heads, head_dim) for i in range(3))
+    q = q[:, m_len:]
+    keys = m_len + t_len
+    probs = np.zeros((b_size, num_heads, t_len, keys))
+    for i in range(t_len):
+        for j in range(keys):
+            visible = j <= i + m_len and (j >= m_len - filled)
+            if not visible:
+                continue
+            r = (sinusoid(i + m_len - j, dim) @ w_r).reshape(num_heads, head_dim)
+            score = np.einsum("bnh,bnh->bn", q[:, i] + u, k[:, j]) + np.einsum("bnh,nh->bn", q[:, i] + v, r)
+            probs[:, :, i, j] = np.exp(score / np.sqrt(head_dim))
+    probs /= probs.sum(-1, keepdims=True)
+    out = np.einsum("bnij,bjnh->binh", probs, val).reshape(b_size, t_len, inner) @ w_o
+    return out, probs
+
+
+def adaptive_log_softmax(hidden, tables, biases, cluster_kernel, cluster_bias, cutoffs):
+    """Grave et al.'s two-level softmax with div_val=1 (no projections), written as probabilities.
+
+    p(w) = softmax(head)[w] for w < cutoffs[0]; else softmax(head)[cluster c] * softmax(tail_c)[w].
+    """
+    hidden = np.asarray(hidden, np.float64)
+    head = softmax(np.concatenate([hidden @ tables[0].T + biases[0], hidden @ cluster_kernel.T + cluster_bias], -1))
+    probs = [head[..., : cutoffs[0]]]
+    for c in range(1, len(tables)):
+        probs.append(head[..., cutoffs[0] + c - 1: cutoffs[0] + c] * softmax(hidden @ tables[c].T + biases[c]))
+    return np.log(np.concatenate(probs, -1))

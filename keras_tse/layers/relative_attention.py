@@ -69,7 +69,7 @@ class RelativeAttention(keras.layers.Layer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.kernel_initializer = keras.initializers.get(kernel_initializer)
 
-    def build(self, input_shape, memory_shape=None):
+    def build(self, input_shape):
         _checks.rank3(self, input_shape)
         hidden, inner = input_shape[-1], self.num_heads * self.head_dim
         dense = dict(use_bias=False, dtype=self.dtype_policy)

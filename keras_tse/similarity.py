@@ -94,10 +94,21 @@ def block_outputs_model(model, layers=None):
     return keras.Model(model.input, [layer.output for layer in chosen], name=f"{model.name}_blocks")
 
 
-def measure_blocks(probe, inputs, measures=(token_similarity,)):
-    """Run a `block_outputs_model` on `inputs`; per measure, a NumPy `[num_blocks]` of its batch mean."""
+def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):
+    """Run a `block_outputs_model` on `inputs`; per measure, a NumPy `[num_blocks]` of its batch mean.
+
+    `warmup_inputs`, if given, run first and unmeasured: for a model with memory (Transformer-XL)
+    they are the preceding segment, so `inputs` are measured with a filled memory, as in training.
+    The model's state is left as found: a Transformer-XL block writes its memory on every call, and
+    a probe in the middle of `fit` must not replace the training stream's memory with the probe's.
+    """
     batch = keras.tree.flatten(inputs)[0].shape[0]
+    state = [(v, ops.copy(v.value)) for v in probe.non_trainable_variables]
+    if warmup_inputs is not None:
+        probe.predict(warmup_inputs, batch_size=batch, verbose=0)
     outputs = probe.predict(inputs, batch_size=batch, verbose=0)
+    for variable, value in state:
+        variable.assign(value)
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
 

@@ -58,15 +58,33 @@ def make_optimizer(config, steps_per_epoch):
 
 def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None,
                 checkpoints=True, verbose="auto"):
-    """Train `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
+    """Train classifier `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
 
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
     without training if `run_dir/summary.json` exists. With `checkpoints=False` (short runs such as
     the demo, where writing three files per epoch would double the time) nothing is backed up during
     training and only `checkpoints/last.keras` is written, at the end.
     """
-    run_config = json.loads(json.dumps({"model": model.name, "train": dataclasses.asdict(config),
-                                        **(extra_config or {})}))
+    model.compile(
+        optimizer=make_optimizer(config, steps_per_epoch),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        metrics=["accuracy"],
+    )
+    # shuffle=False: the pipeline shuffles.
+    fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
+    return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs, probe_inputs,
+                           _summary, similarity_every=config.similarity_every_n_batches,
+                           checkpoints=checkpoints, verbose=verbose)
+
+
+def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every=None,
+                    checkpoints=True, extra_callbacks=(), verbose="auto", probe_warmup=None):
+    """`model.fit(**fit_kwargs)` (compiled by the caller) with the run-folder mechanics every recipe shares.
+
+    `summarize(history, similarity_callback, seconds)` makes the summary stored as `summary.json`.
+    `extra_callbacks` run after TokenSimilarityMetric and before CSVLogger, so the logs they add
+    reach `history.csv`.
+    """
     _check_same_run(run_dir, run_config)
     summary_path = os.path.join(run_dir, "summary.json")
     if os.path.exists(summary_path):
@@ -79,16 +97,12 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
 
     history_path = os.path.join(run_dir, "history.csv")
     last_path = os.path.join(run_dir, "checkpoints", "last.keras")
-    model.compile(
-        optimizer=make_optimizer(config, steps_per_epoch),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-    )
     similarity = TokenSimilarityMetric(
         probe_inputs,
-        every_n_batches=config.similarity_every_n_batches,
+        every_n_batches=similarity_every,
         csv_path=os.path.join(run_dir, "similarity.csv"),
         plot_dir=os.path.join(run_dir, "plots"),
+        warmup_inputs=probe_warmup,
     )
     backup, checkpointing = [], []
     if checkpoints:
@@ -108,19 +122,23 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
     callbacks = [
         *backup,  # first, so that everything after it sees the restored weights and epoch
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
+        *extra_callbacks,
         keras.callbacks.CSVLogger(history_path, append=True),
         *checkpointing,
     ]
     start = time.perf_counter()
-    # shuffle=False: the pipeline shuffles (an ordered stream must stay ordered, e.g. Transformer-XL).
-    model.fit(train, validation_data=test, epochs=config.epochs, callbacks=callbacks, shuffle=False,
-              verbose=verbose)
+    model.fit(**fit_kwargs, callbacks=callbacks, verbose=verbose)
     if not checkpoints:
         model.save(last_path)
-    summary = _summary(model.name, read_history(history_path), similarity, time.perf_counter() - start)
+    summary = summarize(read_history(history_path), similarity, time.perf_counter() - start)
+    summary = {"model": model.name, **summary}
     with open(summary_path, "w") as f:
         json.dump(summary, f, indent=2)
     return summary
+
+
+def _run_config(model, config, extra_config):
+    return json.loads(json.dumps({"model": model.name, "train": dataclasses.asdict(config), **(extra_config or {})}))
 
 
 def _check_same_run(run_dir, run_config):
@@ -152,20 +170,25 @@ def read_history(path):
     return columns
 
 
-def _summary(name, history, similarity, seconds):
+def _last_block_similarity(history, similarity):
+    """Token similarity of the last block at the run's first measurement and at its last epoch."""
     last_block = sorted(k for k in history if k.startswith("tsim_"))[-1]
     with open(similarity.csv_path, newline="") as f:
         first = next(csv.DictReader(f))  # the run's first measurement, before any resume
+    return float(first[last_block]), history[last_block][-1]
+
+
+def _summary(history, similarity, seconds):
+    start, end = _last_block_similarity(history, similarity)
     return {
-        "model": name,
         "epochs": len(history["loss"]),
         "train_loss": history["loss"][-1],
         "train_accuracy": history["accuracy"][-1],
         "test_loss": history["val_loss"][-1],
         "test_accuracy": history["val_accuracy"][-1],
         "best_test_accuracy": max(history["val_accuracy"]),
-        "last_block_similarity_start": float(first[last_block]),
-        "last_block_similarity_end": history[last_block][-1],
+        "last_block_similarity_start": start,
+        "last_block_similarity_end": end,
         "seconds_this_session": seconds,
         "similarity_overhead": similarity.overhead,
     }

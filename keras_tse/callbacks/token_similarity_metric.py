@@ -44,6 +44,11 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         plot_dir: directory for the PNG plots, or `None`. Defaults to `None`.
         csv_path: file to append each measurement to, or `None`. Defaults to
             `None`.
+        warmup_inputs: a batch run before each measurement and not measured,
+            or `None`. For Transformer-XL, the segment before `probe_inputs`,
+            so that the probe runs with a filled memory as in training (the
+            model's state is restored after each measurement). Defaults to
+            `None`.
 
     Example:
 
@@ -51,7 +56,8 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     >>> model.fit(x_train, y_train, callbacks=[TokenSimilarityMetric(probe), keras.callbacks.CSVLogger("h.csv")])
     """
 
-    def __init__(self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None):
+    def __init__(self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None,
+                 warmup_inputs=None):
         super().__init__()
         if every_n_batches is not None and (not isinstance(every_n_batches, int) or every_n_batches < 1):
             raise ValueError(
@@ -62,6 +68,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         self.layers = layers
         self.plot_dir = plot_dir
         self.csv_path = csv_path
+        self.warmup_inputs = warmup_inputs
         self.records = []  # one dict per measurement: epoch, step, when, tsim_*, tcos_*
         self._probe = None
         self._step = 0
@@ -110,7 +117,8 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def _measure(self, when):
         start = time.perf_counter()
         step = self._global_step()  # reads self.model first: under JAX that syncs the weights in
-        tsim, tcos = measure_blocks(self._probe, self.probe_inputs, (token_similarity, cosine_similarity))
+        tsim, tcos = measure_blocks(self._probe, self.probe_inputs, (token_similarity, cosine_similarity),
+                                    self.warmup_inputs)
         width = len(str(len(tsim) - 1))
         values = {f"tsim_{i:0{width}d}": float(v) for i, v in enumerate(tsim)}
         values.update({f"tcos_{i:0{width}d}": float(v) for i, v in enumerate(tcos)})

@@ -5,10 +5,11 @@ pipelines that feed them to `fit`. The one place in keras_tse allowed to use Ten
 from keras_tse.data.cifar10 import load_cifar10, synthetic_cifar10
 from keras_tse.data.digits import load_digits
 from keras_tse.data.pipeline import image_dataset, normalized
-from keras_tse.data.vocabulary import Vocabulary, lm_segments
+from keras_tse.data.text import SegmentStream, Vocabulary, lm_segments
 from keras_tse.data.wikitext import load_python_docs, load_wikitext103
 
 __all__ = [
+    "SegmentStream",
     "Vocabulary",
     "image_dataset",
     "lm_segments",

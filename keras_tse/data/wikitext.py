@@ -18,7 +18,7 @@ import numpy as np
 
 from keras_tse.data import _download
 from keras_tse.data.cifar10 import default_data_dir
-from keras_tse.data.vocabulary import Vocabulary
+from keras_tse.data.text import Vocabulary
 
 URLS = (
     "https://wikitext.smerity.com/wikitext-103-v1.zip",

@@ -2,6 +2,7 @@
 
 import collections
 
+import keras
 import numpy as np
 
 EOS = "<eos>"
@@ -86,3 +87,37 @@ def lm_segments(ids, batch_size, segment_len):
     x = streams[:, :used].reshape(batch_size, windows, segment_len)
     y = streams[:, 1: used + 1].reshape(batch_size, windows, segment_len)
     return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))
+
+
+class SegmentStream(keras.utils.PyDataset):
+    """An endless ordered stream of `lm_segments` batches, read `steps_per_epoch` batches per epoch.
+
+    Transformer-XL trains for a number of steps over a stream that wraps around at the corpus end,
+    and evaluates every so many steps. Here epoch `e`, batch `i` is global step `g = e *
+    steps_per_epoch + i`, which reads window `g mod num_windows` of every stream; the epoch comes
+    from Keras (`set_epoch`, called by the callback `epoch_callback()` at each epoch start), so a run
+    resumed at epoch `e` reads on exactly where it stopped.
+    """
+
+    def __init__(self, x, y, batch_size, steps_per_epoch):
+        super().__init__()
+        if len(x) % batch_size or len(x) != len(y):
+            raise ValueError(f"x and y must hold whole batches of {batch_size} rows. Received: "
+                             f"len(x)={len(x)}, len(y)={len(y)}")
+        self.x, self.y, self.batch_size, self.steps_per_epoch = x, y, batch_size, steps_per_epoch
+        self.windows = len(x) // batch_size
+        self.epoch = 0
+
+    def __len__(self):
+        return self.steps_per_epoch
+
+    def __getitem__(self, index):
+        window = (self.epoch * self.steps_per_epoch + index) % self.windows
+        rows = slice(window * self.batch_size, (window + 1) * self.batch_size)
+        return self.x[rows], self.y[rows]
+
+    def set_epoch(self, epoch):
+        self.epoch = epoch
+
+    def epoch_callback(self):
+        return keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: self.set_epoch(epoch))

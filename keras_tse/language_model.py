@@ -1,0 +1,190 @@
+"""Training a Transformer-XL language model into a run folder (the WikiText-103 recipe, Sec. 3.4).
+
+Transformer-XL counts training in optimizer steps over an ordered stream that wraps around at the
+corpus end, and evaluates every `eval_interval` steps. Here a Keras epoch is one evaluation
+interval of a `keras_tse.data.SegmentStream` (epoch `e`, batch `i` reads the stream at step
+`e * eval_interval + i`, so a resumed run reads on where it stopped), validation perplexity (with
+memory) is measured at each epoch end, and the memory is reset at each epoch start and before each
+validation (`TransformerXL.fit`): one segment of context lost per evaluation interval. Besides the run folder of `keras_tse.training`, `steps.csv` holds the mean
+training loss of every `log_interval` steps (the curve of Fig. 7) and `history.csv` adds
+`perplexity` and `val_perplexity`.
+"""
+
+import csv
+import dataclasses
+import math
+import os
+
+import keras
+import numpy as np
+
+from keras_tse.data.text import SegmentStream, lm_segments
+from keras_tse.losses import LogProbabilityCrossentropy
+from keras_tse.training import _last_block_similarity, _run_config, read_history, train_in_folder
+
+
+@dataclasses.dataclass
+class LMTrainConfig:
+    """Optimisation settings; the defaults are Transformer-XL's WikiText-103 base run as Sec. 3.4 keeps it."""
+
+    steps: int = 50000  # Fig. 7's 50,000 iterations (the base run: 200,000)
+    eval_interval: int = 5000  # steps per Keras epoch; validation after each (the reference: 4000)
+    batch_size: int = 40  # Sec. 3.4 (the base run: 60)
+    learning_rate: float = 2.5e-4
+    min_learning_rate: float = 0.0  # cosine decay to this over `steps` (the reference's eta_min)
+    beta_1: float = 0.9
+    beta_2: float = 0.999
+    epsilon: float = 1e-8  # PyTorch's Adam default, which the reference uses
+    clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
+    log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
+    similarity_every_n_batches: int = None
+
+    def __post_init__(self):
+        for name in ("steps", "eval_interval", "batch_size", "log_interval"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if not self.learning_rate > 0:
+            raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={self.learning_rate!r}")
+
+    @property
+    def epochs(self):
+        return math.ceil(self.steps / self.eval_interval)
+
+
+def make_lm_optimizer(config):
+    """Adam with cosine decay from `learning_rate` to `min_learning_rate` over `steps`, no warm-up."""
+    schedule = keras.optimizers.schedules.CosineDecay(
+        config.learning_rate, decay_steps=config.steps, alpha=config.min_learning_rate / config.learning_rate
+    )
+    return keras.optimizers.Adam(schedule, beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
+                                 clipnorm=config.clipnorm)
+
+
+def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_config=None, checkpoints=True,
+                       verbose="auto"):
+    """Train Transformer-XL `model` on the token stream `train_ids` into `run_dir`; return its summary.
+
+    The model's `batch_size` and `segment_len` cut the streams (`lm_segments`). A resumed run
+    continues the training stream where its last finished epoch left it. Returns the stored
+    summary without training if the folder holds a finished run.
+    """
+    batch, segment = model.input.shape[0], model.input.shape[1]
+    if batch != config.batch_size:
+        raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size="
+                         f"{config.batch_size}")
+    stream = SegmentStream(*lm_segments(train_ids, batch, segment), batch, config.eval_interval)
+    x_valid, y_valid = lm_segments(valid_ids, batch, segment)
+    model.compile(optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy())
+    fit_kwargs = dict(x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid),
+                      validation_batch_size=batch, shuffle=False)
+    callbacks = [stream.epoch_callback(), PerplexityLogs(),
+                 IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval)]
+    # The probe: the second validation segment, after the first has filled the memory. (Right
+    # after a reset, causal de-escalation with tau = 1 maps position 0 to exactly 0: the mean of
+    # one token is the token.)
+    return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs,
+                           x_valid[batch: 2 * batch], _summary, similarity_every=config.similarity_every_n_batches,
+                           checkpoints=checkpoints, extra_callbacks=callbacks, verbose=verbose,
+                           probe_warmup=x_valid[:batch])
+
+
+class IntervalLoss(keras.callbacks.Callback):
+    """Appends the mean training loss of every `every` steps to a CSV (`step, loss`), as it goes.
+
+    Keras reports the running mean of the epoch so far; the mean of steps `j+1..k` is
+    `(k * mean_k - j * mean_j) / (k - j)`.
+    """
+
+    def __init__(self, path, every, steps_per_epoch):
+        super().__init__()
+        self.path, self.every, self.steps_per_epoch = path, every, steps_per_epoch
+        self._epoch, self._last = 0, (0, 0.0)
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch, self._last = epoch, (0, 0.0)
+
+    def on_train_batch_end(self, batch, logs=None):
+        seen = batch + 1
+        if seen % self.every or not logs or "loss" not in logs:
+            return
+        mean = float(logs["loss"])
+        last_seen, last_mean = self._last
+        interval = (seen * mean - last_seen * last_mean) / (seen - last_seen)
+        self._last = (seen, mean)
+        new = not os.path.exists(self.path)
+        with open(self.path, "a", newline="") as f:
+            writer = csv.writer(f)
+            if new:
+                writer.writerow(["step", "loss"])
+            writer.writerow([self._epoch * self.steps_per_epoch + seen, f"{interval:.6f}"])
+
+
+class PerplexityLogs(keras.callbacks.Callback):
+    """Adds `perplexity = exp(loss)` and `val_perplexity` to the epoch logs (list it before CSVLogger)."""
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is None:
+            return
+        for key in ("loss", "val_loss"):
+            if key in logs:
+                logs[key.replace("loss", "perplexity")] = math.exp(min(float(logs[key]), 700.0))
+
+
+def read_steps(path):
+    """`steps.csv` as (steps, losses) NumPy arrays; a resumed run's repeated steps: last wins."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                rows[int(row["step"])] = float(row["loss"])
+    steps = np.array(sorted(rows), "int64")
+    return steps, np.array([rows[s] for s in steps])
+
+
+def _summary(history, similarity, seconds):
+    start, end = _last_block_similarity(history, similarity)
+    return {
+        "epochs": len(history["loss"]),
+        "train_loss": history["loss"][-1],
+        "valid_loss": history["val_loss"][-1],
+        "valid_perplexity": history["val_perplexity"][-1],
+        "best_valid_perplexity": min(history["val_perplexity"]),
+        "last_block_similarity_start": start,
+        "last_block_similarity_end": end,
+        "seconds_this_session": seconds,
+        "similarity_overhead": similarity.overhead,
+    }
+
+
+def summary_line(variant, s):
+    return (
+        f"{variant:>11}: {s['epochs']} evaluations, train loss {s['train_loss']:.4f}, valid loss "
+        f"{s['valid_loss']:.4f}, valid ppl {s['valid_perplexity']:.2f} (best {s['best_valid_perplexity']:.2f}), "
+        f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
+    )
+
+
+def plot_training_loss(run_dirs, path, title):
+    """Fig. 7 style: training loss against step (steps.csv), one curve per variant; validation beside it."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    for variant, run_dir in run_dirs.items():
+        steps, losses = read_steps(os.path.join(run_dir, "steps.csv"))
+        axes[0].plot(steps, losses, label=variant)
+        history = read_history(os.path.join(run_dir, "history.csv"))
+        if "val_loss" in history:
+            axes[1].plot(np.arange(1, len(history["val_loss"]) + 1), history["val_loss"], marker="o", label=variant)
+    axes[0].set(xlabel="step", ylabel="training loss", title="training loss")
+    axes[1].set(xlabel="evaluation", ylabel="validation loss (with memory)", title="validation loss")
+    for ax in axes:
+        ax.legend()
+    fig.suptitle(title)
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

@@ -1,0 +1,215 @@
+"""Transformer-XL training on the offline corpus: data path, fit with memory, checkpoints, resume."""
+
+import csv
+import os
+import zipfile
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse import data, losses, zoo
+from keras_tse.data import _download, wikitext
+from keras_tse.language_model import LMTrainConfig, fit_language_model, read_steps
+from keras_tse.training import read_history
+
+SMALL = dict(depth=2, hidden_dim=32, num_heads=2, head_dim=16, ffn_dim=64, segment_len=16, mem_len=16,
+             batch_size=4, cutoffs=(100, 300))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    return data.load_python_docs(max_vocab=600)
+
+
+def _model(norm, vocab_size=600, **kwargs):
+    return zoo.transformer_xl(norm=norm, vocab_size=vocab_size, **{**SMALL, **kwargs})
+
+
+# --- data ---------------------------------------------------------------------------------------
+
+def test_vocabulary_orders_by_count_with_eos_first():
+    vocab = data.Vocabulary.build(["b a b", "c b a", ""])
+    assert vocab.symbols == ["<eos>", "b", "a", "c"]
+    np.testing.assert_array_equal(vocab.encode(["a c", ""]), [2, 3, 0, 0])  # <eos> after every line
+    capped = data.Vocabulary.build(["b a b", "c b a"], max_size=3)
+    assert capped.symbols == ["<eos>", "<unk>", "b"]
+    np.testing.assert_array_equal(capped.encode(["a b"]), [1, 2, 0])
+    with pytest.raises(ValueError, match="'zebra' is not in the vocabulary"):
+        vocab.encode(["zebra"])
+
+
+def test_lm_segments_is_transformer_xl_ordered_iterator():
+    ids = np.arange(23)  # 2 streams of 11 tokens (one dropped); windows of 3: (11 - 1) // 3 = 3 windows
+    x, y = data.lm_segments(ids, batch_size=2, segment_len=3)
+    np.testing.assert_array_equal(x, [[0, 1, 2], [11, 12, 13], [3, 4, 5], [14, 15, 16], [6, 7, 8], [17, 18, 19]])
+    np.testing.assert_array_equal(y, x + 1)
+    with pytest.raises(ValueError, match="Too few tokens"):
+        data.lm_segments(np.arange(5), batch_size=2, segment_len=3)
+
+
+def test_segment_stream_reads_on_across_epochs_and_wraps():
+    x, y = data.lm_segments(np.arange(23), batch_size=2, segment_len=3)  # 3 windows
+    stream = data.SegmentStream(x, y, batch_size=2, steps_per_epoch=2)
+    assert len(stream) == 2
+    firsts = []
+    for epoch in range(3):
+        stream.set_epoch(epoch)
+        firsts += [int(stream[i][0][0, 0]) for i in range(2)]
+    assert firsts == [0, 3, 6, 0, 3, 6]  # global steps 0..5 read windows 0, 1, 2, 0, 1, 2
+
+
+def test_python_docs_corpus_is_real_text_split_in_three(corpus):
+    ids, vocab = corpus
+    assert len(vocab) == 600 and vocab.symbols[:3] == ["<eos>", "<unk>", "the"]
+    assert len(ids["train"]) > 50_000 and len(ids["valid"]) > 5_000 and len(ids["test"]) > 5_000
+
+
+def _fake_wikitext(folder):
+    os.makedirs(folder, exist_ok=True)
+    texts = {"train": " = Title = \n the cat sat on the mat \n the end \n", "valid": " the cat \n", "test": " mat \n"}
+    for split, text in texts.items():
+        with open(os.path.join(folder, f"wiki.{split}.tokens"), "w") as f:
+            f.write(text)
+
+
+def test_wikitext_from_the_standard_layout_and_then_from_its_cache(tmp_path):
+    _fake_wikitext(tmp_path / "wikitext-103")
+    ids, vocab = data.load_wikitext103(str(tmp_path), download=False)
+    assert vocab.symbols[:2] == ["<eos>", "the"]
+    assert vocab.decode(ids["valid"]) == "the cat <eos>"
+    assert (tmp_path / "wikitext-103" / wikitext.CACHE).exists()
+    os.remove(tmp_path / "wikitext-103" / "wiki.train.tokens")  # the cache alone must do now
+    again, vocab_again = data.load_wikitext103(str(tmp_path), download=False)
+    assert vocab_again.symbols == vocab.symbols
+    np.testing.assert_array_equal(again["train"], ids["train"])
+
+
+def test_wikitext_missing_names_the_zip_and_the_place(tmp_path):
+    with pytest.raises(FileNotFoundError, match=rf"wikitext-103-v1.zip.*{wikitext.MD5}.*put it at {tmp_path}"):
+        data.load_wikitext103(str(tmp_path), download=False)
+
+
+def test_wikitext_zip_with_wrong_checksum_is_refused(tmp_path):
+    _fake_wikitext(tmp_path / "src" / "wikitext-103")
+    with zipfile.ZipFile(tmp_path / wikitext.ARCHIVE, "w") as z:
+        for name in os.listdir(tmp_path / "src" / "wikitext-103"):
+            z.write(tmp_path / "src" / "wikitext-103" / name, f"wikitext-103/{name}")
+    with pytest.raises(ValueError, match=f"expected {wikitext.MD5}"):
+        data.load_wikitext103(str(tmp_path))
+
+
+def test_wikitext_failed_download_tries_every_mirror(tmp_path, monkeypatch):
+    tried = []
+
+    def offline(url, path):
+        tried.append(url)
+        raise OSError("no network")
+
+    monkeypatch.setattr(_download.urllib.request, "urlretrieve", offline)
+    with pytest.raises(FileNotFoundError, match="the download failed"):
+        data.load_wikitext103(str(tmp_path))
+    assert tried == list(wikitext.URLS) and list(tmp_path.iterdir()) == []
+
+
+# --- fit with memory ----------------------------------------------------------------------------
+
+def _stream_loss(model, x, y):
+    return model.evaluate(x, y, batch_size=model.input.shape[0], verbose=0)
+
+
+@pytest.mark.parametrize("norm", ["post", "pre", "deescalate"])
+def test_fit_on_the_offline_corpus_lowers_the_loss(corpus, norm):
+    ids, _ = corpus
+    model = _model(norm)
+    x, y = data.lm_segments(ids["train"], 4, 16)
+    x, y = x[:160], y[:160]  # 40 ordered batches
+    model.compile(keras.optimizers.Adam(2e-3), losses.LogProbabilityCrossentropy())
+    before = _stream_loss(model, x, y)
+    model.fit(x, y, batch_size=4, epochs=3, verbose=0)
+    after = _stream_loss(model, x, y)
+    assert after < before - 0.5, (before, after)
+    memory_length = [w for w in model.non_trainable_weights if w.path.endswith("memory_length")]
+    assert all(int(keras.ops.convert_to_numpy(w)) == 16 for w in memory_length)  # evaluate filled it
+
+
+def test_evaluate_starts_from_an_empty_memory_every_time(corpus):
+    ids, _ = corpus
+    model = _model("deescalate")
+    x, y = data.lm_segments(ids["valid"], 4, 16)
+    model.compile(keras.optimizers.Adam(1e-3), losses.LogProbabilityCrossentropy())
+    first = _stream_loss(model, x[:16], y[:16])
+    model(x[16:20])  # leaves other states in the memory
+    assert _stream_loss(model, x[:16], y[:16]) == pytest.approx(first, rel=1e-6)
+
+
+def test_checkpoint_reloads_with_its_memory_and_training_continues(corpus, tmp_path):
+    ids, _ = corpus
+    model = _model("deescalate")
+    x, y = data.lm_segments(ids["train"], 4, 16)
+    x, y = x[:80], y[:80]
+    model.compile(keras.optimizers.Adam(2e-3), losses.LogProbabilityCrossentropy())
+    model.fit(x, y, batch_size=4, epochs=1, verbose=0)
+    path = str(tmp_path / "txl.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    assert isinstance(loaded, zoo.TransformerXL)
+    for a, b in zip(model.weights, loaded.weights):
+        assert a.path == b.path and tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(a), keras.ops.convert_to_numpy(b))
+    memory = loaded.get_layer("block_00").memory
+    assert tuple(memory.shape) == (4, 16, 32) and np.abs(keras.ops.convert_to_numpy(memory)).max() > 0
+    steps_before = int(keras.ops.convert_to_numpy(loaded.optimizer.iterations))
+    before = _stream_loss(loaded, x, y)
+    loaded.fit(x, y, batch_size=4, epochs=2, verbose=0)
+    assert int(keras.ops.convert_to_numpy(loaded.optimizer.iterations)) == steps_before + 40
+    assert _stream_loss(loaded, x, y) < before
+
+
+class _StopAt(keras.callbacks.Callback):
+    """Fails at the start of an epoch, as a killed process would, after the backup of the one before."""
+
+    def __init__(self, epoch):
+        super().__init__()
+        self.epoch = epoch
+
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == self.epoch:
+            raise KeyboardInterrupt
+
+
+def test_interrupted_run_resumes_reading_the_stream_where_it_stopped(corpus, tmp_path, monkeypatch):
+    ids, vocab = corpus
+    config = LMTrainConfig(steps=12, eval_interval=4, batch_size=4, learning_rate=1e-3, log_interval=2)
+    run_dir = str(tmp_path / "run")
+    import keras_tse.language_model as lm
+
+    real_train = lm.train_in_folder
+
+    def interrupted(*args, extra_callbacks=(), **kwargs):
+        return real_train(*args, extra_callbacks=[*extra_callbacks, _StopAt(2)], **kwargs)
+
+    monkeypatch.setattr(lm, "train_in_folder", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        fit_language_model(_model("post"), ids["train"], ids["valid"], run_dir, config, verbose=0)
+    assert [int(e) for e in read_history(os.path.join(run_dir, "history.csv"))["epoch"]] == [0, 1]
+    monkeypatch.setattr(lm, "train_in_folder", real_train)
+    seen = []
+    original_getitem = data.SegmentStream.__getitem__
+
+    def spy(self, index):
+        seen.append((self.epoch * self.steps_per_epoch + index) % self.windows)
+        return original_getitem(self, index)
+
+    monkeypatch.setattr(data.SegmentStream, "__getitem__", spy)
+    summary = fit_language_model(_model("post"), ids["train"], ids["valid"], run_dir, config, verbose=0)
+    assert summary["epochs"] == 3
+    assert seen[-4:] == [8, 9, 10, 11]  # epoch 2 read on at step 8
+    assert min(seen[1:]) == 8, seen  # and never from the start (the first read is Keras's peek at the spec)
+    steps, values = read_steps(os.path.join(run_dir, "steps.csv"))
+    np.testing.assert_array_equal(steps, [2, 4, 6, 8, 10, 12])
+    assert np.isfinite(values).all()
+    with open(os.path.join(run_dir, "history.csv")) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
+    assert float(rows[-1]["val_perplexity"]) == pytest.approx(np.exp(float(rows[-1]["val_loss"])), rel=1e-6)

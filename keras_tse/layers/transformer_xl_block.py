@@ -155,8 +155,7 @@ class TransformerXLBlock(TransformerBlock):
                 f"{self.name} keeps a memory for batch size {self.memory.shape[0]}; every batch must have "
                 f"that size (drop the remainder). Received: inputs.shape={tuple(inputs.shape)}"
             )
-        memory = ops.stop_gradient(ops.cast(self.memory, inputs.dtype))
-        return memory, ops.convert_to_tensor(self.memory_length)
+        return _snapshot(self.memory, inputs.dtype), ops.convert_to_tensor(self.memory_length)
 
     def _relative_attention(self, x, memory, filled, training, return_attention_scores):
         outputs = self.self_attention(x, memory=memory, memory_length=filled, training=training,
@@ -168,7 +167,7 @@ class TransformerXLBlock(TransformerBlock):
         """Causal eq. (21) over memory + segment: the mean at `t` covers the filled memory and `<= t`."""
         if not self.mem_len:
             return self.de_escalation(y2)
-        memory = ops.stop_gradient(ops.cast(self.ffn_input_memory, y2.dtype))
+        memory = _snapshot(self.ffn_input_memory, y2.dtype)
         segment = y2.shape[1]
         mask = ops.concatenate([filled_slots(self.mem_len, filled), ops.ones((segment,), "bool")], axis=0)
         mask = ops.broadcast_to(mask[None], (ops.shape(y2)[0], self.mem_len + segment))
@@ -191,3 +190,9 @@ class TransformerXLBlock(TransformerBlock):
         config.pop("causal")
         return {**config, "mem_len": self.mem_len, "norm": self.norm, "tau": self.tau,
                 "trainable_tau": self.trainable_tau}
+
+
+def _snapshot(variable, dtype):
+    """The variable's value now, without gradient, and a copy: the call later overwrites the
+    variable in place (PyTorch would then find a tensor saved for the backward pass modified)."""
+    return ops.stop_gradient(ops.copy(ops.cast(variable, dtype)))

@@ -1,0 +1,53 @@
+"""The WikiText-103 Transformer-XL recipe end to end on the offline corpus (CPython's docs)."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import keras_tse  # noqa: F401  registers the classes the checkpoints name
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
+
+
+def _run(args, timeout=600):
+    return subprocess.run([sys.executable, RECIPE, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+
+
+@pytest.mark.large
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the three-variant smoke runs once, on JAX")
+def test_smoke_all_variants_writes_the_run_folder(tmp_path):
+    result = _run(["--smoke", "--norm", "all", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary_lines = [line for line in result.stdout.splitlines() if "valid ppl" in line]
+    assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
+    for norm in ("post", "pre", "deescalate"):
+        run = tmp_path / norm
+        for name in ("config.json", "history.csv", "similarity.csv", "steps.csv", "summary.json",
+                     "checkpoints/best.keras", "checkpoints/last.keras", "plots/token_similarity_heatmap.png"):
+            assert (run / name).exists(), name
+        with open(run / "steps.csv") as f:
+            losses = [float(row["loss"]) for row in csv.DictReader(f)]
+        assert len(losses) == 6 and losses[-1] < losses[0]  # 60 steps logged every 10; it learns
+        summary = json.loads((run / "summary.json").read_text())
+        assert summary["epochs"] == 3 and summary["valid_perplexity"] > 1
+    assert (tmp_path / "plots" / "loss_curves.png").exists()
+
+
+def test_smoke_one_variant_on_this_backend(tmp_path):
+    result = _run(["--smoke", "--norm", "deescalate", "--steps", "20", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "deescalate: 1 evaluations" in result.stdout
+    model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
+    assert model.input.shape == (8, 32) and model.output.shape == (8, 32, 4000)
+
+
+def test_no_data_stops_with_the_file_to_fetch(tmp_path):
+    result = _run(["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")])
+    assert result.returncode != 0
+    assert "wikitext-103-v1.zip" in result.stderr and str(tmp_path) in result.stderr

@@ -80,9 +80,8 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
                       validation_batch_size=batch, shuffle=False)
     callbacks = [stream.epoch_callback(), PerplexityLogs(),
                  IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval)]
-    # The probe: the second validation segment, after the first has filled the memory. (Right
-    # after a reset, causal de-escalation with tau = 1 maps position 0 to exactly 0: the mean of
-    # one token is the token.)
+    # The probe: the second validation segment, after the first has filled the memory, as every
+    # training segment but the first of each epoch sees it.
     return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs,
                            x_valid[batch: 2 * batch], _summary, similarity_every=config.similarity_every_n_batches,
                            checkpoints=checkpoints, extra_callbacks=callbacks, verbose=verbose,

@@ -56,6 +56,8 @@ def run(args):
     config = SMOKE_TRAIN if args.smoke else TRAIN
     if args.steps:
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
+    if args.eval_interval:
+        config = dataclasses.replace(config, eval_interval=args.eval_interval)
     config = dataclasses.replace(config, learning_rate=args.learning_rate or config.learning_rate,
                                  similarity_every_n_batches=args.similarity_every)
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]
@@ -66,6 +68,8 @@ def run(args):
         overrides = {"vocab_size": len(vocab), "norm": norm}
         if args.smoke:
             overrides.update(SMOKE_MODEL, name=f"smoke_{norm}")
+        if args.depth:
+            overrides["depth"] = args.depth
         model = zoo.from_preset(preset, **overrides)
         run_dir = run_dirs[norm] = os.path.join(args.out, norm)
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
@@ -91,6 +95,8 @@ def parse_args(argv=None):
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/wikitext103_txl", help="run folder (default: runs/wikitext103_txl)")
     parser.add_argument("--steps", type=int, default=None, help="override the step count")
+    parser.add_argument("--eval-interval", type=int, default=None, help="steps between validations")
+    parser.add_argument("--depth", type=int, default=None, help="override the number of blocks")
     parser.add_argument("--learning-rate", type=float, default=None, help="override the learning rate")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)

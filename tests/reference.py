@@ -4,7 +4,10 @@ import numpy as np
 
 
 def deescalate(x, tau, mask=None, causal=False):
-    """eq. (21) as an explicit matrix: Y = (I - tau * A) X, A the (masked / causal) averaging matrix."""
+    """eq. (21) as an explicit matrix: Y = (I - tau * A) X, A the (masked / causal) averaging matrix.
+
+    A row of A averages the real tokens of its context; a context of one real token gets a zero row
+    (that token is left unchanged)."""
     x = np.asarray(x, np.float64)
     out = np.empty_like(x)
     n = x.shape[1]
@@ -15,7 +18,8 @@ def deescalate(x, tau, mask=None, causal=False):
             a = np.tril(np.ones((n, n))) * real[None, :]
         else:
             a = np.ones((n, n)) * real[None, :]
-        a = a / np.maximum(a.sum(axis=1, keepdims=True), 1.0)
+        counts = a.sum(axis=1, keepdims=True)
+        a = np.where(counts >= 2, a / np.maximum(counts, 1.0), 0.0)  # one real token: left as is
         out[b] = (np.eye(n) - tau * a) @ x[b]
     return out
 

@@ -148,3 +148,15 @@ def test_causal_mean_is_accurate_in_bfloat16():
     want = reference.deescalate(x, 1.0, causal=True)
     assert layer.compute_dtype == "bfloat16"
     np.testing.assert_allclose(got, want, atol=0.05)
+
+
+def test_a_context_of_one_token_is_left_unchanged():
+    # Causal position 0, and a padded sequence with one real token: no common component to remove.
+    x = np.random.default_rng(3).standard_normal((2, 4, 3)).astype("float32")
+    causal = keras.ops.convert_to_numpy(DeEscalation(tau=1.0, causal=True)(x))
+    np.testing.assert_allclose(causal[:, 0], x[:, 0], atol=1e-7)
+    assert np.abs(causal[:, 1] - x[:, 1]).max() > 1e-3  # from position 1 on, it de-escalates
+    mask = np.array([[True, False, False, False], [True, True, False, False]])
+    masked = keras.ops.convert_to_numpy(DeEscalation(tau=1.0)(x, mask=mask))
+    np.testing.assert_allclose(masked[0], x[0], atol=1e-7)
+    np.testing.assert_allclose(masked[1, :2].mean(axis=0), 0.0, atol=1e-6)

@@ -133,6 +133,17 @@ def test_fit_on_the_offline_corpus_lowers_the_loss(corpus, norm):
     assert all(int(keras.ops.convert_to_numpy(w)) == 16 for w in memory_length)  # evaluate filled it
 
 
+def test_deep_deescalated_model_trains_from_a_fresh_memory(corpus):
+    # Regression: with tau = 1, position 0 of a fresh stream used to be de-escalated to an exact zero
+    # vector, whose LayerNorm Jacobian (1/sqrt(eps) per norm) overflowed the gradient at depth >= 8.
+    ids, _ = corpus
+    model = zoo.from_preset("transformer_xl8_small", vocab_size=600, cutoffs=(100, 300))
+    x, y = data.lm_segments(ids["train"], 8, 32)
+    model.compile(keras.optimizers.Adam(2.5e-4), losses.LogProbabilityCrossentropy())
+    history = model.fit(x[:48], y[:48], batch_size=8, epochs=1, verbose=0)
+    assert np.isfinite(history.history["loss"][0])
+
+
 def test_evaluate_starts_from_an_empty_memory_every_time(corpus):
     ids, _ = corpus
     model = _model("deescalate")

@@ -8,6 +8,7 @@ from keras import ops
 from keras.src.testing import TestCase
 
 from keras_tse import losses, zoo
+from keras_tse.zoo import presets
 from keras_tse.layers import AdaptiveEmbedding, RelativeAttention, TransformerXLBlock
 from keras_tse.layers.relative_attention import relative_shift
 from tests import reference
@@ -210,6 +211,24 @@ def test_paper_size_model_has_about_201m_parameters():
     assert 195e6 <= trainable <= 207e6, trainable  # the paper: "about 201M"
     memory = [w for w in model.non_trainable_weights if w.path.endswith("/memory")]
     assert len(memory) == 60 and tuple(memory[0].shape) == (40, 150, 410)
+
+
+@pytest.mark.parametrize("name, overrides", [
+    ("transformer_xl8_small", {}),
+    ("transformer_xl16_wt103_base", {"batch_size": 1, "segment_len": 4, "mem_len": 4}),  # CPU-sized call
+])
+def test_preset_forward_pass_is_normalised(name, overrides):
+    model = zoo.from_preset(name, **overrides)
+    config = model.get_config()
+    ids = np.random.default_rng(0).integers(0, config["vocab_size"], (config["batch_size"], config["segment_len"]))
+    log_probs = _numpy(model.predict(ids.astype("int32"), batch_size=config["batch_size"], verbose=0))
+    assert log_probs.shape == (config["batch_size"], config["segment_len"], config["vocab_size"])
+    np.testing.assert_allclose(np.exp(log_probs.astype("float64")).sum(-1), 1.0, atol=1e-4)
+
+
+def test_paper_presets_are_the_three_variants_of_sec_3_4():
+    p = presets()
+    assert [p[f"transformer_xl60_wt103_{n}"]["config"]["norm"] for n in NORMS] == list(NORMS)
 
 
 def test_batch_size_is_checked():

@@ -45,8 +45,9 @@ class AdaptiveEmbedding(keras.layers.Layer):
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
-        inputs: int ids `[batch, T]`, or hidden states `[batch, T, hidden]`
-            with `reverse=True`.
+        inputs: int ids `[batch, T]` in `[0, vocab_size)` (an id outside
+            embeds to zeros: inside a compiled step there is no raising), or
+            hidden states `[batch, T, hidden]` with `reverse=True`.
         reverse: bool, whether to compute log-probabilities. Defaults to
             `False`.
 

@@ -26,6 +26,9 @@ class DeEscalation(SequenceLayer):
     `causal=True` position `t` subtracts `tau` times the mean of positions
     `0..t`, so no output reads a later token (the form a language model
     needs: the global mean would leak the future into every position).
+    A context of a single real token (position 0 of a causal sequence, a
+    sequence with one real token) is left unchanged: its "mean" is the token
+    itself, and removing it would only zero the token (see `token_mean`).
 
     With `trainable_tau=True`, `tau` is a scalar weight clipped into [0, 1]
     after every optimizer step (a constraint rather than a sigmoid, so that
@@ -101,7 +104,8 @@ def token_mean(x, mask=None, causal=False):
     """Mean over the token axis of `x` `[batch, tokens, dim]`, kept as `[b, 1 or t, d]`.
 
     Only real tokens (`mask` True) count; `causal=True` gives the running
-    mean over positions `0..t` instead, one row per position. Half-precision
+    mean over positions `0..t` instead, one row per position. Where fewer
+    than two real tokens count, the mean is 0. Half-precision
     inputs are averaged in float32 (a running sum in bfloat16 loses digits
     within a few hundred tokens) and cast back.
     """
@@ -118,6 +122,10 @@ def token_mean(x, mask=None, causal=False):
     else:
         total = ops.sum(x, axis=1, keepdims=True)
         count = ops.sum(weights, axis=1, keepdims=True)
-    # A sequence (or prefix) without real tokens has mean 0, not NaN.
-    mean = total / ops.maximum(count, 1.0)
+    # A context of fewer than two real tokens gets mean 0, so de-escalation leaves it as is: with
+    # one token there is no common component to remove, only the token itself, and removing it
+    # (tau = 1) would hand the next LayerNorm an exact zero vector, whose Jacobian is
+    # 1/sqrt(epsilon) ~ 316. Position 0 of a causal stack hits this at every block, and a deep
+    # stack's gradient overflows at the first step (measured: NaN from step 1 at depth >= 8).
+    mean = ops.where(count >= 2.0, total / ops.maximum(count, 1.0), 0.0)
     return ops.cast(mean, dtype)

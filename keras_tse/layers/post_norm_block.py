@@ -41,6 +41,8 @@ class PostNormBlock(TransformerBlock):
         attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
         causal: bool, causal (decoder) attention. Defaults to `False`.
         layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
+        kernel_initializer: initializer of the attention and FFN kernels.
+            Defaults to `"glorot_uniform"` (Xavier, the paper's Sec. 2.1).
         deescalate: `None`, `"output"` or `"pre_ffn"`, where to apply eq. (21).
             Defaults to `None` (the plain post-norm block).
         tau: float in [0, 1], the de-escalation strength. Defaults to `1.0`.

@@ -31,6 +31,8 @@ class PreNormBlock(TransformerBlock):
         attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
         causal: bool, causal (decoder) attention. Defaults to `False`.
         layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
+        kernel_initializer: initializer of the attention and FFN kernels.
+            Defaults to `"glorot_uniform"` (Xavier, the paper's Sec. 2.1).
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:

@@ -61,7 +61,8 @@ class TransformerXL(keras.Model):
     Example:
 
     >>> model = keras_tse.zoo.transformer_xl(depth=60, norm="deescalate")
-    >>> model.count_params()  # 201,0xx,xxx
+    >>> sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # 201,035,718
+    >>> # (count_params() adds the memory, non-trainable state: 496,235,778)
 
     Reference:
         Dai et al. 2019, "Transformer-XL"; Yu & Zhang, Sec. 3.4.

@@ -224,3 +224,27 @@ def test_interrupted_run_resumes_reading_the_stream_where_it_stopped(corpus, tmp
         rows = list(csv.DictReader(f))
     assert [int(r["epoch"]) for r in rows] == [0, 1, 2]
     assert float(rows[-1]["val_perplexity"]) == pytest.approx(np.exp(float(rows[-1]["val_loss"])), rel=1e-6)
+
+
+class _MemoryAtEpochBegin(keras.callbacks.Callback):
+    """Records how many memory slots of block_00 are filled when each epoch begins."""
+
+    def __init__(self):
+        super().__init__()
+        self.filled = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        block = self.model.get_layer("block_00")
+        self.filled.append(int(keras.ops.convert_to_numpy(block.memory_length)))
+
+
+def test_fit_empties_the_memory_at_each_epoch_start(corpus):
+    ids, _ = corpus
+    model = _model("post")
+    x, y = data.lm_segments(ids["train"], 4, 16)
+    model.compile(keras.optimizers.Adam(1e-3), losses.LogProbabilityCrossentropy())
+    model(x[:4])  # fills the memory before fit
+    spy = _MemoryAtEpochBegin()
+    model.fit(x[:40], y[:40], batch_size=4, epochs=2, verbose=0, callbacks=[spy])  # ResetMemory runs first
+    assert spy.filled == [0, 0]
+    assert int(keras.ops.convert_to_numpy(model.get_layer("block_00").memory_length)) == 16  # kept within

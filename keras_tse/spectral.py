@@ -16,6 +16,10 @@ with `Pi_1 = 11^T/n` the projection onto span{1}, `Pi_2 = I - Pi_1` and `e = 1`:
   inputs, heads concatenated as in Proposition 9), whose `escalation_rate(X, Y)` is the empirical
   rate.
 
+And the attention diagnostics of Bao, Hataya & Karakida (ICML 2024, "Self-attention networks
+localize when QK-eigenspectrum concentrates"): `attention_entropy(P)` (low: entropy collapse) and
+`qk_spectrum(W_Q, W_K, num_heads)`, the eigenvalue moments of `W = W_Q,k W_K,k^T` per head.
+
 Every function takes NumPy arrays or backend tensors, one matrix (or a stack of heads where
 stated), and returns float32 backend tensors (`keras.ops.convert_to_numpy` gives NumPy). Eigenvalues
 of the non-symmetric `P` use `keras.ops.eig`, which JAX computes on the CPU only.
@@ -112,7 +116,39 @@ def empirical_escalation_rate(x, p, w, alpha=1.0):
     return escalation_rate(x, sa_residual(x, p, w, alpha))
 
 
+def attention_entropy(p):
+    """Mean over query rows of the entropy `-sum_j P_ij log P_ij` (nats): `log n` for uniform rows,
+    0 for one-hot rows. `p` `[..., n, n]` (e.g. `[batch, heads, n, n]`) gives `[...]`."""
+    p = _f32(p)
+    return ops.mean(-ops.sum(p * ops.log(ops.maximum(p, 1e-30)), axis=-1), axis=-1)
+
+
+def _per_head(kernel, num_heads):
+    """`[d, h * head_dim]` -> `[h, d, head_dim]`."""
+    return ops.transpose(ops.reshape(kernel, (kernel.shape[0], num_heads, -1)), (1, 0, 2))
+
+
+def qk_spectrum(query_kernel, key_kernel, num_heads):
+    """Eigenvalue moments of each head's `W = W_Q,k W_K,k^T` `[d, d]` (the bilinear form of its logits).
+
+    `query_kernel`, `key_kernel`: `[d, num_heads * head_dim]`, heads side by side (the layout of
+    `SelfAttention`'s query/key kernels). Returns a dict of `[num_heads]` tensors: `mean = tr(W)/d`
+    (eigenvalue mean), `second_moment = tr(W^2)/d`, `variance = tr(W^2)/d - (tr(W)/d)^2` and
+    `xi = tr(W)/sqrt(tr(W^2))` (NaN where `tr(W^2) <= 0`, possible for a non-symmetric `W`).
+    """
+    wq, wk = _f32(query_kernel), _f32(key_kernel)
+    d = wq.shape[0]
+    w = ops.matmul(_per_head(wq, num_heads), ops.transpose(_per_head(wk, num_heads), (0, 2, 1)))  # [h, d, d]
+    trace = ops.trace(w, axis1=-2, axis2=-1)
+    trace_sq = ops.sum(w * ops.transpose(w, (0, 2, 1)), axis=(-2, -1))  # tr(W W) = sum_ij W_ij W_ji
+    mean, second = trace / d, trace_sq / d
+    return {"mean": mean, "second_moment": second, "variance": second - mean**2,
+            "xi": trace / ops.sqrt(trace_sq)}
+
+
 __all__ = [
+    "attention_entropy",
+    "qk_spectrum",
     "delta",
     "empirical_escalation_rate",
     "estimate_16",

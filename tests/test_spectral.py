@@ -104,3 +104,33 @@ def test_multi_head_averages_and_step():
     w = np.random.default_rng(9).standard_normal((2, 4, 2)).astype("float32")
     expected = x + np.concatenate([heads[k] @ x @ w[k] for k in range(2)], axis=1)
     np.testing.assert_allclose(_n(spectral.sa_residual(x, heads, w)), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_attention_entropy_of_uniform_and_one_hot_rows():
+    uniform = np.full((2, 3, 5, 5), 0.2, "float32")
+    np.testing.assert_allclose(_n(spectral.attention_entropy(uniform)), np.log(5.0), rtol=1e-6)
+    one_hot = np.broadcast_to(np.eye(5, dtype="float32"), (2, 3, 5, 5))
+    np.testing.assert_allclose(_n(spectral.attention_entropy(one_hot)), 0.0, atol=1e-6)
+    half = np.array([[0.5, 0.5], [1.0, 0.0]], "float32")  # rows: log 2 and 0
+    assert _n(spectral.attention_entropy(half)) == pytest.approx(np.log(2.0) / 2, rel=1e-6)
+
+
+def test_qk_spectrum_hand_checked():
+    d = 4
+    wq = np.concatenate([np.eye(d), 2 * np.eye(d)], axis=1).astype("float32")  # head 0: I, head 1: 2I
+    wk = np.concatenate([np.eye(d), np.diag([1.0, -1.0, 1.0, -1.0])], axis=1).astype("float32")
+    stats = {k: _n(v) for k, v in spectral.qk_spectrum(wq, wk, num_heads=2).items()}
+    # head 0: W = I -> eigenvalues all 1; head 1: W = diag(2, -2, 2, -2) -> mean 0, second moment 4
+    np.testing.assert_allclose(stats["mean"], [1.0, 0.0], atol=1e-6)
+    np.testing.assert_allclose(stats["second_moment"], [1.0, 4.0], atol=1e-6)
+    np.testing.assert_allclose(stats["variance"], [0.0, 4.0], atol=1e-6)
+    np.testing.assert_allclose(stats["xi"], [d / np.sqrt(d), 0.0], atol=1e-6)
+
+
+def test_qk_spectrum_matches_eigenvalues_of_a_random_head():
+    rng = np.random.default_rng(11)
+    wq, wk = rng.standard_normal((6, 3)).astype("float32"), rng.standard_normal((6, 3)).astype("float32")
+    eigenvalues = np.linalg.eigvals((wq @ wk.T).astype("float64"))
+    stats = {k: _n(v) for k, v in spectral.qk_spectrum(wq, wk, num_heads=1).items()}
+    assert stats["mean"][0] == pytest.approx(eigenvalues.real.mean(), abs=1e-4)
+    assert stats["second_moment"][0] == pytest.approx((eigenvalues**2).real.mean(), abs=1e-3)

@@ -78,10 +78,14 @@ class TransformerBlock(SequenceLayer):
             name="self_attention",
         )
 
-    def _attention(self, x, mask, training, return_attention_scores):
-        """The self-attention branch `alpha * P X W` (Algorithm 1, step 1), and P if asked."""
+    def _attention(self, x, training, return_attention_scores, **attention_kwargs):
+        """The self-attention branch `alpha * P X W` (Algorithm 1, step 1), and P if asked.
+
+        `attention_kwargs` go to the attention sublayer: `mask` for SelfAttention, `memory` and
+        `memory_length` for Transformer-XL's RelativeAttention.
+        """
         outputs = self.self_attention(
-            x, mask=mask, training=training, return_attention_scores=return_attention_scores
+            x, training=training, return_attention_scores=return_attention_scores, **attention_kwargs
         )
         outputs, scores = outputs if return_attention_scores else (outputs, None)
         return self.alpha * self.attention_output_dropout(outputs, training=training), scores

@@ -89,7 +89,7 @@ class PostNormBlock(TransformerBlock):
             self.de_escalation.build(input_shape)
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
-        attended, scores = self._attention(inputs, mask, training, return_attention_scores)
+        attended, scores = self._attention(inputs, training, return_attention_scores, mask=mask)
         y1 = inputs + attended  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
         if self.deescalate == "pre_ffn":

@@ -57,7 +57,7 @@ class PreNormBlock(TransformerBlock):
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
         x_hat = self.attention_norm(inputs)
-        attended, scores = self._attention(x_hat, mask, training, return_attention_scores)
+        attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
         y = inputs + attended  # eq. (19): Y = X + P(X_hat) X_hat W
         z = y + self._feed_forward(self.ffn_norm(y), training)  # Z = Y + phi(LN(Y) W_1) W_2
         return (z, scores) if return_attention_scores else z

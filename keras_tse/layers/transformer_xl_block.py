@@ -122,19 +122,20 @@ class TransformerXLBlock(TransformerBlock):
                 variable.assign(ops.zeros(variable.shape, variable.dtype))
 
     def _memory_variables(self):
-        names = [self.memory, self.memory_length]
-        return names + ([self.ffn_input_memory] if self.norm == "deescalate" else [])
+        variables = [self.memory, self.memory_length]
+        return variables + ([self.ffn_input_memory] if self.norm == "deescalate" else [])
 
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
         if self.norm == "pre":
             normed_memory = None if memory is None else self.attention_norm(memory)
-            attended, scores = self._relative_attention(self.attention_norm(inputs), normed_memory, filled,
-                                                        training, return_attention_scores)
+            attended, scores = self._attention(self.attention_norm(inputs), training, return_attention_scores,
+                                               memory=normed_memory, memory_length=filled)
             y2 = inputs + attended  # eq. (19)
             outputs = y2 + self._feed_forward(self.ffn_norm(y2), training)
         else:
-            attended, scores = self._relative_attention(inputs, memory, filled, training, return_attention_scores)
+            attended, scores = self._attention(inputs, training, return_attention_scores, memory=memory,
+                                               memory_length=filled)
             y2 = self.attention_norm(inputs + attended)  # Algorithm 1, steps 1-2
             ffn_input = y2
             if self.norm == "deescalate":
@@ -156,12 +157,6 @@ class TransformerXLBlock(TransformerBlock):
                 f"that size (drop the remainder). Received: inputs.shape={tuple(inputs.shape)}"
             )
         return _snapshot(self.memory, inputs.dtype), ops.convert_to_tensor(self.memory_length)
-
-    def _relative_attention(self, x, memory, filled, training, return_attention_scores):
-        outputs = self.self_attention(x, memory=memory, memory_length=filled, training=training,
-                                      return_attention_scores=return_attention_scores)
-        outputs, scores = outputs if return_attention_scores else (outputs, None)
-        return self.alpha * self.attention_output_dropout(outputs, training=training), scores
 
     def _deescalate(self, y2, filled):
         """Causal eq. (21) over memory + segment: the mean at `t` covers the filled memory and `<= t`."""

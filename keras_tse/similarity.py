@@ -103,14 +103,23 @@ def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=No
     a probe in the middle of `fit` must not replace the training stream's memory with the probe's.
     """
     batch = keras.tree.flatten(inputs)[0].shape[0]
-    state = [(v, ops.copy(v.value)) for v in probe.non_trainable_variables]
+    state = snapshot_state(probe)
     if warmup_inputs is not None:
         probe.predict(warmup_inputs, batch_size=batch, verbose=0)
     outputs = probe.predict(inputs, batch_size=batch, verbose=0)
-    for variable, value in state:
-        variable.assign(value)
+    restore_state(state)
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
+
+
+def snapshot_state(model):
+    """Copies of `model`'s non-trainable variables (a Transformer-XL memory), for `restore_state`."""
+    return [(v, ops.copy(v.value)) for v in model.non_trainable_variables]
+
+
+def restore_state(state):
+    for variable, value in state:
+        variable.assign(value)
 
 
 def token_similarity_profile(model, inputs, layers=None):

@@ -1,10 +1,10 @@
-import csv
 import os
 import time
 
 import keras
 import numpy as np
 
+from keras_tse.callbacks._csv import append_row
 from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks, token_similarity
 
 
@@ -126,7 +126,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         record = {"epoch": epoch, "step": step, "when": when, **values}
         self.records.append(record)
         if self.csv_path:
-            self._append_csv(record)
+            append_row(self.csv_path, record)
         self._seconds_measuring += time.perf_counter() - start
         return values
 
@@ -136,14 +136,6 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         if optimizer is None or not optimizer.built:
             return self._step
         return int(keras.ops.convert_to_numpy(optimizer.iterations))
-
-    def _append_csv(self, record):
-        new = not os.path.exists(self.csv_path) or os.path.getsize(self.csv_path) == 0
-        with open(self.csv_path, "a", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(record))
-            if new:
-                writer.writeheader()
-            writer.writerow(record)
 
     def similarity_matrix(self):
         """NumPy `[num_blocks, num_measurements]` of token similarity, the heatmap's data."""

@@ -1,0 +1,70 @@
+"""AttentionDiagnostics: the callback's numbers are the spectral functions applied to each block."""
+
+import csv
+
+import keras
+import numpy as np
+import pytest
+from keras import ops
+
+from keras_tse import spectral, zoo
+from keras_tse.callbacks import AttentionDiagnostics
+from keras_tse.callbacks.attention_diagnostics import block_diagnostics
+
+
+def _tiny_vit():
+    return zoo.vit(depth=2, norm="post", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
+                   num_heads=2)
+
+
+def test_diagnostics_equal_the_spectral_functions_on_each_block():
+    model = _tiny_vit()
+    x = np.random.default_rng(0).standard_normal((3, 8, 8, 1)).astype("float32")
+    stats = block_diagnostics(model, x)
+    block_1 = model.get_layer("block_01")
+    block_1_input = keras.Model(model.input, block_1.input)(x)
+    _, scores = block_1(block_1_input, return_attention_scores=True)
+    expected_entropy = np.mean(ops.convert_to_numpy(spectral.attention_entropy(scores)), axis=0)
+    np.testing.assert_allclose(stats[1]["entropy"], expected_entropy, rtol=1e-5)
+    attention = block_1.self_attention
+    qk = spectral.qk_spectrum(attention.query_dense.kernel, attention.key_dense.kernel, num_heads=2)
+    np.testing.assert_allclose(stats[1]["variance"], ops.convert_to_numpy(qk["variance"]), rtol=1e-5)
+    assert len(stats) == 2 and stats[0]["entropy"].shape == (2,)
+    assert np.all(stats[0]["entropy"] <= np.log(17) + 1e-5)  # 16 patches + class token
+
+
+def test_callback_logs_and_csv_during_fit(tmp_path):
+    model = _tiny_vit()
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((16, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 16)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callback = AttentionDiagnostics(x[:4], csv_path=str(tmp_path / "attention.csv"))
+    history = model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[callback])
+    assert len(history.history["entropy_0"]) == 2 and len(history.history["qk_variance_1"]) == 2
+    with open(tmp_path / "attention.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 3 * 2 * 2  # train begin + 2 epoch ends, x 2 blocks x 2 heads
+    assert {r["when"] for r in rows} == {"train_begin", "epoch_end"}
+    final = block_diagnostics(model, x[:4])
+    last = [r for r in rows if r["epoch"] == "1" and r["block"] == "1"]
+    np.testing.assert_allclose([float(r["entropy"]) for r in last], final[1]["entropy"], rtol=1e-4)
+
+
+def test_transformer_xl_probe_leaves_the_memory_as_found():
+    model = zoo.transformer_xl(depth=2, norm="deescalate", vocab_size=40, hidden_dim=16, num_heads=2, head_dim=8,
+                               ffn_dim=24, segment_len=6, mem_len=6, batch_size=2, cutoffs=(10, 25))
+    ids = np.random.default_rng(2).integers(0, 40, (6, 6)).astype("int32")
+    model(ids[:2])
+    before = [ops.convert_to_numpy(v) for v in model.non_trainable_variables]
+    stats = block_diagnostics(model, ids[4:6], warmup_inputs=ids[2:4])
+    after = [ops.convert_to_numpy(v) for v in model.non_trainable_variables]
+    for a, b in zip(before, after):
+        np.testing.assert_array_equal(a, b)
+    assert all(np.isfinite(s["entropy"]).all() and s["entropy"].shape == (2,) for s in stats)
+    # with a filled memory, query rows see up to 12 keys: entropy may exceed log(6) but not log(12)
+    assert all((s["entropy"] <= np.log(12) + 1e-5).all() for s in stats)
+
+
+def test_bad_frequency_is_refused():
+    with pytest.raises(ValueError, match="Received: every_n_batches=0"):
+        AttentionDiagnostics(np.zeros((1, 8, 8, 1)), every_n_batches=0)

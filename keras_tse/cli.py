@@ -2,6 +2,7 @@
 
     keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
     keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
+    keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
 """
 
 import argparse
@@ -48,6 +49,23 @@ def _escalation(args):
     return 0
 
 
+def _probe(args):
+    import keras
+
+    import keras_tse  # noqa: F401  registers the classes a saved model names
+    from keras_tse.probe import format_rows, probe_model
+
+    if not os.path.exists(args.model):
+        raise ValueError(f"No such file. Received: model={args.model!r}")
+    model = keras.saving.load_model(args.model)
+    rows = probe_model(model, batch_size=args.batch_size, seed=args.seed)
+    print(f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
+          f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
+          f"entropy per query row, head mean (nats); qk_*: eigenvalue mean, variance and xi of W_Q W_K^T, head mean.\n")
+    print(format_rows(rows))
+    return 0
+
+
 def _write_csv(path, profiles):
     kinds = list(profiles)
     with open(path, "w") as f:
@@ -91,6 +109,12 @@ def _parser():
     )
     escalation.add_argument("--csv", help="also write the table to this CSV file")
     escalation.set_defaults(run=_escalation)
+
+    probe = commands.add_parser("probe", help="per-block similarity and attention diagnostics of a .keras model")
+    probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
+    probe.add_argument("--batch-size", type=int, default=8, help="probe batch (a fixed model batch wins)")
+    probe.add_argument("--seed", type=int, default=0)
+    probe.set_defaults(run=_probe)
     return parser
 
 

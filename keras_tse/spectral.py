@@ -134,7 +134,9 @@ def qk_spectrum(query_kernel, key_kernel, num_heads):
     `query_kernel`, `key_kernel`: `[d, num_heads * head_dim]`, heads side by side (the layout of
     `SelfAttention`'s query/key kernels). Returns a dict of `[num_heads]` tensors: `mean = tr(W)/d`
     (eigenvalue mean), `second_moment = tr(W^2)/d`, `variance = tr(W^2)/d - (tr(W)/d)^2` and
-    `xi = tr(W)/sqrt(tr(W^2))` (NaN where `tr(W^2) <= 0`, possible for a non-symmetric `W`).
+    `xi = tr(W)/sqrt(tr(W^2))`. `W` is not symmetric, so `tr(W^2) = sum_i lambda_i^2` over complex
+    eigenvalues can be negative: then `variance < 0` and `xi` is NaN (the moments are those of
+    the slides' definition, not of `|lambda|`).
     """
     wq, wk = _f32(query_kernel), _f32(key_kernel)
     d = wq.shape[0]

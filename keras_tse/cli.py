@@ -3,6 +3,7 @@
     keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
     keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
     keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
+    keras-tse figures         the paper's analysis figures (2, 3, 5, 8) as PNG + CSV
 """
 
 import argparse
@@ -66,6 +67,16 @@ def _probe(args):
     return 0
 
 
+def _figures(args):
+    from keras_tse.figures import make_figures
+
+    which = [w.strip() for w in args.which.split(",") if w.strip()]
+    start = time.perf_counter()
+    make_figures(which, args.out, quick=args.quick)
+    print(f"wrote {', '.join(f'fig{w}.png/.csv' for w in which)} to {args.out} in {time.perf_counter() - start:.0f} s")
+    return 0
+
+
 def _write_csv(path, profiles):
     kinds = list(profiles)
     with open(path, "w") as f:
@@ -115,6 +126,12 @@ def _parser():
     probe.add_argument("--batch-size", type=int, default=8, help="probe batch (a fixed model batch wins)")
     probe.add_argument("--seed", type=int, default=0)
     probe.set_defaults(run=_probe)
+
+    figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)")
+    figures.add_argument("--which", default="2,3,5,8", help="comma-separated figure numbers (default: 2,3,5,8)")
+    figures.add_argument("--out", default="runs/figures", help="output folder (default: runs/figures)")
+    figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
+    figures.set_defaults(run=_figures)
     return parser
 
 

@@ -1,0 +1,208 @@
+"""The analysis figures of Yu & Zhang, Sec. 2 and 3.2, regenerated: each a CSV of its numbers and a PNG.
+
+Settings (Sec. 2.4): ViT blocks of Algorithm 1 with n = 64 tokens, d = 512, h = 8 heads, alpha = 1,
+inputs X ~ N(0, 1), fresh weights per trial (the value kernels' Glorot variance 2/(d + d) = 1/d is
+the paper's N(0, I/d); FFN width 2048 = 4d, which the paper does not state).
+
+- Fig. 2: per block, over `trials` trials: token similarity of the block input, xi_1/xi_2 of each
+  of the four steps of Algorithm 1, and delta, omega (eq. 12) averaged over the heads.
+- Fig. 3: one forward pass fixes X and P at every block; `draws` draws of W ~ N(0, I/d) (per head,
+  d x d/h) in step 1 only give the sample means of xi_1/xi_2 - 1 and r(X, Y), beside Estimate 1
+  (from (16)) and Estimate 2 (from (17)). For h heads the estimates use the head averages of
+  (1 - omega_k)^2, delta_k^2 and |lambda_2(P_k)|^2, the averaged bounds after Proposition 9.
+- Fig. 5: token diversity after each of 40 blocks with de-escalation (eq. 21) at each block output,
+  tau in {0, 0.1, ..., 0.5}, mean of `trials` runs (the same weights for every tau within a run).
+- Fig. 8 (arXiv v2): mean of eta = E[xi_1]/E[xi_2] - xi_1/xi_2 over 50 draws of W ~ N(0, I/d),
+  Y = X + P X W, X = e v^T + t Q (n = 100, d in {10, 20, 40}), P from the softmax formula (2) with
+  fixed random query/key maps; E[xi_i] = 1 + mu_i^2 by Lemma 4 (alpha = 1, d sigma^2 = 1).
+
+`quick=True` shrinks trial counts (and depths) so that every figure runs in seconds; the CSVs say
+which settings made them.
+"""
+
+import csv
+import os
+
+import keras
+import numpy as np
+from keras import ops
+
+from keras_tse import spectral
+from keras_tse.layers import PostNormBlock
+from keras_tse.similarity import escalation_rate, token_diversity, token_similarity
+
+N, D, H, FFN = 64, 512, 8, 2048
+
+
+def _np(x):
+    return np.asarray(ops.convert_to_numpy(x), dtype="float64")
+
+
+def _block(ffn_dim=FFN, x_shape=(1, N, D), **kwargs):
+    block = PostNormBlock(H, ffn_dim, **kwargs)
+    block.build(x_shape)
+    return block
+
+
+def _steps(block, x):
+    """Algorithm 1 step by step: (P, [X, Y1, Y2, Y3, Y4])."""
+    attended, scores = block._attention(x, False, True)
+    y1 = x + attended
+    y2 = block.attention_norm(y1)
+    y3 = y2 + block._feed_forward(y2, False)
+    return scores[0], [x, y1, y2, y3, block.ffn_norm(y3)]
+
+
+def _xi_ratio(x, y):
+    xi1, xi2 = spectral.xi(x, y)
+    return _np(xi1 / xi2)[0]
+
+
+def figure_2(trials=50, depth=20, seed=0):
+    """Columns per block: t_sim, xi ratio of steps 1-4, delta, omega (means over trials)."""
+    rows = np.zeros((trials, depth, 7))
+    for trial in range(trials):
+        keras.utils.set_random_seed(seed + trial)
+        x = ops.convert_to_tensor(np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32"))
+        for layer in range(depth):
+            p, ys = _steps(_block(), x)
+            ratios = [_xi_ratio(a, b) for a, b in zip(ys[:-1], ys[1:])]
+            rows[trial, layer] = [_np(token_similarity(x))[0], *ratios, _np(spectral.delta(p)).mean(),
+                                  _np(spectral.omega(x[0], p)).mean()]
+            x = ys[-1]
+    columns = ["t_sim", "xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4", "delta", "omega"]
+    mean = rows.mean(axis=0)
+    return {"block": np.arange(1, depth + 1), **{c: mean[:, i] for i, c in enumerate(columns)}}
+
+
+def figure_3(draws=1000, depth=20, seed=0, chunk=100):
+    """Per block: t_sim(X); sample means of xi_1/xi_2 - 1 and r(X, Y); Estimates 1 and 2 of both."""
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    x = ops.convert_to_tensor(rng.standard_normal((1, N, D)).astype("float32"))
+    out = {k: [] for k in ("t_sim", "xi_ratio_minus_1", "estimate1_xi", "estimate2_xi", "rate", "estimate1_rate",
+                           "estimate2_rate")}
+    for _ in range(depth):
+        p, ys = _steps(_block(), x)
+        ratios, rates = [], []
+        for start in range(0, draws, chunk):
+            w = rng.standard_normal((min(chunk, draws - start), H, D, D // H)).astype("float32") / np.sqrt(D)
+            heads = ops.einsum("hnd,khde->knhe", ops.matmul(p, x[0]), w)
+            y = x + ops.reshape(heads, (w.shape[0], N, D))  # Prop. 9: heads side by side
+            xi1, xi2 = spectral.xi(ops.broadcast_to(x, y.shape), y)
+            ratios.append(_np(xi1 / xi2))
+            rates.append(_np(escalation_rate(ops.broadcast_to(x, y.shape), y)))
+        t_sim = _np(token_similarity(x))[0]
+        w_, d_ = _np(spectral.omega(x[0], p)), _np(spectral.delta(p))
+        l2 = _np(spectral.lambda2(p))
+        estimate1 = (np.mean((1 - w_) ** 2) - np.mean(d_**2)) / (1 + np.mean(d_**2))
+        estimate2 = (1 - np.mean(l2**2)) / (1 + np.mean(l2**2))
+        for key, value in (("t_sim", t_sim), ("xi_ratio_minus_1", np.concatenate(ratios).mean() - 1),
+                           ("estimate1_xi", estimate1), ("estimate2_xi", estimate2),
+                           ("rate", np.concatenate(rates).mean()), ("estimate1_rate", 1 + estimate1 * t_sim),
+                           ("estimate2_rate", 1 + estimate2 * t_sim)):
+            out[key].append(value)
+        x = ys[-1]
+    return {"block": np.arange(1, depth + 1), **{k: np.array(v) for k, v in out.items()}}
+
+
+def figure_5(trials=20, depth=40, taus=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5), seed=0):
+    """Token diversity after each block, one column per tau, mean over trials."""
+    values = np.zeros((trials, len(taus), depth))
+    for trial in range(trials):
+        keras.utils.set_random_seed(seed + trial)
+        blocks = [_block(deescalate="output") for _ in range(depth)]
+        x0 = np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32")
+        for j, tau in enumerate(taus):
+            x = ops.convert_to_tensor(x0)
+            for layer, block in enumerate(blocks):
+                block.de_escalation.tau = tau  # same weights for every tau within a run
+                x = block(x)
+                values[trial, j, layer] = _np(token_diversity(x))[0]
+    mean = values.mean(axis=0)
+    return {"block": np.arange(1, depth + 1), **{f"tau_{tau:.1f}": mean[j] for j, tau in enumerate(taus)}}
+
+
+def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0, 20)), seed=0):
+    """Mean eta over `draws` draws of W, per perturbation size t (rows) and width d (columns)."""
+    rng = np.random.default_rng(seed)
+    result = {"t": np.array(ts)}
+    for d in dims:
+        v, q = rng.standard_normal(d), rng.standard_normal((n, d))
+        wq, wk = rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal((d, d)) / np.sqrt(d)
+        etas = []
+        for t in ts:
+            x = (np.outer(np.ones(n), v) + t * q).astype("float32")
+            p = ops.softmax(ops.convert_to_tensor((x @ wq) @ (x @ wk).T / np.sqrt(d), "float32"), axis=-1)
+            w = (rng.standard_normal((draws, d, d)) / np.sqrt(d)).astype("float32")
+            y = x + ops.einsum("nd,kde->kne", ops.matmul(p, x), w)
+            xi1, xi2 = spectral.xi(ops.broadcast_to(x, y.shape), y)
+            mu1, mu2 = (_np(m) for m in spectral.mu(x, p))
+            expected = (1 + mu1**2) / (1 + mu2**2)  # Lemma 4 with alpha = 1, d sigma^2 = 1
+            etas.append(np.mean(expected - _np(xi1 / xi2)))
+        result[f"eta_d{d}"] = np.array(etas)
+    return result
+
+
+FIGURES = {
+    "2": (figure_2, dict(trials=2, depth=6)),
+    "3": (figure_3, dict(draws=50, depth=6)),
+    "5": (figure_5, dict(trials=2, depth=8)),
+    "8": (figure_8, dict(draws=10, ts=(0.1, 0.5, 1.0))),
+}
+
+
+def make_figures(which, out_dir, quick=False):
+    """Compute, write `fig{N}.csv` and `fig{N}.png` into `out_dir`; returns {N: columns}."""
+    unknown = [w for w in which if w not in FIGURES]
+    if unknown:
+        raise ValueError(f"Figures available: {sorted(FIGURES)}. Received: which={list(which)}")
+    os.makedirs(out_dir, exist_ok=True)
+    results = {}
+    for name in which:
+        function, quick_settings = FIGURES[name]
+        columns = function(**(quick_settings if quick else {}))
+        _write_csv(os.path.join(out_dir, f"fig{name}.csv"), columns)
+        _plot(name, columns, os.path.join(out_dir, f"fig{name}.png"), quick)
+        results[name] = columns
+    return results
+
+
+def _write_csv(path, columns):
+    names = list(columns)
+    with open(path, "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(names)
+        for i in range(len(columns[names[0]])):
+            writer.writerow([f"{columns[n][i]:.6g}" for n in names])
+
+
+PANELS = {  # figure -> x column, [(panel title, [columns])]
+    "2": ("block", [("token similarity", ["t_sim"]),
+                    ("xi_1 / xi_2 per step", ["xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4"]),
+                    ("delta, omega (head means)", ["delta", "omega"])]),
+    "3": ("block", [("token similarity", ["t_sim"]),
+                    ("xi_1 / xi_2 - 1", ["xi_ratio_minus_1", "estimate1_xi", "estimate2_xi"]),
+                    ("r(X, Y)", ["rate", "estimate1_rate", "estimate2_rate"])]),
+    "5": ("block", [("token diversity", None)]),
+    "8": ("t", [("mean eta", None)]),
+}
+
+
+def _plot(name, columns, path, quick):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    x_name, panels = PANELS[name]
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
+    for ax, (title, names) in zip(axes[0], panels):
+        for column in names or [c for c in columns if c != x_name]:
+            ax.plot(columns[x_name], columns[column], marker=".", label=column)
+        ax.set(xlabel=x_name, title=title)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"Yu & Zhang, Fig. {name}" + (" (--quick: fewer trials)" if quick else ""))
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)

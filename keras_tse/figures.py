@@ -86,7 +86,7 @@ def figure_3(draws=1000, depth=20, seed=0, chunk=100):
         p, ys = _steps(_block(), x)
         ratios, rates = [], []
         for start in range(0, draws, chunk):
-            w = rng.standard_normal((min(chunk, draws - start), H, D, D // H)).astype("float32") / np.sqrt(D)
+            w = (rng.standard_normal((min(chunk, draws - start), H, D, D // H)) / np.sqrt(D)).astype("float32")
             heads = ops.einsum("hnd,khde->knhe", ops.matmul(p, x[0]), w)
             y = x + ops.reshape(heads, (w.shape[0], N, D))  # Prop. 9: heads side by side
             xi1, xi2 = spectral.xi(ops.broadcast_to(x, y.shape), y)
@@ -132,8 +132,9 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0,
         wq, wk = rng.standard_normal((d, d)) / np.sqrt(d), rng.standard_normal((d, d)) / np.sqrt(d)
         etas = []
         for t in ts:
-            x = (np.outer(np.ones(n), v) + t * q).astype("float32")
-            p = ops.softmax(ops.convert_to_tensor((x @ wq) @ (x @ wk).T / np.sqrt(d), "float32"), axis=-1)
+            x_np = np.outer(np.ones(n), v) + t * q
+            p = ops.softmax(ops.convert_to_tensor((x_np @ wq) @ (x_np @ wk).T / np.sqrt(d), "float32"), axis=-1)
+            x = ops.convert_to_tensor(x_np, "float32")
             w = (rng.standard_normal((draws, d, d)) / np.sqrt(d)).astype("float32")
             y = x + ops.einsum("nd,kde->kne", ops.matmul(p, x), w)
             xi1, xi2 = spectral.xi(ops.broadcast_to(x, y.shape), y)

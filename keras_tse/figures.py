@@ -10,6 +10,9 @@ the paper's N(0, I/d); FFN width 2048 = 4d, which the paper does not state).
   d x d/h) in step 1 only give the sample means of xi_1/xi_2 - 1 and r(X, Y), beside Estimate 1
   (from (16)) and Estimate 2 (from (17)). For h heads the estimates use the head averages of
   (1 - omega_k)^2, delta_k^2 and |lambda_2(P_k)|^2, the averaged bounds after Proposition 9.
+- Fig. 4 (left two plots): pre-norm blocks (eq. 19): token similarity of each block input and the
+  Frobenius norms of X, LN(X) and the attention branch, mean over `trials` (depth 40; the LLM
+  plots on its right need pretrained weights and are not reproduced).
 - Fig. 5: token diversity after each of 40 blocks with de-escalation (eq. 21) at each block output,
   tau in {0, 0.1, ..., 0.5}, mean of `trials` runs (the same weights for every tau within a run).
 - Fig. 8 (arXiv v2): mean of eta = E[xi_1]/E[xi_2] - xi_1/xi_2 over 50 draws of W ~ N(0, I/d),
@@ -28,7 +31,7 @@ import numpy as np
 from keras import ops
 
 from keras_tse import spectral
-from keras_tse.layers import PostNormBlock
+from keras_tse.layers import PostNormBlock, PreNormBlock
 from keras_tse.similarity import escalation_rate, token_diversity, token_similarity
 
 N, D, H, FFN = 64, 512, 8, 2048
@@ -106,6 +109,26 @@ def figure_3(draws=1000, depth=20, seed=0, chunk=100):
     return {"block": np.arange(1, depth + 1), **{k: np.array(v) for k, v in out.items()}}
 
 
+def figure_4(trials=20, depth=40, seed=0):
+    """Pre-norm (eq. 19): per block, t_sim of the block input and the Frobenius norms of X, LN(X)
+    and the attention branch P(LN X) LN(X) W (eq. 20: the residual grows, the branch does not)."""
+    rows = np.zeros((trials, depth, 4))
+    for trial in range(trials):
+        keras.utils.set_random_seed(seed + trial)
+        x = ops.convert_to_tensor(np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32"))
+        for layer in range(depth):
+            block = PreNormBlock(H, FFN)
+            block.build((1, N, D))
+            x_hat = block.attention_norm(x)
+            branch, _ = block._attention(x_hat, False, False)
+            rows[trial, layer] = [_np(token_similarity(x))[0], *(_np(ops.sqrt(ops.sum(ops.square(t))))
+                                                                  for t in (x, x_hat, branch))]
+            x = block(x)
+    mean = rows.mean(axis=0)
+    names = ["t_sim", "norm_x", "norm_ln_x", "norm_attention_branch"]
+    return {"block": np.arange(1, depth + 1), **{c: mean[:, i] for i, c in enumerate(names)}}
+
+
 def figure_5(trials=20, depth=40, taus=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5), seed=0):
     """Token diversity after each block, one column per tau, mean over trials."""
     values = np.zeros((trials, len(taus), depth))
@@ -148,6 +171,7 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0,
 FIGURES = {
     "2": (figure_2, dict(trials=2, depth=6)),
     "3": (figure_3, dict(draws=50, depth=6)),
+    "4": (figure_4, dict(trials=2, depth=6)),
     "5": (figure_5, dict(trials=2, depth=8)),
     "8": (figure_8, dict(draws=10, ts=(0.1, 0.5, 1.0))),
 }
@@ -185,6 +209,8 @@ PANELS = {  # figure -> x column, [(panel title, [columns])]
     "3": ("block", [("token similarity", ["t_sim"]),
                     ("xi_1 / xi_2 - 1", ["xi_ratio_minus_1", "estimate1_xi", "estimate2_xi"]),
                     ("r(X, Y)", ["rate", "estimate1_rate", "estimate2_rate"])]),
+    "4": ("block", [("token similarity (pre-norm)", ["t_sim"]),
+                    ("Frobenius norms", ["norm_x", "norm_ln_x", "norm_attention_branch"])]),
     "5": ("block", [("token diversity", None)]),
     "8": ("t", [("mean eta", None)]),
 }

@@ -19,6 +19,14 @@ def test_quick_figures_write_png_and_csv(tmp_path, capsys):
     assert 1.5 < float(rows[0]["xi_ratio_step1"]) < 2.5  # "the mean of xi_1/xi_2 stays around 2"
 
 
+def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
+    from keras_tse.figures import figure_4
+
+    columns = figure_4(trials=1, depth=6)
+    assert np.all(np.diff(columns["norm_x"]) > 0)  # eq. (20): the residual stream grows block after block
+    np.testing.assert_allclose(columns["norm_ln_x"], np.sqrt(64 * 512), rtol=1e-3)  # LN rows have norm sqrt(d)
+
+
 def test_estimate_17_is_closer_than_estimate_16():
     columns = figure_3(draws=50, depth=6)
     error_16 = np.abs(columns["estimate1_xi"] - columns["xi_ratio_minus_1"]).mean()

@@ -1,5 +1,8 @@
 """The analysis figures of Yu & Zhang, Sec. 2 and 3.2, regenerated: each a CSV of its numbers and a PNG.
 
+- Fig. 1: a 100-block BERT (KerasHub `BertBackbone`, default initialisation, base width): token
+  and cosine similarity after each block and each block's gradient norm (see `figure_1`).
+
 Settings (Sec. 2.4): ViT blocks of Algorithm 1 with n = 64 tokens, d = 512, h = 8 heads, alpha = 1,
 inputs X ~ N(0, 1), fresh weights per trial (the value kernels' Glorot variance 2/(d + d) = 1/d is
 the paper's N(0, I/d); FFN width 2048 = 4d, which the paper does not state).
@@ -59,6 +62,53 @@ def _steps(block, x):
 def _xi_ratio(x, y):
     xi1, xi2 = spectral.xi(x, y)
     return _np(xi1 / xi2)[0]
+
+
+class _GradientNorms(keras.optimizers.SGD):
+    """An optimizer that only records the norm of each variable's gradient (learning rate 0).
+
+    Keras has no backend-neutral gradient call; `fit` computes gradients on every backend, and with
+    `run_eagerly=True` they reach `apply` as concrete values.
+    """
+
+    def __init__(self):
+        super().__init__(learning_rate=0.0)
+        self.norms = {}
+
+    def apply(self, grads, trainable_variables=None):
+        variables = trainable_variables if trainable_variables is not None else self._trainable_variables
+        for grad, variable in zip(grads, variables):
+            self.norms[variable.path] = float(ops.convert_to_numpy(ops.sum(ops.square(ops.cast(grad, "float32")))))
+        return super().apply(grads, trainable_variables)
+
+
+def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, vocabulary_size=30522,
+             sequence_length=128, batch_size=2, seed=0):
+    """BERT (KerasHub `BertBackbone`, its default initialisation) with `depth` blocks: per block,
+    t_sim, t_cos and the norm of the gradient w.r.t. the block's weights, for the cross-entropy of
+    a fresh 2-class head on the pooled output with random labels (the paper does not say which
+    loss). ALBERT shares one block's weights across depth, so its blocks are not separate layers
+    of a functional model: not computed here."""
+    import keras_hub
+
+    from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks
+
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(seed)
+    bert = keras_hub.models.BertBackbone(vocabulary_size, depth, num_heads, hidden_dim, intermediate_dim,
+                                         max_sequence_length=max(512, sequence_length))
+    inputs = {"token_ids": rng.integers(0, vocabulary_size, (batch_size, sequence_length)).astype("int32"),
+              "segment_ids": np.zeros((batch_size, sequence_length), "int32"),
+              "padding_mask": np.ones((batch_size, sequence_length), "int32")}
+    names = [f"transformer_layer_{i}" for i in range(depth)]
+    tsim, tcos = measure_blocks(block_outputs_model(bert, names), inputs, (token_similarity, cosine_similarity))
+    classifier = keras.Model(bert.input, keras.layers.Dense(2)(bert.output["pooled_output"]))
+    recorder = _GradientNorms()
+    classifier.compile(recorder, keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)
+    classifier.train_on_batch(inputs, rng.integers(0, 2, batch_size))
+    grads = [np.sqrt(sum(v for path, v in recorder.norms.items() if path.startswith(name + "/"))) for name in names]
+    return {"block": np.arange(1, depth + 1), "t_sim": np.asarray(tsim), "t_cos": np.asarray(tcos),
+            "gradient_norm": np.array(grads)}
 
 
 def figure_2(trials=50, depth=20, seed=0):
@@ -169,6 +219,8 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0,
 
 
 FIGURES = {
+    "1": (figure_1, dict(depth=6, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
+                         sequence_length=16)),
     "2": (figure_2, dict(trials=2, depth=6)),
     "3": (figure_3, dict(draws=50, depth=6)),
     "4": (figure_4, dict(trials=2, depth=6)),
@@ -203,6 +255,8 @@ def _write_csv(path, columns):
 
 
 PANELS = {  # figure -> x column, [(panel title, [columns])]
+    "1": ("block", [("token similarity", ["t_sim"]), ("cosine similarity", ["t_cos"]),
+                    ("gradient norm", ["gradient_norm"])]),
     "2": ("block", [("token similarity", ["t_sim"]),
                     ("xi_1 / xi_2 per step", ["xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4"]),
                     ("delta, omega (head means)", ["delta", "omega"])]),

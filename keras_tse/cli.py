@@ -3,7 +3,7 @@
     keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
     keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
     keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
-    keras-tse figures         the paper's analysis figures (2, 3, 4, 5, 8) as PNG + CSV
+    keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
 """
 
 import argparse
@@ -128,7 +128,7 @@ def _parser():
     probe.set_defaults(run=_probe)
 
     figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)")
-    figures.add_argument("--which", default="2,3,4,5,8", help="comma-separated figure numbers (default: 2,3,4,5,8)")
+    figures.add_argument("--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)")
     figures.add_argument("--out", default="runs/figures", help="output folder (default: runs/figures)")
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)

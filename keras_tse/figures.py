@@ -89,8 +89,11 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
     a fresh 2-class head on the pooled output with random labels (the paper does not say which
     loss). ALBERT shares one block's weights across depth, so its blocks are not separate layers
     of a functional model: not computed here."""
-    import keras_hub
-
+    try:
+        import keras_hub
+    except ImportError as error:
+        raise ValueError("Fig. 1 builds BERT with KerasHub: pip install keras-hub (or the `figures` extra). "
+                         "Received: which includes '1' without keras_hub installed") from error
     from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks
 
     keras.utils.set_random_seed(seed)

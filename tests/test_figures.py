@@ -27,6 +27,15 @@ def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
     np.testing.assert_allclose(columns["norm_ln_x"], np.sqrt(64 * 512), rtol=1e-3)  # LN rows have norm sqrt(d)
 
 
+def test_quick_bert_figure_measures_every_block():
+    from keras_tse.figures import figure_1
+
+    columns = figure_1(depth=4, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
+                       sequence_length=16)
+    assert columns["t_sim"].shape == (4,) and np.all((columns["t_sim"] > 0) & (columns["t_sim"] < 1))
+    assert np.all(np.isfinite(columns["gradient_norm"])) and np.all(columns["gradient_norm"] > 0)
+
+
 def test_estimate_17_is_closer_than_estimate_16():
     columns = figure_3(draws=50, depth=6)
     error_16 = np.abs(columns["estimate1_xi"] - columns["xi_ratio_minus_1"]).mean()

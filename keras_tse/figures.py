@@ -1,7 +1,7 @@
 """The analysis figures of Yu & Zhang, Sec. 2 and 3.2, regenerated: each a CSV of its numbers and a PNG.
 
-- Fig. 1: a 100-block BERT (KerasHub `BertBackbone`, default initialisation, base width): token
-  and cosine similarity after each block and each block's gradient norm (see `figure_1`).
+- Fig. 1: 100-block BERT and ALBERT (KerasHub backbones, default initialisation, base widths):
+  token and cosine similarity after each block, and BERT's per-block gradient norm (`figure_1`).
 
 Settings (Sec. 2.4): ViT blocks of Algorithm 1 with n = 64 tokens, d = 512, h = 8 heads, alpha = 1,
 inputs X ~ N(0, 1), fresh weights per trial (the value kernels' Glorot variance 2/(d + d) = 1/d is
@@ -83,12 +83,11 @@ class _GradientNorms(keras.optimizers.SGD):
 
 
 def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, vocabulary_size=30522,
-             sequence_length=128, batch_size=2, seed=0):
-    """BERT (KerasHub `BertBackbone`, its default initialisation) with `depth` blocks: per block,
-    t_sim, t_cos and the norm of the gradient w.r.t. the block's weights, for the cross-entropy of
-    a fresh 2-class head on the pooled output with random labels (the paper does not say which
-    loss). ALBERT shares one block's weights across depth, so its blocks are not separate layers
-    of a functional model: not computed here."""
+             embedding_dim=128, sequence_length=128, batch_size=2, seed=0):
+    """BERT and ALBERT (KerasHub backbones, their default initialisation) with `depth` blocks: per
+    block, t_sim and t_cos of both, and for BERT the norm of the gradient w.r.t. the block's weights
+    for the cross-entropy of a fresh 2-class head on the pooled output with random labels (the paper
+    does not say which loss; like the paper, no gradient for ALBERT, whose blocks share weights)."""
     try:
         import keras_hub
     except ImportError as error:
@@ -98,11 +97,16 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
 
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
-    bert = keras_hub.models.BertBackbone(vocabulary_size, depth, num_heads, hidden_dim, intermediate_dim,
-                                         max_sequence_length=max(512, sequence_length))
     inputs = {"token_ids": rng.integers(0, vocabulary_size, (batch_size, sequence_length)).astype("int32"),
               "segment_ids": np.zeros((batch_size, sequence_length), "int32"),
               "padding_mask": np.ones((batch_size, sequence_length), "int32")}
+    common = dict(vocabulary_size=vocabulary_size, num_layers=depth, num_heads=num_heads, hidden_dim=hidden_dim,
+                  intermediate_dim=intermediate_dim, max_sequence_length=max(512, sequence_length))
+    albert = keras_hub.models.AlbertBackbone(embedding_dim=embedding_dim, **common)
+    albert_sim, albert_cos = measure_blocks(block_outputs_model(albert, ["group_0_inner_layer_0"]), inputs,
+                                            (token_similarity, cosine_similarity))
+    del albert
+    bert = keras_hub.models.BertBackbone(**common)
     names = [f"transformer_layer_{i}" for i in range(depth)]
     tsim, tcos = measure_blocks(block_outputs_model(bert, names), inputs, (token_similarity, cosine_similarity))
     classifier = keras.Model(bert.input, keras.layers.Dense(2)(bert.output["pooled_output"]))
@@ -110,8 +114,9 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
     classifier.compile(recorder, keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)
     classifier.train_on_batch(inputs, rng.integers(0, 2, batch_size))
     grads = [np.sqrt(sum(v for path, v in recorder.norms.items() if path.startswith(name + "/"))) for name in names]
-    return {"block": np.arange(1, depth + 1), "t_sim": np.asarray(tsim), "t_cos": np.asarray(tcos),
-            "gradient_norm": np.array(grads)}
+    return {"block": np.arange(1, depth + 1), "bert_t_sim": np.asarray(tsim), "bert_t_cos": np.asarray(tcos),
+            "bert_gradient_norm": np.array(grads), "albert_t_sim": np.asarray(albert_sim),
+            "albert_t_cos": np.asarray(albert_cos)}
 
 
 def figure_2(trials=50, depth=20, seed=0):
@@ -223,7 +228,7 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0,
 
 FIGURES = {
     "1": (figure_1, dict(depth=6, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
-                         sequence_length=16)),
+                         embedding_dim=16, sequence_length=16)),
     "2": (figure_2, dict(trials=2, depth=6)),
     "3": (figure_3, dict(draws=50, depth=6)),
     "4": (figure_4, dict(trials=2, depth=6)),
@@ -258,8 +263,9 @@ def _write_csv(path, columns):
 
 
 PANELS = {  # figure -> x column, [(panel title, [columns])]
-    "1": ("block", [("token similarity", ["t_sim"]), ("cosine similarity", ["t_cos"]),
-                    ("gradient norm", ["gradient_norm"])]),
+    "1": ("block", [("token similarity", ["bert_t_sim", "albert_t_sim"]),
+                    ("cosine similarity", ["bert_t_cos", "albert_t_cos"]),
+                    ("gradient norm (BERT)", ["bert_gradient_norm"])]),
     "2": ("block", [("token similarity", ["t_sim"]),
                     ("xi_1 / xi_2 per step", ["xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4"]),
                     ("delta, omega (head means)", ["delta", "omega"])]),

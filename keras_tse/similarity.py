@@ -77,7 +77,8 @@ def block_outputs_model(model, layers=None):
         model: a functional (or built Sequential) `keras.Model`.
         layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`) among
             `model.layers`, or a list of layer names / layers of any functional model (for example
-            `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`).
+            `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`). A layer
+            called at several depths (ALBERT's shared block) gives one output per call.
     """
     from keras_tse.layers import TransformerBlock
 
@@ -91,7 +92,15 @@ def block_outputs_model(model, layers=None):
             )
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
-    return keras.Model(model.input, [layer.output for layer in chosen], name=f"{model.name}_blocks")
+    return keras.Model(model.input, [out for layer in chosen for out in _call_outputs(layer)],
+                       name=f"{model.name}_blocks")
+
+
+def _call_outputs(layer):
+    """The output of each call of `layer` in the graph, in call order: one for most blocks, one per
+    depth for a block whose weights are shared across depth (ALBERT calls one layer at every depth)."""
+    nodes = layer._inbound_nodes  # Keras keeps no public accessor for the nodes of a shared layer
+    return [node.output_tensors[0] for node in nodes] if len(nodes) > 1 else [layer.output]
 
 
 def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):

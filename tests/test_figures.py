@@ -27,13 +27,15 @@ def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
     np.testing.assert_allclose(columns["norm_ln_x"], np.sqrt(64 * 512), rtol=1e-3)  # LN rows have norm sqrt(d)
 
 
-def test_quick_bert_figure_measures_every_block():
+def test_quick_bert_and_albert_figure_measures_every_block():
     from keras_tse.figures import figure_1
 
     columns = figure_1(depth=4, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
-                       sequence_length=16)
-    assert columns["t_sim"].shape == (4,) and np.all((columns["t_sim"] > 0) & (columns["t_sim"] < 1))
-    assert np.all(np.isfinite(columns["gradient_norm"])) and np.all(columns["gradient_norm"] > 0)
+                       embedding_dim=16, sequence_length=16)
+    for key in ("bert_t_sim", "albert_t_sim"):
+        assert columns[key].shape == (4,) and np.all((columns[key] > 0) & (columns[key] < 1))
+    assert len(set(np.round(columns["albert_t_sim"], 6))) == 4  # one value per call of the shared block
+    assert np.all(np.isfinite(columns["bert_gradient_norm"])) and np.all(columns["bert_gradient_norm"] > 0)
 
 
 def test_estimate_17_is_closer_than_estimate_16():

@@ -14,7 +14,6 @@ import shutil
 import time
 
 import keras
-import numpy as np
 
 from keras_tse import data
 from keras_tse.similarity import token_similarity_profile

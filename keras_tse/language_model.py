@@ -20,7 +20,7 @@ import numpy as np
 
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.losses import LogProbabilityCrossentropy
-from keras_tse.training import _last_block_similarity, _run_config, read_history, train_in_folder
+from keras_tse.training import _run_config, common_summary, read_history, train_in_folder
 
 
 @dataclasses.dataclass
@@ -142,17 +142,11 @@ def read_steps(path):
 
 
 def _summary(history, similarity, seconds):
-    start, end = _last_block_similarity(history, similarity)
     return {
-        "epochs": len(history["loss"]),
-        "train_loss": history["loss"][-1],
+        **common_summary(history, similarity, seconds),
         "valid_loss": history["val_loss"][-1],
         "valid_perplexity": history["val_perplexity"][-1],
         "best_valid_perplexity": min(history["val_perplexity"]),
-        "last_block_similarity_start": start,
-        "last_block_similarity_end": end,
-        "seconds_this_session": seconds,
-        "similarity_overhead": similarity.overhead,
     }
 
 

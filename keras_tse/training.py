@@ -178,19 +178,27 @@ def _last_block_similarity(history, similarity):
     return float(first[last_block]), history[last_block][-1]
 
 
-def _summary(history, similarity, seconds):
+def common_summary(history, similarity, seconds):
+    """The summary fields every recipe shares: epochs, final training loss, the last block's token
+    similarity at the run's first measurement and at its end, time, and the probe's overhead."""
     start, end = _last_block_similarity(history, similarity)
     return {
         "epochs": len(history["loss"]),
         "train_loss": history["loss"][-1],
-        "train_accuracy": history["accuracy"][-1],
-        "test_loss": history["val_loss"][-1],
-        "test_accuracy": history["val_accuracy"][-1],
-        "best_test_accuracy": max(history["val_accuracy"]),
         "last_block_similarity_start": start,
         "last_block_similarity_end": end,
         "seconds_this_session": seconds,
         "similarity_overhead": similarity.overhead,
+    }
+
+
+def _summary(history, similarity, seconds):
+    return {
+        **common_summary(history, similarity, seconds),
+        "train_accuracy": history["accuracy"][-1],
+        "test_loss": history["val_loss"][-1],
+        "test_accuracy": history["val_accuracy"][-1],
+        "best_test_accuracy": max(history["val_accuracy"]),
     }
 
 

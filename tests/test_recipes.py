@@ -8,7 +8,6 @@ import sys
 import time
 
 import keras
-import numpy as np
 import pytest
 
 from keras_tse.data import cifar10, normalized, synthetic_cifar10  # also registers the layers for loading

@@ -1,7 +1,6 @@
 """Transformer-XL (issue 4): relative attention against a NumPy reference, causality across segments,
 memory exactness, the adaptive softmax, the paper-size parameter count, saving and training."""
 
-import keras
 import numpy as np
 import pytest
 from keras import ops

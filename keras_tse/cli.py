@@ -4,6 +4,7 @@
     keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
     keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
     keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
+    keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
 """
 
 import argparse
@@ -77,6 +78,23 @@ def _figures(args):
     return 0
 
 
+def _bench(args):
+    from keras_tse.bench import CASES, BenchConfig, run_bench
+
+    cases = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if args.cases else CASES
+    overrides = {k: v for k, v in dict(
+        cases=cases, dtype=args.dtype, vit_depth=args.vit_depth, vit_batch=args.vit_batch, txl_depth=args.txl_depth,
+        txl_batch=args.txl_batch, txl_segment=args.txl_segment, steps=args.steps, warmup=args.warmup,
+        rounds=args.rounds, isolate=True if args.isolate else None,
+        peak_tflops=args.peak_tflops, jit_compile=True if args.jit_compile else None,
+    ).items() if v is not None}
+    config = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
+    start = time.perf_counter()
+    results = run_bench(config, out=args.out)
+    print(f"{time.perf_counter() - start:.0f} s")
+    return 1 if any("error" in r for r in results) else 0
+
+
 def _write_csv(path, profiles):
     kinds = list(profiles)
     with open(path, "w") as f:
@@ -132,6 +150,26 @@ def _parser():
     figures.add_argument("--out", default="runs/figures", help="output folder (default: runs/figures)")
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)
+
+    bench = commands.add_parser("bench", help="train-step throughput and peak memory, ours beside a KerasHub peer")
+    bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
+    bench.add_argument("--cases", help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
+                                       "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate")
+    bench.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
+    bench.add_argument("--vit-depth", type=int, help="ViT blocks (default: 80; --quick 8)")
+    bench.add_argument("--vit-batch", type=int, help="ViT batch (default: 128; --quick 32)")
+    bench.add_argument("--txl-depth", type=int, help="Transformer-XL blocks (default: 60; --quick 4)")
+    bench.add_argument("--txl-batch", type=int, help="Transformer-XL batch (default: 40; --quick 8)")
+    bench.add_argument("--txl-segment", type=int, help="segment = memory length (default: 150; --quick 32)")
+    bench.add_argument("--steps", type=int, help="timed steps per case and round (default: 10; --quick 6)")
+    bench.add_argument("--rounds", type=int, help="turns of timed steps per case (default: 2; --quick 3)")
+    bench.add_argument("--isolate", action="store_true", help="one process per case: each peak memory its own")
+    bench.add_argument("--warmup", type=int, help="untimed steps after the first (default: 3; --quick 2)")
+    bench.add_argument("--jit-compile", action="store_true",
+                       help="compile=True: torch.compile on PyTorch (default: Keras's auto, XLA on JAX/TF, eager torch)")
+    bench.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s for --dtype, to report MFU")
+    bench.add_argument("--out", help="also write the results to this JSON file")
+    bench.set_defaults(run=_bench)
     return parser
 
 

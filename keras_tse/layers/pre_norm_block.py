@@ -1,5 +1,6 @@
 import keras
 
+from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._transformer_block import TransformerBlock
 
 
@@ -56,6 +57,7 @@ class PreNormBlock(TransformerBlock):
     """
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+        inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
         x_hat = self.attention_norm(inputs)
         attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
         y = inputs + attended  # eq. (19): Y = X + P(X_hat) X_hat W

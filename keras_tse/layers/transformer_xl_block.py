@@ -2,6 +2,7 @@ import keras
 from keras import ops
 
 from keras_tse.layers import _checks
+from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import TXL_INITIALIZER, RelativeAttention, filled_slots
@@ -128,6 +129,7 @@ class TransformerXLBlock(TransformerBlock):
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
         if self.norm == "pre":
+            inputs = residual_stream(inputs)  # XLA:CPU gradient in linear time (see _residual.py)
             normed_memory = None if memory is None else self.attention_norm(memory)
             attended, scores = self._attention(self.attention_norm(inputs), training, return_attention_scores,
                                                memory=normed_memory, memory_length=filled)

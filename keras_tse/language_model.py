@@ -38,6 +38,7 @@ class LMTrainConfig:
     clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
     similarity_every_n_batches: int = None
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX/TF, eager PyTorch; True: torch.compile too
 
     def __post_init__(self):
         for name in ("steps", "eval_interval", "batch_size", "log_interval"):
@@ -75,7 +76,8 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
                          f"{config.batch_size}")
     stream = SegmentStream(*lm_segments(train_ids, batch, segment), batch, config.eval_interval)
     x_valid, y_valid = lm_segments(valid_ids, batch, segment)
-    model.compile(optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy())
+    model.compile(optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy(),
+                  jit_compile=config.jit_compile)
     fit_kwargs = dict(x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid),
                       validation_batch_size=batch, shuffle=False)
     callbacks = [stream.epoch_callback(), PerplexityLogs(),

@@ -33,6 +33,7 @@ class TrainConfig:
     decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX/TF, eager PyTorch; True: torch.compile too
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
@@ -69,6 +70,7 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
         optimizer=make_optimizer(config, steps_per_epoch),
         loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
         metrics=["accuracy"],
+        jit_compile=config.jit_compile,
     )
     # shuffle=False: the pipeline shuffles.
     fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)

@@ -22,7 +22,7 @@ import sys
 
 import keras
 
-from keras_tse import data, zoo
+from keras_tse import data, scale, zoo
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
@@ -53,8 +53,9 @@ def load_data(args):
 
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
+    jit_compile = scale.configure(args)
     (x_train, y_train), (x_test, y_test) = load_data(args)
-    train_config = SMOKE_TRAIN if args.smoke else TRAIN
+    train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
     scale = dict(mean=data.cifar10.MEAN, std=data.cifar10.STD)
@@ -79,7 +80,8 @@ def run(args):
         summaries[norm] = fit_variant(
             model, train, test, run_dir, config, probe, steps_per_epoch,
             extra_config={"preset": variant["preset"], "overrides": overrides, "smoke": args.smoke,
-                          "seed": args.seed, "backend": keras.backend.backend()},
+                          "seed": args.seed, "backend": keras.backend.backend(),
+                          "dtype_policy": keras.config.dtype_policy().name, "data_parallel": args.data_parallel},
         )
         histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
     plot_losses(histories, os.path.join(args.out, "plots", "loss_curves.png"),
@@ -100,6 +102,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=None, help="override every variant's lr")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)
+    scale.add_arguments(parser)
     parser.add_argument("--smoke", action="store_true", help="tiny model, synthetic data, 3 epochs")
     return parser.parse_args(argv)
 

@@ -24,7 +24,7 @@ import sys
 import keras
 import numpy as np
 
-from keras_tse import data, zoo
+from keras_tse import data, scale, zoo
 from keras_tse.language_model import LMTrainConfig, fit_language_model, plot_training_loss, summary_line
 
 # === Model: the paper's three depth-60 variants ===
@@ -52,8 +52,9 @@ def load_data(args):
 
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
+    jit_compile = scale.configure(args)
     ids, vocab = load_data(args)
-    config = SMOKE_TRAIN if args.smoke else TRAIN
+    config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.steps:
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
     if args.eval_interval:
@@ -77,7 +78,8 @@ def run(args):
         summaries[norm] = fit_language_model(
             model, ids["train"], ids["valid"], run_dir, config,
             extra_config={"preset": preset, "overrides": overrides, "smoke": args.smoke, "seed": args.seed,
-                          "backend": keras.backend.backend()},
+                          "backend": keras.backend.backend(), "dtype_policy": keras.config.dtype_policy().name,
+                          "data_parallel": args.data_parallel},
         )
     plot_training_loss(run_dirs, os.path.join(args.out, "plots", "loss_curves.png"),
                        "Transformer-XL on WikiText-103 (Yu & Zhang Fig. 7)"
@@ -100,6 +102,7 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=None, help="override the learning rate")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)
+    scale.add_arguments(parser)
     parser.add_argument("--smoke", action="store_true", help="small model, CPython docs as text, 60 steps")
     return parser.parse_args(argv)
 

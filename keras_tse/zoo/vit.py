@@ -106,7 +106,8 @@ def vit(
         x = block(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)
-    logits = keras.layers.Dense(num_classes, name="head")(features)
+    # float32 logits under a mixed policy: the loss and its softmax see full precision (Keras mixed-precision guide)
+    logits = keras.layers.Dense(num_classes, name="head", dtype="float32")(features)
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 

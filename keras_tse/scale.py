@@ -1,0 +1,55 @@
+"""Speed and scale settings the recipes share: mixed precision, XLA/torch.compile, data parallelism.
+
+Each recipe calls `add_arguments(parser)` and, before it builds a model, `configure(args)`:
+
+- `--mixed-precision`: the global dtype policy `mixed_bfloat16` (bfloat16 compute, float32
+  variables). The zoo keeps what must stay exact in float32: LayerNorm (Keras computes it in float32
+  under a 16-bit policy), the explicit attention softmax of the probe path, the token mean of
+  DeEscalation, the ViT's logits and the adaptive softmax's log-probabilities. The fused
+  `ops.dot_product_attention` path takes the flash / cuDNN kernel on a GPU with 16-bit inputs
+  (JAX and PyTorch); those kernels accumulate the softmax in float32.
+- `--jit-compile`: `compile(jit_compile=True)`; on PyTorch that is `torch.compile`. Without it
+  Keras's default applies: XLA on JAX and TensorFlow, eager PyTorch.
+- `--data-parallel`: `keras.distribution.DataParallel` over every device JAX sees (GPUs, or CPU
+  devices made with `XLA_FLAGS=--xla_force_host_platform_device_count=N` before JAX starts). Each
+  device takes `batch / N` of every batch; variables are replicated and gradients all-reduced.
+  Transformer-XL's memory variables are replicated too: every device holds the whole
+  `[batch, mem_len, d]` memory, computed in the one global program, so segments keep their order.
+"""
+
+import keras
+
+MIXED_POLICY = "mixed_bfloat16"
+
+
+def add_arguments(parser):
+    parser.add_argument("--mixed-precision", action="store_true",
+                        help=f"train under the {MIXED_POLICY} policy (float32 variables, bfloat16 compute)")
+    parser.add_argument("--jit-compile", action="store_true",
+                        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX/TF)")
+    parser.add_argument("--data-parallel", action="store_true",
+                        help="JAX only: keras.distribution.DataParallel over every visible device")
+
+
+def configure(args):
+    """Set the global policy and distribution the flags ask for; returns the `jit_compile` to use."""
+    configure_precision(args.mixed_precision)
+    if args.data_parallel:
+        use_data_parallel()
+    return True if args.jit_compile else "auto"
+
+
+def configure_precision(mixed):
+    keras.config.set_dtype_policy(MIXED_POLICY if mixed else "float32")
+
+
+def use_data_parallel(devices=None):
+    """Distribute every later `fit` over `devices` (default: all) by the batch; returns the device list."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Data parallelism here uses keras.distribution, which runs on the JAX backend. "
+            f"Received: KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=jax."
+        )
+    devices = devices or keras.distribution.list_devices()
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    return devices

@@ -97,10 +97,14 @@ def run_cases(cases, config):
     median of all its timed steps.
     """
     keras.config.set_dtype_policy(config.dtype)
-    runs = {}
+    runs, missing = {}, []
     for case in cases:
         keras.utils.set_random_seed(0)
-        model, batch, items, unit = _build(case, config)
+        try:
+            model, batch, items, unit = _build(case, config)
+        except ImportError as error:  # the peer needs keras-hub: `pip install keras-hub`
+            missing.append(dict(case=case, error=f"{error} (pip install keras-hub)"))
+            continue
         model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=_loss(case), jit_compile=config.jit_compile)
         reset_peak_memory()
         clock = _fit_steps(model, batch, 1 + config.warmup)
@@ -111,7 +115,7 @@ def run_cases(cases, config):
             clock = _fit_steps(run["model"], run["batch"], config.steps)
             run["timed"] += clock.durations[1:]  # the first batch of a fit call carries its start-up
             run["loss"] = clock.last_loss
-    return [_result(case, run, config) for case, run in runs.items()]
+    return [_result(case, run, config) for case, run in runs.items()] + missing
 
 
 def _fit_steps(model, batch, steps):

@@ -64,7 +64,7 @@ class BenchConfig:
     steps: int = 10  # timed steps
     rounds: int = 2  # turns of `steps` timed steps per case (see run_cases)
     isolate: bool = False  # one process per case (clean peak memory) instead of one per model family
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX and TF, eager PyTorch; True = torch.compile
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True = torch.compile
     peak_tflops: float = None  # the device's peak for `dtype`, for MFU
 
     @classmethod

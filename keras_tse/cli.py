@@ -166,7 +166,7 @@ def _parser():
     bench.add_argument("--isolate", action="store_true", help="one process per case: each peak memory its own")
     bench.add_argument("--warmup", type=int, help="untimed steps after the first (default: 3; --quick 2)")
     bench.add_argument("--jit-compile", action="store_true",
-                       help="compile=True: torch.compile on PyTorch (default: Keras's auto, XLA on JAX/TF, eager torch)")
+                       help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)")
     bench.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s for --dtype, to report MFU")
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)

@@ -38,7 +38,7 @@ class LMTrainConfig:
     clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
     similarity_every_n_batches: int = None
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX/TF, eager PyTorch; True: torch.compile too
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
 
     def __post_init__(self):
         for name in ("steps", "eval_interval", "batch_size", "log_interval"):

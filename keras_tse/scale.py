@@ -9,7 +9,8 @@ Each recipe calls `add_arguments(parser)` and, before it builds a model, `config
   `ops.dot_product_attention` path takes the flash / cuDNN kernel on a GPU with 16-bit inputs
   (JAX and PyTorch); those kernels accumulate the softmax in float32.
 - `--jit-compile`: `compile(jit_compile=True)`; on PyTorch that is `torch.compile`. Without it
-  Keras's default applies: XLA on JAX and TensorFlow, eager PyTorch.
+  Keras's default applies: XLA on JAX, and on TensorFlow when a GPU is
+  present; eager PyTorch.
 - `--data-parallel`: `keras.distribution.DataParallel` over every device JAX sees (GPUs, or CPU
   devices made with `XLA_FLAGS=--xla_force_host_platform_device_count=N` before JAX starts). Each
   device takes `batch / N` of every batch; variables are replicated and gradients all-reduced.
@@ -26,7 +27,7 @@ def add_arguments(parser):
     parser.add_argument("--mixed-precision", action="store_true",
                         help=f"train under the {MIXED_POLICY} policy (float32 variables, bfloat16 compute)")
     parser.add_argument("--jit-compile", action="store_true",
-                        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX/TF)")
+                        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)")
     parser.add_argument("--data-parallel", action="store_true",
                         help="JAX only: keras.distribution.DataParallel over every visible device")
 

@@ -33,7 +33,7 @@ class TrainConfig:
     decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX/TF, eager PyTorch; True: torch.compile too
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):

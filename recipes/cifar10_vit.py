@@ -58,11 +58,11 @@ def run(args):
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
-    scale = dict(mean=data.cifar10.MEAN, std=data.cifar10.STD)
+    normalization = dict(mean=data.cifar10.MEAN, std=data.cifar10.STD)
     train = data.image_dataset(x_train, y_train, train_config.batch_size, augment=True, shuffle=True,
-                               seed=args.seed, **scale)
-    test = data.image_dataset(x_test, y_test, train_config.batch_size, **scale)
-    probe = data.normalized(x_test[:PROBE_SIZE], **scale)
+                               seed=args.seed, **normalization)
+    test = data.image_dataset(x_test, y_test, train_config.batch_size, **normalization)
+    probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
     steps_per_epoch = -(-len(y_train) // train_config.batch_size)
 
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]

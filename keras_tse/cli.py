@@ -5,6 +5,7 @@
     keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
     keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
     keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
+    keras-tse sweep           resumable depth x norm x tau x lr x seed grid on 8x8 digits (the depth study)
 """
 
 import argparse
@@ -95,6 +96,25 @@ def _bench(args):
     return 1 if any("error" in r for r in results) else 0
 
 
+def _sweep(args):
+    from keras_tse.sweep import SweepConfig, markdown_table, run_sweep
+
+    def numbers(text, kind):
+        return tuple(kind(v) for v in text.split(",") if v.strip()) if text else None
+
+    overrides = {k: v for k, v in dict(
+        depths=numbers(args.depths, int), norms=tuple(args.norms.split(",")) if args.norms else None,
+        taus=numbers(args.taus, float), learning_rates=numbers(args.learning_rates, float),
+        seeds=numbers(args.seeds, int), steps=args.steps, batch_size=args.batch_size,
+    ).items() if v is not None}
+    config = SweepConfig.quick(**overrides) if args.quick else SweepConfig(**overrides)
+    start = time.perf_counter()
+    rows = run_sweep(config, args.out)
+    print(f"\n{markdown_table(rows)}\n\n{len(rows)} cells in {args.out}/sweep.csv, plots in {args.out}/plots "
+          f"({time.perf_counter() - start:.0f} s this run)")
+    return 0
+
+
 def _write_csv(path, profiles):
     kinds = list(profiles)
     with open(path, "w") as f:
@@ -170,6 +190,18 @@ def _parser():
     bench.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s for --dtype, to report MFU")
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)
+
+    sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
+    sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
+    sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
+    sweep.add_argument("--depths", help="comma-separated depths (default: 6,12,24,48)")
+    sweep.add_argument("--norms", help="comma-separated norms (default: post,pre,deescalate,deepnorm,rezero,layerscale)")
+    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0)")
+    sweep.add_argument("--learning-rates", help="AdamW learning rates (default: 1e-3,3e-4)")
+    sweep.add_argument("--seeds", help="comma-separated seeds (default: 0,1,2)")
+    sweep.add_argument("--steps", type=int, help="training steps per cell (default: 300)")
+    sweep.add_argument("--batch-size", type=int, help="batch size (default: 64)")
+    sweep.set_defaults(run=_sweep)
     return parser
 
 

@@ -64,24 +64,6 @@ def _xi_ratio(x, y):
     return _np(xi1 / xi2)[0]
 
 
-class _GradientNorms(keras.optimizers.SGD):
-    """An optimizer that only records the norm of each variable's gradient (learning rate 0).
-
-    Keras has no backend-neutral gradient call; `fit` computes gradients on every backend, and with
-    `run_eagerly=True` they reach `apply` as concrete values.
-    """
-
-    def __init__(self):
-        super().__init__(learning_rate=0.0)
-        self.norms = {}
-
-    def apply(self, grads, trainable_variables=None):
-        variables = trainable_variables if trainable_variables is not None else self._trainable_variables
-        for grad, variable in zip(grads, variables):
-            self.norms[variable.path] = float(ops.convert_to_numpy(ops.sum(ops.square(ops.cast(grad, "float32")))))
-        return super().apply(grads, trainable_variables)
-
-
 def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, vocabulary_size=30522,
              embedding_dim=128, sequence_length=128, batch_size=2, seed=0):
     """BERT and ALBERT (KerasHub backbones, their default initialisation) with `depth` blocks: per
@@ -93,6 +75,7 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
     except ImportError as error:
         raise ValueError("Fig. 1 builds BERT with KerasHub: pip install keras-hub (or the `figures` extra). "
                          "Received: which includes '1' without keras_hub installed") from error
+    from keras_tse.gradients import block_gradient_norms
     from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks
 
     keras.utils.set_random_seed(seed)
@@ -110,10 +93,8 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
     names = [f"transformer_layer_{i}" for i in range(depth)]
     tsim, tcos = measure_blocks(block_outputs_model(bert, names), inputs, (token_similarity, cosine_similarity))
     classifier = keras.Model(bert.input, keras.layers.Dense(2)(bert.output["pooled_output"]))
-    recorder = _GradientNorms()
-    classifier.compile(recorder, keras.losses.SparseCategoricalCrossentropy(from_logits=True), run_eagerly=True)
-    classifier.train_on_batch(inputs, rng.integers(0, 2, batch_size))
-    grads = [np.sqrt(sum(v for path, v in recorder.norms.items() if path.startswith(name + "/"))) for name in names]
+    grads = block_gradient_norms(classifier, inputs, rng.integers(0, 2, batch_size),
+                                 keras.losses.SparseCategoricalCrossentropy(from_logits=True), names)
     return {"block": np.arange(1, depth + 1), "bert_t_sim": np.asarray(tsim), "bert_t_cos": np.asarray(tcos),
             "bert_gradient_norm": np.array(grads), "albert_t_sim": np.asarray(albert_sim),
             "albert_t_cos": np.asarray(albert_cos)}

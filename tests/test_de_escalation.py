@@ -160,3 +160,19 @@ def test_a_context_of_one_token_is_left_unchanged():
     masked = keras.ops.convert_to_numpy(DeEscalation(tau=1.0)(x, mask=mask))
     np.testing.assert_allclose(masked[0], x[0], atol=1e-7)
     np.testing.assert_allclose(masked[1, :2].mean(axis=0), 0.0, atol=1e-6)
+
+
+@pytest.mark.parametrize("filled", [0, 1, 3])
+def test_causal_memory_equals_the_running_mean_over_memory_then_segment(filled):
+    """`memory=` (Transformer-XL's context) is the causal mean over the filled memory rows and positions
+    <= t: the same as de-escalating memory + segment joined, with the unfilled rows masked out."""
+    rng = np.random.default_rng(5)
+    memory, x = rng.standard_normal((2, 3, 4)).astype("float32"), rng.standard_normal((2, 5, 4)).astype("float32")
+    slots = np.arange(3) >= 3 - filled  # memory fills from the end
+    layer = DeEscalation(tau=0.7, causal=True)
+    got = keras.ops.convert_to_numpy(layer(x, memory=memory, memory_mask=slots))
+    joined_mask = np.broadcast_to(np.concatenate([slots, np.ones(5, bool)])[None], (2, 8))
+    joined = keras.ops.convert_to_numpy(layer(np.concatenate([memory, x], axis=1), mask=joined_mask))[:, 3:]
+    np.testing.assert_allclose(got, joined, atol=1e-6)
+    with pytest.raises(ValueError, match="Received: causal=False"):
+        DeEscalation()(x, memory=memory)

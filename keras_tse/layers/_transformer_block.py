@@ -13,6 +13,8 @@ from keras_tse.layers.self_attention import SelfAttention, clone_initializer, re
 
 
 class TransformerBlock(SequenceLayer):
+    uses_layer_norm = True  # ReZero's block has none
+
     def __init__(
         self,
         num_heads,
@@ -45,9 +47,14 @@ class TransformerBlock(SequenceLayer):
         resolve_head_dim(hidden, self.num_heads, self.head_dim)  # fail here, naming the block
         policy = self.dtype_policy
         self.self_attention = self._make_attention()
-        self.attention_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
-        )
+        self.attention_norm = self.ffn_norm = None
+        if self.uses_layer_norm:
+            self.attention_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=policy, name="attention_norm"
+            )
+            self.ffn_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
+            )
         self.ffn_inner = keras.layers.Dense(
             self.ffn_dim, activation=self.activation, dtype=policy, name="ffn_inner",
             kernel_initializer=clone_initializer(self.kernel_initializer),
@@ -55,14 +62,12 @@ class TransformerBlock(SequenceLayer):
         self.ffn_outer = keras.layers.Dense(
             hidden, dtype=policy, name="ffn_outer", kernel_initializer=clone_initializer(self.kernel_initializer)
         )
-        self.ffn_norm = keras.layers.LayerNormalization(
-            epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
-        )
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         for layer in (self.self_attention, self.attention_norm, self.ffn_inner, self.ffn_norm):
-            layer.build(input_shape)
+            if layer is not None:
+                layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
         self.built = True
 

@@ -90,15 +90,19 @@ class PostNormBlock(TransformerBlock):
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
         attended, scores = self._attention(inputs, training, return_attention_scores, mask=mask)
-        y1 = inputs + attended  # step 1: X + alpha * P X W
+        y1 = self._residual(inputs) + attended  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
         if self.deescalate == "pre_ffn":
             y2 = self.de_escalation(y2, mask=mask)  # eq. (21) at the FFN input (Sec. 3.4)
-        y3 = y2 + self._feed_forward(y2, training)  # step 3
+        y3 = self._residual(y2) + self._feed_forward(y2, training)  # step 3
         y4 = self.ffn_norm(y3)  # step 4
         if self.deescalate == "output":
             y4 = self.de_escalation(y4, mask=mask)  # eq. (21) at the block output (Sec. 3.3)
         return (y4, scores) if return_attention_scores else y4
+
+    def _residual(self, x):
+        """The residual input of steps 1 and 3: `x` here, `alpha_DeepNorm * x` in DeepNormBlock."""
+        return x
 
     def get_config(self):
         return {

@@ -60,6 +60,10 @@ class PreNormBlock(TransformerBlock):
         inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
         x_hat = self.attention_norm(inputs)
         attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
-        y = inputs + attended  # eq. (19): Y = X + P(X_hat) X_hat W
-        z = y + self._feed_forward(self.ffn_norm(y), training)  # Z = Y + phi(LN(Y) W_1) W_2
+        y = inputs + self._branch_scale(0, attended)  # eq. (19): Y = X + P(X_hat) X_hat W
+        z = y + self._branch_scale(1, self._feed_forward(self.ffn_norm(y), training))  # Z = Y + phi(LN(Y) W_1) W_2
         return (z, scores) if return_attention_scores else z
+
+    def _branch_scale(self, branch, x):
+        """Branch `0` (attention) or `1` (FFN) as it joins the stream: as is here; LayerScaleBlock scales it."""
+        return x

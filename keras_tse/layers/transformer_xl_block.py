@@ -2,12 +2,19 @@ import keras
 from keras import ops
 
 from keras_tse.layers import _checks
+from keras_tse.layers._baselines import (
+    add_layer_scales,
+    add_rezero_weight,
+    check_layer_scale_init,
+    deepnorm_initialize,
+)
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import TXL_INITIALIZER, RelativeAttention, filled_slots
 
-NORMS = ("post", "pre", "deescalate")
+NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
+POST_NORMS = ("post", "deescalate", "deepnorm")  # LayerNorm after each residual add (Algorithm 1)
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -30,6 +37,14 @@ class TransformerXLBlock(TransformerBlock):
     - `"pre"` (the reference's `pre_lnorm`): attention reads `LN` of memory
       and segment, `Y2 = X + RelAttn(LN(X), LN(memory))`,
       `out = Y2 + FFN(LN(Y2))` (eq. 19);
+    - `"deepnorm"` (DeepNet, Wang et al. 2022): post-norm with each residual
+      multiplied by `residual_scale` (alpha) and the value, output and FFN
+      kernels drawn Xavier-normal with gain `init_gain` (beta);
+    - `"rezero"` (Bachlechner et al. 2021): no LayerNorm,
+      `Y2 = X + a * RelAttn(X, memory)`, `out = Y2 + a * FFN(Y2)`, scalar `a` = 0
+      at initialisation;
+    - `"layerscale"` (CaiT, Touvron et al. 2021): `"pre"` with per-channel
+      scales, initialised at `layer_scale_init`, on both branches;
     - `"deescalate"`: post-norm with `DeEscalation(tau)` (eq. 21) on the FFN
       input `Y2`, the paper's placement for this model (Sec. 3.4), in its
       causal form: position `t` subtracts `tau` times the mean of `Y2` over the
@@ -44,9 +59,16 @@ class TransformerXLBlock(TransformerBlock):
             `hidden // num_heads`.
         mem_len: int >= 0, memory length in positions. `0` turns the
             recurrence off (and lifts the fixed batch size). Defaults to `0`.
-        norm: `"post"`, `"pre"` or `"deescalate"`. Defaults to `"post"`.
+        norm: one of `"post"`, `"pre"`, `"deescalate"`, `"deepnorm"`,
+            `"rezero"`, `"layerscale"`. Defaults to `"post"`.
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool, whether `tau` is learned. Defaults to `False`.
+        residual_scale: float > 0, DeepNet's alpha (`"deepnorm"` only).
+            Defaults to `1.0`.
+        init_gain: float > 0, DeepNet's beta (`"deepnorm"` only). Defaults to
+            `1.0`.
+        layer_scale_init: float > 0, LayerScale's initial value
+            (`"layerscale"` only). Defaults to `0.1`.
         dropout: float in [0, 1), on the branch outputs and FFN hidden layer.
         attention_dropout: float in [0, 1), on P.
         layer_norm_epsilon: float. Defaults to `1e-5`.
@@ -67,7 +89,8 @@ class TransformerXLBlock(TransformerBlock):
     """
 
     def __init__(self, num_heads, ffn_dim, head_dim=None, mem_len=0, norm="post", tau=1.0, trainable_tau=False,
-                 kernel_initializer=TXL_INITIALIZER, **kwargs):
+                 residual_scale=1.0, init_gain=1.0, layer_scale_init=0.1, kernel_initializer=TXL_INITIALIZER,
+                 **kwargs):
         causal = kwargs.pop("causal", True)
         if causal is not True:
             raise ValueError(f"A Transformer-XL block is always causal. Received: causal={causal!r}")
@@ -79,6 +102,10 @@ class TransformerXLBlock(TransformerBlock):
         self.norm = _checks.one_of("norm", norm, NORMS)
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)
+        self.residual_scale = _checks.positive_float("residual_scale", residual_scale)
+        self.init_gain = _checks.positive_float("init_gain", init_gain)
+        self.layer_scale_init = check_layer_scale_init(layer_scale_init)
+        self.uses_layer_norm = self.norm != "rezero"
 
     def _make_attention(self):
         return RelativeAttention(
@@ -99,6 +126,12 @@ class TransformerXLBlock(TransformerBlock):
             self.de_escalation = DeEscalation(self.tau, trainable_tau=self.trainable_tau, causal=True,
                                               dtype=self.dtype_policy, name="de_escalation")
             self.de_escalation.build(input_shape)
+        if self.norm == "deepnorm":
+            deepnorm_initialize(self, self.init_gain)
+        elif self.norm == "rezero":
+            self.resweight = add_rezero_weight(self)
+        elif self.norm == "layerscale":
+            self.branch_scales = add_layer_scales(self, input_shape[-1], self.layer_scale_init)
         if self.mem_len:
             self._build_memory(input_shape)
 
@@ -128,27 +161,38 @@ class TransformerXLBlock(TransformerBlock):
 
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
-        if self.norm == "pre":
+        if self.norm not in POST_NORMS:  # pre, layerscale, rezero: the stream is never normalised
             inputs = residual_stream(inputs)  # XLA:CPU gradient in linear time (see _residual.py)
-            normed_memory = None if memory is None else self.attention_norm(memory)
-            attended, scores = self._attention(self.attention_norm(inputs), training, return_attention_scores,
+            attention_norm, ffn_norm = (_identity, _identity) if self.norm == "rezero" else (
+                self.attention_norm, self.ffn_norm)
+            normed_memory = None if memory is None else attention_norm(memory)
+            attended, scores = self._attention(attention_norm(inputs), training, return_attention_scores,
                                                memory=normed_memory, memory_length=filled)
-            y2 = inputs + attended  # eq. (19)
-            outputs = y2 + self._feed_forward(self.ffn_norm(y2), training)
+            y2 = inputs + self._branch_scale(0, attended)  # eq. (19)
+            outputs = y2 + self._branch_scale(1, self._feed_forward(ffn_norm(y2), training))
         else:
             attended, scores = self._attention(inputs, training, return_attention_scores, memory=memory,
                                                memory_length=filled)
-            y2 = self.attention_norm(inputs + attended)  # Algorithm 1, steps 1-2
+            alpha = self.residual_scale if self.norm == "deepnorm" else 1.0  # DeepNet's LN(alpha x + G(x))
+            y2 = self.attention_norm(alpha * inputs + attended)  # Algorithm 1, steps 1-2
             ffn_input = y2
             if self.norm == "deescalate":
                 ffn_input = self._deescalate(y2, filled)  # eq. (21) at the FFN input (Sec. 3.4)
-            outputs = self.ffn_norm(ffn_input + self._feed_forward(ffn_input, training))  # steps 3-4
+            outputs = self.ffn_norm(alpha * ffn_input + self._feed_forward(ffn_input, training))  # steps 3-4
             if self.mem_len and self.norm == "deescalate":
                 self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, y2))
         if self.mem_len:
             self.memory.assign(self._newest(self.memory, inputs))
             self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
         return (outputs, scores) if return_attention_scores else outputs
+
+    def _branch_scale(self, branch, x):
+        """A branch (0 attention, 1 FFN) as it joins the stream: LayerScale's diag(l), ReZero's a."""
+        if self.norm == "layerscale":
+            return ops.cast(self.branch_scales[branch], x.dtype) * x
+        if self.norm == "rezero":
+            return ops.cast(self.resweight, x.dtype) * x
+        return x
 
     def _read_memory(self, inputs):
         if not self.mem_len:
@@ -165,10 +209,7 @@ class TransformerXLBlock(TransformerBlock):
         if not self.mem_len:
             return self.de_escalation(y2)
         memory = _snapshot(self.ffn_input_memory, y2.dtype)
-        segment = y2.shape[1]
-        mask = ops.concatenate([filled_slots(self.mem_len, filled), ops.ones((segment,), "bool")], axis=0)
-        mask = ops.broadcast_to(mask[None], (ops.shape(y2)[0], self.mem_len + segment))
-        return self.de_escalation(ops.concatenate([memory, y2], axis=1), mask=mask)[:, self.mem_len:]
+        return self.de_escalation(y2, memory=memory, memory_mask=filled_slots(self.mem_len, filled))
 
     def _newest(self, memory, states):
         """The last `mem_len` positions of memory followed by `states`, without gradient."""
@@ -186,7 +227,12 @@ class TransformerXLBlock(TransformerBlock):
         config = super().get_config()
         config.pop("causal")
         return {**config, "mem_len": self.mem_len, "norm": self.norm, "tau": self.tau,
-                "trainable_tau": self.trainable_tau}
+                "trainable_tau": self.trainable_tau, "residual_scale": self.residual_scale,
+                "init_gain": self.init_gain, "layer_scale_init": self.layer_scale_init}
+
+
+def _identity(x):
+    return x
 
 
 def _snapshot(variable, dtype):

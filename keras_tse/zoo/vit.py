@@ -2,11 +2,20 @@
 
 import keras
 
-from keras_tse.layers import PatchEmbedding, PostNormBlock, PreNormBlock
+from keras_tse.layers import (
+    DeepNormBlock,
+    LayerScaleBlock,
+    PatchEmbedding,
+    PostNormBlock,
+    PreNormBlock,
+    ReZeroBlock,
+    cait_layer_scale_init,
+    deepnorm_constants,
+)
 from keras_tse.layers import _checks
 from keras_tse.layers.self_attention import resolve_head_dim
 
-NORMS = ("post", "pre", "deescalate")
+NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 POOLS = ("cls", "mean")
 DEESCALATE_AT = ("output", "pre_ffn")
 
@@ -41,7 +50,14 @@ def vit(
 
     `norm` picks the block: `"post"` is Algorithm 1, `"pre"` is eq. (19),
     `"deescalate"` is Algorithm 1 plus `DeEscalation(tau)` (eq. 21) at
-    `deescalate_at` (the paper's ViT uses `"output"`, Sec. 3.3).
+    `deescalate_at` (the paper's ViT uses `"output"`, Sec. 3.3). The other
+    published depth-enabling methods, for comparison (the depth study):
+    `"deepnorm"` (DeepNet: `DeepNormBlock` with the encoder constants
+    `alpha = (2 depth)^(1/4)`, `beta = (8 depth)^(-1/4)`), `"rezero"`
+    (`ReZeroBlock`: no LayerNorm in the blocks, residual weight 0 at init) and
+    `"layerscale"` (CaiT: `LayerScaleBlock` with CaiT's depth-dependent
+    initial scale). Every variant keeps the final LayerNorm before the head,
+    ReZero's included, so the variants differ in their blocks only.
 
     De-escalation at the output of the last block followed by mean pooling
     would hand the head `(1 - tau)` times the token mean, identically zero at
@@ -52,7 +68,8 @@ def vit(
 
     Args:
         depth: int, number of blocks. Defaults to `80` (Table 1).
-        norm: `"post"`, `"pre"` or `"deescalate"`. Defaults to `"deescalate"`.
+        norm: `"post"`, `"pre"`, `"deescalate"`, `"deepnorm"`, `"rezero"` or
+            `"layerscale"`. Defaults to `"deescalate"`.
         image_size: int, side of the square input images. Defaults to `32`.
         patch_size: int, side of a patch. Defaults to `4` (Sec. 3.3).
         channels: int, image channels. Defaults to `3`.
@@ -92,8 +109,9 @@ def vit(
     embedding = PatchEmbedding(image_size, patch_size, hidden_dim, use_class_token=pool == "cls",
                                name="patch_embedding")
     common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout)
-    if norm == "pre":
-        blocks = [PreNormBlock(**common, name=f"block_{i:02d}") for i in range(depth)]
+    if norm in BASELINE_BLOCKS:
+        block, extra = BASELINE_BLOCKS[norm], _baseline_arguments(norm, depth)
+        blocks = [block(**common, **extra, name=f"block_{i:02d}") for i in range(depth)]
     else:
         blocks = [
             PostNormBlock(**common, deescalate=place, tau=tau, trainable_tau=trainable_tau, name=f"block_{i:02d}")
@@ -109,6 +127,20 @@ def vit(
     # float32 logits under a mixed policy: the loss and its softmax see full precision (Keras mixed-precision guide)
     logits = keras.layers.Dense(num_classes, name="head", dtype="float32")(features)
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
+
+
+BASELINE_BLOCKS = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock,
+                   "layerscale": LayerScaleBlock}
+
+
+def _baseline_arguments(norm, depth):
+    """Each method's depth-dependent constants, as its paper gives them for an encoder of `depth` blocks."""
+    if norm == "deepnorm":
+        alpha, beta = deepnorm_constants(depth, "encoder")
+        return dict(residual_scale=alpha, init_gain=beta)
+    if norm == "layerscale":
+        return dict(layer_scale_init=cait_layer_scale_init(depth))
+    return {}
 
 
 def _deescalate_places(norm, depth, deescalate_at, pool):

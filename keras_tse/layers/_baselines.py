@@ -1,0 +1,92 @@
+"""The published depth-enabling methods the depth study compares with de-escalation (issue 7).
+
+Shared by the ViT blocks (DeepNormBlock, ReZeroBlock, LayerScaleBlock) and TransformerXLBlock, so
+each method's constants and weights are defined once:
+
+- DeepNorm (Wang et al. 2022, "DeepNet: Scaling Transformers to 1,000 Layers", Sec. 3 and Fig. 2):
+  post-norm `x_{l+1} = LN(alpha * x_l + G(x_l))`; the value, output and FFN kernels are initialised
+  Xavier-normal with gain `beta`, query and key kernels with gain 1.
+- ReZero (Bachlechner et al. 2021, "ReZero is All You Need", eq. 3 and their Transformer code):
+  `x_{l+1} = x_l + a_l * F(x_l)` with one scalar `a_l = 0` at initialisation per layer, shared by
+  the attention and FFN residuals of the layer as in their `RZTXEncoderLayer`, and no LayerNorm.
+- LayerScale (Touvron et al. 2021, "Going deeper with Image Transformers" (CaiT), eq. 5 and Sec. 3):
+  pre-norm with a learned per-channel diagonal on each branch,
+  `x' = x + diag(l_1) SA(LN(x))`, `x'' = x' + diag(l_2) FFN(LN(x'))`, every `l` initialised at eps.
+"""
+
+import math
+
+import keras
+from keras import ops
+
+DEEPNORM_ARCHITECTURES = ("encoder", "decoder", "encoder_decoder_encoder", "encoder_decoder_decoder")
+
+
+def deepnorm_constants(num_layers, architecture="encoder", other_layers=None):
+    """(alpha, beta) of DeepNet's Fig. 2 / Table 1.
+
+    Encoder-only (N layers): alpha = (2N)^(1/4), beta = (8N)^(-1/4); decoder-only (M layers): the
+    same with M. Encoder-decoder, N encoder and M decoder layers: the encoder takes
+    alpha = 0.81 (N^4 M)^(1/16), beta = 0.87 (N^4 M)^(-1/16), the decoder alpha = (3M)^(1/4),
+    beta = (12M)^(-1/4). For `"encoder_decoder_*"` pass the other stack's depth as `other_layers`.
+    """
+    if architecture not in DEEPNORM_ARCHITECTURES:
+        raise ValueError(f"`architecture` must be one of {DEEPNORM_ARCHITECTURES}. "
+                         f"Received: architecture={architecture!r}")
+    n = num_layers
+    if architecture in ("encoder", "decoder"):
+        return (2 * n) ** 0.25, (8 * n) ** -0.25
+    if other_layers is None:
+        raise ValueError(f"An encoder-decoder needs both depths. Received: other_layers=None ({architecture})")
+    if architecture == "encoder_decoder_encoder":
+        product = n**4 * other_layers
+        return 0.81 * product ** (1 / 16), 0.87 * product ** (-1 / 16)
+    return (3 * n) ** 0.25, (12 * n) ** -0.25
+
+
+def xavier_normal(gain):
+    """`torch.nn.init.xavier_normal_(w, gain)`: N(0, gain^2 * 2 / (fan_in + fan_out))."""
+    return keras.initializers.VarianceScaling(scale=gain**2, mode="fan_avg", distribution="untruncated_normal")
+
+
+def deepnorm_initialize(block, beta):
+    """Re-draw a built block's kernels as DeepNet's Fig. 2: value/output/FFN gain beta, query/key gain 1."""
+    attention = block.self_attention
+    scaled = [attention.output_dense, block.ffn_inner, block.ffn_outer]
+    if hasattr(attention, "qkv_dense"):  # Transformer-XL's fused projection: [hidden, 3 * inner], q | k | v
+        kernel = attention.qkv_dense.kernel
+        hidden, inner = kernel.shape[0], kernel.shape[1] // 3
+        parts = [xavier_normal(g)((hidden, inner)) for g in (1.0, 1.0, beta)]  # fans of one projection each
+        kernel.assign(ops.concatenate(parts, axis=1))
+    else:
+        for dense in (attention.query_dense, attention.key_dense):
+            dense.kernel.assign(xavier_normal(1.0)(dense.kernel.shape))
+        scaled.append(attention.value_dense)
+    for dense in scaled:
+        dense.kernel.assign(xavier_normal(beta)(dense.kernel.shape))
+
+
+def cait_layer_scale_init(depth):
+    """CaiT's eps (Sec. 3): 0.1 up to depth 18, 1e-5 up to 24, 1e-6 deeper."""
+    if depth <= 18:
+        return 0.1
+    return 1e-5 if depth <= 24 else 1e-6
+
+
+def add_layer_scales(layer, hidden, initial):
+    """LayerScale's two per-channel diagonals `l_1` (attention branch), `l_2` (FFN branch)."""
+    return tuple(
+        layer.add_weight(name=name, shape=(hidden,), initializer=keras.initializers.Constant(initial))
+        for name in ("attention_scale", "ffn_scale")
+    )
+
+
+def add_rezero_weight(layer):
+    """ReZero's residual weight `a_l`, one scalar per layer, 0 at initialisation."""
+    return layer.add_weight(name="resweight", shape=(), initializer="zeros")
+
+
+def check_layer_scale_init(value):
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0 or math.isinf(value):
+        raise ValueError(f"`layer_scale_init` must be a positive number. Received: layer_scale_init={value!r}")
+    return float(value)

@@ -1,0 +1,305 @@
+"""`keras-tse sweep`: a resumable grid over depth x norm x tau x learning rate x seed (the depth study).
+
+Every cell trains one ViT (`zoo.vit`, the class-token model) for a fixed number of steps on an
+offline dataset (scikit-learn's 8x8 digits: 1,437 training and 360 validation images, 4x4 patches
+of 2x2 pixels) and writes one row to `sweep.csv` as soon as it finishes:
+
+- `final_loss` (mean training loss over the last 10% of steps), `best_loss` (lowest mean over any
+  window of 10 steps), `val_accuracy` after the last step;
+- `diverged` (a non-finite loss; training stops there), `steps_to_threshold` (first step whose
+  10-step mean is at most `loss_threshold`, empty if never);
+- `tsim_init`, `tsim_end` (token similarity after each block, Definition 1, on 64 validation
+  images, at initialisation and at the end) and `grad_init` (norm of the loss gradient w.r.t. each
+  block's weights on the first batch), each as `;`-separated values, first block first;
+- `wall_s`, the cell's wall time (build, measurements and training).
+
+A rerun of the same command skips every cell already in `sweep.csv` (the key is depth, norm, tau,
+learning rate, seed and the training settings), so an interrupted sweep loses at most the cell it
+was in. `plots/` gets the final loss against depth per norm (mean over seeds, bars from the lowest
+to the highest seed) and a depth x norm heatmap, one panel per learning rate.
+"""
+
+import csv
+import dataclasses
+import os
+import time
+
+import keras
+import numpy as np
+
+NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
+KEY = ("depth", "norm", "tau", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
+
+
+@dataclasses.dataclass
+class SweepConfig:
+    """The grid and the per-cell training; the defaults are the committed CPU study (zoo/depth_study.md)."""
+
+    depths: tuple = (6, 12, 24, 48)
+    norms: tuple = NORMS
+    taus: tuple = (1.0,)  # de-escalation strengths; the other norms have no tau
+    learning_rates: tuple = (1e-3, 3e-4)
+    seeds: tuple = (0, 1, 2)
+    steps: int = 300  # ~13 epochs of the 1,437 digits at batch 64
+    batch_size: int = 64
+    hidden_dim: int = 32
+    num_heads: int = 4
+    ffn_dim: int = 64
+    weight_decay: float = 0.05
+    loss_threshold: float = 0.5  # chance is ln 10 = 2.30
+    probe_size: int = 64
+
+    @classmethod
+    def quick(cls, **overrides):
+        """Seconds per cell on a CPU: for CI and the resume test."""
+        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), learning_rates=(1e-3,), seeds=(0,),
+                        steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
+        return cls(**{**settings, **overrides})
+
+    def __post_init__(self):
+        unknown = [n for n in self.norms if n not in NORMS]
+        if unknown:
+            raise ValueError(f"Unknown norms {unknown}; choose from {list(NORMS)}. Received: norms={self.norms}")
+        for name in ("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if not self.depths or any(not isinstance(d, int) or d < 1 for d in self.depths):
+            raise ValueError(f"`depths` must be positive integers. Received: depths={self.depths!r}")
+        if any(not 0.0 <= t <= 1.0 for t in self.taus):
+            raise ValueError(f"Every tau must be in [0, 1]. Received: taus={self.taus!r}")
+
+
+def cells(config):
+    """Every cell of the grid as a dict of the key fields; tau only varies for `deescalate`."""
+    for depth in config.depths:
+        for norm in config.norms:
+            for tau in config.taus if norm == "deescalate" else (None,):
+                for learning_rate in config.learning_rates:
+                    for seed in config.seeds:
+                        yield dict(depth=depth, norm=norm, tau="" if tau is None else float(tau),
+                                   learning_rate=float(learning_rate), seed=seed, steps=config.steps,
+                                   batch_size=config.batch_size, hidden_dim=config.hidden_dim)
+
+
+def cell_key(cell):
+    return tuple(str(cell[k]) for k in KEY)
+
+
+def read_rows(path):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def run_sweep(config, out, log=print):
+    """Run every cell of `config` not yet in `out/sweep.csv`; returns all rows of the file."""
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "sweep.csv")
+    done = {cell_key(row) for row in read_rows(path)}
+    todo = [cell for cell in cells(config) if cell_key(cell) not in done]
+    wanted = {cell_key(cell) for cell in cells(config)}
+    log(f"{len(wanted)} cells, skipping {len(done & wanted)} finished, {len(todo)} to run -> {path}")
+    data = _digits()
+    for number, cell in enumerate(todo, 1):
+        row = {**cell, **run_cell(cell, config, data)}
+        _append(path, row)
+        log(f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
+            f"lr {cell['learning_rate']:g} seed {cell['seed']}: final loss {row['final_loss']:.4f}, "
+            f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)")
+    rows = read_rows(path)
+    plot_sweep(rows, os.path.join(out, "plots"))
+    return rows
+
+
+def _append(path, row):
+    """One row, flushed to disk before the next cell starts (an interrupted sweep keeps it)."""
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def _digits():
+    from keras_tse.data import load_digits
+
+    (x, y), (x_val, y_val) = load_digits()
+    return x.reshape(-1, 8, 8, 1).astype("float32"), y, x_val.reshape(-1, 8, 8, 1).astype("float32"), y_val
+
+
+def run_cell(cell, config, data):
+    """Build, measure, train and measure again one cell; returns its measured columns."""
+    from keras_tse import zoo
+    from keras_tse.gradients import block_gradient_norms
+    from keras_tse.similarity import token_similarity_profile
+
+    start = time.perf_counter()
+    x, y, x_val, y_val = data
+    keras.utils.set_random_seed(cell["seed"])
+    tau = 1.0 if cell["tau"] == "" else cell["tau"]
+    model = zoo.vit(depth=cell["depth"], norm=cell["norm"], tau=tau, image_size=8, patch_size=2, channels=1,
+                    hidden_dim=config.hidden_dim, ffn_dim=config.ffn_dim, num_heads=config.num_heads)
+    names = [f"block_{i:02d}" for i in range(cell["depth"])]
+    probe = x_val[: config.probe_size]
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    tsim_init = token_similarity_profile(model, probe)
+    grad_init = block_gradient_norms(model, x[: config.batch_size], y[: config.batch_size], loss, names)
+    model.compile(keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss,
+                  metrics=["accuracy"])
+    recorder = _BatchLosses()
+    model.fit(_batches(x, y, config.batch_size, cell["seed"]), steps_per_epoch=config.steps, epochs=1, verbose=0,
+              callbacks=[recorder, keras.callbacks.TerminateOnNaN()])
+    losses = np.array(recorder.losses)
+    diverged = not np.all(np.isfinite(losses)) or len(losses) < config.steps
+    val_accuracy = float("nan") if diverged else model.evaluate(x_val, y_val, verbose=0, return_dict=True)["accuracy"]
+    tsim_end = np.full(cell["depth"], np.nan) if diverged else token_similarity_profile(model, probe)
+    return dict(
+        final_loss=float(np.mean(losses[-max(1, len(losses) // 10):])) if not diverged else float("nan"),
+        best_loss=_best_window(losses),
+        val_accuracy=float(val_accuracy),
+        diverged=int(diverged),
+        steps_to_threshold=_steps_to(losses, config.loss_threshold),
+        tsim_init=_joined(tsim_init), tsim_end=_joined(tsim_end), grad_init=_joined(grad_init),
+        wall_s=round(time.perf_counter() - start, 2),
+    )
+
+
+class _BatchLosses(keras.callbacks.Callback):
+    """Each batch's own loss: `fit` logs the running mean m_i, so loss_i = i m_i - (i - 1) m_(i-1)."""
+
+    def __init__(self):
+        super().__init__()
+        self.losses, self._previous = [], 0.0
+
+    def on_train_batch_end(self, batch, logs=None):
+        mean = float(logs["loss"])
+        self.losses.append((batch + 1) * mean - batch * self._previous)
+        self._previous = mean
+
+
+def _batches(x, y, batch_size, seed):
+    """Endless shuffled batches, a new permutation per pass (seeded)."""
+    rng = np.random.default_rng(seed)
+    while True:
+        order = rng.permutation(len(y))
+        for i in range(0, len(order) - batch_size + 1, batch_size):
+            idx = order[i: i + batch_size]
+            yield x[idx], y[idx]
+
+
+def _windows(losses, width=10):
+    if len(losses) < width:
+        return np.array([np.mean(losses)]) if len(losses) else np.array([])
+    return np.convolve(losses, np.ones(width) / width, mode="valid")
+
+
+def _best_window(losses):
+    finite = _windows(losses[np.isfinite(losses)] if len(losses) else losses)
+    return float(np.min(finite)) if len(finite) else float("nan")
+
+
+def _steps_to(losses, threshold, width=10):
+    means = _windows(losses, width)
+    hits = np.nonzero(means <= threshold)[0]
+    return "" if not len(hits) else int(hits[0] + min(width, len(losses)))
+
+
+def _joined(values):
+    return ";".join(f"{float(v):.5g}" for v in np.asarray(values))
+
+
+# --- reading the results -------------------------------------------------------------------------
+
+
+def group_stats(rows, column="final_loss"):
+    """(norm, depth, lr, tau) -> dict(mean, std, min, max, n, diverged) of `column` over seeds."""
+    groups = {}
+    for row in rows:
+        key = (row["norm"], int(row["depth"]), float(row["learning_rate"]), row["tau"])
+        groups.setdefault(key, []).append(row)
+    stats = {}
+    for key, members in groups.items():
+        values = np.array([float(r[column]) for r in members])
+        finite = values[np.isfinite(values)]
+        stats[key] = dict(mean=float(finite.mean()) if len(finite) else float("nan"),
+                          std=float(finite.std()) if len(finite) else float("nan"),
+                          min=float(finite.min()) if len(finite) else float("nan"),
+                          max=float(finite.max()) if len(finite) else float("nan"),
+                          n=len(members), diverged=sum(int(r["diverged"]) for r in members))
+    return stats
+
+
+def markdown_table(rows):
+    """Final loss and validation accuracy, mean +- std over seeds (and the seed range), per cell."""
+    loss, accuracy = group_stats(rows, "final_loss"), group_stats(rows, "val_accuracy")
+    lines = ["| norm | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
+             "|---|---:|---:|---|---|---:|---:|"]
+    for key in sorted(loss, key=lambda k: (NORMS.index(k[0]), k[1], -k[2], str(k[3]))):
+        norm, depth, lr, tau = key
+        l, a = loss[key], accuracy[key]
+        name = norm if tau in ("", None) else f"{norm} (tau {float(tau):g})"
+        lines.append(f"| {name} | {depth} | {lr:g} | {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
+                     f" | {a['mean']:.3f} ± {a['std']:.3f} | {l['n']} | {l['diverged']} |")
+    return "\n".join(lines)
+
+
+def plot_sweep(rows, out):
+    """final_loss_vs_depth.png and heatmap.png (one panel per learning rate) into `out`."""
+    if not rows:
+        return
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    os.makedirs(out, exist_ok=True)
+    stats = group_stats(rows)
+    lrs = sorted({k[2] for k in stats}, reverse=True)
+    norms = [n for n in NORMS if any(k[0] == n for k in stats)]
+    depths = sorted({k[1] for k in stats})
+    fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4), squeeze=False)
+    for ax, lr in zip(axes[0], lrs):
+        for norm in norms:
+            keys = sorted((k for k in stats if k[0] == norm and k[2] == lr), key=lambda k: k[1])
+            for tau in sorted({k[3] for k in keys}, key=str):
+                ks = [k for k in keys if k[3] == tau]
+                mean = np.array([stats[k]["mean"] for k in ks])
+                low, high = mean - [stats[k]["min"] for k in ks], np.array([stats[k]["max"] for k in ks]) - mean
+                label = norm if tau in ("", None) else f"{norm} tau {float(tau):g}"
+                ax.errorbar([k[1] for k in ks], mean, yerr=[low, high], marker="o", capsize=3, label=label)
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(depths, [str(d) for d in depths])
+        ax.set_xlabel("depth (blocks)")
+        ax.set_ylabel("final training loss")
+        ax.set_title(f"lr {lr:g}: mean over seeds, bars = seed range")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "final_loss_vs_depth.png"), dpi=120)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, len(lrs), figsize=(5 * len(lrs), 3.6), squeeze=False)
+    for ax, lr in zip(axes[0], lrs):
+        grid = np.full((len(norms), len(depths)), np.nan)
+        for i, norm in enumerate(norms):
+            for j, depth in enumerate(depths):
+                values = [stats[k]["mean"] for k in stats if k[:3] == (norm, depth, lr)]
+                grid[i, j] = min(values) if values else np.nan  # de-escalation: its best tau
+        image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
+        for i in range(len(norms)):
+            for j in range(len(depths)):
+                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8,
+                        color="white" if grid[i, j] > np.nanmean(grid) else "black")
+        ax.set_xticks(range(len(depths)), [str(d) for d in depths])
+        ax.set_yticks(range(len(norms)), norms)
+        ax.set_xlabel("depth")
+        ax.set_title(f"final training loss, lr {lr:g}")
+        fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, "heatmap.png"), dpi=120)
+    plt.close(fig)

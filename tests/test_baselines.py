@@ -1,0 +1,189 @@
+"""The depth-enabling baselines of issue 7: DeepNorm, ReZero and LayerScale, in the ViT and Transformer-XL."""
+
+import math
+
+import keras
+import numpy as np
+import pytest
+from keras.src.testing import TestCase
+
+from keras_tse import zoo
+from keras_tse.layers import (
+    DeepNormBlock,
+    LayerScaleBlock,
+    ReZeroBlock,
+    TransformerXLBlock,
+    cait_layer_scale_init,
+    deepnorm_constants,
+)
+from tests.helpers import randomise_weights
+
+
+def _numpy(x):
+    return keras.ops.convert_to_numpy(x)
+
+
+def _x(shape=(2, 6, 16), seed=0):
+    return np.random.default_rng(seed).standard_normal(shape).astype("float32")
+
+
+class BaselineLayerTest(TestCase):
+    def _harness(self, cls, extra, num_trainable, non_trainable=0, seeds=4):
+        self.run_layer_test(
+            cls,
+            init_kwargs={"num_heads": 2, "ffn_dim": 12, "dropout": 0.1, "attention_dropout": 0.1, **extra},
+            input_shape=(2, 5, 8),
+            expected_output_shape=(2, 5, 8),
+            expected_num_trainable_weights=num_trainable,
+            expected_num_non_trainable_weights=non_trainable,
+            expected_num_seed_generators=seeds,
+            supports_masking=True,
+        )
+
+    def test_deepnorm_harness(self):
+        self._harness(DeepNormBlock, {"residual_scale": 2.0, "init_gain": 0.3}, 13)
+
+    def test_rezero_harness(self):  # 5 attention (3 kernels, output kernel + bias) + 4 FFN + resweight, no LN
+        self._harness(ReZeroBlock, {}, 10)
+
+    def test_layerscale_harness(self):  # 13 + two per-channel scales
+        self._harness(LayerScaleBlock, {"layer_scale_init": 1e-5}, 15)
+
+    def test_transformer_xl_block_harness_each_baseline(self):
+        for norm, trainable in (("deepnorm", 13), ("rezero", 10), ("layerscale", 15)):
+            self.run_layer_test(
+                TransformerXLBlock,
+                init_kwargs={"num_heads": 2, "ffn_dim": 12, "norm": norm},
+                input_shape=(2, 5, 8),
+                expected_output_shape=(2, 5, 8),
+                expected_num_trainable_weights=trainable,
+                expected_num_seed_generators=0,
+                supports_masking=True,
+            )
+
+
+def test_deepnorm_constants_of_the_paper():
+    # DeepNet Fig. 2: encoder-/decoder-only (2N)^(1/4), (8N)^(-1/4); encoder-decoder 0.81 (N^4 M)^(1/16),
+    # 0.87 (N^4 M)^(-1/16) for the encoder and (3M)^(1/4), (12M)^(-1/4) for the decoder. By hand:
+    np.testing.assert_allclose(deepnorm_constants(80), (3.5566, 0.19882), rtol=1e-4)  # 160^.25, 640^-.25
+    np.testing.assert_allclose(deepnorm_constants(6, "decoder"), (1.8612, 0.37992), rtol=1e-4)
+    np.testing.assert_allclose(deepnorm_constants(6, "encoder_decoder_encoder", 6), (1.4179, 0.4970), rtol=1e-3)
+    np.testing.assert_allclose(deepnorm_constants(6, "encoder_decoder_decoder", 6), (2.0598, 0.34329), rtol=1e-4)
+    with pytest.raises(ValueError, match="Received: architecture='bert'"):
+        deepnorm_constants(6, "bert")
+
+
+def _xavier_std(kernel, gain):
+    fan_in, fan_out = kernel.shape[0], kernel.shape[-1]
+    return gain * math.sqrt(2.0 / (fan_in + fan_out))
+
+
+def test_vit_deepnorm_alpha_and_init_scales():
+    depth = 12
+    alpha, beta = (2 * depth) ** 0.25, (8 * depth) ** -0.25
+    model = zoo.vit(depth=depth, norm="deepnorm", hidden_dim=64, ffn_dim=128, num_heads=4)
+    block = model.get_layer("block_05")
+    assert isinstance(block, DeepNormBlock)
+    assert block.residual_scale == pytest.approx(alpha) and block.init_gain == pytest.approx(beta)
+    attention = block.self_attention
+    for dense, gain in ((attention.query_dense, 1.0), (attention.key_dense, 1.0), (attention.value_dense, beta),
+                        (attention.output_dense, beta), (block.ffn_inner, beta), (block.ffn_outer, beta)):
+        kernel = _numpy(dense.kernel)
+        assert abs(kernel.mean()) < 0.1 * _xavier_std(kernel, gain)
+        assert kernel.std() == pytest.approx(_xavier_std(kernel, gain), rel=0.06), dense.name
+
+
+def test_deepnorm_block_is_layer_norm_of_alpha_x_plus_branch():
+    x = _x()
+    block = DeepNormBlock(2, 12, residual_scale=1.7, init_gain=0.5)
+    block.build(x.shape)
+    randomise_weights(block)
+    x = keras.ops.convert_to_tensor(x)
+    y2 = block.attention_norm(1.7 * x + block.self_attention(x))
+    y4 = block.ffn_norm(1.7 * y2 + block.ffn_outer(block.ffn_inner(y2)))
+    np.testing.assert_allclose(_numpy(block(x)), _numpy(y4), atol=1e-5)
+
+
+def test_transformer_xl_deepnorm_uses_decoder_constants_and_scales_the_value_columns():
+    depth = 6
+    model = zoo.transformer_xl(depth=depth, norm="deepnorm", vocab_size=50, hidden_dim=64, num_heads=4,
+                               head_dim=16, ffn_dim=128, segment_len=4, mem_len=4, batch_size=2, cutoffs=(20,))
+    block = model.get_layer("block_02")
+    alpha, beta = deepnorm_constants(depth, "decoder")
+    assert block.residual_scale == pytest.approx(alpha) and block.init_gain == pytest.approx(beta)
+    qkv = _numpy(block.self_attention.qkv_dense.kernel)  # [64, 3 * 64]: q | k | v
+    for part, gain in zip(np.split(qkv, 3, axis=1), (1.0, 1.0, beta)):
+        assert part.std() == pytest.approx(_xavier_std(part, gain), rel=0.08)
+    ffn = _numpy(block.ffn_inner.kernel)
+    assert ffn.std() == pytest.approx(_xavier_std(ffn, beta), rel=0.06)
+
+
+def test_rezero_block_is_the_identity_at_initialisation():
+    x = _x()
+    block = ReZeroBlock(2, 12)
+    np.testing.assert_array_equal(_numpy(block(x)), x)
+    assert not any("norm" in w.path for w in block.weights)  # no LayerNorm
+    block.resweight.assign(0.5)
+    assert np.abs(_numpy(block(x)) - x).max() > 1e-2
+
+
+def test_rezero_vit_and_transformer_xl_pass_their_embedding_through_every_block():
+    model = zoo.vit(depth=6, norm="rezero", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
+                    num_heads=2)
+    embedded = keras.Model(model.input, model.get_layer("embedding_dropout").output)
+    stack = keras.Model(model.input, model.get_layer("block_05").output)
+    images = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
+    np.testing.assert_array_equal(_numpy(stack(images)), _numpy(embedded(images)))
+
+    block = TransformerXLBlock(2, 12, mem_len=3, norm="rezero")
+    x = _x((2, 4, 16))
+    block.build(x.shape)
+    block(x)  # fills the memory: at init the output must still be the input
+    np.testing.assert_array_equal(_numpy(block(x)), x)
+
+
+@pytest.mark.parametrize("depth, expected", [(12, 0.1), (18, 0.1), (24, 1e-5), (36, 1e-6)])
+def test_layerscale_initial_scales_follow_cait(depth, expected):
+    assert cait_layer_scale_init(depth) == expected
+    model = zoo.vit(depth=depth, norm="layerscale", image_size=8, patch_size=2, channels=1, hidden_dim=16,
+                    ffn_dim=32, num_heads=2)
+    for i in (0, depth - 1):
+        block = model.get_layer(f"block_{i:02d}")
+        assert isinstance(block, LayerScaleBlock)
+        for scale in block.branch_scales:
+            np.testing.assert_array_equal(_numpy(scale), np.full((16,), expected, "float32"))
+    txl = zoo.transformer_xl(depth=depth, norm="layerscale", vocab_size=50, hidden_dim=16, num_heads=2,
+                             head_dim=8, ffn_dim=32, segment_len=4, mem_len=4, batch_size=2, cutoffs=(20,))
+    np.testing.assert_array_equal(_numpy(txl.get_layer("block_00").branch_scales[1]), np.full((16,), expected, "float32"))
+
+
+def test_layerscale_block_scales_each_branch_per_channel():
+    x = _x()
+    block = LayerScaleBlock(2, 12, layer_scale_init=0.5)
+    block.build(x.shape)
+    randomise_weights(block)
+    l1, l2 = (np.linspace(0.1, 1.0, 16).astype("float32"), np.linspace(-1.0, 1.0, 16).astype("float32"))
+    block.branch_scales[0].assign(l1)
+    block.branch_scales[1].assign(l2)
+    y = x + l1 * _numpy(block.self_attention(_numpy(block.attention_norm(x))))
+    z = y + l2 * _numpy(block.ffn_outer(block.ffn_inner(block.ffn_norm(y))))
+    np.testing.assert_allclose(_numpy(block(x)), z, atol=1e-5)
+
+
+@pytest.mark.parametrize("value", [0, -1e-5, "small"])
+def test_bad_layer_scale_init_names_the_value(value):
+    with pytest.raises(ValueError, match="Received: layer_scale_init="):
+        LayerScaleBlock(2, 12, layer_scale_init=value)
+
+
+@pytest.mark.parametrize("norm", ["deepnorm", "rezero", "layerscale"])
+def test_baseline_vit_saves_and_loads(tmp_path, norm):
+    model = zoo.vit(depth=2, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
+                    num_heads=2)
+    for w in model.trainable_weights:  # every weight non-trivial, ReZero's a and LayerScale's l included
+        w.assign(np.random.default_rng(len(w.path)).normal(0.0, 0.3, w.shape).astype("float32"))
+    images = np.random.default_rng(1).normal(size=(2, 8, 8, 1)).astype("float32")
+    path = str(tmp_path / f"{norm}.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    np.testing.assert_allclose(_numpy(loaded(images)), _numpy(model(images)), atol=1e-6)

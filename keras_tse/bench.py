@@ -129,7 +129,7 @@ def _result(case, run, config):
     result = dict(
         case=case, backend=keras.backend.backend(), device=device_name(), dtype=config.dtype,
         params=_trainable_params(model), batch=int(run["batch"][0].shape[0]), step_ms=1000 * step,
-        timed_steps=len(run["timed"]), compile_s=run["first"] - step, throughput=run["items"] / step,
+        timed_steps=len(run["timed"]), compile_s=max(0.0, run["first"] - step), throughput=run["items"] / step,
         unit=run["unit"], loss=run["loss"], train_tflops=_train_flops(case, config, model) / step / 1e12,
         peak_memory_gb=run["memory"] / 2**30,
     )

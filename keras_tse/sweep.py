@@ -71,12 +71,15 @@ class SweepConfig:
 
 
 def cells(config):
-    """Every cell of the grid as a dict of the key fields; tau only varies for `deescalate`."""
-    for depth in config.depths:
-        for norm in config.norms:
-            for tau in config.taus if norm == "deescalate" else (None,):
-                for learning_rate in config.learning_rates:
-                    for seed in config.seeds:
+    """Every cell of the grid as a dict of the key fields; tau only varies for `deescalate`.
+
+    Seed is the outer loop: a sweep stopped part-way holds whole grids for its first seeds.
+    """
+    for seed in config.seeds:
+        for depth in config.depths:
+            for norm in config.norms:
+                for tau in config.taus if norm == "deescalate" else (None,):
+                    for learning_rate in config.learning_rates:
                         yield dict(depth=depth, norm=norm, tau="" if tau is None else float(tau),
                                    learning_rate=float(learning_rate), seed=seed, steps=config.steps,
                                    batch_size=config.batch_size, hidden_dim=config.hidden_dim)

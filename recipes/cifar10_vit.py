@@ -13,6 +13,11 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 
 CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
 downloaded there and checked against its MD5.
+
+Speed and scale (keras_tse.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
+PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
+
+    KERAS_BACKEND=jax python recipes/cifar10_vit.py --norm deescalate --mixed-precision --data-parallel   # several GPUs
 """
 
 import argparse

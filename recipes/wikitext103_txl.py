@@ -14,6 +14,11 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 
 WikiText-103 comes from --data-dir (wikitext-103/wiki.{train,valid,test}.tokens, or
 wikitext-103-v1.zip), or is downloaded there and checked against its MD5.
+
+Speed and scale (keras_tse.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
+PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
+
+    KERAS_BACKEND=jax python recipes/wikitext103_txl.py --norm deescalate --mixed-precision --data-parallel
 """
 
 import argparse

@@ -27,6 +27,8 @@ import time
 import keras
 import numpy as np
 
+from keras_tse.callbacks._csv import append_row
+
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 KEY = ("depth", "norm", "tau", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
 
@@ -107,25 +109,13 @@ def run_sweep(config, out, log=print):
     data = _digits()
     for number, cell in enumerate(todo, 1):
         row = {**cell, **run_cell(cell, config, data)}
-        _append(path, row)
+        append_row(path, row)  # flushed to disk before the next cell starts
         log(f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
             f"lr {cell['learning_rate']:g} seed {cell['seed']}: final loss {row['final_loss']:.4f}, "
             f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)")
     rows = read_rows(path)
     plot_sweep(rows, os.path.join(out, "plots"))
     return rows
-
-
-def _append(path, row):
-    """One row, flushed to disk before the next cell starts (an interrupted sweep keeps it)."""
-    new = not os.path.exists(path) or os.path.getsize(path) == 0
-    with open(path, "a", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-        f.flush()
-        os.fsync(f.fileno())
 
 
 def _digits():

@@ -11,3 +11,5 @@ def append_row(path, record):
         if new:
             writer.writeheader()
         writer.writerow(record)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the run goes on: an interruption keeps the row

@@ -4,7 +4,7 @@ import keras
 
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import _checks
-from keras_tse.layers._baselines import cait_layer_scale_init, deepnorm_constants
+from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.transformer_xl_block import NORMS, TransformerXLBlock
 
@@ -89,7 +89,7 @@ class TransformerXL(keras.Model):
         blocks = [
             TransformerXLBlock(num_heads, ffn_dim, head_dim=head_dim, mem_len=mem_len, norm=norm, tau=tau,
                                trainable_tau=trainable_tau, dropout=dropout, attention_dropout=attention_dropout,
-                               **_baseline_arguments(norm, depth), name=f"block_{i:02d}")
+                               **baseline_arguments(norm, depth, "decoder"), name=f"block_{i:02d}")
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
@@ -136,16 +136,6 @@ def _with_reset(callbacks):
     if not any(isinstance(c, ResetMemory) for c in callbacks):
         callbacks.insert(0, ResetMemory())
     return callbacks
-
-
-def _baseline_arguments(norm, depth):
-    """DeepNet's decoder-only constants, (2M)^(1/4) and (8M)^(-1/4); CaiT's initial LayerScale."""
-    if norm == "deepnorm":
-        alpha, beta = deepnorm_constants(depth, "decoder")
-        return dict(residual_scale=alpha, init_gain=beta)
-    if norm == "layerscale":
-        return dict(layer_scale_init=cait_layer_scale_init(depth))
-    return {}
 
 
 def transformer_xl(depth=60, norm="deescalate", **kwargs):

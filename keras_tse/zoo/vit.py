@@ -9,10 +9,9 @@ from keras_tse.layers import (
     PostNormBlock,
     PreNormBlock,
     ReZeroBlock,
-    cait_layer_scale_init,
-    deepnorm_constants,
 )
 from keras_tse.layers import _checks
+from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.self_attention import resolve_head_dim
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
@@ -110,7 +109,7 @@ def vit(
                                name="patch_embedding")
     common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout)
     if norm in BASELINE_BLOCKS:
-        block, extra = BASELINE_BLOCKS[norm], _baseline_arguments(norm, depth)
+        block, extra = BASELINE_BLOCKS[norm], baseline_arguments(norm, depth, "encoder")
         blocks = [block(**common, **extra, name=f"block_{i:02d}") for i in range(depth)]
     else:
         blocks = [
@@ -131,16 +130,6 @@ def vit(
 
 BASELINE_BLOCKS = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock,
                    "layerscale": LayerScaleBlock}
-
-
-def _baseline_arguments(norm, depth):
-    """Each method's depth-dependent constants, as its paper gives them for an encoder of `depth` blocks."""
-    if norm == "deepnorm":
-        alpha, beta = deepnorm_constants(depth, "encoder")
-        return dict(residual_scale=alpha, init_gain=beta)
-    if norm == "layerscale":
-        return dict(layer_scale_init=cait_layer_scale_init(depth))
-    return {}
 
 
 def _deescalate_places(norm, depth, deescalate_at, pool):

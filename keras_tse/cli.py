@@ -196,7 +196,7 @@ def _parser():
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
     sweep.add_argument("--depths", help="comma-separated depths (default: 6,12,24,48)")
     sweep.add_argument("--norms", help="comma-separated norms (default: post,pre,deescalate,deepnorm,rezero,layerscale)")
-    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0)")
+    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0,0.5,0.25)")
     sweep.add_argument("--learning-rates", help="AdamW learning rates (default: 1e-3,3e-4)")
     sweep.add_argument("--seeds", help="comma-separated seeds (default: 0,1,2)")
     sweep.add_argument("--steps", type=int, help="training steps per cell (default: 300)")

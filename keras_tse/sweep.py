@@ -39,7 +39,9 @@ class SweepConfig:
 
     depths: tuple = (6, 12, 24, 48)
     norms: tuple = NORMS
-    taus: tuple = (1.0,)  # de-escalation strengths; the other norms have no tau
+    # De-escalation strengths (eq. 21); the other norms have no tau. 1 is the paper's setting (Sec. 3.3);
+    # 0.5 and 0.25 bracket the 0.4 at which the paper's Fig. 5 sees TSE eliminated at init.
+    taus: tuple = (1.0, 0.5, 0.25)
     learning_rates: tuple = (1e-3, 3e-4)
     seeds: tuple = (0, 1, 2)
     steps: int = 300  # ~13 epochs of the 1,437 digits at batch 64
@@ -54,8 +56,8 @@ class SweepConfig:
     @classmethod
     def quick(cls, **overrides):
         """Seconds per cell on a CPU: for CI and the resume test."""
-        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), learning_rates=(1e-3,), seeds=(0,),
-                        steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
+        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), taus=(1.0,), learning_rates=(1e-3,),
+                        seeds=(0,), steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
@@ -227,16 +229,27 @@ def group_stats(rows, column="final_loss"):
     return stats
 
 
+def cell_label(norm, tau):
+    """`post`, or `deescalate (tau 0.5)`: the row and curve name of a (norm, tau) pair."""
+    return norm if tau in ("", None) else f"{norm} (tau {float(tau):g})"
+
+
+def arms_of(rows):
+    """The (norm, tau) pairs present in `rows`, in NORMS order, larger tau first."""
+    pairs = {(row["norm"], row["tau"]) for row in rows}
+    return sorted(pairs, key=lambda p: (NORMS.index(p[0]), -float(p[1]) if p[1] not in ("", None) else 0.0))
+
+
 def markdown_table(rows):
     """Final loss and validation accuracy, mean +- std over seeds (and the seed range), per cell."""
     loss, accuracy = group_stats(rows, "final_loss"), group_stats(rows, "val_accuracy")
     lines = ["| norm | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
              "|---|---:|---:|---|---|---:|---:|"]
-    for key in sorted(loss, key=lambda k: (NORMS.index(k[0]), k[1], -k[2], str(k[3]))):
+    arms = arms_of(rows)
+    for key in sorted(loss, key=lambda k: (arms.index((k[0], k[3])), k[1], -k[2])):
         norm, depth, lr, tau = key
         l, a = loss[key], accuracy[key]
-        name = norm if tau in ("", None) else f"{norm} (tau {float(tau):g})"
-        lines.append(f"| {name} | {depth} | {lr:g} | {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
+        lines.append(f"| {cell_label(norm, tau)} | {depth} | {lr:g} | {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
                      f" | {a['mean']:.3f} ± {a['std']:.3f} | {l['n']} | {l['diverged']} |")
     return "\n".join(lines)
 
@@ -253,18 +266,16 @@ def plot_sweep(rows, out):
     os.makedirs(out, exist_ok=True)
     stats = group_stats(rows)
     lrs = sorted({k[2] for k in stats}, reverse=True)
-    norms = [n for n in NORMS if any(k[0] == n for k in stats)]
+    arms = arms_of(rows)
     depths = sorted({k[1] for k in stats})
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4), squeeze=False)
     for ax, lr in zip(axes[0], lrs):
-        for norm in norms:
-            keys = sorted((k for k in stats if k[0] == norm and k[2] == lr), key=lambda k: k[1])
-            for tau in sorted({k[3] for k in keys}, key=str):
-                ks = [k for k in keys if k[3] == tau]
-                mean = np.array([stats[k]["mean"] for k in ks])
-                low, high = mean - [stats[k]["min"] for k in ks], np.array([stats[k]["max"] for k in ks]) - mean
-                label = norm if tau in ("", None) else f"{norm} tau {float(tau):g}"
-                ax.errorbar([k[1] for k in ks], mean, yerr=[low, high], marker="o", capsize=3, label=label)
+        for norm, tau in arms:
+            ks = sorted((k for k in stats if (k[0], k[3]) == (norm, tau) and k[2] == lr), key=lambda k: k[1])
+            mean = np.array([stats[k]["mean"] for k in ks])
+            low, high = mean - [stats[k]["min"] for k in ks], np.array([stats[k]["max"] for k in ks]) - mean
+            ax.errorbar([k[1] for k in ks], mean, yerr=[low, high], marker="o", capsize=3,
+                        label=cell_label(norm, tau))
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("depth (blocks)")
@@ -276,20 +287,19 @@ def plot_sweep(rows, out):
     fig.savefig(os.path.join(out, "final_loss_vs_depth.png"), dpi=120)
     plt.close(fig)
 
-    fig, axes = plt.subplots(1, len(lrs), figsize=(5 * len(lrs), 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 1.2 + 0.4 * len(arms)), squeeze=False)
     for ax, lr in zip(axes[0], lrs):
-        grid = np.full((len(norms), len(depths)), np.nan)
-        for i, norm in enumerate(norms):
+        grid = np.full((len(arms), len(depths)), np.nan)
+        for i, (norm, tau) in enumerate(arms):  # one row per tau: no best-of-taus selection
             for j, depth in enumerate(depths):
-                values = [stats[k]["mean"] for k in stats if k[:3] == (norm, depth, lr)]
-                grid[i, j] = min(values) if values else np.nan  # de-escalation: its best tau
+                grid[i, j] = stats.get((norm, depth, lr, tau), {"mean": np.nan})["mean"]
         image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
-        for i in range(len(norms)):
+        for i in range(len(arms)):
             for j in range(len(depths)):
                 ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8,
                         color="white" if grid[i, j] > np.nanmean(grid) else "black")
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
-        ax.set_yticks(range(len(norms)), norms)
+        ax.set_yticks(range(len(arms)), [cell_label(*arm) for arm in arms])
         ax.set_xlabel("depth")
         ax.set_title(f"final training loss, lr {lr:g}")
         fig.colorbar(image, ax=ax)

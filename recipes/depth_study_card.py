@@ -8,7 +8,7 @@ import sys
 
 import numpy as np
 
-from keras_tse.sweep import NORMS, SweepConfig, cells, markdown_table, plot_sweep, read_rows
+from keras_tse.sweep import SweepConfig, arms_of, cell_label, cells, markdown_table, plot_sweep, read_rows
 
 
 def initial_profile(rows):
@@ -16,15 +16,17 @@ def initial_profile(rows):
     lines = ["| norm | depth | t_sim after last block at init | grad norm, first block | grad norm, last block |",
              "|---|---:|---:|---:|---:|"]
     groups = {}
+    top_lr = max(float(r["learning_rate"]) for r in rows)
     for row in rows:
-        if float(row["learning_rate"]) != max(float(r["learning_rate"]) for r in rows):
+        if float(row["learning_rate"]) != top_lr:
             continue  # the init measures do not depend on the learning rate: one of each seed
-        groups.setdefault((row["norm"], int(row["depth"])), []).append(row)
-    for (norm, depth), members in sorted(groups.items(), key=lambda kv: (NORMS.index(kv[0][0]), kv[0][1])):
+        groups.setdefault((row["norm"], row["tau"], int(row["depth"])), []).append(row)
+    order = arms_of(rows)
+    for (norm, tau, depth), members in sorted(groups.items(), key=lambda kv: (order.index(kv[0][:2]), kv[0][2])):
         tsim = np.mean([float(r["tsim_init"].split(";")[-1]) for r in members])
         first = np.mean([float(r["grad_init"].split(";")[0]) for r in members])
         last = np.mean([float(r["grad_init"].split(";")[-1]) for r in members])
-        lines.append(f"| {norm} | {depth} | {tsim:.3g} | {first:.3g} | {last:.3g} |")
+        lines.append(f"| {cell_label(norm, tau)} | {depth} | {tsim:.3g} | {first:.3g} | {last:.3g} |")
     return "\n".join(lines)
 
 

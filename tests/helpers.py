@@ -11,3 +11,20 @@ def randomise_weights(layer, seed=7):
         offset = 1.0 if w.path.endswith("gamma") else 0.0
         w.assign((0.5 * rng.standard_normal(tuple(w.shape)) + offset).astype("float32"))
     return layer
+
+
+def run_block_harness(test_case, cls, extra, num_trainable, seeds=4):
+    """Keras's layer harness on a (2, 5, 8) block with dropout (serialisation, masking, training).
+
+    `seeds`: the attention dropout and the three branch dropouts by default.
+    """
+    test_case.run_layer_test(
+        cls,
+        init_kwargs={"num_heads": 2, "ffn_dim": 12, "dropout": 0.1, "attention_dropout": 0.1, **extra},
+        input_shape=(2, 5, 8),
+        expected_output_shape=(2, 5, 8),
+        expected_num_trainable_weights=num_trainable,
+        expected_num_non_trainable_weights=0,
+        expected_num_seed_generators=seeds,
+        supports_masking=True,
+    )

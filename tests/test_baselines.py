@@ -16,7 +16,7 @@ from keras_tse.layers import (
     cait_layer_scale_init,
     deepnorm_constants,
 )
-from tests.helpers import randomise_weights
+from tests.helpers import randomise_weights, run_block_harness
 
 
 def _numpy(x):
@@ -28,17 +28,8 @@ def _x(shape=(2, 6, 16), seed=0):
 
 
 class BaselineLayerTest(TestCase):
-    def _harness(self, cls, extra, num_trainable, non_trainable=0, seeds=4):
-        self.run_layer_test(
-            cls,
-            init_kwargs={"num_heads": 2, "ffn_dim": 12, "dropout": 0.1, "attention_dropout": 0.1, **extra},
-            input_shape=(2, 5, 8),
-            expected_output_shape=(2, 5, 8),
-            expected_num_trainable_weights=num_trainable,
-            expected_num_non_trainable_weights=non_trainable,
-            expected_num_seed_generators=seeds,
-            supports_masking=True,
-        )
+    def _harness(self, cls, extra, num_trainable):
+        run_block_harness(self, cls, extra, num_trainable)
 
     def test_deepnorm_harness(self):
         self._harness(DeepNormBlock, {"residual_scale": 2.0, "init_gain": 0.3}, 13)

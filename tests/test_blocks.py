@@ -6,7 +6,7 @@ from keras.src.testing import TestCase
 
 from keras_tse.layers import PostNormBlock, PreNormBlock
 from tests import reference
-from tests.helpers import randomise_weights
+from tests.helpers import randomise_weights, run_block_harness
 
 BLOCK_VARIANTS = [
     (PostNormBlock, {}),
@@ -17,18 +17,9 @@ BLOCK_VARIANTS = [
 
 
 class BlockLayerTest(TestCase):
+    # trainable weights: attention 3 kernels + output kernel/bias; 2 LayerNorms x 2; FFN 2 x (kernel, bias)
     def _harness(self, cls, extra, num_trainable):
-        self.run_layer_test(
-            cls,
-            init_kwargs={"num_heads": 2, "ffn_dim": 12, "dropout": 0.1, "attention_dropout": 0.1, **extra},
-            input_shape=(2, 5, 8),
-            expected_output_shape=(2, 5, 8),
-            # attention: 3 kernels + output kernel/bias; 2 LayerNorms x 2; FFN: 2 x (kernel, bias)
-            expected_num_trainable_weights=num_trainable,
-            expected_num_non_trainable_weights=0,
-            expected_num_seed_generators=4,  # attention dropout + three branch dropouts
-            supports_masking=True,
-        )
+        run_block_harness(self, cls, extra, num_trainable)
 
     def test_post_norm_harness(self):
         self._harness(PostNormBlock, {}, 13)

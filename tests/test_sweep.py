@@ -30,6 +30,8 @@ def test_committed_study_grid_meets_the_issue():
     config = sweep.SweepConfig()
     assert set(config.depths) >= {6, 12, 24, 48} and set(config.norms) == set(sweep.NORMS)
     assert len(config.seeds) >= 3 and len(config.learning_rates) >= 2
+    # the paper's tau = 1, and strengths either side of the 0.4 at which its Fig. 5 sees TSE gone
+    assert 1.0 in config.taus and min(config.taus) < 0.4 < max(t for t in config.taus if t < 1.0)
 
 
 def test_batch_losses_are_recovered_from_running_means():
@@ -54,6 +56,20 @@ def test_markdown_table_reports_mean_std_and_range_over_seeds():
                      diverged="1"))
     table = sweep.markdown_table(rows)
     assert "| post | 6 | 0.001 | 2.000 ± 0.816 (1.000-3.000) | 0.500 ± 0.000 | 4 | 1 |" in table
+
+
+def test_tau_arms_are_named_and_ordered_post_then_larger_tau_first():
+    def row(norm, tau, depth, loss):
+        return dict(norm=norm, depth=str(depth), learning_rate="0.001", tau=tau, final_loss=str(loss),
+                    val_accuracy="0.5", diverged="0")
+
+    rows = [row("deescalate", "0.25", 6, 0.3), row("deescalate", "1.0", 12, 0.2), row("post", "", 12, 0.4),
+            row("deescalate", "1.0", 6, 0.1), row("deepnorm", "", 6, 0.5)]
+    assert sweep.arms_of(rows) == [("post", ""), ("deescalate", "1.0"), ("deescalate", "0.25"), ("deepnorm", "")]
+    lines = sweep.markdown_table(rows).splitlines()[2:]
+    names = [line.split(" | ")[0][2:] + " " + line.split(" | ")[1] for line in lines]
+    assert names == ["post 12", "deescalate (tau 1) 6", "deescalate (tau 1) 12", "deescalate (tau 0.25) 6",
+                     "deepnorm 6"]
 
 
 def test_bad_grid_names_the_value():

@@ -1,0 +1,61 @@
+"""The depth study's two scripts: the card's tables from a sweep CSV, and the gradient-at-init diagnostic."""
+
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_tse import sweep
+from keras_tse.callbacks._csv import append_row
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="backend-free scripts; run once, on JAX")
+
+
+def _run(script, *args):
+    result = subprocess.run([sys.executable, os.path.join(ROOT, "recipes", script), *args], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _rows(stdout, first_column):
+    return [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines()
+            if line.startswith(f"| {first_column}")]
+
+
+def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(tmp_path):
+    def row(norm, tau, seed, lr, tsim_last, grad_first):
+        return dict(depth=2, norm=norm, tau=tau, learning_rate=lr, seed=seed, steps=300, batch_size=64,
+                    hidden_dim=32, final_loss=0.5, best_loss=0.4, val_accuracy=0.9, diverged=0,
+                    steps_to_threshold="", tsim_init=f"0.1;{tsim_last}", tsim_end="0.1;0.2",
+                    grad_init=f"{grad_first};1.0", wall_s=1.0)
+
+    rows = [row("deescalate", 1.0, 0, 1e-3, 0.0, 10.0), row("deescalate", 1.0, 1, 1e-3, 0.0, 30.0),
+            row("deescalate", 0.5, 0, 1e-3, 0.4, 6.0), row("deescalate", 0.5, 0, 3e-4, 0.4, 99.0),
+            row("post", "", 0, 1e-3, 0.9, 2.0)]
+    for r in rows:
+        append_row(str(tmp_path / "sweep.csv"), r)
+    stdout = _run("depth_study_card.py", str(tmp_path))
+    assert stdout.startswith(f"5 of {len(list(sweep.cells(sweep.SweepConfig())))} cells finished")
+    init = {(r[0], r[1]): r[2:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 5}
+    # the init table takes one row per seed (the larger learning rate) and averages over seeds
+    assert init[("deescalate (tau 1)", "2")] == ["0", "20", "1"]
+    assert init[("deescalate (tau 0.5)", "2")] == ["0.4", "6", "1"]
+    assert init[("post", "2")] == ["0.9", "2", "1"]
+    assert (tmp_path / "plots" / "heatmap.png").exists()
+
+
+@pytest.mark.large
+def test_gradient_diagnostic_rows_are_consistent():
+    stdout = _run("deescalation_gradients.py", "--depths", "3", "--widths", "16", "--taus", "1,0",
+                  "--places", "output,pre_ffn", "--seeds", "0")
+    rows = _rows(stdout, "3")
+    assert [(r[2], r[3]) for r in rows] == [("1", "output"), ("1", "pre_ffn"), ("0", "-")]  # tau 0 has no place
+    for _, _, _, _, first, last, growth, tsim in rows:
+        assert float(growth) == pytest.approx((float(first) / float(last)) ** 0.5, rel=3e-3)  # printed to 3 digits
+        assert 0.0 <= float(tsim) <= 1.0
+    # complete de-escalation after every block centres the tokens: t_sim (Definition 1) is 0 after the last
+    assert float(rows[0][7]) < 1e-6 and float(rows[2][7]) > 0.1

@@ -59,3 +59,18 @@ def test_gradient_diagnostic_rows_are_consistent():
         assert 0.0 <= float(tsim) <= 1.0
     # complete de-escalation after every block centres the tokens: t_sim (Definition 1) is 0 after the last
     assert float(rows[0][7]) < 1e-6 and float(rows[2][7]) > 0.1
+
+
+def test_committed_card_and_readme_quote_the_committed_csv():
+    rows = sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv"))
+    assert len(rows) == len(list(sweep.cells(sweep.SweepConfig())))  # the whole committed grid
+    with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
+        assert sweep.markdown_table(rows) in f.read()
+    stats = sweep.group_stats(rows)
+    columns = [("post", ""), ("pre", ""), ("deescalate", "1.0"), ("deescalate", "0.5"), ("deescalate", "0.25"),
+               ("deepnorm", ""), ("rezero", ""), ("layerscale", "")]
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    for depth in (6, 12, 24, 48):
+        means = [f"{stats[(norm, depth, 1e-3, tau)]['mean']:.3f}" for norm, tau in columns]
+        assert f"| {depth} | " + " | ".join(means) + " |" in readme

@@ -249,7 +249,8 @@ def markdown_table(rows):
     for key in sorted(loss, key=lambda k: (arms.index((k[0], k[3])), k[1], -k[2])):
         norm, depth, lr, tau = key
         l, a = loss[key], accuracy[key]
-        lines.append(f"| {cell_label(norm, tau)} | {depth} | {lr:g} | {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
+        lines.append(f"| {cell_label(norm, tau)} | {depth} | {lr:g} "
+                     f"| {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
                      f" | {a['mean']:.3f} ± {a['std']:.3f} | {l['n']} | {l['diverged']} |")
     return "\n".join(lines)
 

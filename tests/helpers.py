@@ -13,11 +13,8 @@ def randomise_weights(layer, seed=7):
     return layer
 
 
-def run_block_harness(test_case, cls, extra, num_trainable, seeds=4):
-    """Keras's layer harness on a (2, 5, 8) block with dropout (serialisation, masking, training).
-
-    `seeds`: the attention dropout and the three branch dropouts by default.
-    """
+def run_block_harness(test_case, cls, extra, num_trainable):
+    """Keras's layer harness on a (2, 5, 8) block with dropout (serialisation, masking, training)."""
     test_case.run_layer_test(
         cls,
         init_kwargs={"num_heads": 2, "ffn_dim": 12, "dropout": 0.1, "attention_dropout": 0.1, **extra},
@@ -25,6 +22,6 @@ def run_block_harness(test_case, cls, extra, num_trainable, seeds=4):
         expected_output_shape=(2, 5, 8),
         expected_num_trainable_weights=num_trainable,
         expected_num_non_trainable_weights=0,
-        expected_num_seed_generators=seeds,
+        expected_num_seed_generators=4,  # attention dropout + three branch dropouts
         supports_masking=True,
     )

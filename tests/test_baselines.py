@@ -28,17 +28,14 @@ def _x(shape=(2, 6, 16), seed=0):
 
 
 class BaselineLayerTest(TestCase):
-    def _harness(self, cls, extra, num_trainable):
-        run_block_harness(self, cls, extra, num_trainable)
-
     def test_deepnorm_harness(self):
-        self._harness(DeepNormBlock, {"residual_scale": 2.0, "init_gain": 0.3}, 13)
+        run_block_harness(self, DeepNormBlock, {"residual_scale": 2.0, "init_gain": 0.3}, 13)
 
     def test_rezero_harness(self):  # 5 attention (3 kernels, output kernel + bias) + 4 FFN + resweight, no LN
-        self._harness(ReZeroBlock, {}, 10)
+        run_block_harness(self, ReZeroBlock, {}, 10)
 
     def test_layerscale_harness(self):  # 13 + two per-channel scales
-        self._harness(LayerScaleBlock, {"layer_scale_init": 1e-5}, 15)
+        run_block_harness(self, LayerScaleBlock, {"layer_scale_init": 1e-5}, 15)
 
     def test_transformer_xl_block_harness_each_baseline(self):
         for norm, trainable in (("deepnorm", 13), ("rezero", 10), ("layerscale", 15)):

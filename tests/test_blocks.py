@@ -18,23 +18,20 @@ BLOCK_VARIANTS = [
 
 class BlockLayerTest(TestCase):
     # trainable weights: attention 3 kernels + output kernel/bias; 2 LayerNorms x 2; FFN 2 x (kernel, bias)
-    def _harness(self, cls, extra, num_trainable):
-        run_block_harness(self, cls, extra, num_trainable)
-
     def test_post_norm_harness(self):
-        self._harness(PostNormBlock, {}, 13)
+        run_block_harness(self, PostNormBlock, {}, 13)
 
     def test_post_norm_deescalate_output_harness(self):
-        self._harness(PostNormBlock, {"deescalate": "output"}, 13)
+        run_block_harness(self, PostNormBlock, {"deescalate": "output"}, 13)
 
     def test_post_norm_deescalate_pre_ffn_harness(self):
-        self._harness(PostNormBlock, {"deescalate": "pre_ffn", "tau": 0.5, "trainable_tau": True}, 14)
+        run_block_harness(self, PostNormBlock, {"deescalate": "pre_ffn", "tau": 0.5, "trainable_tau": True}, 14)
 
     def test_pre_norm_harness(self):
-        self._harness(PreNormBlock, {}, 13)
+        run_block_harness(self, PreNormBlock, {}, 13)
 
     def test_causal_post_norm_harness(self):
-        self._harness(PostNormBlock, {"deescalate": "pre_ffn", "causal": True}, 13)
+        run_block_harness(self, PostNormBlock, {"deescalate": "pre_ffn", "causal": True}, 13)
 
 
 def _x(shape=(2, 6, 8), seed=0):

@@ -367,6 +367,26 @@ def ratios(results):
     return {name: step[a] / step[b] for name, (a, b) in pairs.items() if a in step and b in step}
 
 
+BACKEND_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "torch": "PyTorch (eager)"}
+
+
+def markdown_table(results_by_backend):
+    """The README's table: one row per backend from its `--out` JSON results (throughput, ratios)."""
+    lines = ["| backend | ViT post | ViT pre | ViT deescalate | KerasHub post | KerasHub pre | ours/peer post "
+             "| ours/peer pre | deesc./post | TXL post / pre / deesc. (tokens/s) |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for backend, results in results_by_backend.items():
+        rate = {r["case"]: r["throughput"] for r in results if "throughput" in r}
+        ratio = ratios(results)
+        images = " | ".join(f"{rate[c]:.0f}" for c in ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre"))
+        steps = " | ".join(f"{ratio[n]:.3f}" for n in ("ours/peer post-norm (vit_post / peer_post)",
+                                                      "ours/peer pre-norm (vit_pre / peer_pre)",
+                                                      "ViT deescalate / post"))
+        tokens = " / ".join(f"{rate[c]:,.0f}" for c in ("txl_post", "txl_pre", "txl_deescalate"))
+        lines.append(f"| {BACKEND_NAMES.get(backend, backend)} | {images} | {steps} | {tokens} |")
+    return "\n".join(lines)
+
+
 def format_results(results, config=None):
     first = next((r for r in results if "device" in r), None)
     lines = []

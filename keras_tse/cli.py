@@ -5,7 +5,7 @@
     keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
     keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
     keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
-    keras-tse sweep           resumable depth x norm x tau x lr x seed grid on 8x8 digits (the depth study)
+    keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
 """
 
 import argparse
@@ -17,7 +17,8 @@ import time
 def _demo(args):
     from keras_tse.demo import DemoConfig, run_demo
 
-    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seed=args.seed)
+    seeds = tuple(int(v) for v in args.seeds.split(",") if v.strip())
+    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=seeds)
     run_demo(args.out, config, verbose=args.verbose)
     return 0
 
@@ -25,7 +26,7 @@ def _demo(args):
 def _escalation(args):
     import keras
 
-    from keras_tse.escalation import EscalationConfig, format_table, similarity_at_init
+    from keras_tse.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
 
     config = EscalationConfig(
         depth=args.depth,
@@ -35,19 +36,21 @@ def _escalation(args):
         ffn_dim=args.ffn,
         tau=args.tau,
         seeds=tuple(range(args.seeds)),
+        initializer=args.init,
     )
     start = time.perf_counter()
     profiles = similarity_at_init(tuple(args.kinds.split(",")), config)
     print(
         f"Token similarity t_sim (Definition 1) of random tokens X ~ N(0, 1) after each freshly "
         f"initialised block,\nmean of {args.seeds} seeds; n={config.num_tokens}, d={config.hidden_dim}, "
-        f"h={config.num_heads}, ffn={config.ffn_dim}, alpha={config.alpha}, tau={config.tau} "
+        f"h={config.num_heads}, ffn={config.ffn_dim}, alpha={config.alpha}, tau={config.tau}, "
+        f"init {config.initializer} "
         f"(Yu & Zhang, Sec. 2.4).\n"
     )
     print(format_table(profiles))
     print(f"\nbackend {keras.backend.backend()}, {time.perf_counter() - start:.1f} s")
     if args.csv:
-        _write_csv(args.csv, profiles)
+        write_csv(args.csv, profiles)
         print(f"wrote {args.csv}")
     return 0
 
@@ -104,7 +107,8 @@ def _sweep(args):
 
     overrides = {k: v for k, v in dict(
         depths=numbers(args.depths, int), norms=tuple(args.norms.split(",")) if args.norms else None,
-        taus=numbers(args.taus, float), learning_rates=numbers(args.learning_rates, float),
+        taus=numbers(args.taus, float), initializers=tuple(args.inits.split(",")) if args.inits else None,
+        learning_rates=numbers(args.learning_rates, float),
         seeds=numbers(args.seeds, int), steps=args.steps, batch_size=args.batch_size,
     ).items() if v is not None}
     config = SweepConfig.quick(**overrides) if args.quick else SweepConfig(**overrides)
@@ -113,14 +117,6 @@ def _sweep(args):
     print(f"\n{markdown_table(rows)}\n\n{len(rows)} cells in {args.out}/sweep.csv, plots in {args.out}/plots "
           f"({time.perf_counter() - start:.0f} s this run)")
     return 0
-
-
-def _write_csv(path, profiles):
-    kinds = list(profiles)
-    with open(path, "w") as f:
-        f.write("block," + ",".join(kinds) + "\n")
-        for block in range(len(profiles[kinds[0]])):
-            f.write(f"{block}," + ",".join(f"{profiles[k][block]:.6g}" for k in kinds) + "\n")
 
 
 def _demo_defaults():
@@ -139,7 +135,8 @@ def _parser():
     demo.add_argument("--epochs", type=int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})")
     demo.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
                       help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})")
-    demo.add_argument("--seed", type=int, default=defaults.seed)
+    demo.add_argument("--seeds", default=",".join(map(str, defaults.seeds)),
+                      help=f"comma-separated training seeds (default: {','.join(map(str, defaults.seeds))})")
     demo.add_argument("--verbose", type=int, default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
     demo.set_defaults(run=_demo)
 
@@ -151,6 +148,7 @@ def _parser():
     escalation.add_argument("--ffn", type=int, default=2048, help="FFN width (default: 2048 = 4d)")
     escalation.add_argument("--tau", type=float, default=1.0, help="de-escalation strength (default: 1.0)")
     escalation.add_argument("--seeds", type=int, default=3, help="seeds averaged (default: 3)")
+    escalation.add_argument("--init", default="glorot", help="weight scheme: glorot (default), torch, normal")
     escalation.add_argument(
         "--kinds",
         default="post,pre,deescalate,deescalate_pre_ffn",
@@ -194,10 +192,12 @@ def _parser():
     sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
-    sweep.add_argument("--depths", help="comma-separated depths (default: 6,12,24,48)")
-    sweep.add_argument("--norms", help="comma-separated norms (default: post,pre,deescalate,deepnorm,rezero,layerscale)")
-    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0,0.5,0.25)")
-    sweep.add_argument("--learning-rates", help="AdamW learning rates (default: 1e-3,3e-4)")
+    sweep.add_argument("--depths", help="comma-separated depths (default: 12,24,48)")
+    sweep.add_argument("--norms", help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,"
+                                       "layerscale)")
+    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0,0.5)")
+    sweep.add_argument("--inits", help="weight schemes (default: torch,glorot; also normal, transformer_xl)")
+    sweep.add_argument("--learning-rates", help="AdamW learning rates (default: 1e-3,3e-4,1e-4)")
     sweep.add_argument("--seeds", help="comma-separated seeds (default: 0,1,2)")
     sweep.add_argument("--steps", type=int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=int, help="batch size (default: 64)")

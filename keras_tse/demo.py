@@ -9,15 +9,17 @@ per-block similarity plots written under `out`.
 """
 
 import dataclasses
+import json
 import os
 import shutil
 import time
 
 import keras
+import numpy as np
 
 from keras_tse import data
 from keras_tse.similarity import token_similarity_profile
-from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, summary_line
+from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
 from keras_tse.zoo import from_preset
 
 NORMS = ("post", "pre", "deescalate")
@@ -25,69 +27,126 @@ NORMS = ("post", "pre", "deescalate")
 
 @dataclasses.dataclass
 class DemoConfig:
-    preset: str = "vit24_digits"  # depth 24, hidden 64, 4 heads, FFN 128, 2x2 patches (17 tokens)
+    preset: str = "vit24_digits"  # depth 24, hidden 64, 4 heads, FFN 128, 2x2 patches (17 tokens), torch init
     depth: int = 24
-    epochs: int = 20
+    epochs: int = 10
     batch_size: int = 64
     learning_rate: float = 3e-4  # one rate for all three variants: the comparison is like for like
-    seed: int = 0
+    # Three training seeds (init and data order): the headline is a mean and a range, which one draw cannot
+    # flip. The train/test split is the same for every run (split_seed).
+    seeds: tuple = (0, 1, 2)
+    split_seed: int = 0
     probe_size: int = 64
+
+    def __post_init__(self):
+        for name in ("depth", "epochs", "batch_size", "probe_size"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds):
+            raise ValueError(f"`seeds` must be distinct integers, at least one. Received: seeds={self.seeds!r}")
 
 
 def run_demo(out="runs/demo", config=None, verbose=0):
-    """Train the three variants into `out/<norm>/`; returns {norm: summary}.
+    """Train the three variants, once per seed, into `out/<norm>/seed_<s>/`; returns the results dict.
 
-    `verbose` is `fit`'s: 0 (default) prints one line per variant, 1 or 2 `fit`'s progress too.
+    The results (every run's numbers and the settings) also go to `out/demo.json`, from which
+    `markdown_table` prints the README's table. `verbose` is `fit`'s: 0 (default) prints one line
+    per run, 1 or 2 `fit`'s progress too.
     """
     config = config or DemoConfig()
     start = time.perf_counter()
-    (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.seed)
-    # NumPy batches whether or not TensorFlow is installed: the same numbers on every install.
-    train = data.image_dataset(x_train, y_train, config.batch_size, shuffle=True, seed=config.seed, pipeline="numpy")
+    (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
     probe = x_test[: config.probe_size]
     train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size,
                                learning_rate=config.learning_rate)
     steps = -(-len(y_train) // config.batch_size)
 
-    profiles, summaries, histories = {}, {}, {}
+    runs, histories = {norm: [] for norm in NORMS}, {norm: [] for norm in NORMS}
     for norm in NORMS:
-        keras.utils.set_random_seed(config.seed)
-        model = from_preset(config.preset, norm=norm, depth=config.depth, name=f"digits_vit{config.depth}_{norm}")
-        profiles[norm] = token_similarity_profile(model, probe)
-        print(f"{norm}: {model.name}, {model.count_params():,} parameters, {config.epochs} epochs ...", flush=True)
-        run_dir = os.path.join(out, norm)
-        shutil.rmtree(run_dir, ignore_errors=True)  # the demo always measures afresh
-        summaries[norm] = fit_variant(model, train, test, run_dir, train_config, probe, steps,
-                                      extra_config={"demo": dataclasses.asdict(config),
-                                                    "backend": keras.backend.backend()},
-                                      checkpoints=False, verbose=verbose)
-        histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
+        for seed in config.seeds:
+            keras.utils.set_random_seed(seed)  # init, and any Keras-side randomness
+            # NumPy batches whether or not TensorFlow is installed, a fresh stream per run: every
+            # variant sees the same order for a seed.
+            train = data.image_dataset(x_train, y_train, config.batch_size, shuffle=True, seed=seed,
+                                       pipeline="numpy")
+            model = from_preset(config.preset, norm=norm, depth=config.depth, name=f"digits_vit{config.depth}_{norm}")
+            profile = token_similarity_profile(model, probe)
+            print(f"{norm} seed {seed}: {model.count_params():,} parameters, {config.epochs} epoch"
+                  f"{'s' if config.epochs > 1 else ''} ...", flush=True)
+            run_dir = os.path.join(out, norm, f"seed_{seed}")
+            shutil.rmtree(run_dir, ignore_errors=True)  # the demo always measures afresh
+            summary = fit_variant(model, train, test, run_dir, train_config, probe, steps,
+                                  extra_config={"demo": dataclasses.asdict(config), "seed": seed,
+                                                "backend": keras.backend.backend()},
+                                  checkpoints=False, verbose=verbose)
+            runs[norm].append({"seed": seed, "tsim_init": [round(float(v), 6) for v in profile],
+                               **{k: summary[k] for k in RESULT_KEYS}})
+            histories[norm].append(read_history(os.path.join(run_dir, "history.csv")))
+    results = {"config": dataclasses.asdict(config), "backend": keras.backend.backend(),
+               "keras": keras.__version__, "runs": runs}
+    write_json(os.path.join(out, "demo.json"), results)
     plot_losses(histories, os.path.join(out, "plots", "loss_curves.png"),
-                f"{config.depth}-block ViT on 8x8 digits (keras-tse demo)")
-    print(report(profiles, summaries, config, time.perf_counter() - start))
-    return summaries
+                f"{config.depth}-block ViT on 8x8 digits (keras-tse demo; {len(config.seeds)} seeds: mean, band = range)")
+    print(report(results))
+    print(f"\n{time.perf_counter() - start:.0f} s in all; runs under {out}/, results in {out}/demo.json, "
+          f"curves in {out}/plots/loss_curves.png")
+    return results
 
 
-def report(profiles, summaries, config, seconds):
-    depth = len(next(iter(profiles.values())))
+RESULT_KEYS = ("train_loss", "test_loss", "test_accuracy")
+
+
+def spread(values):
+    """(mean, min, max) of a list of numbers."""
+    values = np.asarray(values, dtype="float64")
+    return float(values.mean()), float(values.min()), float(values.max())
+
+
+def report(results):
+    """The demo's printout: similarity at init per block, and each variant's mean and range over seeds."""
+    config, runs = results["config"], results["runs"]
+    depth = len(runs[NORMS[0]][0]["tsim_init"])
     shown = sorted({0, 1, 3, 7, depth // 2, depth - 1} & set(range(depth)))
     lines = [
         "",
-        f"Token similarity after each block at initialisation (Definition 1; mean over {config.probe_size} "
-        f"test digits):",
+        f"Token similarity after each block at initialisation (Definition 1; {config['probe_size']} test digits, "
+        f"mean over {len(config['seeds'])} seeds):",
         "block  " + "  ".join(f"{n:>10}" for n in NORMS),
     ]
     for b in shown:
-        lines.append(f"{b + 1:>5}  " + "  ".join(f"{profiles[n][b]:10.4f}" for n in NORMS))
-    lines += [
-        "",
-        f"After {config.epochs} epochs (AdamW, lr {config.learning_rate:g}, batch {config.batch_size}, "
-        f"seed {config.seed}, backend {keras.backend.backend()}):",
-        f"{'variant':>11}  {'train loss':>10}  {'test loss':>9}  {'test acc':>8}",
-    ]
-    for norm in NORMS:
-        s = summaries[norm]
-        lines.append(f"{norm:>11}  {s['train_loss']:10.4f}  {s['test_loss']:9.4f}  {s['test_accuracy']:8.2%}")
-    lines += ["", *(summary_line(n, summaries[n]) for n in NORMS), f"\n{seconds:.0f} s in all"]
+        lines.append(f"{b + 1:>5}  " + "  ".join(f"{spread([r['tsim_init'][b] for r in runs[n]])[0]:10.4f}"
+                                                 for n in NORMS))
+    lines += ["", f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, batch "
+              f"{config['batch_size']}, seeds {', '.join(map(str, config['seeds']))}, backend {results['backend']}): "
+              f"mean [min, max] over seeds", markdown_table(results)]
     return "\n".join(lines)
+
+
+def markdown_table(results):
+    """The README's demo table: per variant, t_sim after the last block at init and the mean [range] of each result."""
+    runs = results["runs"]
+    lines = ["| variant | t_sim after the last block at init | train loss | test loss | test accuracy |",
+             "|---|---:|---:|---:|---:|"]
+    for norm in NORMS:
+        tsim = spread([r["tsim_init"][-1] for r in runs[norm]])[0]
+        cells = []
+        for key in RESULT_KEYS:
+            mean, low, high = spread([r[key] for r in runs[norm]])
+            scale, unit = (100, "%") if key == "test_accuracy" else (1, "")
+            digits = 2 if unit else 4
+            cells.append(f"{mean * scale:.{digits}f}{unit} [{low * scale:.{digits}f}, {high * scale:.{digits}f}]")
+        lines.append(f"| {norm} | {tsim:.4f} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def write_json(path, payload):
+    """Written to a temporary file in the same folder, flushed, then renamed: never half a file."""
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as f:
+        json.dump(payload, f, indent=1)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)

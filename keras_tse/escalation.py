@@ -6,7 +6,9 @@ paper's setting (n=64, d=512, h=8, alpha=1) post-norm blocks drive similarity to
 about 15 blocks, pre-norm blocks slow the rise, and de-escalated blocks hold it down.
 """
 
+import csv
 import dataclasses
+import os
 
 import keras
 import numpy as np
@@ -36,6 +38,9 @@ class EscalationConfig:
     tau: float = 1.0  # the de-escalation strength of every experiment in Sec. 3
     seeds: tuple = (0, 1, 2)
     batch_size: int = 1  # independent token matrices per seed
+    # Glorot (Sec. 2.1's Xavier): on the d x d value kernels its variance 2 / (d + d) = 1/d is Sec. 2.4's
+    # W ~ N(0, I/d); "torch" or "normal" (keras_tse.layers.initializers) measure the other schemes.
+    initializer: str = "glorot"
 
 
 def similarity_at_init(kinds=("post", "pre", "deescalate"), config=None):
@@ -63,7 +68,7 @@ def _one_trial(kind, config, seed):
     x = np.random.default_rng(seed).standard_normal((config.batch_size, config.num_tokens, config.hidden_dim))
     x = keras.ops.convert_to_tensor(x.astype("float32"))
     profile = [token_similarity(x)]
-    kwargs = {"alpha": config.alpha, **extra}
+    kwargs = {"alpha": config.alpha, "initializer": config.initializer, **extra}
     if "deescalate" in extra:
         kwargs["tau"] = config.tau
     for _ in range(config.depth):
@@ -79,4 +84,38 @@ def format_table(profiles):
     for block in range(len(next(iter(profiles.values())))):
         label = "input" if block == 0 else str(block)
         lines.append(f"{label:>5}  " + "  ".join(f"{profiles[k][block]:18.4f}" for k in kinds))
+    return "\n".join(lines)
+
+
+# The rows of the README's table (entry 0 is the input) and the column names of the kinds.
+README_BLOCKS = (0, 1, 2, 4, 6, 8, 10, 15, 20)
+COLUMN_NAMES = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "deescalate (pre_ffn)"}
+
+
+def write_csv(path, profiles):
+    """`block,<kind>,...`, one row per block (0 = the input), written whole (temporary file, then rename)."""
+    kinds = list(profiles)
+    temporary = f"{path}.tmp"
+    with open(temporary, "w") as f:
+        f.write("block," + ",".join(kinds) + "\n")
+        for block in range(len(profiles[kinds[0]])):
+            f.write(f"{block}," + ",".join(f"{profiles[k][block]:.6g}" for k in kinds) + "\n")
+    os.replace(temporary, path)
+
+
+def read_csv(path):
+    """The profiles `write_csv` wrote: kind -> array over blocks."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    return {kind: np.array([float(row[kind]) for row in rows]) for kind in rows[0] if kind != "block"}
+
+
+def markdown_table(profiles, blocks=README_BLOCKS):
+    """The README's table: t_sim at the listed blocks, one column per kind."""
+    kinds = list(profiles)
+    lines = ["| block | " + " | ".join(COLUMN_NAMES.get(k, k) for k in kinds) + " |",
+             "|---:|" + "---:|" * len(kinds)]
+    for block in blocks:
+        label = "input" if block == 0 else str(block)
+        lines.append(f"| {label} | " + " | ".join(f"{profiles[k][block]:.4f}" for k in kinds) + " |")
     return "\n".join(lines)

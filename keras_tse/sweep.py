@@ -28,21 +28,28 @@ import keras
 import numpy as np
 
 from keras_tse.callbacks._csv import append_row
+from keras_tse.layers import initializers
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
-KEY = ("depth", "norm", "tau", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
+KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
+# Rows written before the initializer axis existed (issue 13) were all Glorot: read them as such.
+LEGACY_INITIALIZER = "glorot"
 
 
 @dataclasses.dataclass
 class SweepConfig:
     """The grid and the per-cell training; the defaults are the committed CPU study (zoo/depth_study.md)."""
 
-    depths: tuple = (6, 12, 24, 48)
-    norms: tuple = NORMS
+    # The committed grid (issue 13): depths where post-norm trains (12), is marginal and fails (24, 48).
+    depths: tuple = (12, 24, 48)
+    norms: tuple = ("post", "pre", "deescalate")
     # De-escalation strengths (eq. 21); the other norms have no tau. 1 is the paper's setting (Sec. 3.3);
-    # 0.5 and 0.25 bracket the 0.4 at which the paper's Fig. 5 sees TSE eliminated at init.
-    taus: tuple = (1.0, 0.5, 0.25)
-    learning_rates: tuple = (1e-3, 3e-4)
+    # 0.5 sits just above the 0.4 at which the paper's Fig. 5 sees TSE eliminated at init.
+    taus: tuple = (1.0, 0.5)
+    # "torch": the code the paper's experiments ran on (vit-pytorch); "glorot": Keras' default, the
+    # init of the first study. keras_tse.layers.initializers defines both.
+    initializers: tuple = ("torch", "glorot")
+    learning_rates: tuple = (1e-3, 3e-4, 1e-4)
     seeds: tuple = (0, 1, 2)
     steps: int = 300  # ~13 epochs of the 1,437 digits at batch 64
     batch_size: int = 64
@@ -56,7 +63,8 @@ class SweepConfig:
     @classmethod
     def quick(cls, **overrides):
         """Seconds per cell on a CPU: for CI and the resume test."""
-        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), taus=(1.0,), learning_rates=(1e-3,),
+        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), taus=(1.0,), initializers=("torch",),
+                        learning_rates=(1e-3,),
                         seeds=(0,), steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
         return cls(**{**settings, **overrides})
 
@@ -70,6 +78,8 @@ class SweepConfig:
                 raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
         if not self.depths or any(not isinstance(d, int) or d < 1 for d in self.depths):
             raise ValueError(f"`depths` must be positive integers. Received: depths={self.depths!r}")
+        for name in self.initializers:
+            initializers.check(name)
         if any(not 0.0 <= t <= 1.0 for t in self.taus):
             raise ValueError(f"Every tau must be in [0, 1]. Received: taus={self.taus!r}")
 
@@ -83,10 +93,12 @@ def cells(config):
         for depth in config.depths:
             for norm in config.norms:
                 for tau in config.taus if norm == "deescalate" else (None,):
-                    for learning_rate in config.learning_rates:
-                        yield dict(depth=depth, norm=norm, tau="" if tau is None else float(tau),
-                                   learning_rate=float(learning_rate), seed=seed, steps=config.steps,
-                                   batch_size=config.batch_size, hidden_dim=config.hidden_dim)
+                    for initializer in config.initializers:
+                        for learning_rate in config.learning_rates:
+                            yield dict(depth=depth, norm=norm, tau="" if tau is None else float(tau),
+                                       initializer=initializer, learning_rate=float(learning_rate), seed=seed,
+                                       steps=config.steps, batch_size=config.batch_size,
+                                       hidden_dim=config.hidden_dim)
 
 
 def cell_key(cell):
@@ -97,13 +109,37 @@ def read_rows(path):
     if not os.path.exists(path):
         return []
     with open(path, newline="") as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        if not row.get("initializer"):
+            row["initializer"] = LEGACY_INITIALIZER
+    return rows
+
+
+def upgrade_csv(path):
+    """Give a `sweep.csv` from before the initializer axis that column (Glorot), written atomically."""
+    rows = read_rows(path)
+    with open(path, newline="") as f:
+        header = next(csv.reader(f), [])
+    if not rows or "initializer" in header:
+        return
+    fields = [*header[: header.index("tau") + 1], "initializer", *header[header.index("tau") + 1:]]
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=fields)
+        writer.writeheader()
+        writer.writerows(rows)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(temporary, path)
 
 
 def run_sweep(config, out, log=print):
     """Run every cell of `config` not yet in `out/sweep.csv`; returns all rows of the file."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "sweep.csv")
+    if os.path.exists(path):
+        upgrade_csv(path)
     done = {cell_key(row) for row in read_rows(path)}
     todo = [cell for cell in cells(config) if cell_key(cell) not in done]
     wanted = {cell_key(cell) for cell in cells(config)}
@@ -113,7 +149,7 @@ def run_sweep(config, out, log=print):
         row = {**cell, **run_cell(cell, config, data)}
         append_row(path, row)  # flushed to disk before the next cell starts
         log(f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
-            f"lr {cell['learning_rate']:g} seed {cell['seed']}: final loss {row['final_loss']:.4f}, "
+            f"{cell['initializer']:<6} lr {cell['learning_rate']:g} seed {cell['seed']}: final loss {row['final_loss']:.4f}, "
             f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)")
     rows = read_rows(path)
     plot_sweep(rows, os.path.join(out, "plots"))
@@ -138,7 +174,8 @@ def run_cell(cell, config, data):
     keras.utils.set_random_seed(cell["seed"])
     tau = 1.0 if cell["tau"] == "" else cell["tau"]
     model = zoo.vit(depth=cell["depth"], norm=cell["norm"], tau=tau, image_size=8, patch_size=2, channels=1,
-                    hidden_dim=config.hidden_dim, ffn_dim=config.ffn_dim, num_heads=config.num_heads)
+                    hidden_dim=config.hidden_dim, ffn_dim=config.ffn_dim, num_heads=config.num_heads,
+                    initializer=cell["initializer"])
     names = [f"block_{i:02d}" for i in range(cell["depth"])]
     probe = x_val[: config.probe_size]
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
@@ -212,10 +249,10 @@ def _joined(values):
 
 
 def group_stats(rows, column="final_loss"):
-    """(norm, depth, lr, tau) -> dict(mean, std, min, max, n, diverged) of `column` over seeds."""
+    """(norm, depth, lr, tau, initializer) -> dict(mean, std, min, max, n, diverged) of `column` over seeds."""
     groups = {}
     for row in rows:
-        key = (row["norm"], int(row["depth"]), float(row["learning_rate"]), row["tau"])
+        key = (row["norm"], int(row["depth"]), float(row["learning_rate"]), row["tau"], row["initializer"])
         groups.setdefault(key, []).append(row)
     stats = {}
     for key, members in groups.items():
@@ -229,29 +266,91 @@ def group_stats(rows, column="final_loss"):
     return stats
 
 
-def cell_label(norm, tau):
-    """`post`, or `deescalate (tau 0.5)`: the row and curve name of a (norm, tau) pair."""
-    return norm if tau in ("", None) else f"{norm} (tau {float(tau):g})"
+def cell_label(norm, tau, initializer=None):
+    """`post`, `deescalate (tau 0.5)`, with `, torch init` when given: the row and curve name of an arm."""
+    label = norm if tau in ("", None) else f"{norm} (tau {float(tau):g})"
+    return label if initializer is None else f"{label}, {initializer} init"
 
 
 def arms_of(rows):
-    """The (norm, tau) pairs present in `rows`, in NORMS order, larger tau first."""
-    pairs = {(row["norm"], row["tau"]) for row in rows}
-    return sorted(pairs, key=lambda p: (NORMS.index(p[0]), -float(p[1]) if p[1] not in ("", None) else 0.0))
+    """The (norm, tau, initializer) arms present in `rows`: NORMS order, larger tau first, torch before glorot."""
+    arms = {(row["norm"], row["tau"], row["initializer"]) for row in rows}
+    schemes = initializers.INITIALIZERS
+    return sorted(arms, key=lambda a: (NORMS.index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0,
+                                       schemes.index(a[2])))
 
 
 def markdown_table(rows):
     """Final loss and validation accuracy, mean +- std over seeds (and the seed range), per cell."""
     loss, accuracy = group_stats(rows, "final_loss"), group_stats(rows, "val_accuracy")
-    lines = ["| norm | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
-             "|---|---:|---:|---|---|---:|---:|"]
+    lines = ["| norm | init | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
+             "|---|---|---:|---:|---|---|---:|---:|"]
     arms = arms_of(rows)
-    for key in sorted(loss, key=lambda k: (arms.index((k[0], k[3])), k[1], -k[2])):
-        norm, depth, lr, tau = key
+    for key in sorted(loss, key=lambda k: (arms.index((k[0], k[3], k[4])), k[1], -k[2])):
+        norm, depth, lr, tau, initializer = key
         l, a = loss[key], accuracy[key]
-        lines.append(f"| {cell_label(norm, tau)} | {depth} | {lr:g} "
+        lines.append(f"| {cell_label(norm, tau)} | {initializer} | {depth} | {lr:g} "
                      f"| {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
                      f" | {a['mean']:.3f} ± {a['std']:.3f} | {l['n']} | {l['diverged']} |")
+    return "\n".join(lines)
+
+
+# The arms of the committed grid, in table order (norm, tau).
+STUDY_ARMS = (("post", ""), ("pre", ""), ("deescalate", "1.0"), ("deescalate", "0.5"))
+
+
+def best_over_learning_rates(rows):
+    """(norm, tau, initializer, depth) -> (seed-mean final loss, lr, seeds) at the lr with the lowest mean."""
+    best = {}
+    for (norm, depth, lr, tau, initializer), stat in group_stats(rows).items():
+        key = (norm, tau, initializer, depth)
+        if np.isfinite(stat["mean"]) and (key not in best or stat["mean"] < best[key][0]):
+            best[key] = (stat["mean"], lr, stat["n"])
+    return best
+
+
+def best_lr_table(rows, arms=STUDY_ARMS):
+    """Per init and depth, each arm's seed-mean final loss at its best learning rate (the lr in brackets)."""
+    best = best_over_learning_rates(rows)
+    schemes = [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]
+    lines = ["| init | depth | " + " | ".join(cell_label(n, t) for n, t in arms) + " |",
+             "|---|---:|" + "---:|" * len(arms)]
+    for scheme in schemes:
+        for depth in sorted({k[3] for k in best if k[2] == scheme}):
+            cells = []
+            for norm, tau in arms:
+                entry = best.get((norm, tau, scheme, depth))
+                cells.append("not run" if entry is None else f"{entry[0]:.3f} ({entry[1]:g}, n={entry[2]})")
+            lines.append(f"| {scheme} | {depth} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(rows, threshold=0.5):
+    """One sentence per (init, depth): does post-norm train, does de-escalation train where it fails?
+
+    An arm *trains* when its seed-mean final loss at its best learning rate is at most `threshold`
+    (the sweep's loss threshold; chance is ln 10 = 2.30).
+    """
+    best = best_over_learning_rates(rows)
+    lines = []
+    for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
+        for depth in sorted({k[3] for k in best if k[2] == scheme}):
+            post = best.get(("post", "", scheme, depth))
+            taus = [(t, best[("deescalate", t, scheme, depth)]) for _, t in STUDY_ARMS[2:]
+                    if ("deescalate", t, scheme, depth) in best]
+            if post is None or not taus:
+                continue
+            post_trains = post[0] <= threshold
+            trained = [f"tau {float(t):g}" for t, e in taus if e[0] <= threshold]
+            detail = "; ".join(f"tau {float(t):g}: {e[0]:.3f} at lr {e[1]:g}" for t, e in taus)
+            if post_trains:
+                verdict = "post-norm trains here" + (f", and so does de-escalation ({', '.join(trained)})" if trained
+                                                     else ", de-escalation does not")
+            elif trained:
+                verdict = f"**de-escalation trains where post-norm fails** ({', '.join(trained)})"
+            else:
+                verdict = "post-norm fails and **de-escalation does not train either**"
+            lines.append(f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g}; {detail}.")
     return "\n".join(lines)
 
 
@@ -271,12 +370,13 @@ def plot_sweep(rows, out):
     depths = sorted({k[1] for k in stats})
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4), squeeze=False)
     for ax, lr in zip(axes[0], lrs):
-        for norm, tau in arms:
-            ks = sorted((k for k in stats if (k[0], k[3]) == (norm, tau) and k[2] == lr), key=lambda k: k[1])
+        for norm, tau, initializer in arms:
+            ks = sorted((k for k in stats if (k[0], k[3], k[4]) == (norm, tau, initializer) and k[2] == lr),
+                        key=lambda k: k[1])
             mean = np.array([stats[k]["mean"] for k in ks])
             low, high = mean - [stats[k]["min"] for k in ks], np.array([stats[k]["max"] for k in ks]) - mean
             ax.errorbar([k[1] for k in ks], mean, yerr=[low, high], marker="o", capsize=3,
-                        label=cell_label(norm, tau))
+                        label=cell_label(norm, tau, initializer))
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("depth (blocks)")
@@ -291,9 +391,9 @@ def plot_sweep(rows, out):
     fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 1.2 + 0.4 * len(arms)), squeeze=False)
     for ax, lr in zip(axes[0], lrs):
         grid = np.full((len(arms), len(depths)), np.nan)
-        for i, (norm, tau) in enumerate(arms):  # one row per tau: no best-of-taus selection
+        for i, (norm, tau, initializer) in enumerate(arms):  # one row per tau and init: no best-of selection
             for j, depth in enumerate(depths):
-                grid[i, j] = stats.get((norm, depth, lr, tau), {"mean": np.nan})["mean"]
+                grid[i, j] = stats.get((norm, depth, lr, tau, initializer), {"mean": np.nan})["mean"]
         image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
         for i in range(len(arms)):
             for j in range(len(depths)):

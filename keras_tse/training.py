@@ -222,9 +222,14 @@ def plot_losses(histories, path, title):
 
     fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
     for variant, history in histories.items():
-        epochs = np.arange(1, len(history["loss"]) + 1)
-        axes[0].plot(epochs, history["loss"], label=variant)
-        axes[1].plot(epochs, history["val_loss"], label=variant)
+        runs = history if isinstance(history, list) else [history]  # several seeds: mean, band = range
+        for ax, column in zip(axes, ("loss", "val_loss")):
+            length = min(len(run[column]) for run in runs)
+            curves = np.array([run[column][:length] for run in runs])
+            epochs = np.arange(1, length + 1)
+            (line,) = ax.plot(epochs, curves.mean(axis=0), label=variant)
+            if len(runs) > 1:
+                ax.fill_between(epochs, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
     for ax, split in zip(axes, ("train", "test")):
         ax.set(xlabel="epoch", ylabel="loss", title=f"{split} loss")
         ax.legend()

@@ -28,6 +28,7 @@ import sys
 import keras
 
 from keras_tse import data, scale, zoo
+from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
@@ -79,6 +80,8 @@ def run(args):
                                      similarity_every_n_batches=args.similarity_every)
         keras.utils.set_random_seed(args.seed)
         overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
+        if args.init:
+            overrides["initializer"] = args.init
         model = zoo.from_preset(variant["preset"], **overrides)
         run_dir = os.path.join(args.out, norm)
         print(f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}")
@@ -107,6 +110,8 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=None, help="override every variant's lr")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", choices=INITIALIZERS, default=None,
+                        help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)")
     scale.add_arguments(parser)
     parser.add_argument("--smoke", action="store_true", help="tiny model, synthetic data, 3 epochs")
     return parser.parse_args(argv)

@@ -2,43 +2,76 @@
 
     KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the study (resumable)
     python recipes/depth_study_card.py zoo/depth_study          # prints the tables the card holds
+
+The committed grid is `SweepConfig()`'s (issue 13: depth x {post, pre, deescalate tau 1 and 0.5} x
+{torch, glorot} init x three learning rates x three seeds); rows of the first study that lie outside it
+(depth 6, tau 0.25, the published baselines; all Glorot) are printed apart.
 """
 
 import sys
 
 import numpy as np
 
-from keras_tse.sweep import SweepConfig, arms_of, cell_label, cells, markdown_table, plot_sweep, read_rows
+from keras_tse.sweep import (
+    SweepConfig,
+    arms_of,
+    best_lr_table,
+    cell_key,
+    cell_label,
+    cells,
+    markdown_table,
+    plot_sweep,
+    read_rows,
+    verdicts,
+)
+
+
+def split_by_grid(rows, config=None):
+    """(rows of the committed grid, the other rows)."""
+    grid = {cell_key(c) for c in cells(config or SweepConfig())}
+    inside = [r for r in rows if cell_key(r) in grid]
+    return inside, [r for r in rows if cell_key(r) not in grid]
 
 
 def initial_profile(rows):
     """Seed-mean t_sim after the last block and gradient norm of the first / last block at init."""
-    lines = ["| norm | depth | t_sim after last block at init | grad norm, first block | grad norm, last block |",
-             "|---|---:|---:|---:|---:|"]
+    lines = ["| norm | init | depth | t_sim after last block at init | grad norm, first block | grad norm, last block |",
+             "|---|---|---:|---:|---:|---:|"]
     groups = {}
-    top_lr = max(float(r["learning_rate"]) for r in rows)
     for row in rows:
-        if float(row["learning_rate"]) != top_lr:
-            continue  # the init measures do not depend on the learning rate: one of each seed
-        groups.setdefault((row["norm"], row["tau"], int(row["depth"])), []).append(row)
+        # the init measures do not depend on the learning rate: one row per seed
+        groups.setdefault((row["norm"], row["tau"], row["initializer"], int(row["depth"])), {})[row["seed"]] = row
     order = arms_of(rows)
-    for (norm, tau, depth), members in sorted(groups.items(), key=lambda kv: (order.index(kv[0][:2]), kv[0][2])):
+    for (norm, tau, init, depth), members in sorted(groups.items(), key=lambda kv: (order.index(kv[0][:3]), kv[0][3])):
+        members = list(members.values())
         tsim = np.mean([float(r["tsim_init"].split(";")[-1]) for r in members])
         first = np.mean([float(r["grad_init"].split(";")[0]) for r in members])
         last = np.mean([float(r["grad_init"].split(";")[-1]) for r in members])
-        lines.append(f"| {cell_label(norm, tau)} | {depth} | {tsim:.3g} | {first:.3g} | {last:.3g} |")
+        lines.append(f"| {cell_label(norm, tau)} | {init} | {depth} | {tsim:.3g} | {first:.3g} | {last:.3g} |")
     return "\n".join(lines)
+
+
+def progress(rows):
+    total = len(list(cells(SweepConfig())))
+    seeds = {}
+    for row in rows:
+        seeds.setdefault(row["initializer"], set()).add(int(row["seed"]))
+    present = "; ".join(f"{init}: seeds {sorted(s)}" for init, s in sorted(seeds.items()))
+    return f"{len(rows)} of {total} cells of the committed grid finished ({present})"
 
 
 def main(folder):
     rows = read_rows(f"{folder}/sweep.csv")
-    total = len(list(cells(SweepConfig())))
-    seeds = sorted({int(r["seed"]) for r in rows})
-    plot_sweep(rows, f"{folder}/plots")
-    print(f"{len(rows)} of {total} cells finished; seeds present: {seeds}\n")
-    print(markdown_table(rows))
-    print()
-    print(initial_profile(rows))
+    grid, earlier = split_by_grid(rows)
+    plot_sweep(grid, f"{folder}/plots")
+    print(progress(grid), "\n")
+    print(best_lr_table(grid), "\n")
+    print(verdicts(grid), "\n")
+    print(markdown_table(grid), "\n")
+    print(initial_profile(grid))
+    if earlier:
+        print(f"\nEarlier cells outside the grid ({len(earlier)}):\n")
+        print(markdown_table(earlier))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import keras
 import numpy as np
 
 from keras_tse import data, scale, zoo
+from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.language_model import LMTrainConfig, fit_language_model, plot_training_loss, summary_line
 
 # === Model: the paper's three depth-60 variants ===
@@ -76,6 +77,8 @@ def run(args):
             overrides.update(SMOKE_MODEL, name=f"smoke_{norm}")
         if args.depth:
             overrides["depth"] = args.depth
+        if args.init:
+            overrides["initializer"] = args.init
         model = zoo.from_preset(preset, **overrides)
         run_dir = run_dirs[norm] = os.path.join(args.out, norm)
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
@@ -107,6 +110,8 @@ def parse_args(argv=None):
     parser.add_argument("--learning-rate", type=float, default=None, help="override the learning rate")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--init", choices=INITIALIZERS, default=None,
+                        help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))")
     scale.add_arguments(parser)
     parser.add_argument("--smoke", action="store_true", help="small model, CPython docs as text, 60 steps")
     return parser.parse_args(argv)

@@ -28,7 +28,8 @@ def _rows(stdout, first_column):
 
 def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(tmp_path):
     def row(norm, tau, seed, lr, tsim_last, grad_first):
-        return dict(depth=2, norm=norm, tau=tau, learning_rate=lr, seed=seed, steps=300, batch_size=64,
+        return dict(depth=12, norm=norm, tau=tau, initializer="torch", learning_rate=lr, seed=seed, steps=300,
+                    batch_size=64,
                     hidden_dim=32, final_loss=0.5, best_loss=0.4, val_accuracy=0.9, diverged=0,
                     steps_to_threshold="", tsim_init=f"0.1;{tsim_last}", tsim_end="0.1;0.2",
                     grad_init=f"{grad_first};1.0", wall_s=1.0)
@@ -39,38 +40,39 @@ def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(t
     for r in rows:
         append_row(str(tmp_path / "sweep.csv"), r)
     stdout = _run("depth_study_card.py", str(tmp_path))
-    assert stdout.startswith(f"5 of {len(list(sweep.cells(sweep.SweepConfig())))} cells finished")
-    init = {(r[0], r[1]): r[2:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 5}
-    # the init table takes one row per seed (the larger learning rate) and averages over seeds
-    assert init[("deescalate (tau 1)", "2")] == ["0", "20", "1"]
-    assert init[("deescalate (tau 0.5)", "2")] == ["0.4", "6", "1"]
-    assert init[("post", "2")] == ["0.9", "2", "1"]
+    total = len(list(sweep.cells(sweep.SweepConfig())))
+    assert stdout.startswith(f"5 of {total} cells of the committed grid finished (torch: seeds [0, 1])")
+    init = {(r[0], r[2]): r[3:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 6}
+    # the init table takes one row per seed (the measures do not depend on the lr) and averages over seeds
+    assert init[("deescalate (tau 1)", "12")] == ["0", "20", "1"]
+    assert init[("deescalate (tau 0.5)", "12")] == ["0.4", "6", "1"]
+    assert init[("post", "12")] == ["0.9", "2", "1"]
     assert (tmp_path / "plots" / "heatmap.png").exists()
 
 
 @pytest.mark.large
 def test_gradient_diagnostic_rows_are_consistent():
     stdout = _run("deescalation_gradients.py", "--depths", "3", "--widths", "16", "--taus", "1,0",
-                  "--places", "output,pre_ffn", "--seeds", "0")
-    rows = _rows(stdout, "3")
-    assert [(r[2], r[3]) for r in rows] == [("1", "output"), ("1", "pre_ffn"), ("0", "-")]  # tau 0 has no place
-    for _, _, _, _, first, last, growth, tsim in rows:
+                  "--places", "output,pre_ffn", "--seeds", "0", "--inits", "torch")
+    rows = _rows(stdout, "torch")
+    assert [(r[3], r[4]) for r in rows] == [("1", "output"), ("1", "pre_ffn"), ("0", "-")]  # tau 0 has no place
+    for _, _, _, _, _, first, last, growth, tsim in rows:
         assert float(growth) == pytest.approx((float(first) / float(last)) ** 0.5, rel=3e-3)  # printed to 3 digits
         assert 0.0 <= float(tsim) <= 1.0
     # complete de-escalation after every block centres the tokens: t_sim (Definition 1) is 0 after the last
-    assert float(rows[0][7]) < 1e-6 and float(rows[2][7]) > 0.1
+    assert float(rows[0][8]) < 1e-6 and float(rows[2][8]) > 0.1
 
 
-def test_committed_card_and_readme_quote_the_committed_csv():
+def test_committed_card_quotes_the_committed_csv():
+    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+    from depth_study_card import initial_profile, split_by_grid
+
+    sys.path.pop(0)
     rows = sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv"))
-    assert len(rows) == len(list(sweep.cells(sweep.SweepConfig())))  # the whole committed grid
+    grid, earlier = split_by_grid(rows)
     with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
-        assert sweep.markdown_table(rows) in f.read()
-    stats = sweep.group_stats(rows)
-    columns = [("post", ""), ("pre", ""), ("deescalate", "1.0"), ("deescalate", "0.5"), ("deescalate", "0.25"),
-               ("deepnorm", ""), ("rezero", ""), ("layerscale", "")]
-    with open(os.path.join(ROOT, "README.md")) as f:
-        readme = f.read()
-    for depth in (6, 12, 24, 48):
-        means = [f"{stats[(norm, depth, 1e-3, tau)]['mean']:.3f}" for norm, tau in columns]
-        assert f"| {depth} | " + " | ".join(means) + " |" in readme
+        card = f.read()
+    for table in (sweep.best_lr_table(grid), sweep.verdicts(grid), sweep.markdown_table(grid), initial_profile(grid),
+                  sweep.markdown_table(earlier)):
+        assert table in card
+    assert all(int(r["seed"]) in (0, 1, 2) for r in grid)

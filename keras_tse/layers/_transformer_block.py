@@ -7,9 +7,9 @@ sublayer functions defined here.
 
 import keras
 
-from keras_tse.layers import _checks
+from keras_tse.layers import _checks, initializers
 from keras_tse.layers._sequence_layer import SequenceLayer
-from keras_tse.layers.self_attention import SelfAttention, clone_initializer, resolve_head_dim
+from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
 
 
 class TransformerBlock(SequenceLayer):
@@ -26,7 +26,8 @@ class TransformerBlock(SequenceLayer):
         attention_dropout=0.0,
         causal=False,
         layer_norm_epsilon=1e-5,
-        kernel_initializer="glorot_uniform",
+        initializer="glorot",
+        kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -39,7 +40,8 @@ class TransformerBlock(SequenceLayer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.initializer = initializers.check(initializer)
+        self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
@@ -55,13 +57,10 @@ class TransformerBlock(SequenceLayer):
             self.ffn_norm = keras.layers.LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
             )
-        self.ffn_inner = keras.layers.Dense(
-            self.ffn_dim, activation=self.activation, dtype=policy, name="ffn_inner",
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-        )
-        self.ffn_outer = keras.layers.Dense(
-            hidden, dtype=policy, name="ffn_outer", kernel_initializer=clone_initializer(self.kernel_initializer)
-        )
+        scheme = dict(initializer=self.initializer, kernel=self.kernel_initializer, dtype=policy)
+        self.ffn_inner = initializers.dense(self.ffn_dim, "ffn_inner", activation=self.activation, fan_in=hidden,
+                                            **scheme)
+        self.ffn_outer = initializers.dense(hidden, "ffn_outer", fan_in=self.ffn_dim, **scheme)
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
@@ -78,7 +77,8 @@ class TransformerBlock(SequenceLayer):
             head_dim=self.head_dim,
             attention_dropout=self.attention_dropout,
             causal=self.causal,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
+            initializer=self.initializer,
+            kernel_initializer=initializers.clone(self.kernel_initializer),
             dtype=self.dtype_policy,
             name="self_attention",
         )
@@ -112,5 +112,6 @@ class TransformerBlock(SequenceLayer):
             "attention_dropout": self.attention_dropout,
             "causal": self.causal,
             "layer_norm_epsilon": self.layer_norm_epsilon,
+            "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }

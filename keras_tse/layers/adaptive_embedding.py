@@ -1,8 +1,7 @@
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks
-from keras_tse.layers.self_attention import clone_initializer
+from keras_tse.layers import _checks, initializers
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -40,8 +39,14 @@ class AdaptiveEmbedding(keras.layers.Layer):
             Defaults to `1`.
         embedding_dim: int, width of the head table. Defaults to `None`,
             meaning `hidden_dim`.
-        embeddings_initializer: Defaults to `N(0, 0.02)` (the reference's).
-        projection_initializer: Defaults to `N(0, 0.01)` (the reference's).
+        initializer: weight scheme, one of
+            `keras_tse.layers.initializers.INITIALIZERS`. Defaults to
+            `"transformer_xl"`: tables `N(0, 0.02)`, projections `N(0, 0.01)`,
+            the reference's (`"torch"`: tables `N(0, 1)` as `nn.Embedding`).
+        embeddings_initializer: optional Keras initializer overriding the
+            scheme's tables. Defaults to `None`.
+        projection_initializer: optional Keras initializer overriding the
+            scheme's projections. Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -60,7 +65,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
     """
 
     def __init__(self, vocab_size, hidden_dim, cutoffs=(), div_val=1, embedding_dim=None,
-                 embeddings_initializer=None, projection_initializer=None, **kwargs):
+                 initializer="transformer_xl", embeddings_initializer=None, projection_initializer=None, **kwargs):
         super().__init__(**kwargs)
         self.vocab_size = _checks.positive_int("vocab_size", vocab_size)
         self.hidden_dim = _checks.positive_int("hidden_dim", hidden_dim)
@@ -73,10 +78,11 @@ class AdaptiveEmbedding(keras.layers.Layer):
                 f"embedding_dim // div_val**i must stay >= 1 for each of the {len(widths)} clusters. "
                 f"Received: embedding_dim={self.embedding_dim}, div_val={div_val}, cutoffs={self.cutoffs}"
             )
+        self.initializer = initializers.check(initializer)
         self.embeddings_initializer = keras.initializers.get(
-            embeddings_initializer or keras.initializers.RandomNormal(0.0, 0.02))
+            embeddings_initializer or initializers.embedding_table(initializer))
         self.projection_initializer = keras.initializers.get(
-            projection_initializer or keras.initializers.RandomNormal(0.0, 0.01))
+            projection_initializer or initializers.projection(initializer))
 
     @property
     def bounds(self):
@@ -88,15 +94,15 @@ class AdaptiveEmbedding(keras.layers.Layer):
             width = self.embedding_dim // self.div_val**i
             self.tables.append(self.add_weight(
                 name=f"embeddings_{i}", shape=(high - low, width),
-                initializer=clone_initializer(self.embeddings_initializer)))
+                initializer=initializers.clone(self.embeddings_initializer)))
             self.projections.append(None if width == self.hidden_dim else self.add_weight(
                 name=f"projection_{i}", shape=(width, self.hidden_dim),
-                initializer=clone_initializer(self.projection_initializer)))
+                initializer=initializers.clone(self.projection_initializer)))
             self.biases.append(self.add_weight(name=f"bias_{i}", shape=(high - low,), initializer="zeros"))
         if self.cutoffs:  # one head logit per tail cluster
             self.cluster_kernel = self.add_weight(
                 name="cluster_kernel", shape=(len(self.cutoffs), self.embedding_dim),
-                initializer=clone_initializer(self.embeddings_initializer))
+                initializer=initializers.clone(self.embeddings_initializer))
             self.cluster_bias = self.add_weight(name="cluster_bias", shape=(len(self.cutoffs),), initializer="zeros")
         self.built = True
 
@@ -145,6 +151,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
             "cutoffs": list(self.cutoffs),
             "div_val": self.div_val,
             "embedding_dim": self.embedding_dim,
+            "initializer": self.initializer,
             "embeddings_initializer": keras.initializers.serialize(self.embeddings_initializer),
             "projection_initializer": keras.initializers.serialize(self.projection_initializer),
         }

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks
+from keras_tse.layers import _checks, initializers
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -20,6 +20,14 @@ class PatchEmbedding(keras.layers.Layer):
         hidden_dim: int, width of the tokens.
         use_class_token: bool, whether to prepend a class token. Defaults to
             `True`.
+        initializer: scheme of the projection's kernel and bias, one of
+            `keras_tse.layers.initializers.INITIALIZERS`; `"torch"` is
+            `nn.Conv2d`'s default (fan_in = patch_size^2 * channels).
+            Defaults to `"glorot"`.
+        embedding_initializer: `"timm"` (class token N(0, 0.02), positions
+            truncated N(0, 0.02), as timm and KerasHub) or `"vit_pytorch"`
+            (both `torch.randn`, N(0, 1), as the paper's code). Defaults to
+            `"timm"`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -36,8 +44,12 @@ class PatchEmbedding(keras.layers.Layer):
         Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021.
     """
 
-    def __init__(self, image_size, patch_size, hidden_dim, use_class_token=True, **kwargs):
+    def __init__(self, image_size, patch_size, hidden_dim, use_class_token=True, initializer="glorot",
+                 embedding_initializer="timm", **kwargs):
         super().__init__(**kwargs)
+        self.initializer = initializers.check(initializer)
+        self.embedding_initializer = _checks.one_of("embedding_initializer", embedding_initializer,
+                                                    initializers.EMBEDDING_INITIALIZERS)
         self.image_size = _checks.positive_int("image_size", image_size)
         self.patch_size = _checks.positive_int("patch_size", patch_size)
         self.hidden_dim = _checks.positive_int("hidden_dim", hidden_dim)
@@ -60,22 +72,23 @@ class PatchEmbedding(keras.layers.Layer):
             self.hidden_dim,
             self.patch_size,
             strides=self.patch_size,
-            kernel_initializer="glorot_uniform",
+            kernel_initializer=initializers.kernel_initializer(self.initializer),
+            bias_initializer=initializers.bias_initializer(self.initializer, self.patch_size**2 * input_shape[-1]),
             dtype=self.dtype_policy,
             name="projection",
         )
+        class_initializer, position_initializer = initializers.embeddings(self.embedding_initializer)
         self.projection.build(input_shape)
         if self.use_class_token:
             self.class_token = self.add_weight(
                 name="class_token",
                 shape=(1, 1, self.hidden_dim),
-                initializer=keras.initializers.RandomNormal(stddev=0.02),
+                initializer=class_initializer,
             )
-        # ViT's learned positions, truncated-normal std 0.02 as in timm / KerasHub.
         self.position_embedding = self.add_weight(
             name="position_embedding",
             shape=(1, self.num_tokens, self.hidden_dim),
-            initializer=keras.initializers.TruncatedNormal(stddev=0.02),
+            initializer=position_initializer,
         )
         self.built = True
 
@@ -98,4 +111,6 @@ class PatchEmbedding(keras.layers.Layer):
             "patch_size": self.patch_size,
             "hidden_dim": self.hidden_dim,
             "use_class_token": self.use_class_token,
+            "initializer": self.initializer,
+            "embedding_initializer": self.embedding_initializer,
         }

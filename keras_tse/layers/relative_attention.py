@@ -3,10 +3,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks
-from keras_tse.layers.self_attention import clone_initializer
-
-TXL_INITIALIZER = {"class_name": "RandomNormal", "config": {"mean": 0.0, "stddev": 0.02}}
+from keras_tse.layers import _checks, initializers
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -34,15 +31,18 @@ class RelativeAttention(keras.layers.Layer):
 
     Projections follow the reference code: one fused query/key/value kernel
     and an output kernel, none with a bias; every weight is initialised
-    `N(0, 0.02)`, the biases `u`, `v` too.
+    `N(0, 0.02)`, the biases `u`, `v` too (`initializer="transformer_xl"`).
 
     Args:
         num_heads: int, number of heads.
         head_dim: int, width of each head (Transformer-XL base: 41 with 10
             heads of a 410-wide model).
         attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
-        kernel_initializer: initializer of the kernels and of `u`, `v`.
-            Defaults to `N(0, 0.02)`, the reference's.
+        initializer: weight scheme of the kernels and of `u`, `v`, one of
+            `keras_tse.layers.initializers.INITIALIZERS`. Defaults to
+            `"transformer_xl"`, `N(0, 0.02)`, the reference's.
+        kernel_initializer: optional Keras initializer overriding the
+            scheme's. Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -62,35 +62,37 @@ class RelativeAttention(keras.layers.Layer):
         relative shift).
     """
 
-    def __init__(self, num_heads, head_dim, attention_dropout=0.0, kernel_initializer=TXL_INITIALIZER, **kwargs):
+    def __init__(self, num_heads, head_dim, attention_dropout=0.0, initializer="transformer_xl",
+                 kernel_initializer=None, **kwargs):
         super().__init__(**kwargs)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.head_dim = _checks.positive_int("head_dim", head_dim)
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.initializer = initializers.check(initializer)
+        self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
         hidden, inner = input_shape[-1], self.num_heads * self.head_dim
         dense = dict(use_bias=False, dtype=self.dtype_policy)
         self.qkv_dense = keras.layers.Dense(
-            3 * inner, kernel_initializer=clone_initializer(self.kernel_initializer), name="qkv", **dense
+            3 * inner, kernel_initializer=initializers.clone(self.kernel_initializer), name="qkv", **dense
         )
         self.position_dense = keras.layers.Dense(  # W_R, applied to the encodings R
-            inner, kernel_initializer=clone_initializer(self.kernel_initializer), name="position", **dense
+            inner, kernel_initializer=initializers.clone(self.kernel_initializer), name="position", **dense
         )
         self.output_dense = keras.layers.Dense(
-            hidden, kernel_initializer=clone_initializer(self.kernel_initializer), name="attention_output", **dense
+            hidden, kernel_initializer=initializers.clone(self.kernel_initializer), name="attention_output", **dense
         )
         self.qkv_dense.build(input_shape)
         self.position_dense.build((None, hidden))
         self.output_dense.build((*input_shape[:-1], inner))
         bias = dict(shape=(self.num_heads, self.head_dim), trainable=True)
         self.content_bias = self.add_weight(
-            name="r_w_bias", initializer=clone_initializer(self.kernel_initializer), **bias
+            name="r_w_bias", initializer=initializers.clone(self.kernel_initializer), **bias
         )
         self.position_bias = self.add_weight(
-            name="r_r_bias", initializer=clone_initializer(self.kernel_initializer), **bias
+            name="r_r_bias", initializer=initializers.clone(self.kernel_initializer), **bias
         )
         self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
         self.built = True
@@ -142,6 +144,7 @@ class RelativeAttention(keras.layers.Layer):
             "num_heads": self.num_heads,
             "head_dim": self.head_dim,
             "attention_dropout": self.attention_dropout,
+            "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
 

@@ -3,7 +3,7 @@ import math
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks
+from keras_tse.layers import _checks, initializers
 from keras_tse.layers._sequence_layer import SequenceLayer
 
 
@@ -25,8 +25,8 @@ class SelfAttention(SequenceLayer):
 
     Projections follow vit-pytorch, the code the paper's ViT experiments
     build on: query/key/value without bias, output projection with bias.
-    Kernels use Xavier (Glorot) uniform initialisation, the paper's setting
-    (Sec. 2.1).
+    Weights are drawn by the named scheme `initializer` (see
+    `keras_tse.layers.initializers`): `"torch"` is the paper's code's.
 
     Args:
         num_heads: int, number of attention heads `h`.
@@ -36,8 +36,13 @@ class SelfAttention(SequenceLayer):
             (the explicit path is used when it is active). Defaults to `0.0`.
         causal: bool, whether position `t` attends to positions `<= t` only.
             Defaults to `False`.
-        kernel_initializer: initializer of the four projections. Defaults to
-            `"glorot_uniform"`.
+        initializer: `"glorot"` (Keras' default), `"torch"` (PyTorch's
+            `nn.Linear` default, kernels and bias, the paper's code), `"normal"`
+            (N(0, 1/d), Sec. 2.4) or `"transformer_xl"` (N(0, 0.02)).
+            Defaults to `"glorot"`.
+        kernel_initializer: optional Keras initializer for the four kernels,
+            overriding the scheme's kernels (the bias keeps the scheme's).
+            Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -62,7 +67,8 @@ class SelfAttention(SequenceLayer):
         head_dim=None,
         attention_dropout=0.0,
         causal=False,
-        kernel_initializer="glorot_uniform",
+        initializer="glorot",
+        kernel_initializer=None,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -70,29 +76,20 @@ class SelfAttention(SequenceLayer):
         self.head_dim = _checks.positive_int("head_dim", head_dim, allow_none=True)
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
-        self.kernel_initializer = keras.initializers.get(kernel_initializer)
+        self.initializer = initializers.check(initializer)
+        self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
         hidden = input_shape[-1]
         self._head_dim = resolve_head_dim(hidden, self.num_heads, self.head_dim)
         inner = self.num_heads * self._head_dim
+        scheme = dict(initializer=self.initializer, kernel=self.kernel_initializer, dtype=self.dtype_policy)
         self.query_dense, self.key_dense, self.value_dense = (
-            keras.layers.Dense(
-                inner,
-                use_bias=False,
-                kernel_initializer=clone_initializer(self.kernel_initializer),
-                dtype=self.dtype_policy,
-                name=name,
-            )
+            initializers.dense(inner, name, use_bias=False, fan_in=hidden, **scheme)
             for name in ("query", "key", "value")
         )
-        self.output_dense = keras.layers.Dense(
-            hidden,
-            kernel_initializer=clone_initializer(self.kernel_initializer),
-            dtype=self.dtype_policy,
-            name="attention_output",
-        )
+        self.output_dense = initializers.dense(hidden, "attention_output", fan_in=inner, **scheme)
         for dense in (self.query_dense, self.key_dense, self.value_dense):
             dense.build(input_shape)
         self.output_dense.build((*input_shape[:-1], inner))
@@ -136,13 +133,9 @@ class SelfAttention(SequenceLayer):
             "head_dim": self.head_dim,
             "attention_dropout": self.attention_dropout,
             "causal": self.causal,
+            "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
-
-
-def clone_initializer(initializer):
-    """A fresh instance per kernel, so no two kernels share one initializer object."""
-    return initializer.__class__.from_config(initializer.get_config())
 
 
 def resolve_head_dim(hidden, num_heads, head_dim=None):

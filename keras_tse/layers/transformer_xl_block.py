@@ -11,7 +11,7 @@ from keras_tse.layers._baselines import (
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
-from keras_tse.layers.relative_attention import TXL_INITIALIZER, RelativeAttention, filled_slots
+from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 POST_NORMS = ("post", "deescalate", "deepnorm")  # LayerNorm after each residual add (Algorithm 1)
@@ -72,8 +72,12 @@ class TransformerXLBlock(TransformerBlock):
         dropout: float in [0, 1), on the branch outputs and FFN hidden layer.
         attention_dropout: float in [0, 1), on P.
         layer_norm_epsilon: float. Defaults to `1e-5`.
-        kernel_initializer: initializer of every kernel. Defaults to
-            `N(0, 0.02)`, the reference's.
+        initializer: weight scheme of every kernel and bias, one of
+            `keras_tse.layers.initializers.INITIALIZERS`. Defaults to
+            `"transformer_xl"`: `N(0, 0.02)` kernels, zero biases, the
+            reference's.
+        kernel_initializer: optional Keras initializer overriding the
+            scheme's kernels. Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -89,13 +93,13 @@ class TransformerXLBlock(TransformerBlock):
     """
 
     def __init__(self, num_heads, ffn_dim, head_dim=None, mem_len=0, norm="post", tau=1.0, trainable_tau=False,
-                 residual_scale=1.0, init_gain=1.0, layer_scale_init=0.1, kernel_initializer=TXL_INITIALIZER,
-                 **kwargs):
+                 residual_scale=1.0, init_gain=1.0, layer_scale_init=0.1, initializer="transformer_xl",
+                 kernel_initializer=None, **kwargs):
         causal = kwargs.pop("causal", True)
         if causal is not True:
             raise ValueError(f"A Transformer-XL block is always causal. Received: causal={causal!r}")
-        super().__init__(num_heads, ffn_dim, head_dim=head_dim, causal=True, kernel_initializer=kernel_initializer,
-                         **kwargs)
+        super().__init__(num_heads, ffn_dim, head_dim=head_dim, causal=True, initializer=initializer,
+                         kernel_initializer=kernel_initializer, **kwargs)
         if not isinstance(mem_len, int) or isinstance(mem_len, bool) or mem_len < 0:
             raise ValueError(f"`mem_len` must be an integer >= 0. Received: mem_len={mem_len!r}")
         self.mem_len = mem_len
@@ -112,6 +116,7 @@ class TransformerXLBlock(TransformerBlock):
             self.num_heads,
             self._head_dim,
             attention_dropout=self.attention_dropout,
+            initializer=self.initializer,
             kernel_initializer=self.kernel_initializer,
             dtype=self.dtype_policy,
             name="self_attention",

@@ -12,7 +12,10 @@ from keras_tse.zoo.vit import vit
 
 BUILDERS = {"vit": vit, "transformer_xl": TransformerXL}
 
-_PAPER_VIT = dict(depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10)
+# initializer "torch": the paper's ViT ran on vit-pytorch (Sec. 3.3), nn.Linear / nn.Conv2d defaults; the
+# depth study (zoo/depth_study.md) measures it against Glorot.
+_PAPER_VIT = dict(depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10,
+                  initializer="torch")
 
 PRESETS = {
     "vit80_cifar10_post": {
@@ -33,13 +36,13 @@ PRESETS = {
     "vit12_cifar10_small": {
         "builder": "vit",
         "config": dict(depth=12, image_size=32, patch_size=4, hidden_dim=64, ffn_dim=128, num_heads=4,
-                       num_classes=10, norm="deescalate"),
+                       num_classes=10, norm="deescalate", initializer="torch"),
         "description": "CPU-sized 12-block de-escalated ViT for CIFAR-shaped 32x32x3 inputs (smoke runs, tests).",
     },
     "vit24_digits": {
         "builder": "vit",
         "config": dict(depth=24, image_size=8, patch_size=2, channels=1, hidden_dim=64, ffn_dim=128,
-                       num_heads=4, num_classes=10, norm="deescalate"),
+                       num_heads=4, num_classes=10, norm="deescalate", initializer="torch"),
         "description": "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
     },
     "transformer_xl60_wt103_post": {

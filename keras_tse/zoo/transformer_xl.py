@@ -3,7 +3,7 @@
 import keras
 
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
-from keras_tse.layers import _checks
+from keras_tse.layers import _checks, initializers
 from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.transformer_xl_block import NORMS, TransformerXLBlock
@@ -61,6 +61,10 @@ class TransformerXL(keras.Model):
         attention_dropout: float, on P. Defaults to `0.0`.
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool. Defaults to `False`.
+        initializer: weight scheme of every layer, one of
+            `keras_tse.layers.initializers.INITIALIZERS`. Defaults to
+            `"transformer_xl"`, the reference code's `N(0, 0.02)` (Sec. 3.4
+            keeps the base model's settings; not re-measured here).
         name: model name. Defaults to `f"transformer_xl{depth}_{norm}"`.
 
     Example:
@@ -75,7 +79,8 @@ class TransformerXL(keras.Model):
 
     def __init__(self, depth=60, norm="deescalate", vocab_size=267735, hidden_dim=410, num_heads=10, head_dim=41,
                  ffn_dim=820, segment_len=150, mem_len=150, batch_size=40, cutoffs=(20000, 40000, 200000),
-                 div_val=1, dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, name=None, **kwargs):
+                 div_val=1, dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, initializer="transformer_xl", name=None,
+                 **kwargs):
         _checks.positive_int("depth", depth)
         _checks.one_of("norm", norm, NORMS)
         _checks.positive_int("segment_len", segment_len)
@@ -84,12 +89,14 @@ class TransformerXL(keras.Model):
         config = dict(depth=depth, norm=norm, vocab_size=vocab_size, hidden_dim=hidden_dim, num_heads=num_heads,
                       head_dim=head_dim, ffn_dim=ffn_dim, segment_len=segment_len, mem_len=mem_len,
                       batch_size=batch_size, cutoffs=tuple(cutoffs), div_val=div_val, dropout=dropout,
-                      attention_dropout=attention_dropout, tau=tau, trainable_tau=trainable_tau)
-        embedding = AdaptiveEmbedding(vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, name="embedding")
+                      attention_dropout=attention_dropout, tau=tau, trainable_tau=trainable_tau,
+                      initializer=initializers.check(initializer))
+        embedding = AdaptiveEmbedding(vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val,
+                                      initializer=initializer, name="embedding")
         blocks = [
             TransformerXLBlock(num_heads, ffn_dim, head_dim=head_dim, mem_len=mem_len, norm=norm, tau=tau,
                                trainable_tau=trainable_tau, dropout=dropout, attention_dropout=attention_dropout,
-                               **baseline_arguments(norm, depth, "decoder"), name=f"block_{i:02d}")
+                               initializer=initializer, **baseline_arguments(norm, depth, "decoder"), name=f"block_{i:02d}")
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")

@@ -10,7 +10,7 @@ from keras_tse.layers import (
     PreNormBlock,
     ReZeroBlock,
 )
-from keras_tse.layers import _checks
+from keras_tse.layers import _checks, initializers
 from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.self_attention import resolve_head_dim
 
@@ -37,6 +37,8 @@ def vit(
     dropout=0.0,
     activation="relu",
     alpha=1.0,
+    initializer="torch",
+    embedding_initializer="timm",
     name=None,
 ):
     """A ViT classifier, images `[batch, image_size, image_size, channels]` to class logits.
@@ -85,6 +87,16 @@ def vit(
         activation: FFN activation. Defaults to `"relu"`.
         alpha: positive float scaling self-attention (Algorithm 1). Defaults
             to `1.0`.
+        initializer: weight scheme of every kernel and bias (patch
+            projection, attention, FFN, head): `"torch"` (PyTorch's
+            `nn.Linear`/`nn.Conv2d` default, U(+-1/sqrt(fan_in)) for kernels
+            and biases: the code the paper's experiments ran on, Sec. 3.3),
+            `"glorot"` (Xavier-uniform kernels, zero biases), `"normal"`
+            (N(0, 1/fan_in), Sec. 2.4) or `"transformer_xl"` (N(0, 0.02)).
+            Defaults to `"torch"`; zoo/depth_study.md measures the choice.
+        embedding_initializer: class token and positions, `"timm"` (std
+            0.02) or `"vit_pytorch"` (N(0, 1), `torch.randn`). Defaults to
+            `"timm"`.
         name: model name. Defaults to `f"vit{depth}_{norm}"`.
 
     Returns:
@@ -105,9 +117,12 @@ def vit(
     _checks.positive_int("num_classes", num_classes)
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
+    initializers.check(initializer)
     embedding = PatchEmbedding(image_size, patch_size, hidden_dim, use_class_token=pool == "cls",
+                               initializer=initializer, embedding_initializer=embedding_initializer,
                                name="patch_embedding")
-    common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout)
+    common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout,
+                  initializer=initializer)
     if norm in BASELINE_BLOCKS:
         block, extra = BASELINE_BLOCKS[norm], baseline_arguments(norm, depth, "encoder")
         blocks = [block(**common, **extra, name=f"block_{i:02d}") for i in range(depth)]
@@ -124,7 +139,9 @@ def vit(
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)
     # float32 logits under a mixed policy: the loss and its softmax see full precision (Keras mixed-precision guide)
-    logits = keras.layers.Dense(num_classes, name="head", dtype="float32")(features)
+    logits = keras.layers.Dense(num_classes, name="head", dtype="float32",
+                                kernel_initializer=initializers.kernel_initializer(initializer),
+                                bias_initializer=initializers.bias_initializer(initializer, hidden_dim))(features)
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 

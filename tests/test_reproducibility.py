@@ -1,0 +1,57 @@
+"""Same command, same seed, same machine and backend: the same numbers (issue 13)."""
+
+import json
+
+import keras
+import numpy as np
+
+from keras_tse import sweep
+from keras_tse.cli import main
+from keras_tse.zoo import vit
+
+
+def _train_once(seed):
+    """A short fit with every source of randomness in play: init, shuffled order, dropout."""
+    keras.utils.set_random_seed(seed)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((96, 8, 8, 1)).astype("float32")
+    y = rng.integers(0, 10, 96)
+    model = vit(depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2,
+                dropout=0.1, norm="deescalate")
+    model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    losses = []
+    callback = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"])))
+    model.fit(x, y, batch_size=16, epochs=2, shuffle=True, verbose=0, callbacks=[callback])
+    return losses, keras.ops.convert_to_numpy(model.get_layer("head").kernel)
+
+
+def test_a_short_training_twice_gives_identical_losses_and_weights():
+    first, second = _train_once(3), _train_once(3)
+    assert len(first[0]) == 12
+    assert first[0] == second[0]  # bit-for-bit, every batch
+    np.testing.assert_array_equal(first[1], second[1])
+    assert _train_once(4)[0] != first[0]  # ... and the seed does matter
+
+
+def test_a_sweep_cell_twice_gives_the_same_row():
+    config = sweep.SweepConfig.quick(steps=6)
+    cell = dict(depth=2, norm="deescalate", tau=1.0, initializer="torch", learning_rate=1e-3, seed=1, steps=6,
+                batch_size=32, hidden_dim=16)
+    data = sweep._digits()
+    rows = [sweep.run_cell(cell, config, data) for _ in range(2)]
+    for row in rows:
+        row.pop("wall_s")
+    assert rows[0] == rows[1]
+
+
+def test_demo_twice_prints_identical_numbers(tmp_path, capsys):
+    outputs = []
+    for run in range(2):
+        out = tmp_path / f"demo{run}"
+        assert main(["demo", "--epochs", "2", "--depth", "2", "--seeds", "0,1", "--out", str(out)]) == 0
+        printed = capsys.readouterr().out
+        table = printed[printed.index("Token similarity"): printed.index(" s in all")]
+        outputs.append((table.rsplit("\n", 1)[0], json.loads((out / "demo.json").read_text())["runs"]))
+    assert outputs[0] == outputs[1]
+    assert "| deescalate | 0.0000 |" in outputs[0][0]  # tau = 1 at the last block output: centred tokens
+    assert len(outputs[0][1]["post"]) == 2  # one entry per seed

@@ -17,7 +17,10 @@ import time
 def _demo(args):
     from keras_tse.demo import DemoConfig, run_demo
 
-    seeds = tuple(int(v) for v in args.seeds.split(",") if v.strip())
+    try:
+        seeds = tuple(int(v) for v in args.seeds.split(",") if v.strip())
+    except ValueError:
+        raise ValueError(f"`--seeds` must be comma-separated integers. Received: --seeds={args.seeds!r}") from None
     config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=seeds)
     run_demo(args.out, config, verbose=args.verbose)
     return 0

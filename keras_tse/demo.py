@@ -106,21 +106,28 @@ def spread(values):
 
 def report(results):
     """The demo's printout: similarity at init per block, and each variant's mean and range over seeds."""
-    config, runs = results["config"], results["runs"]
-    depth = len(runs[NORMS[0]][0]["tsim_init"])
-    shown = sorted({0, 1, 3, 7, depth // 2, depth - 1} & set(range(depth)))
-    lines = [
+    config = results["config"]
+    return "\n".join([
         "",
         f"Token similarity after each block at initialisation (Definition 1; {config['probe_size']} test digits, "
         f"mean over {len(config['seeds'])} seeds):",
-        "block  " + "  ".join(f"{n:>10}" for n in NORMS),
-    ]
+        similarity_table(results),
+        "",
+        f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, batch {config['batch_size']}, seeds "
+        f"{', '.join(map(str, config['seeds']))}, backend {results['backend']}): mean [min, max] over seeds",
+        markdown_table(results),
+    ])
+
+
+def similarity_table(results):
+    """t_sim after blocks 1, 2, 4, 8, depth/2 and depth at initialisation, seed mean, per variant."""
+    runs = results["runs"]
+    depth = len(runs[NORMS[0]][0]["tsim_init"])
+    shown = sorted({0, 1, 3, 7, depth // 2 - 1, depth - 1} & set(range(depth)))
+    lines = ["| block | " + " | ".join(NORMS) + " |", "|---:|" + "---:|" * len(NORMS)]
     for b in shown:
-        lines.append(f"{b + 1:>5}  " + "  ".join(f"{spread([r['tsim_init'][b] for r in runs[n]])[0]:10.4f}"
-                                                 for n in NORMS))
-    lines += ["", f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, batch "
-              f"{config['batch_size']}, seeds {', '.join(map(str, config['seeds']))}, backend {results['backend']}): "
-              f"mean [min, max] over seeds", markdown_table(results)]
+        means = (spread([r["tsim_init"][b] for r in runs[n]])[0] for n in NORMS)
+        lines.append(f"| {b + 1} | " + " | ".join(f"{m:.4f}" for m in means) + " |")
     return "\n".join(lines)
 
 

@@ -39,8 +39,11 @@ def initial_profile(rows):
              "|---|---|---:|---:|---:|---:|"]
     groups = {}
     for row in rows:
-        # the init measures do not depend on the learning rate: one row per seed
-        groups.setdefault((row["norm"], row["tau"], row["initializer"], int(row["depth"])), {})[row["seed"]] = row
+        # the init measures do not depend on the learning rate: one row per seed, the largest lr's
+        seeds = groups.setdefault((row["norm"], row["tau"], row["initializer"], int(row["depth"])), {})
+        kept = seeds.get(row["seed"])
+        if kept is None or float(row["learning_rate"]) > float(kept["learning_rate"]):
+            seeds[row["seed"]] = row
     order = arms_of(rows)
     for (norm, tau, init, depth), members in sorted(groups.items(), key=lambda kv: (order.index(kv[0][:3]), kv[0][3])):
         members = list(members.values())

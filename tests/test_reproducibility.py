@@ -53,5 +53,5 @@ def test_demo_twice_prints_identical_numbers(tmp_path, capsys):
         table = printed[printed.index("Token similarity"): printed.index(" s in all")]
         outputs.append((table.rsplit("\n", 1)[0], json.loads((out / "demo.json").read_text())["runs"]))
     assert outputs[0] == outputs[1]
-    assert "| deescalate | 0.0000 |" in outputs[0][0]  # tau = 1 at the last block output: centred tokens
+    assert "| deescalate | 0.0000 |" in outputs[0][0]  # the results table  # tau = 1 at the last block output: centred tokens
     assert len(outputs[0][1]["post"]) == 2  # one entry per seed

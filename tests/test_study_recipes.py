@@ -61,18 +61,3 @@ def test_gradient_diagnostic_rows_are_consistent():
         assert 0.0 <= float(tsim) <= 1.0
     # complete de-escalation after every block centres the tokens: t_sim (Definition 1) is 0 after the last
     assert float(rows[0][8]) < 1e-6 and float(rows[2][8]) > 0.1
-
-
-def test_committed_card_quotes_the_committed_csv():
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
-    from depth_study_card import initial_profile, split_by_grid
-
-    sys.path.pop(0)
-    rows = sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv"))
-    grid, earlier = split_by_grid(rows)
-    with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
-        card = f.read()
-    for table in (sweep.best_lr_table(grid), sweep.verdicts(grid), sweep.markdown_table(grid), initial_profile(grid),
-                  sweep.markdown_table(earlier)):
-        assert table in card
-    assert all(int(r["seed"]) in (0, 1, 2) for r in grid)

@@ -1,0 +1,132 @@
+"""Check or rewrite the generated tables of README.md and the cards from the committed result files.
+
+Every table of measured numbers in README.md, zoo/depth_study.md and zoo/vit24_digits.md sits between
+`<!-- generated: NAME -->` and `<!-- end generated -->` and is the output of `render(NAME)`, applied to
+the committed file that the command which made the numbers wrote. Nobody types those numbers:
+
+    python recipes/generated_tables.py            # rewrite every generated block
+    python recipes/generated_tables.py --check    # exit 1 if any block differs from its result file
+
+| NAME | result file | written by |
+|---|---|---|
+| demo | zoo/vit24_digits/demo.json | `KERAS_BACKEND=jax keras-tse demo --out runs/demo` (then copied) |
+| escalation | zoo/figures/escalation.csv | `KERAS_BACKEND=jax keras-tse escalation --csv zoo/figures/escalation.csv` |
+| demo_similarity | zoo/vit24_digits/demo.json | the same |
+| depth_study, depth_study_verdicts, depth_study_progress, depth_study_cells, depth_study_init, depth_study_earlier | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study` |
+| gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
+| bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
+"""
+
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DOCUMENTS = ("README.md", os.path.join("zoo", "depth_study.md"), os.path.join("zoo", "vit24_digits.md"))
+BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
+
+
+def _path(*parts):
+    return os.path.join(ROOT, *parts)
+
+
+def _recipe(name):
+    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+    try:
+        return __import__(name)
+    finally:
+        sys.path.pop(0)
+
+
+def _study(part=0):
+    """The committed sweep's rows: part 0 the committed grid, part 1 the earlier cells outside it."""
+    from keras_tse.sweep import read_rows
+
+    return _recipe("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[part]
+
+
+def _demo():
+    with open(_path("zoo", "vit24_digits", "demo.json")) as f:
+        return json.load(f)
+
+
+def render(name):
+    """The markdown of generated block `name`, from its committed result file."""
+    if name == "demo":
+        from keras_tse.demo import markdown_table
+
+        return markdown_table(_demo())
+    if name == "demo_similarity":
+        from keras_tse.demo import similarity_table
+
+        return similarity_table(_demo())
+    if name == "escalation":
+        from keras_tse.escalation import markdown_table, read_csv
+
+        return markdown_table(read_csv(_path("zoo", "figures", "escalation.csv")))
+    if name == "depth_study":
+        from keras_tse.sweep import best_lr_table
+
+        return best_lr_table(_study())
+    if name == "depth_study_verdicts":
+        from keras_tse.sweep import verdicts
+
+        return verdicts(_study())
+    if name == "depth_study_progress":
+        return _recipe("depth_study_card").progress(_study())
+    if name == "depth_study_cells":
+        from keras_tse.sweep import markdown_table
+
+        return markdown_table(_study())
+    if name == "depth_study_init":
+        return _recipe("depth_study_card").initial_profile(_study())
+    if name == "depth_study_earlier":
+        from keras_tse.sweep import markdown_table
+
+        return markdown_table(_study(1))
+    if name == "gradients":
+        return _recipe("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
+    if name == "bench":
+        from keras_tse.bench import markdown_table
+
+        results = {}
+        for backend in ("jax", "tensorflow", "torch"):
+            with open(_path("zoo", "figures", f"bench_quick_{backend}.json")) as f:
+                results[backend] = json.load(f)["results"]
+        return markdown_table(results)
+    raise ValueError(f"No generated README table is called {name!r}.")
+
+
+def rewrite(text):
+    """`text` with every generated block replaced by its rendering; also the names of the blocks."""
+    names = []
+
+    def replace(match):
+        names.append(match.group(2))
+        return f"{match.group(1)}{render(match.group(2))}\n{match.group(4)}"
+
+    return BLOCK.sub(replace, text), names
+
+
+def main(argv):
+    stale = []
+    for document in DOCUMENTS:
+        with open(_path(document)) as f:
+            text = f.read()
+        new, names = rewrite(text)
+        if "--check" not in argv:
+            with open(_path(document), "w") as f:
+                f.write(new)
+            print(f"{document}: rewrote {len(names)} generated tables ({', '.join(names)})")
+        elif new != text:
+            stale.append(document)
+            print(f"{document}: a generated table differs from its result file; run python "
+                  "recipes/generated_tables.py", file=sys.stderr)
+        else:
+            print(f"{document}: {len(names)} generated tables match their result files ({', '.join(names)})")
+    return 1 if stale else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

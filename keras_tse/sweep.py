@@ -340,17 +340,19 @@ def verdicts(rows, threshold=0.5):
                     if ("deescalate", t, scheme, depth) in best]
             if post is None or not taus:
                 continue
-            post_trains = post[0] <= threshold
             trained = [f"tau {float(t):g}" for t, e in taus if e[0] <= threshold]
-            detail = "; ".join(f"tau {float(t):g}: {e[0]:.3f} at lr {e[1]:g}" for t, e in taus)
-            if post_trains:
-                verdict = "post-norm trains here" + (f", and so does de-escalation ({', '.join(trained)})" if trained
-                                                     else ", de-escalation does not")
+            detail = "; ".join(f"tau {float(t):g} {e[0]:.3f} at lr {e[1]:g} (n={e[2]})" for t, e in taus)
+            if post[0] <= threshold:
+                verdict = "post-norm trains, " + (f"and so does de-escalation ({', '.join(trained)})" if trained
+                                                  else "de-escalation does not")
             elif trained:
-                verdict = f"**de-escalation trains where post-norm fails** ({', '.join(trained)})"
+                verdict = f"**de-escalation trains where post-norm does not** ({', '.join(trained)})"
             else:
-                verdict = "post-norm fails and **de-escalation does not train either**"
-            lines.append(f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g}; {detail}.")
+                verdict = "**neither post-norm nor de-escalation trains**"
+            pre = best.get(("pre", "", scheme, depth))
+            pre_detail = "" if pre is None else f"; pre {pre[0]:.3f} at lr {pre[1]:g} (n={pre[2]})"
+            lines.append(f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g} "
+                         f"(n={post[2]}); {detail}{pre_detail}.")
     return "\n".join(lines)
 
 

@@ -48,10 +48,11 @@ def test_demo_twice_prints_identical_numbers(tmp_path, capsys):
     outputs = []
     for run in range(2):
         out = tmp_path / f"demo{run}"
-        assert main(["demo", "--epochs", "2", "--depth", "2", "--seeds", "0,1", "--out", str(out)]) == 0
+        # the demo's own command at --epochs 2, shrunk to 2 blocks and one seed to keep CI short
+        assert main(["demo", "--epochs", "2", "--depth", "2", "--seeds", "1", "--out", str(out)]) == 0
         printed = capsys.readouterr().out
         table = printed[printed.index("Token similarity"): printed.index(" s in all")]
         outputs.append((table.rsplit("\n", 1)[0], json.loads((out / "demo.json").read_text())["runs"]))
     assert outputs[0] == outputs[1]
     assert "| deescalate | 0.0000 |" in outputs[0][0]  # the results table  # tau = 1 at the last block output: centred tokens
-    assert len(outputs[0][1]["post"]) == 2  # one entry per seed
+    assert [r["seed"] for r in outputs[0][1]["post"]] == [1]  # one entry per seed

@@ -32,11 +32,9 @@ class PreNormBlock(TransformerBlock):
         attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
         causal: bool, causal (decoder) attention. Defaults to `False`.
         layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
-        initializer: weight scheme of the attention and FFN, `"glorot"`,
-            `"torch"` (PyTorch's `nn.Linear` default, kernels and biases: the
-            paper's code), `"normal"` (N(0, 1/d), Sec. 2.4) or
-            `"transformer_xl"`. Defaults to `"glorot"` (Keras' convention;
-            `zoo.vit` defaults to `"torch"`).
+        initializer: weight scheme of the attention and FFN, one of
+            `keras_tse.layers.initializers.INITIALIZERS` (see `PostNormBlock`).
+            Defaults to `"glorot"`.
         kernel_initializer: optional Keras initializer overriding the scheme's
             kernels. Defaults to `None`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.

@@ -179,6 +179,8 @@ def test_mixed_bfloat16_tracks_float32(cls, extra):
     out = half(x)
     assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
     assert all(w.dtype == "float32" for w in half.weights)
+    # bfloat16 keeps 8 bits of mantissa (relative step 2^-8 = 0.4% per rounding, a few roundings deep):
+    # an absolute bound for the normalised outputs, a relative one for pre-norm's unnormalised stream.
     np.testing.assert_allclose(
-        ops.convert_to_numpy(ops.cast(out, "float32")), ops.convert_to_numpy(full(x)), atol=0.1
+        ops.convert_to_numpy(ops.cast(out, "float32")), ops.convert_to_numpy(full(x)), atol=0.1, rtol=2e-2
     )

@@ -44,3 +44,60 @@ def test_the_demo_claim_holds_in_the_committed_results():
         for other in ("post", "pre"):
             best_other = better(r[key] for r in runs[other])
             assert better(worst, best_other) == worst and worst != best_other, (key, other)
+
+
+def test_the_depth_study_conclusions_hold_in_the_committed_results():
+    """zoo/depth_study.md's headline, checked on the committed CSVs it is printed from."""
+    import csv
+
+    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+    try:
+        import generated_tables
+    finally:
+        sys.path.pop(0)
+    verdicts = generated_tables.render("depth_study_verdicts").splitlines()
+    for depth in (24, 48):
+        torch_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, torch init:"))
+        glorot_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, glorot init:"))
+        assert "**de-escalation trains where post-norm does not**" in torch_line, torch_line
+        assert "**neither post-norm nor de-escalation trains**" in glorot_line, glorot_line
+    # Point 1: under torch de-escalation's first-block gradient stays within ~5x the last block's at every depth;
+    # under Glorot it grows by more than 1.1 per block; post-norm (tau 0) stays near 1 per block under both.
+    with open(os.path.join(ROOT, "zoo", "depth_study", "gradients.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        growth = (float(row["grad_first"]) / float(row["grad_last"])) ** (1 / (int(row["depth"]) - 1))
+        if float(row["tau"]) == 0:
+            assert 0.98 < growth < 1.02, row
+        elif row["init"] == "torch":
+            assert float(row["grad_first"]) < 5.5 * float(row["grad_last"]), row
+        else:
+            assert growth > 1.1, row
+            if int(row["depth"]) == 80:  # "thousands to tens of thousands of times the last block's"
+                assert 1e3 < float(row["grad_first"]) / float(row["grad_last"]) < 1e5, row
+    assert {r["init"] for r in rows} == {"torch", "glorot"} and max(int(r["depth"]) for r in rows) == 80
+
+
+def test_the_depth_study_comparisons_with_pre_norm_hold():
+    """Points 3 and 4 of the card: post-norm's t_sim at init lower under torch; de-escalation vs pre-norm."""
+    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+    try:
+        import generated_tables
+    finally:
+        sys.path.pop(0)
+    from keras_tse import sweep
+
+    rows = generated_tables._study()
+    best = sweep.best_over_learning_rates(rows)
+    depths = sorted({k[3] for k in best if k[2] == "torch" and k[0] == "deescalate"})
+    assert 48 in depths
+    for depth in depths:
+        assert best[("deescalate", "1.0", "torch", depth)][0] < best[("pre", "", "torch", depth)][0], depth
+        tsim = {init: [float(r["tsim_init"].split(";")[-1]) for r in rows
+                       if (r["norm"], int(r["depth"]), r["initializer"]) == ("post", depth, init)]
+                for init in ("torch", "glorot")}
+        assert max(tsim["torch"]) < min(tsim["glorot"]), (depth, tsim)
+    for depth in (24, 48):
+        glorot_pre = best[("pre", "", "glorot", depth)][0]
+        assert all(glorot_pre < entry[0] for key, entry in best.items() if key[3] == depth and key != ("pre", "", "glorot", depth))
+    assert best[("pre", "", "torch", 48)][0] > 0.5

@@ -23,9 +23,9 @@ def mixed_policy():
     scale.configure_precision(False)
 
 
-def tiny_vit(depth=2, norm="deescalate"):
+def tiny_vit(depth=2, norm="deescalate", initializer="torch"):
     return zoo.vit(depth=depth, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
-                   num_heads=2)
+                   num_heads=2, initializer=initializer)
 
 
 def tiny_txl(norm="deescalate", depth=2):
@@ -70,7 +70,9 @@ def test_mixed_bfloat16_transformer_xl_gives_normalised_float32_log_probs(mixed_
 def test_48_block_models_train_200_steps_under_mixed_bfloat16(mixed_policy):
     x, y = digits(256)
     for norm in ("pre", "deescalate"):
-        model = tiny_vit(depth=48, norm=norm)
+        # Glorot, the init these numbers were measured with: under "torch" the 48-block pre-norm model
+        # learns more slowly in 200 steps (2.36 -> 1.88 measured), as in zoo/depth_study.md.
+        model = tiny_vit(depth=48, norm=norm, initializer="glorot")
         model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         loss = model.fit(x, y, batch_size=32, epochs=25, verbose=0).history["loss"]  # 8 steps x 25 = 200 steps
         assert np.all(np.isfinite(loss)), (norm, loss)

@@ -27,6 +27,24 @@ def download(urls, archive, missing_message):
     raise FileNotFoundError(missing_message(f"the download failed: {'; '.join(errors)}"))
 
 
+def get_file(name, url, folder, file_hash, hash_algorithm, missing_message):
+    """`keras.utils.get_file` into `folder`, its hash checked; FileNotFoundError(message) when offline.
+
+    Keras writes to a temporary name and checks the hash before the file counts as fetched, so a
+    download cut short is fetched again next time.
+    """
+    import keras
+
+    os.makedirs(folder, exist_ok=True)  # get_file falls back to /tmp/.keras for a folder it cannot write
+    try:
+        return keras.utils.get_file(name, url, file_hash=file_hash, hash_algorithm=hash_algorithm,
+                                    cache_dir=os.path.abspath(folder), cache_subdir=".")
+    except ValueError:
+        raise  # a file that arrived with the wrong hash: Keras' message names it
+    except Exception as error:  # noqa: BLE001 - get_file wraps URLError/HTTPError in plain Exception
+        raise FileNotFoundError(missing_message(f"the download of {url} failed: {error}")) from error
+
+
 def check_md5(archive, expected, what, url):
     digest = hashlib.md5()
     with open(archive, "rb") as f:

@@ -27,7 +27,8 @@ STD = np.array([0.2470, 0.2435, 0.2616], "float32")
 
 
 def default_data_dir():
-    return os.path.join(os.path.expanduser("~"), ".keras_tse", "datasets")
+    """`$KERAS_TSE_DATA_DIR`, else `~/.keras_tse/datasets`: where every loader looks when given no data_dir."""
+    return os.environ.get("KERAS_TSE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".keras_tse", "datasets")
 
 
 def load_cifar10(data_dir=None, download=True):

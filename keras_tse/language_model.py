@@ -20,7 +20,12 @@ import numpy as np
 
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.losses import LogProbabilityCrossentropy
-from keras_tse.training import _run_config, common_summary, read_history, train_in_folder
+from keras_tse.training import (
+    _run_config,
+    common_summary,
+    read_history,
+    train_in_folder,
+)
 
 
 @dataclasses.dataclass
@@ -63,7 +68,7 @@ def make_lm_optimizer(config):
 
 
 def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_config=None, checkpoints=True,
-                       verbose="auto"):
+                       verbose="auto", test_ids=None):
     """Train Transformer-XL `model` on the token stream `train_ids` into `run_dir`; return its summary.
 
     The model's `batch_size` and `segment_len` cut the streams (`lm_segments`). A resumed run
@@ -84,10 +89,32 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
                  IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval)]
     # The probe: the second validation segment, after the first has filled the memory, as every
     # training segment but the first of each epoch sees it.
+
+    def summarize(history, similarity, seconds):
+        summary = _summary(history, similarity, seconds)
+        if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
+            summary["test_loss"] = evaluate_stream(model, test_ids)
+            summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
+        return summary
+
     return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs,
-                           x_valid[batch: 2 * batch], _summary, similarity_every=config.similarity_every_n_batches,
+                           x_valid[batch: 2 * batch], summarize, similarity_every=config.similarity_every_n_batches,
                            checkpoints=checkpoints, extra_callbacks=callbacks, verbose=verbose,
                            probe_warmup=x_valid[:batch])
+
+
+def evaluate_stream(model, ids):
+    """Mean next-token loss (nats) over the ordered stream `ids`, memory reset first and carried throughout.
+
+    As Transformer-XL evaluates: the corpus cut into the model's `batch_size` streams, read in
+    segments in order, each segment attending to the memory of the ones before it.
+    """
+    batch, segment = model.input.shape[0], model.input.shape[1]
+    x, y = lm_segments(ids, batch, segment)
+    model.reset_memory()
+    loss = model.evaluate(x, y, batch_size=batch, verbose=0, return_dict=True)["loss"]
+    model.reset_memory()
+    return float(loss)
 
 
 class IntervalLoss(keras.callbacks.Callback):
@@ -156,6 +183,7 @@ def summary_line(variant, s):
     return (
         f"{variant:>11}: {s['epochs']} evaluations, train loss {s['train_loss']:.4f}, valid loss "
         f"{s['valid_loss']:.4f}, valid ppl {s['valid_perplexity']:.2f} (best {s['best_valid_perplexity']:.2f}), "
+        + (f"test ppl {s['test_perplexity']:.2f}, " if "test_perplexity" in s else "") +
         f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
     )
 

@@ -14,6 +14,16 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
 downloaded there and checked against its MD5.
 
+Other data sets (issue 14): `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
+one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
+mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
+`--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of
+synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x, 8 heads), `--train-size` (a
+class-balanced seeded subset of the training split), `--batch-size`, `--epochs`:
+
+    KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 --hidden-dim 64 \
+        --train-size 12000 --epochs 3 --norm all --seed 0 --out runs/fmnist_vit24/seed_0
+
 Speed and scale (keras_tse.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
 PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
 
@@ -26,10 +36,17 @@ import os
 import sys
 
 import keras
+import numpy as np
 
 from keras_tse import data, scale, zoo
 from keras_tse.layers.initializers import INITIALIZERS
-from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, summary_line
+from keras_tse.training import (
+    TrainConfig,
+    fit_variant,
+    plot_losses,
+    read_history,
+    summary_line,
+)
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
 VARIANTS = {
@@ -45,16 +62,61 @@ TRAIN = TrainConfig(epochs=150, batch_size=128)
 SMOKE_MODEL = dict(depth=4, hidden_dim=32, ffn_dim=64, num_heads=4)
 SMOKE_TRAIN = dataclasses.replace(TRAIN, epochs=3, batch_size=64, learning_rate=1e-3)
 SMOKE_DATA = dict(num_train=256, num_test=128)
+SMOKE_SLICE = (512, 256)  # --smoke on a real data set: its first training and test images
 PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
+
+# === Data sets: loader, image geometry and the normalisation statistics each model sees ===
+DATASETS = {
+    "cifar10": dict(load=data.load_cifar10, image_size=32, channels=3, augment=True,
+                    mean=data.cifar10.MEAN, std=data.cifar10.STD, title="CIFAR-10"),
+    "fashion_mnist": dict(load=data.load_fashion_mnist, image_size=28, channels=1, augment=False,
+                          mean=data.mnist.FASHION_MEAN, std=data.mnist.FASHION_STD, title="Fashion-MNIST"),
+    "mnist": dict(load=data.load_mnist, image_size=28, channels=1, augment=False,
+                  mean=data.mnist.MNIST_MEAN, std=data.mnist.MNIST_STD, title="MNIST"),
+}
 
 
 def load_data(args):
-    if args.smoke:
-        return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)
+    if args.smoke and args.dataset == "cifar10":
+        return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)  # CIFAR-10 cannot be fetched offline
     try:
-        return data.load_cifar10(args.data_dir, download=not args.no_download)
+        (x, y), (x_test, y_test) = DATASETS[args.dataset]["load"](args.data_dir, download=not args.no_download)
     except FileNotFoundError as error:
         sys.exit(f"cifar10_vit: {error}")
+    if args.smoke:
+        (n_train, n_test) = SMOKE_SLICE
+        return (x[:n_train], y[:n_train]), (x_test[:n_test], y_test[:n_test])
+    if args.train_size:
+        keep = balanced_subset(y, args.train_size, args.seed)
+        x, y = x[keep], y[keep]
+    return (x, y), (x_test, y_test)
+
+
+def balanced_subset(labels, size, seed):
+    """Indices of `size` training examples, the same number from each class (seeded), in their original order."""
+    classes = np.unique(labels)
+    if size % len(classes) or size > len(labels):
+        raise SystemExit(f"cifar10_vit: --train-size must be a multiple of {len(classes)} (classes) and at most "
+                         f"{len(labels)}. Received: --train-size {size}")
+    rng = np.random.default_rng(seed)
+    per_class = size // len(classes)
+    chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
+    return np.sort(np.concatenate(chosen))
+
+
+def model_overrides(args, norm):
+    """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init."""
+    overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
+    if args.dataset != "cifar10":
+        dataset = DATASETS[args.dataset]
+        overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
+    if args.depth:
+        overrides["depth"] = args.depth
+    if args.hidden_dim:
+        overrides.update(hidden_dim=args.hidden_dim, ffn_dim=2 * args.hidden_dim)  # the paper's FFN ratio (Table 1)
+    if args.init:
+        overrides["initializer"] = args.init
+    return overrides
 
 
 def run(args):
@@ -64,8 +126,11 @@ def run(args):
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
-    normalization = dict(mean=data.cifar10.MEAN, std=data.cifar10.STD)
-    train = data.image_dataset(x_train, y_train, train_config.batch_size, augment=True, shuffle=True,
+    if args.batch_size:
+        train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
+    dataset = DATASETS[args.dataset]
+    normalization = dict(mean=dataset["mean"], std=dataset["std"])
+    train = data.image_dataset(x_train, y_train, train_config.batch_size, augment=dataset["augment"], shuffle=True,
                                seed=args.seed, **normalization)
     test = data.image_dataset(x_test, y_test, train_config.batch_size, **normalization)
     probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
@@ -79,21 +144,21 @@ def run(args):
         config = dataclasses.replace(train_config, learning_rate=args.learning_rate or lr,
                                      similarity_every_n_batches=args.similarity_every)
         keras.utils.set_random_seed(args.seed)
-        overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
-        if args.init:
-            overrides["initializer"] = args.init
+        overrides = model_overrides(args, norm)
         model = zoo.from_preset(variant["preset"], **overrides)
         run_dir = os.path.join(args.out, norm)
         print(f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}")
         summaries[norm] = fit_variant(
             model, train, test, run_dir, config, probe, steps_per_epoch,
             extra_config={"preset": variant["preset"], "overrides": overrides, "smoke": args.smoke,
+                          "dataset": args.dataset, "train_size": len(y_train),
                           "seed": args.seed, "backend": keras.backend.backend(),
                           "dtype_policy": keras.config.dtype_policy().name, "data_parallel": args.data_parallel},
         )
         histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
+    smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
     plot_losses(histories, os.path.join(args.out, "plots", "loss_curves.png"),
-                "ViT on CIFAR-10 (Yu & Zhang Fig. 6)" + (" - smoke run, synthetic data" if args.smoke else ""))
+                f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else ""))
     print()
     for norm, summary in summaries.items():
         print(summary_line(norm, summary))
@@ -103,17 +168,26 @@ def run(args):
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all")
-    parser.add_argument("--data-dir", default=None, help="where CIFAR-10 is or goes (default ~/.keras_tse/datasets)")
+    parser.add_argument("--dataset", choices=list(DATASETS), default="cifar10",
+                        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)")
+    parser.add_argument("--data-dir", default=None,
+                        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)")
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/cifar10_vit", help="run folder (default: runs/cifar10_vit)")
     parser.add_argument("--epochs", type=int, default=None, help="override the epoch count")
+    parser.add_argument("--batch-size", type=int, default=None, help="override the batch size")
+    parser.add_argument("--depth", type=int, default=None, help="override the number of blocks")
+    parser.add_argument("--hidden-dim", type=int, default=None, help="override the width (FFN 2x, 8 heads)")
+    parser.add_argument("--train-size", type=int, default=None,
+                        help="train on a class-balanced seeded subset of this many images")
     parser.add_argument("--learning-rate", type=float, default=None, help="override every variant's lr")
     parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--init", choices=INITIALIZERS, default=None,
                         help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)")
     scale.add_arguments(parser)
-    parser.add_argument("--smoke", action="store_true", help="tiny model, synthetic data, 3 epochs")
+    parser.add_argument("--smoke", action="store_true",
+                        help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise")
     return parser.parse_args(argv)
 
 

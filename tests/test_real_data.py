@@ -132,7 +132,7 @@ def test_download_path_fetches_checks_and_loads(tmp_path, monkeypatch, fashion):
     monkeypatch.setattr(mnist, "FASHION_URL", mirror.as_uri() + "/")
     monkeypatch.setattr(mnist, "FASHION_MD5", md5)
     monkeypatch.setattr(mnist, "DEBIAN_FOLDER", "nowhere")  # ignore a system-wide package
-    (got_x, got_y), _ = data.load_fashion_mnist(str(tmp_path / "data"))
+    (got_x, _), _ = data.load_fashion_mnist(str(tmp_path / "data"))
     assert sorted(os.listdir(tmp_path / "data" / "fashion-mnist")) == sorted(md5)
     np.testing.assert_array_equal(got_x, x)
     # a corrupted mirror file fails its checksum
@@ -151,3 +151,64 @@ def test_content_check_refuses_a_subset(tmp_path, fashion):
         _write_idx(str(folder / name), array)
     with pytest.raises(ValueError, match=r"Fashion-MNIST train .* not the standard release.*expected \[6000"):
         data.load_fashion_mnist(str(tmp_path), download=False)
+
+
+# --- the recipes on a real slice (CI runs these on JAX, the backend the recipes' cards use) -------------
+
+JAX_ONLY = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
+                              reason="the real-slice recipe runs once, on JAX (the recipes' own smoke tests cover each backend)")
+
+
+def _recipe(name):
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@JAX_ONLY
+def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
+    import json
+
+    vit = _recipe("cifar10_vit")
+    args = vit.parse_args(["--dataset", "fashion_mnist", "--smoke", "--norm", "deescalate", "--epochs", "1",
+                           "--depth", "2", "--out", str(tmp_path)])
+    summary = vit.run(args)["deescalate"]
+    assert 0 < summary["train_loss"] < 2.5 and np.isfinite(summary["test_loss"])
+    with open(tmp_path / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    assert config["dataset"] == "fashion_mnist" and config["train_size"] == vit.SMOKE_SLICE[0]
+    assert config["overrides"]["image_size"] == 28 and config["overrides"]["channels"] == 1
+
+
+def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
+    vit = _recipe("cifar10_vit")
+    (_, y), _ = fashion
+    keep = vit.balanced_subset(y, 1200, seed=0)
+    assert np.bincount(y[keep]).tolist() == [120] * 10 and np.all(np.diff(keep) > 0)
+    assert np.array_equal(keep, vit.balanced_subset(y, 1200, seed=0))
+    assert not np.array_equal(keep, vit.balanced_subset(y, 1200, seed=1))
+    with pytest.raises(SystemExit, match="multiple of 10.*--train-size 1205"):
+        vit.balanced_subset(y, 1205, seed=0)
+
+
+@JAX_ONLY
+def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, penn):
+    txl = _recipe("wikitext103_txl")
+    args = txl.parse_args(["--dataset", "ptb", "--smoke", "--norm", "deescalate", "--steps", "6",
+                           "--eval-interval", "3", "--out", str(tmp_path)])
+    summary = txl.run(args)["deescalate"]
+    assert summary["epochs"] == 2 and np.isfinite(summary["train_loss"])
+    np.testing.assert_allclose(summary["test_perplexity"], np.exp(summary["test_loss"]), rtol=1e-9)
+    # the test number is the saved final model's loss over the whole test slice, read in order with memory
+    import keras
+
+    from keras_tse.language_model import evaluate_stream
+
+    model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
+    ids, _ = penn
+    test = ids["test"][: txl.SMOKE_PTB_TOKENS[1]]
+    np.testing.assert_allclose(evaluate_stream(model, test), summary["test_loss"], rtol=1e-5)

@@ -151,6 +151,22 @@ def test_no_future_leakage_within_and_across_segments(norm, position):
     assert np.abs(after[:, position:] - before[:, position:]).max() > 1e-3
 
 
+def test_leaky_global_deescalation_reads_later_tokens_and_equals_literal_eq_21():
+    """The measurement-only arm leaks: changing only the last token of a segment moves position 0."""
+    model = _tiny("deescalate_leaky_global")
+    ids = np.random.default_rng(1).integers(0, 60, (2, 10)).astype("int32")
+    changed = ids.copy()
+    changed[:, 4] = (changed[:, 4] + 7) % 60  # the last token of segment 1
+    before, after = _two_segments(model, ids), _two_segments(model, changed)
+    assert np.abs(after[:, 0] - before[:, 0]).max() > 1e-3
+    # the block's FFN input is Y2 - tau * mean over the segment's T positions (eq. 21 as printed)
+    block = TransformerXLBlock(2, 24, head_dim=8, norm="deescalate_leaky_global", tau=0.5)
+    y2 = np.random.default_rng(4).standard_normal((2, 5, 16)).astype("float32")
+    block.build(y2.shape)
+    np.testing.assert_allclose(_numpy(block.de_escalation(y2)), y2 - 0.5 * y2.mean(axis=1, keepdims=True), atol=1e-6)
+    assert zoo.transformer_xl(norm="deescalate_leaky_global", **TINY).get_config()["norm"] == "deescalate_leaky_global"
+
+
 @pytest.mark.parametrize("norm", NORMS)
 def test_memory_carries_context_and_reset_forgets_it(norm):
     model = _tiny(norm)

@@ -41,7 +41,7 @@ def get_file(name, url, folder, file_hash, hash_algorithm, missing_message):
                                     cache_dir=os.path.abspath(folder), cache_subdir=".")
     except ValueError:
         raise  # a file that arrived with the wrong hash: Keras' message names it
-    except Exception as error:  # noqa: BLE001 - get_file wraps URLError/HTTPError in plain Exception
+    except Exception as error:
         raise FileNotFoundError(missing_message(f"the download of {url} failed: {error}")) from error
 
 

@@ -13,8 +13,10 @@ from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 
-NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
-POST_NORMS = ("post", "deescalate", "deepnorm")  # LayerNorm after each residual add (Algorithm 1)
+# "deescalate_leaky_global" is for measurement only: it lets position t read later tokens (see the docstring).
+NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale", "deescalate_leaky_global")
+POST_NORMS = ("post", "deescalate", "deepnorm", "deescalate_leaky_global")  # LN after each add (Algorithm 1)
+DEESCALATED = ("deescalate", "deescalate_leaky_global")
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -51,6 +53,13 @@ class TransformerXLBlock(TransformerBlock):
       memory and positions `<= t`. The `Y2` of the memory positions are kept in
       a second variable `ffn_input_memory`, so the mean covers the same context
       as the attention and reads no later token.
+    - `"deescalate_leaky_global"`: **leaks future tokens; for measurement
+      only.** The literal eq. (21), `Y2 - tau * mean(Y2)` with the mean over
+      all `T` positions of the segment (no memory), so position `t` reads
+      positions after `t` through the mean and the next-token loss can fall
+      for a reason that is not language modelling. It exists to measure how
+      much of a training curve that leak explains (issue 14); never use it to
+      report a perplexity.
 
     Args:
         num_heads: int, number of heads.
@@ -127,8 +136,9 @@ class TransformerXLBlock(TransformerBlock):
         self._head_dim = self.head_dim or input_shape[-1] // self.num_heads
         super().build(input_shape)
         self.de_escalation = None
-        if self.norm == "deescalate":
-            self.de_escalation = DeEscalation(self.tau, trainable_tau=self.trainable_tau, causal=True,
+        if self.norm in DEESCALATED:
+            self.de_escalation = DeEscalation(self.tau, trainable_tau=self.trainable_tau,
+                                              causal=self.norm == "deescalate",
                                               dtype=self.dtype_policy, name="de_escalation")
             self.de_escalation.build(input_shape)
         if self.norm == "deepnorm":
@@ -183,6 +193,8 @@ class TransformerXLBlock(TransformerBlock):
             ffn_input = y2
             if self.norm == "deescalate":
                 ffn_input = self._deescalate(y2, filled)  # eq. (21) at the FFN input (Sec. 3.4)
+            elif self.norm == "deescalate_leaky_global":
+                ffn_input = self.de_escalation(y2)  # eq. (21) literally: the segment mean, later tokens included
             outputs = self.ffn_norm(alpha * ffn_input + self._feed_forward(ffn_input, training))  # steps 3-4
             if self.mem_len and self.norm == "deescalate":
                 self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, y2))

@@ -41,6 +41,8 @@ import time
 import keras
 import numpy as np
 
+from keras_tse.layers import _checks
+
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
 TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
@@ -80,9 +82,7 @@ class BenchConfig:
         if self.dtype not in DTYPES:
             raise ValueError(f"`dtype` must be one of {DTYPES}. Received: dtype={self.dtype!r}")
         for name in ("vit_depth", "vit_batch", "txl_depth", "txl_batch", "txl_segment", "steps", "rounds"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
 
 
 # --- one case, in the child process -------------------------------------------------------------

@@ -29,7 +29,12 @@ def _demo(args):
 def _escalation(args):
     import keras
 
-    from keras_tse.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
+    from keras_tse.escalation import (
+        EscalationConfig,
+        format_table,
+        similarity_at_init,
+        write_csv,
+    )
 
     config = EscalationConfig(
         depth=args.depth,

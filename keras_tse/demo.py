@@ -18,6 +18,7 @@ import keras
 import numpy as np
 
 from keras_tse import data
+from keras_tse.layers import _checks
 from keras_tse.similarity import token_similarity_profile
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
 from keras_tse.zoo import from_preset
@@ -40,9 +41,7 @@ class DemoConfig:
 
     def __post_init__(self):
         for name in ("depth", "epochs", "batch_size", "probe_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
         if not self.seeds or len(set(self.seeds)) != len(self.seeds):
             raise ValueError(f"`seeds` must be distinct integers, at least one. Received: seeds={self.seeds!r}")
 

@@ -76,7 +76,11 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
         raise ValueError("Fig. 1 builds BERT with KerasHub: pip install keras-hub (or the `figures` extra). "
                          "Received: which includes '1' without keras_hub installed") from error
     from keras_tse.gradients import block_gradient_norms
-    from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks
+    from keras_tse.similarity import (
+        block_outputs_model,
+        cosine_similarity,
+        measure_blocks,
+    )
 
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)

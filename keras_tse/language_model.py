@@ -19,6 +19,7 @@ import keras
 import numpy as np
 
 from keras_tse.data.text import SegmentStream, lm_segments
+from keras_tse.layers import _checks
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import (
     _run_config,
@@ -47,11 +48,8 @@ class LMTrainConfig:
 
     def __post_init__(self):
         for name in ("steps", "eval_interval", "batch_size", "log_interval"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={self.learning_rate!r}")
+            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
+        self.learning_rate = _checks.positive_float("learning_rate", self.learning_rate)
 
     @property
     def epochs(self):

@@ -4,7 +4,12 @@ import keras
 import numpy as np
 
 from keras_tse.callbacks.attention_diagnostics import block_diagnostics
-from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks, token_similarity
+from keras_tse.similarity import (
+    block_outputs_model,
+    cosine_similarity,
+    measure_blocks,
+    token_similarity,
+)
 
 
 def random_inputs(model, batch_size=8, seed=0):

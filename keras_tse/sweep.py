@@ -28,7 +28,7 @@ import keras
 import numpy as np
 
 from keras_tse.callbacks._csv import append_row
-from keras_tse.layers import initializers
+from keras_tse.layers import _checks, initializers
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
@@ -73,11 +73,10 @@ class SweepConfig:
         if unknown:
             raise ValueError(f"Unknown norms {unknown}; choose from {list(NORMS)}. Received: norms={self.norms}")
         for name in ("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        if not self.depths or any(not isinstance(d, int) or d < 1 for d in self.depths):
-            raise ValueError(f"`depths` must be positive integers. Received: depths={self.depths!r}")
+            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
+        if not self.depths:
+            raise ValueError(f"`depths` must be positive integers, at least one. Received: depths={self.depths!r}")
+        self.depths = tuple(_checks.positive_int("depths", d) for d in self.depths)
         for name in self.initializers:
             initializers.check(name)
         if any(not 0.0 <= t <= 1.0 for t in self.taus):

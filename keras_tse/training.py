@@ -2,9 +2,11 @@
 
 A run folder holds `config.json`, `history.csv` (CSVLogger: loss, accuracy, val_*, and the per-block
 similarity columns), `similarity.csv` (every similarity measurement), `checkpoints/{best,last}.keras`,
-`plots/` and, once finished, `summary.json`. While training, `backup/` (BackupAndRestore) lets the
-same command resume from the last finished epoch after an interruption; a finished folder is not
-trained again.
+`plots/` and, once finished, `summary.json`. While training, `backup/` (`RunBackup`) lets the
+same command resume from the last finished epoch after an interruption, killed at any moment: every
+file is written whole (`keras_tse._atomic`) and the CSVs are trimmed to the restored epoch. A NaN or
+infinite loss stops the run (`StopOnNonFinite`: `stopped.json`, the last finite checkpoint kept).
+A finished folder is not trained again.
 """
 
 import csv
@@ -12,12 +14,16 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 import time
+import warnings
 
 import keras
 import numpy as np
 
-from keras_tse.callbacks import TokenSimilarityMetric
+from keras_tse import _atomic
+from keras_tse.callbacks import RunBackup, RunCheckpoints, StopOnNonFinite, TokenSimilarityMetric
+from keras_tse.layers import _checks
 
 
 @dataclasses.dataclass
@@ -37,11 +43,8 @@ class TrainConfig:
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-        if not self.learning_rate > 0:
-            raise ValueError(f"`learning_rate` must be positive. Received: learning_rate={self.learning_rate!r}")
+            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
+        self.learning_rate = _checks.positive_float("learning_rate", self.learning_rate)
 
 
 def make_optimizer(config, steps_per_epoch):
@@ -94,8 +97,7 @@ def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summar
             return json.load(f)
     for sub in ("checkpoints", "plots"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
-    with open(os.path.join(run_dir, "config.json"), "w") as f:
-        json.dump(run_config, f, indent=2)
+    _atomic.write_json(os.path.join(run_dir, "config.json"), run_config)
 
     history_path = os.path.join(run_dir, "history.csv")
     last_path = os.path.join(run_dir, "checkpoints", "last.keras")
@@ -106,36 +108,36 @@ def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summar
         plot_dir=os.path.join(run_dir, "plots"),
         warmup_inputs=probe_warmup,
     )
-    backup, checkpointing = [], []
+    stop = StopOnNonFinite(run_dir)
     if checkpoints:
-        best_so_far = min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)
-        backup = [keras.callbacks.BackupAndRestore(os.path.join(run_dir, "backup"))]
-        checkpointing = [
-            keras.callbacks.ModelCheckpoint(
-                os.path.join(run_dir, "checkpoints", "best.keras"), monitor="val_loss", save_best_only=True,
-                initial_value_threshold=best_so_far if math.isfinite(best_so_far) else None,
-            ),
-            keras.callbacks.ModelCheckpoint(last_path),
-        ]
+        backup = RunBackup(os.path.join(run_dir, "backup"), run_dir)
+        first, last = [backup], [backup.saver()]  # restore before all, back up after all (see RunBackup)
     else:  # no backup to resume from: an unfinished earlier run's logs would only mislead
+        first, last = [], []
         for stale in (history_path, similarity.csv_path):
             if os.path.exists(stale):
                 os.remove(stale)
     callbacks = [
-        *backup,  # first, so that everything after it sees the restored weights and epoch
+        *first,
+        stop,
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
         *extra_callbacks,
         keras.callbacks.CSVLogger(history_path, append=True),
-        *checkpointing,
+        RunCheckpoints(last_path, os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
+                       best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)),
+        *last,
     ]
     start = time.perf_counter()
     model.fit(**fit_kwargs, callbacks=callbacks, verbose=verbose)
-    if not checkpoints:
-        model.save(last_path)
-    summary = summarize(read_history(history_path), similarity, time.perf_counter() - start)
-    summary = {"model": model.name, **summary}
-    with open(summary_path, "w") as f:
-        json.dump(summary, f, indent=2)
+    history = read_history(history_path)
+    if not history.get("loss"):  # stopped inside the first epoch: no epoch to summarise
+        summary = {"epochs": 0}
+    else:
+        summary = summarize(history, similarity, time.perf_counter() - start)
+    summary = {"model": model.name, **summary, **({"stopped": stop.stopped} if stop.stopped else {})}
+    _atomic.write_json(summary_path, summary)
+    if checkpoints:
+        shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
     return summary
 
 
@@ -163,12 +165,15 @@ def read_history(path):
         return {}
     rows = {}
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
-            rows[int(row["epoch"])] = row
+        for number, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                rows[int(row["epoch"])] = {key: float(value) for key, value in row.items()}
+            except (TypeError, ValueError):  # a row cut short by a kill: RunBackup drops it on resume
+                warnings.warn(f"{path}: line {number} is incomplete; skipped", stacklevel=2)
     columns = {}
     for epoch in sorted(rows):
         for key, value in rows[epoch].items():
-            columns.setdefault(key, []).append(float(value))
+            columns.setdefault(key, []).append(value)
     return columns
 
 

@@ -3,6 +3,7 @@ import numpy as np
 from keras import ops
 
 from keras_tse.callbacks._csv import append_row
+from keras_tse.layers import _checks
 from keras_tse.similarity import restore_state, snapshot_state
 from keras_tse.spectral import attention_entropy, qk_spectrum
 
@@ -41,10 +42,7 @@ class AttentionDiagnostics(keras.callbacks.Callback):
 
     def __init__(self, probe_inputs, every_n_batches=None, csv_path=None, warmup_inputs=None):
         super().__init__()
-        if every_n_batches is not None and (not isinstance(every_n_batches, int) or every_n_batches < 1):
-            raise ValueError(
-                f"`every_n_batches` must be a positive integer or None. Received: every_n_batches={every_n_batches!r}"
-            )
+        every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
         self.probe_inputs, self.every_n_batches = probe_inputs, every_n_batches
         self.csv_path, self.warmup_inputs = csv_path, warmup_inputs
         self.records = []  # one dict per (measurement, block, head)

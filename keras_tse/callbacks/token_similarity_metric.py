@@ -5,7 +5,13 @@ import keras
 import numpy as np
 
 from keras_tse.callbacks._csv import append_row
-from keras_tse.similarity import block_outputs_model, cosine_similarity, measure_blocks, token_similarity
+from keras_tse.layers import _checks
+from keras_tse.similarity import (
+    block_outputs_model,
+    cosine_similarity,
+    measure_blocks,
+    token_similarity,
+)
 
 
 # Not registered for serialization: `.keras` files hold no callbacks, and a probe batch is data,
@@ -59,10 +65,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def __init__(self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None,
                  warmup_inputs=None):
         super().__init__()
-        if every_n_batches is not None and (not isinstance(every_n_batches, int) or every_n_batches < 1):
-            raise ValueError(
-                f"`every_n_batches` must be a positive integer or None. Received: every_n_batches={every_n_batches!r}"
-            )
+        every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
         self.probe_inputs = probe_inputs
         self.every_n_batches = every_n_batches
         self.layers = layers

@@ -1,7 +1,7 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
-from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers._baselines import cait_layer_scale_init, deepnorm_constants
+from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock

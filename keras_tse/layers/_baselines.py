@@ -19,6 +19,8 @@ import math
 import keras
 from keras import ops
 
+from keras_tse.layers import _checks
+
 DEEPNORM_ARCHITECTURES = ("encoder", "decoder", "encoder_decoder_encoder", "encoder_decoder_decoder")
 
 
@@ -98,6 +100,6 @@ def add_rezero_weight(layer):
 
 
 def check_layer_scale_init(value):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0 or math.isinf(value):
+    if not _checks.is_real(value) or not value > 0 or math.isinf(value):
         raise ValueError(f"`layer_scale_init` must be a positive number. Received: layer_scale_init={value!r}")
     return float(value)

@@ -1,16 +1,36 @@
-"""Argument and shape checks shared by the layers: each error names what it received."""
+"""Argument and shape checks shared by the layers: each error names what it received.
+
+NumPy scalars pass wherever Python numbers do (config files and sweeps hand them over); every check
+returns a plain Python int or float, so `get_config` stays JSON.
+"""
+
+import numbers
 
 ACTIVATIONS = ("relu", "gelu", "silu", "tanh")
 
 
+def is_real(value):
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
+def is_integer(value):
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def non_negative_int(name, value):
+    if not is_integer(value) or value < 0:
+        raise ValueError(f"`{name}` must be an integer >= 0. Received: {name}={value!r}")
+    return int(value)
+
+
 def unit_interval(name, value):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
+    if not is_real(value) or not 0.0 <= value <= 1.0:
         raise ValueError(f"`{name}` must be a number in [0, 1]. Received: {name}={value!r}")
     return float(value)
 
 
 def dropout_rate(name, value):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+    if not is_real(value) or not 0.0 <= value < 1.0:
         raise ValueError(f"`{name}` must be a number in [0, 1). Received: {name}={value!r}")
     return float(value)
 
@@ -18,13 +38,13 @@ def dropout_rate(name, value):
 def positive_int(name, value, allow_none=False):
     if value is None and allow_none:
         return None
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+    if not is_integer(value) or value < 1:
         raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
-    return value
+    return int(value)
 
 
 def positive_float(name, value):
-    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
+    if not is_real(value) or not value > 0:
         raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
     return float(value)
 

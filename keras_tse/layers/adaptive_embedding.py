@@ -159,7 +159,8 @@ class AdaptiveEmbedding(keras.layers.Layer):
 
 def _check_cutoffs(cutoffs, vocab_size):
     cutoffs = tuple(cutoffs)
-    valid = all(isinstance(c, int) and not isinstance(c, bool) for c in cutoffs)
+    valid = all(_checks.is_integer(c) for c in cutoffs)
+    cutoffs = tuple(int(c) for c in cutoffs) if valid else cutoffs
     valid = valid and all(a < b for a, b in zip((0, *cutoffs), (*cutoffs, vocab_size)))
     if not valid:
         raise ValueError(

@@ -140,8 +140,9 @@ class SelfAttention(SequenceLayer):
 
 def resolve_head_dim(hidden, num_heads, head_dim=None):
     """`head_dim` if given, else `hidden / num_heads`, which must then be an integer."""
+    _checks.positive_int("num_heads", num_heads)
     if head_dim is not None:
-        return head_dim
+        return _checks.positive_int("head_dim", head_dim)
     if hidden % num_heads:
         divisors = [h for h in range(1, hidden + 1) if hidden % h == 0]
         raise ValueError(

@@ -109,9 +109,7 @@ class TransformerXLBlock(TransformerBlock):
             raise ValueError(f"A Transformer-XL block is always causal. Received: causal={causal!r}")
         super().__init__(num_heads, ffn_dim, head_dim=head_dim, causal=True, initializer=initializer,
                          kernel_initializer=kernel_initializer, **kwargs)
-        if not isinstance(mem_len, int) or isinstance(mem_len, bool) or mem_len < 0:
-            raise ValueError(f"`mem_len` must be an integer >= 0. Received: mem_len={mem_len!r}")
-        self.mem_len = mem_len
+        self.mem_len = _checks.non_negative_int("mem_len", mem_len)
         self.norm = _checks.one_of("norm", norm, NORMS)
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)

@@ -9,8 +9,9 @@ from keras_tse.layers import (
     PostNormBlock,
     PreNormBlock,
     ReZeroBlock,
+    _checks,
+    initializers,
 )
-from keras_tse.layers import _checks, initializers
 from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.self_attention import resolve_head_dim
 

@@ -8,20 +8,18 @@
     keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
 """
 
-import argparse
 import os
 import sys
 import time
+import zipfile
+
+from keras_tse import flags
 
 
 def _demo(args):
     from keras_tse.demo import DemoConfig, run_demo
 
-    try:
-        seeds = tuple(int(v) for v in args.seeds.split(",") if v.strip())
-    except ValueError:
-        raise ValueError(f"`--seeds` must be comma-separated integers. Received: --seeds={args.seeds!r}") from None
-    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=seeds)
+    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=args.seeds)
     run_demo(args.out, config, verbose=args.verbose)
     return 0
 
@@ -71,7 +69,10 @@ def _probe(args):
 
     if not os.path.exists(args.model):
         raise ValueError(f"No such file. Received: model={args.model!r}")
-    model = keras.saving.load_model(args.model)
+    try:
+        model = keras.saving.load_model(args.model)
+    except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
+        raise ValueError(f"{args.model} is not a readable .keras model ({type(error).__name__}: {error})") from None
     rows = probe_model(model, batch_size=args.batch_size, seed=args.seed)
     print(f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
           f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
@@ -110,14 +111,9 @@ def _bench(args):
 def _sweep(args):
     from keras_tse.sweep import SweepConfig, markdown_table, run_sweep
 
-    def numbers(text, kind):
-        return tuple(kind(v) for v in text.split(",") if v.strip()) if text else None
-
     overrides = {k: v for k, v in dict(
-        depths=numbers(args.depths, int), norms=tuple(args.norms.split(",")) if args.norms else None,
-        taus=numbers(args.taus, float), initializers=tuple(args.inits.split(",")) if args.inits else None,
-        learning_rates=numbers(args.learning_rates, float),
-        seeds=numbers(args.seeds, int), steps=args.steps, batch_size=args.batch_size,
+        depths=args.depths, norms=args.norms, taus=args.taus, initializers=args.inits,
+        learning_rates=args.learning_rates, seeds=args.seeds, steps=args.steps, batch_size=args.batch_size,
     ).items() if v is not None}
     config = SweepConfig.quick(**overrides) if args.quick else SweepConfig(**overrides)
     start = time.perf_counter()
@@ -134,28 +130,28 @@ def _demo_defaults():
 
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="keras-tse", description=__doc__.splitlines()[0])
+    parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
     defaults = _demo_defaults()
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
-    demo.add_argument("--depth", type=int, default=defaults.depth, help=f"blocks (default: {defaults.depth})")
-    demo.add_argument("--epochs", type=int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})")
-    demo.add_argument("--learning-rate", type=float, default=defaults.learning_rate,
+    demo.add_argument("--depth", type=flags.positive_int, default=defaults.depth, help=f"blocks (default: {defaults.depth})")
+    demo.add_argument("--epochs", type=flags.positive_int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})")
+    demo.add_argument("--learning-rate", type=flags.positive_float, default=defaults.learning_rate,
                       help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})")
-    demo.add_argument("--seeds", default=",".join(map(str, defaults.seeds)),
+    demo.add_argument("--seeds", type=flags.comma_list(flags.non_negative_int), default=defaults.seeds,
                       help=f"comma-separated training seeds (default: {','.join(map(str, defaults.seeds))})")
-    demo.add_argument("--verbose", type=int, default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
+    demo.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
     demo.set_defaults(run=_demo)
 
     escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind")
-    escalation.add_argument("--depth", type=int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
-    escalation.add_argument("--tokens", type=int, default=64, help="n, tokens per example (default: 64)")
-    escalation.add_argument("--hidden", type=int, default=512, help="d, hidden size (default: 512)")
-    escalation.add_argument("--heads", type=int, default=8, help="h, attention heads (default: 8)")
-    escalation.add_argument("--ffn", type=int, default=2048, help="FFN width (default: 2048 = 4d)")
-    escalation.add_argument("--tau", type=float, default=1.0, help="de-escalation strength (default: 1.0)")
-    escalation.add_argument("--seeds", type=int, default=3, help="seeds averaged (default: 3)")
+    escalation.add_argument("--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
+    escalation.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
+    escalation.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
+    escalation.add_argument("--heads", type=flags.positive_int, default=8, help="h, attention heads (default: 8)")
+    escalation.add_argument("--ffn", type=flags.positive_int, default=2048, help="FFN width (default: 2048 = 4d)")
+    escalation.add_argument("--tau", type=flags.unit_float, default=1.0, help="de-escalation strength (default: 1.0)")
+    escalation.add_argument("--seeds", type=flags.positive_int, default=3, help="seeds averaged (default: 3)")
     escalation.add_argument("--init", default="glorot", help="weight scheme: glorot (default), torch, normal")
     escalation.add_argument(
         "--kinds",
@@ -167,8 +163,8 @@ def _parser():
 
     probe = commands.add_parser("probe", help="per-block similarity and attention diagnostics of a .keras model")
     probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
-    probe.add_argument("--batch-size", type=int, default=8, help="probe batch (a fixed model batch wins)")
-    probe.add_argument("--seed", type=int, default=0)
+    probe.add_argument("--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)")
+    probe.add_argument("--seed", type=flags.non_negative_int, default=0)
     probe.set_defaults(run=_probe)
 
     figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)")
@@ -182,33 +178,33 @@ def _parser():
     bench.add_argument("--cases", help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
                                        "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate")
     bench.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
-    bench.add_argument("--vit-depth", type=int, help="ViT blocks (default: 80; --quick 8)")
-    bench.add_argument("--vit-batch", type=int, help="ViT batch (default: 128; --quick 32)")
-    bench.add_argument("--txl-depth", type=int, help="Transformer-XL blocks (default: 60; --quick 4)")
-    bench.add_argument("--txl-batch", type=int, help="Transformer-XL batch (default: 40; --quick 8)")
-    bench.add_argument("--txl-segment", type=int, help="segment = memory length (default: 150; --quick 32)")
-    bench.add_argument("--steps", type=int, help="timed steps per case and round (default: 10; --quick 6)")
-    bench.add_argument("--rounds", type=int, help="turns of timed steps per case (default: 2; --quick 3)")
+    bench.add_argument("--vit-depth", type=flags.positive_int, help="ViT blocks (default: 80; --quick 8)")
+    bench.add_argument("--vit-batch", type=flags.positive_int, help="ViT batch (default: 128; --quick 32)")
+    bench.add_argument("--txl-depth", type=flags.positive_int, help="Transformer-XL blocks (default: 60; --quick 4)")
+    bench.add_argument("--txl-batch", type=flags.positive_int, help="Transformer-XL batch (default: 40; --quick 8)")
+    bench.add_argument("--txl-segment", type=flags.positive_int, help="segment = memory length (default: 150; --quick 32)")
+    bench.add_argument("--steps", type=flags.positive_int, help="timed steps per case and round (default: 10; --quick 6)")
+    bench.add_argument("--rounds", type=flags.positive_int, help="turns of timed steps per case (default: 2; --quick 3)")
     bench.add_argument("--isolate", action="store_true", help="one process per case: each peak memory its own")
-    bench.add_argument("--warmup", type=int, help="untimed steps after the first (default: 3; --quick 2)")
+    bench.add_argument("--warmup", type=flags.non_negative_int, help="untimed steps after the first (default: 3; --quick 2)")
     bench.add_argument("--jit-compile", action="store_true",
                        help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)")
-    bench.add_argument("--peak-tflops", type=float, help="the device's peak TFLOP/s for --dtype, to report MFU")
+    bench.add_argument("--peak-tflops", type=flags.positive_float, help="the device's peak TFLOP/s for --dtype, to report MFU")
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)
 
     sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
-    sweep.add_argument("--depths", help="comma-separated depths (default: 12,24,48)")
-    sweep.add_argument("--norms", help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,"
+    sweep.add_argument("--depths", type=flags.comma_list(flags.positive_int), help="comma-separated depths (default: 12,24,48)")
+    sweep.add_argument("--norms", type=flags.comma_list(str), help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,"
                                        "layerscale)")
-    sweep.add_argument("--taus", help="de-escalation strengths (default: 1.0,0.5)")
-    sweep.add_argument("--inits", help="weight schemes (default: torch,glorot; also normal, transformer_xl)")
-    sweep.add_argument("--learning-rates", help="AdamW learning rates (default: 1e-3,3e-4,1e-4)")
-    sweep.add_argument("--seeds", help="comma-separated seeds (default: 0,1,2)")
-    sweep.add_argument("--steps", type=int, help="training steps per cell (default: 300)")
-    sweep.add_argument("--batch-size", type=int, help="batch size (default: 64)")
+    sweep.add_argument("--taus", type=flags.comma_list(flags.unit_float), help="de-escalation strengths (default: 1.0,0.5)")
+    sweep.add_argument("--inits", type=flags.comma_list(str), help="weight schemes (default: torch,glorot; also normal, transformer_xl)")
+    sweep.add_argument("--learning-rates", type=flags.comma_list(flags.positive_float), help="AdamW learning rates (default: 1e-3,3e-4,1e-4)")
+    sweep.add_argument("--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated seeds (default: 0,1,2)")
+    sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
+    sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     sweep.set_defaults(run=_sweep)
     return parser
 
@@ -219,8 +215,10 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     try:
         return args.run(args)
-    except ValueError as error:  # bad settings: say what was wrong, without a traceback
-        print(f"keras-tse {args.command}: {error}", file=sys.stderr)
+    # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"keras-tse {args.command}: {message}", file=sys.stderr)
         return 2
 
 

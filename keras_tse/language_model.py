@@ -27,6 +27,7 @@ from keras_tse.training import (
     read_history,
     train_in_folder,
 )
+from keras_tse.zoo.transformer_xl import check_token_ids
 
 
 @dataclasses.dataclass
@@ -74,6 +75,10 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
     summary without training if the folder holds a finished run.
     """
     batch, segment = model.input.shape[0], model.input.shape[1]
+    vocab_size = model.get_config()["vocab_size"]
+    for name, ids in (("train_ids", train_ids), ("valid_ids", valid_ids), ("test_ids", test_ids)):
+        if ids is not None:
+            check_token_ids(name, np.asarray(ids), vocab_size)
     if batch != config.batch_size:
         raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size="
                          f"{config.batch_size}")
@@ -142,8 +147,8 @@ class IntervalLoss(keras.callbacks.Callback):
         with open(self.path, "a", newline="") as f:
             writer = csv.writer(f)
             if new:
-                writer.writerow(["step", "loss"])
-            writer.writerow([self._epoch * self.steps_per_epoch + seen, f"{interval:.6f}"])
+                writer.writerow(["step", "loss", "epoch"])  # epoch: RunBackup drops a killed epoch's rows
+            writer.writerow([self._epoch * self.steps_per_epoch + seen, f"{interval:.6f}", self._epoch])
 
 
 class PerplexityLogs(keras.callbacks.Callback):

@@ -23,10 +23,12 @@ import csv
 import dataclasses
 import os
 import time
+import warnings
 
 import keras
 import numpy as np
 
+from keras_tse import _atomic
 from keras_tse.callbacks._csv import append_row
 from keras_tse.layers import _checks, initializers
 
@@ -104,15 +106,56 @@ def cell_key(cell):
     return tuple(str(cell[k]) for k in KEY)
 
 
-def read_rows(path):
+def read_rows(path, heal=False):
+    """The rows of `sweep.csv`; a row a kill cut short, or one that does not parse, is left out with a warning.
+
+    With `heal=True` the file is also rewritten (atomically) without those rows, so that `run_sweep`
+    computes their cells again. A file that is not a sweep CSV at all is an error naming it.
+    """
     if not os.path.exists(path):
         return []
     with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    for row in rows:
+        text = f.read()
+    reader = csv.DictReader(text.splitlines())
+    fields = reader.fieldnames or []
+    missing = [k for k in KEY if k not in fields and k != "initializer"] + [c for c in ("final_loss",) if c not in fields]
+    if missing:
+        raise ValueError(f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass "
+                         "another --out.")
+    rows, bad, last_line = [], [], len(text.splitlines())
+    for number, row in enumerate(reader, start=2):
+        complete = number < last_line or text.endswith("\n")  # a last line without its newline was cut short
         if not row.get("initializer"):
             row["initializer"] = LEGACY_INITIALIZER
+        if complete and _parses(row, fields):
+            rows.append(row)
+        else:
+            bad.append(number)
+    if bad:
+        warnings.warn(f"{path}: line(s) {bad} are incomplete or do not parse (an interrupted write?); "
+                      + ("their cells will be computed again" if heal else "left out"), stacklevel=2)
+        if heal:
+            _atomic.write_csv(path, fields, rows)
     return rows
+
+
+def _parses(row, fields):
+    if None in row or any(row.get(k) is None for k in fields):
+        return False
+    try:
+        int(row["depth"]), int(row["seed"]), float(row["learning_rate"]), float(row["final_loss"])
+        int(row["diverged"]) if "diverged" in row else 0
+    except (TypeError, ValueError):
+        return False
+    return row["tau"] == "" or _is_float(row["tau"])
+
+
+def _is_float(text):
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def upgrade_csv(path):
@@ -123,14 +166,7 @@ def upgrade_csv(path):
     if not rows or "initializer" in header:
         return
     fields = [*header[: header.index("tau") + 1], "initializer", *header[header.index("tau") + 1:]]
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=fields)
-        writer.writeheader()
-        writer.writerows(rows)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    _atomic.write_csv(path, fields, rows)
 
 
 def run_sweep(config, out, log=print):
@@ -138,6 +174,7 @@ def run_sweep(config, out, log=print):
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "sweep.csv")
     if os.path.exists(path):
+        read_rows(path, heal=True)  # a row cut short by a kill is dropped and its cell run again
         upgrade_csv(path)
     done = {cell_key(row) for row in read_rows(path)}
     todo = [cell for cell in cells(config) if cell_key(cell) not in done]

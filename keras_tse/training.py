@@ -22,7 +22,12 @@ import keras
 import numpy as np
 
 from keras_tse import _atomic
-from keras_tse.callbacks import RunBackup, RunCheckpoints, StopOnNonFinite, TokenSimilarityMetric
+from keras_tse.callbacks import (
+    RunBackup,
+    RunCheckpoints,
+    StopOnNonFinite,
+    TokenSimilarityMetric,
+)
 from keras_tse.layers import _checks
 
 

@@ -30,7 +30,6 @@ PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visib
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --norm deescalate --mixed-precision --data-parallel   # several GPUs
 """
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -38,7 +37,7 @@ import sys
 import keras
 import numpy as np
 
-from keras_tse import data, scale, zoo
+from keras_tse import data, flags, scale, zoo
 from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import (
     TrainConfig,
@@ -81,12 +80,12 @@ def load_data(args):
         return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)  # CIFAR-10 cannot be fetched offline
     try:
         (x, y), (x_test, y_test) = DATASETS[args.dataset]["load"](args.data_dir, download=not args.no_download)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
         sys.exit(f"cifar10_vit: {error}")
     if args.smoke:
         (n_train, n_test) = SMOKE_SLICE
         return (x[:n_train], y[:n_train]), (x_test[:n_test], y_test[:n_test])
-    if args.train_size:
+    if args.train_size is not None:
         keep = balanced_subset(y, args.train_size, args.seed)
         x, y = x[keep], y[keep]
     return (x, y), (x_test, y_test)
@@ -110,9 +109,9 @@ def model_overrides(args, norm):
     if args.dataset != "cifar10":
         dataset = DATASETS[args.dataset]
         overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
-    if args.depth:
+    if args.depth is not None:
         overrides["depth"] = args.depth
-    if args.hidden_dim:
+    if args.hidden_dim is not None:
         overrides.update(hidden_dim=args.hidden_dim, ffn_dim=2 * args.hidden_dim)  # the paper's FFN ratio (Table 1)
     if args.init:
         overrides["initializer"] = args.init
@@ -124,9 +123,9 @@ def run(args):
     jit_compile = scale.configure(args)
     (x_train, y_train), (x_test, y_test) = load_data(args)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
-    if args.epochs:
+    if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
-    if args.batch_size:
+    if args.batch_size is not None:
         train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
     dataset = DATASETS[args.dataset]
     normalization = dict(mean=dataset["mean"], std=dataset["std"])
@@ -141,7 +140,7 @@ def run(args):
     for norm in variants:
         variant = VARIANTS[norm]
         lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
-        config = dataclasses.replace(train_config, learning_rate=args.learning_rate or lr,
+        config = dataclasses.replace(train_config, learning_rate=args.learning_rate if args.learning_rate is not None else lr,
                                      similarity_every_n_batches=args.similarity_every)
         keras.utils.set_random_seed(args.seed)
         overrides = model_overrides(args, norm)
@@ -166,7 +165,7 @@ def run(args):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = flags.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all")
     parser.add_argument("--dataset", choices=list(DATASETS), default="cifar10",
                         help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)")
@@ -174,15 +173,15 @@ def parse_args(argv=None):
                         help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)")
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/cifar10_vit", help="run folder (default: runs/cifar10_vit)")
-    parser.add_argument("--epochs", type=int, default=None, help="override the epoch count")
-    parser.add_argument("--batch-size", type=int, default=None, help="override the batch size")
-    parser.add_argument("--depth", type=int, default=None, help="override the number of blocks")
-    parser.add_argument("--hidden-dim", type=int, default=None, help="override the width (FFN 2x, 8 heads)")
-    parser.add_argument("--train-size", type=int, default=None,
+    parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
+    parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")
+    parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
+    parser.add_argument("--hidden-dim", type=flags.positive_int, default=None, help="override the width (FFN 2x, 8 heads)")
+    parser.add_argument("--train-size", type=flags.positive_int, default=None,
                         help="train on a class-balanced seeded subset of this many images")
-    parser.add_argument("--learning-rate", type=float, default=None, help="override every variant's lr")
-    parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override every variant's lr")
+    parser.add_argument("--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches")
+    parser.add_argument("--seed", type=flags.non_negative_int, default=0)
     parser.add_argument("--init", choices=INITIALIZERS, default=None,
                         help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)")
     scale.add_arguments(parser)

@@ -32,7 +32,6 @@ PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visib
     KERAS_BACKEND=jax python recipes/wikitext103_txl.py --norm deescalate --mixed-precision --data-parallel
 """
 
-import argparse
 import dataclasses
 import os
 import sys
@@ -40,7 +39,7 @@ import sys
 import keras
 import numpy as np
 
-from keras_tse import data, scale, zoo
+from keras_tse import data, flags, scale, zoo
 from keras_tse.language_model import (
     LMTrainConfig,
     fit_language_model,
@@ -79,7 +78,7 @@ def load_data(args):
     load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
     try:
         ids, vocab = load(args.data_dir, download=not args.no_download)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
         sys.exit(f"wikitext103_txl: {error}")
     if args.smoke:
         train, held_out = SMOKE_PTB_TOKENS
@@ -102,11 +101,11 @@ def run(args):
     ids, vocab = load_data(args)
     _, _, base_train = base_config(args)
     config = dataclasses.replace(base_train, jit_compile=jit_compile)
-    if args.steps:
+    if args.steps is not None:
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
-    if args.eval_interval:
+    if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
-    config = dataclasses.replace(config, learning_rate=args.learning_rate or config.learning_rate,
+    config = dataclasses.replace(config, learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
                                  similarity_every_n_batches=args.similarity_every)
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]
     summaries, run_dirs = {}, {}
@@ -119,9 +118,9 @@ def run(args):
             overrides["name"] = f"smoke_{norm}"
         elif args.dataset == "ptb":
             overrides["name"] = f"transformer_xl_ptb_{norm}"
-        if args.depth:
+        if args.depth is not None:
             overrides["depth"] = args.depth
-        if args.hidden_dim:
+        if args.hidden_dim is not None:
             heads = overrides.get("num_heads") or zoo.presets.PRESETS[preset]["config"]["num_heads"]
             overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
         if args.init:
@@ -148,7 +147,7 @@ def run(args):
 
 
 def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = flags.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--norm", choices=[*VARIANTS, LEAKY, "all"], default="all",
                         help=f"all: the paper's three; {LEAKY}: leaks later tokens, for measurement only")
     parser.add_argument("--dataset", choices=["wikitext103", "ptb"], default="wikitext103",
@@ -157,13 +156,13 @@ def parse_args(argv=None):
                         help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)")
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/wikitext103_txl", help="run folder (default: runs/wikitext103_txl)")
-    parser.add_argument("--steps", type=int, default=None, help="override the step count")
-    parser.add_argument("--eval-interval", type=int, default=None, help="steps between validations")
-    parser.add_argument("--depth", type=int, default=None, help="override the number of blocks")
-    parser.add_argument("--hidden-dim", type=int, default=None, help="override the width (same heads, FFN 4x)")
-    parser.add_argument("--learning-rate", type=float, default=None, help="override the learning rate")
-    parser.add_argument("--similarity-every", type=int, default=None, help="also measure every N batches")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
+    parser.add_argument("--eval-interval", type=flags.positive_int, default=None, help="steps between validations")
+    parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
+    parser.add_argument("--hidden-dim", type=flags.positive_int, default=None, help="override the width (same heads, FFN 4x)")
+    parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override the learning rate")
+    parser.add_argument("--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches")
+    parser.add_argument("--seed", type=flags.non_negative_int, default=0)
     parser.add_argument("--init", choices=INITIALIZERS, default=None,
                         help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))")
     scale.add_arguments(parser)

@@ -7,7 +7,13 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse.layers import PatchEmbedding, PostNormBlock, RelativeAttention, TransformerXLBlock, initializers
+from keras_tse.layers import (
+    PatchEmbedding,
+    PostNormBlock,
+    RelativeAttention,
+    TransformerXLBlock,
+    initializers,
+)
 from keras_tse.zoo import from_preset, vit
 
 

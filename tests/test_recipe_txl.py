@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import keras
-import keras_tse  # noqa: F401  registers the classes the checkpoints name
 import pytest
+
+import keras_tse  # noqa: F401  registers the classes the checkpoints name
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")

@@ -10,7 +10,11 @@ import time
 import keras
 import pytest
 
-from keras_tse.data import cifar10, normalized, synthetic_cifar10  # also registers the layers for loading
+from keras_tse.data import (  # also registers the layers for loading
+    cifar10,
+    normalized,
+    synthetic_cifar10,
+)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")

@@ -4,7 +4,12 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_tse.similarity import cosine_similarity, escalation_rate, token_diversity, token_similarity
+from keras_tse.similarity import (
+    cosine_similarity,
+    escalation_rate,
+    token_diversity,
+    token_similarity,
+)
 from tests import reference
 
 MEASURES = [token_similarity, token_diversity, cosine_similarity]

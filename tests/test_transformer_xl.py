@@ -7,9 +7,9 @@ from keras import ops
 from keras.src.testing import TestCase
 
 from keras_tse import losses, zoo
-from keras_tse.zoo import presets
 from keras_tse.layers import AdaptiveEmbedding, RelativeAttention, TransformerXLBlock
 from keras_tse.layers.relative_attention import relative_shift
+from keras_tse.zoo import presets
 from tests import reference
 
 NORMS = ("post", "pre", "deescalate")

@@ -86,6 +86,12 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         return self._seconds_measuring / max(self._seconds_training, 1e-9)
 
     def on_train_begin(self, logs=None):
+        expected = tuple(self.model.inputs[0].shape[1:]) if getattr(self.model, "inputs", None) else None
+        received = tuple(getattr(self.probe_inputs, "shape", ())[1:])
+        if expected is not None and (len(expected) != len(received)
+                                     or any(e is not None and e != r for e, r in zip(expected, received))):
+            raise ValueError(f"TokenSimilarityMetric's probe does not fit the model: the model takes inputs "
+                             f"[batch, *{expected}]. Received: probe_inputs.shape={(len(self.probe_inputs), *received)}")
         self._probe = block_outputs_model(self.model, self.layers)
         self._measure("train_begin")
         self._clock = time.perf_counter()

@@ -12,6 +12,7 @@ topics of `pydoc_data` (about 65,000 words), for tests and `--smoke` runs withou
 
 import functools
 import os
+import warnings
 import zipfile
 
 import numpy as np
@@ -37,8 +38,13 @@ def load_wikitext103(data_dir=None, download=True):
     folder = os.path.join(data_dir, FOLDER)
     cache, vocab_path = os.path.join(folder, CACHE), os.path.join(folder, VOCAB)
     if os.path.exists(cache) and os.path.exists(vocab_path):
-        with np.load(cache) as stored:
-            return {split: stored[split] for split in SPLITS}, Vocabulary.load(vocab_path)
+        try:
+            with np.load(cache) as stored:
+                return {split: stored[split] for split in SPLITS}, Vocabulary.load(vocab_path)
+        except (OSError, ValueError, KeyError, EOFError) as error:  # damaged: rebuild it from the text
+            warnings.warn(f"The id cache {cache} cannot be read ({type(error).__name__}: {error}); rebuilding it "
+                          "from the text.", stacklevel=2)
+            os.remove(cache)
     if not all(os.path.exists(_split_path(folder, s)) for s in SPLITS):
         _fetch(data_dir, download)
     lines = {split: _read_lines(folder, split) for split in SPLITS}

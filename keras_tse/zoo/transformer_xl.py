@@ -1,6 +1,7 @@
 """The deep Transformer-XL language model of Yu & Zhang, Sec. 3.4 (WikiText-103, depth 60)."""
 
 import keras
+import numpy as np
 
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import _checks, initializers
@@ -119,13 +120,31 @@ class TransformerXL(keras.Model):
                 "lm_segments): each batch continues the previous one. Received: shuffle=True; pass "
                 "shuffle=False (the default here), or build with mem_len=0."
             )
+        self._check_ids(x, y)
+        if isinstance(kwargs.get("validation_data"), (tuple, list)):
+            self._check_ids(*kwargs["validation_data"][:2])
         return super().fit(x, y, callbacks=_with_reset(callbacks), shuffle=shuffle, **kwargs)
 
     def evaluate(self, x=None, y=None, *, callbacks=None, **kwargs):
+        self._check_ids(x, y)
         return super().evaluate(x, y, callbacks=_with_reset(callbacks), **kwargs)
 
     def predict(self, x, *, callbacks=None, **kwargs):
+        self._check_ids(x, None)
         return super().predict(x, callbacks=_with_reset(callbacks), **kwargs)
+
+    def _check_ids(self, x, y):
+        """Ids and targets given as arrays must be whole numbers in [0, vocab) in rows of `segment_len`.
+
+        Out-of-range targets give a finite wrong loss or NaN, and out-of-range ids embed silently, so
+        they are refused here, naming the first offending value and its position. (A PyDataset such as
+        `SegmentStream` is checked where it is built.)
+        """
+        config = self._builder_config
+        for name, array in (("x", x), ("y", y)):
+            if array is None or not hasattr(array, "shape") or not hasattr(array, "dtype"):
+                continue
+            check_token_ids(name, np.asarray(array), config["vocab_size"], config["segment_len"])
 
     def get_config(self):
         return {**self._builder_config, "cutoffs": list(self._builder_config["cutoffs"]), "name": self.name}
@@ -133,6 +152,23 @@ class TransformerXL(keras.Model):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         return cls(**config)
+
+
+def check_token_ids(name, ids, vocab_size, segment_len=None):
+    """Raise a ValueError naming the first id of `ids` that is not an integer in [0, vocab_size), or a bad shape."""
+    if not (np.issubdtype(ids.dtype, np.integer) or (np.issubdtype(ids.dtype, np.floating)
+                                                        and np.all(np.mod(ids, 1) == 0))):
+        where = tuple(int(i) for i in np.argwhere(np.mod(ids, 1) != 0)[0]) if np.issubdtype(ids.dtype, np.floating) else ()
+        raise ValueError(f"`{name}` must hold integer token ids. Received: dtype {ids.dtype}"
+                         + (f", {ids[where].item()!r} at position {where}" if where else ""))
+    if segment_len is not None and (ids.ndim != 2 or ids.shape[1] != segment_len):
+        raise ValueError(f"`{name}` must be [batch, segment_len={segment_len}] token ids (keras_tse.data.lm_segments "
+                         f"cuts them). Received: {name}.shape={ids.shape}")
+    bad = (ids < 0) | (ids >= vocab_size)
+    if bad.any():
+        where = tuple(int(i) for i in np.argwhere(bad)[0])
+        raise ValueError(f"`{name}` holds token id {ids[where].item()!r} at position {where}; ids must be in "
+                         f"[0, vocab_size={vocab_size}).")
 
 
 def _with_reset(callbacks):

@@ -1,0 +1,65 @@
+"""Command-line flags checked where they enter (issue 15): the CLI and the recipes share these.
+
+Each `type=` below rejects a bad value with a message naming what it received, and `Parser` reports
+any flag error as one line (no usage block, no traceback) and exit status 2. `--epochs 0` is an error,
+not "use the default".
+"""
+
+import argparse
+import sys
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with an error reported on one line: `<prog>: error: <what>` and exit status 2."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def positive_int(text):
+    value = _number(text, int, "a positive integer")
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, received {text!r}")
+    return value
+
+
+def non_negative_int(text):
+    value = _number(text, int, "an integer >= 0")
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0, received {text!r}")
+    return value
+
+
+def positive_float(text):
+    value = _number(text, float, "a positive number")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number, received {text!r}")
+    return value
+
+
+def unit_float(text):
+    value = _number(text, float, "a number in [0, 1]")
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], received {text!r}")
+    return value
+
+
+def comma_list(kind):
+    """A `type=` for comma-separated values, each checked by `kind` (one of the above, or `str`)."""
+
+    def parse(text):
+        values = tuple(kind(v.strip()) for v in text.split(",") if v.strip())
+        if not values:
+            raise argparse.ArgumentTypeError(f"must be a comma-separated list, received {text!r}")
+        return values
+
+    parse.__name__ = f"comma-separated {getattr(kind, '__name__', 'value')}"
+    return parse
+
+
+def _number(text, kind, what):
+    try:
+        return kind(text)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"must be {what}, received {text!r}") from None

@@ -1,0 +1,219 @@
+"""Bad input and faults (issue 15, items 2-7): each gets a clear error naming the value, or is recovered."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse import data, sweep, zoo
+from keras_tse.callbacks import TokenSimilarityMetric
+from keras_tse.layers import DeEscalation, PostNormBlock
+from keras_tse.training import TrainConfig, fit_variant
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _recipe(name):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "recipes", f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- 2: zero is an error, not "the default" -----------------------------------------------------------
+
+@pytest.mark.parametrize("recipe, argv, flag", [
+    ("cifar10_vit", ["--epochs", "0"], "--epochs"),
+    ("cifar10_vit", ["--train-size", "-5"], "--train-size"),
+    ("cifar10_vit", ["--learning-rate", "0"], "--learning-rate"),
+    ("wikitext103_txl", ["--steps", "0"], "--steps"),
+    ("wikitext103_txl", ["--depth", "0"], "--depth"),
+])
+def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, flag, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        _recipe(recipe).parse_args(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and f"argument {flag}: must be" in err and repr(argv[1]) in err
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["probe", "missing.keras", "--batch-size", "-3"], "argument --batch-size: must be a positive integer, received '-3'"),
+    (["sweep", "--depths", "12,0"], "argument --depths: must be a positive integer, received '0'"),
+    (["demo", "--seeds", "0,x"], "argument --seeds: must be an integer >= 0, received 'x'"),
+    (["escalation", "--tau", "2"], "argument --tau: must be a number in [0, 1], received '2'"),
+])
+def test_cli_flag_errors_are_one_line_and_exit_2(argv, expected, capsys):
+    from keras_tse import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [f"keras-tse {argv[0]}: error: {expected}"]
+
+
+def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
+    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    good = tmp_path / "good.keras"
+    model.save(good)
+    damaged = tmp_path / "damaged.keras"
+    damaged.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    result = subprocess.run([sys.executable, "-m", "keras_tse.cli", "probe", str(damaged)], capture_output=True,
+                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 2
+    lines = [line for line in result.stderr.splitlines() if line.startswith("keras-tse")]
+    assert len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in result.stderr
+
+
+# --- 3: a sweep row cut short is recomputed; a foreign CSV is named ---------------------------------------
+
+def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
+    config = sweep.SweepConfig.quick(depths=(2,), norms=("post",))
+    out = str(tmp_path)
+    first = sweep.run_sweep(config, out, log=lambda line: None)
+    path = os.path.join(out, "sweep.csv")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(text[:-25])  # a kill in the middle of the row
+    lines = []
+    with pytest.warns(UserWarning, match=r"line\(s\) \[2\] are incomplete.*computed again"):
+        again = sweep.run_sweep(config, out, log=lines.append)
+    assert lines[0].startswith("1 cells, skipping 0 finished, 1 to run")
+    assert len(again) == 1 and again[0]["final_loss"] == first[0]["final_loss"]  # the same cell, recomputed
+    sweep.group_stats(again)
+
+
+def test_a_csv_that_is_not_a_sweep_is_named(tmp_path):
+    path = tmp_path / "sweep.csv"
+    path.write_text("name,score\nx,1\n")
+    with pytest.raises(ValueError, match=rf"{path} is not a sweep CSV.*lacks \['depth'"):
+        sweep.run_sweep(sweep.SweepConfig.quick(), str(tmp_path))
+
+
+# --- 4: token ids are checked before they reach Transformer-XL --------------------------------------------
+
+TINY_XL = dict(depth=1, vocab_size=50, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=16, cutoffs=(), batch_size=2,
+               segment_len=4, mem_len=4)
+
+
+@pytest.mark.parametrize("x_change, y_change, message", [
+    (None, (0, 1, -3), r"`y` holds token id -3 at position \(0, 1\); ids must be in \[0, vocab_size=50\)"),
+    (None, (1, 3, 50), r"`y` holds token id 50 at position \(1, 3\)"),
+    ((1, 0, 77), None, r"`x` holds token id 77 at position \(1, 0\)"),
+    ("float", None, r"`x` must hold integer token ids. Received: dtype float32, 1.5 at position \(0, 0\)"),
+    ("long", None, r"`x` must be \[batch, segment_len=4\] token ids.*Received: x.shape=\(2, 5\)"),
+])
+def test_transformer_xl_refuses_bad_token_ids_naming_value_and_position(x_change, y_change, message):
+    model = zoo.transformer_xl(**TINY_XL)
+    model.compile("adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    x = np.zeros((2, 4), "int32")
+    y = np.ones((2, 4), "int32")
+    if x_change == "float":
+        x = x.astype("float32")
+        x[0, 0] = 1.5
+    elif x_change == "long":
+        x = np.zeros((2, 5), "int32")
+    elif x_change is not None:
+        x[x_change[:2]] = x_change[2]
+    if y_change is not None:
+        y[y_change[:2]] = y_change[2]
+    with pytest.raises(ValueError, match=message):
+        model.fit(x, y, batch_size=2, epochs=1, verbose=0) if y_change or x_change != "long" else model.predict(x)
+    model.fit(np.zeros((2, 4), "int32"), y if y_change is None else np.ones((2, 4), "int32"), batch_size=2, verbose=0)
+
+
+# --- 5: a NaN stops the run, says where, and keeps the last good checkpoint ------------------------------
+
+class _NanPixelFromSecondEpoch(keras.utils.PyDataset):
+    """Two batches per epoch; from the second epoch on, the first image of each batch has a NaN pixel."""
+
+    def __init__(self, x, y):
+        super().__init__()
+        self.x, self.y, self.poisoned = x, y, False
+
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        x = self.x[index * 8: (index + 1) * 8].copy()
+        if self.poisoned:
+            x[0, 0, 0, 0] = np.nan
+        return x, self.y[index * 8: (index + 1) * 8]
+
+
+def test_a_nan_input_stops_the_run_and_keeps_the_last_finite_checkpoint(tmp_path, capsys):
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((16, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 16)
+    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    train = _NanPixelFromSecondEpoch(x, y)
+    model.fit = _poison_after_first_epoch(model.fit, train)
+    run = tmp_path / "run"
+    summary = fit_variant(model, train, (x, y), str(run), TrainConfig(epochs=4, batch_size=8), x[:4], 2)
+    assert summary["stopped"] == json.loads((run / "stopped.json").read_text())
+    assert summary["stopped"]["epoch"] == 1 and summary["stopped"]["batch"] == 0
+    assert "Stopped: the training loss is nan at epoch 1, batch 0" in capsys.readouterr().out
+    last = keras.saving.load_model(run / "checkpoints" / "last.keras")
+    assert all(np.all(np.isfinite(keras.ops.convert_to_numpy(w))) for w in last.weights)
+
+
+def _poison_after_first_epoch(fit, dataset):
+    def poisoned_fit(*args, callbacks=(), **kwargs):
+        flip = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: setattr(dataset, "poisoned", True))
+        return fit(*args, callbacks=[*callbacks, flip], **kwargs)
+
+    return poisoned_fit
+
+
+# --- 6: NumPy scalars are numbers -----------------------------------------------------------------------
+
+def test_numpy_scalars_are_accepted_and_configs_stay_json():
+    layer = DeEscalation(tau=np.float32(0.5))
+    block = PostNormBlock(np.int64(4), np.int64(8), dropout=np.float64(0.1))
+    assert layer.tau == 0.5 and block.num_heads == 4 and block.ffn_dim == 8
+    json.dumps(layer.get_config()), json.dumps(block.get_config())
+    assert type(block.get_config()["num_heads"]) is int
+    assert TrainConfig(epochs=np.int64(2)).epochs == 2
+    with pytest.raises(ValueError, match="num_heads.*Received: num_heads=True"):
+        PostNormBlock(True, 8)
+
+
+# --- 7: the smaller ones ---------------------------------------------------------------------------------
+
+def test_zero_heads_and_zero_batch_name_the_argument():
+    with pytest.raises(ValueError, match="`num_heads` must be a positive integer. Received: num_heads=0"):
+        zoo.vit(depth=1, num_heads=0)
+    with pytest.raises(ValueError, match="`batch_size` must be a positive integer. Received: batch_size=0"):
+        data.lm_segments(np.arange(100), 0, 5)
+
+
+def test_similarity_probe_of_the_wrong_shape_fails_before_training():
+    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    metric = TokenSimilarityMetric(np.zeros((4, 32, 32, 3), "float32"))
+    with pytest.raises(ValueError, match=r"probe does not fit the model.*\[batch, \*\(8, 8, 1\)\].*\(4, 32, 32, 3\)"):
+        model.fit(np.zeros((8, 8, 8, 1), "float32"), np.zeros(8), epochs=1, verbose=0, callbacks=[metric])
+
+
+def test_a_damaged_wikitext_id_cache_is_named_and_rebuilt(tmp_path):
+    from keras_tse.data import wikitext
+
+    folder = tmp_path / "wikitext-103"
+    folder.mkdir()
+    for split in wikitext.SPLITS:
+        (folder / f"wiki.{split}.tokens").write_text(" = Title = \n the cat sat \n")
+    ids, vocab = data.load_wikitext103(str(tmp_path), download=False)
+    (folder / wikitext.CACHE).write_bytes(b"not an npz")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        again, _ = data.load_wikitext103(str(tmp_path), download=False)
+    assert any(str(folder / wikitext.CACHE) in str(w.message) and "rebuilding" in str(w.message) for w in caught)
+    assert all(np.array_equal(again[s], ids[s]) for s in wikitext.SPLITS)
+    np.load(folder / wikitext.CACHE)  # rewritten whole

@@ -9,7 +9,6 @@ per-block similarity plots written under `out`.
 """
 
 import dataclasses
-import json
 import os
 import shutil
 import time
@@ -17,7 +16,7 @@ import time
 import keras
 import numpy as np
 
-from keras_tse import data
+from keras_tse import _atomic, data
 from keras_tse.layers import _checks
 from keras_tse.similarity import token_similarity_profile
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
@@ -148,11 +147,5 @@ def markdown_table(results):
 
 
 def write_json(path, payload):
-    """Written to a temporary file in the same folder, flushed, then renamed: never half a file."""
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as f:
-        json.dump(payload, f, indent=1)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(temporary, path)
+    """Written whole (keras_tse._atomic): never half a file."""
+    _atomic.write_json(path, payload, indent=1)

@@ -8,11 +8,11 @@ about 15 blocks, pre-norm blocks slow the rise, and de-escalated blocks hold it 
 
 import csv
 import dataclasses
-import os
 
 import keras
 import numpy as np
 
+from keras_tse import _atomic
 from keras_tse.layers import PostNormBlock, PreNormBlock
 from keras_tse.similarity import token_similarity
 
@@ -95,12 +95,10 @@ COLUMN_NAMES = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "dees
 def write_csv(path, profiles):
     """`block,<kind>,...`, one row per block (0 = the input), written whole (temporary file, then rename)."""
     kinds = list(profiles)
-    temporary = f"{path}.tmp"
-    with open(temporary, "w") as f:
+    with _atomic.replacing(path) as f:
         f.write("block," + ",".join(kinds) + "\n")
         for block in range(len(profiles[kinds[0]])):
             f.write(f"{block}," + ",".join(f"{profiles[k][block]:.6g}" for k in kinds) + "\n")
-    os.replace(temporary, path)
 
 
 def read_csv(path):

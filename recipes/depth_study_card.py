@@ -4,8 +4,8 @@
     python recipes/depth_study_card.py zoo/depth_study          # prints the tables the card holds
 
 The committed grid is `SweepConfig()`'s (issue 13: depth x {post, pre, deescalate tau 1 and 0.5} x
-{torch, glorot} init x three learning rates x three seeds); rows of the first study that lie outside it
-(depth 6, tau 0.25, the published baselines; all Glorot) are printed apart.
+{torch, glorot} init x three learning rates x three seeds), all from today's code. The first study's
+rows (all Glorot, written by the sweep code of commits up to 86f315c) are in `first_study.csv`, printed apart.
 """
 
 import sys
@@ -73,8 +73,12 @@ def main(folder):
     print(markdown_table(grid), "\n")
     print(initial_profile(grid))
     if earlier:
-        print(f"\nEarlier cells outside the grid ({len(earlier)}):\n")
+        print(f"\nCells of sweep.csv outside the committed grid ({len(earlier)}):\n")
         print(markdown_table(earlier))
+    first = read_rows(f"{folder}/first_study.csv")
+    if first:
+        print(f"\nThe first study (first_study.csv, {len(first)} cells, the sweep code of commits up to 86f315c):\n")
+        print(markdown_table(first))
 
 
 if __name__ == "__main__":

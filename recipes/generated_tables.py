@@ -12,7 +12,8 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | demo | zoo/vit24_digits/demo.json | `KERAS_BACKEND=jax keras-tse demo --out runs/demo` (then copied) |
 | escalation | zoo/figures/escalation.csv | `KERAS_BACKEND=jax keras-tse escalation --csv zoo/figures/escalation.csv` |
 | demo_similarity | zoo/vit24_digits/demo.json | the same |
-| depth_study, depth_study_verdicts, depth_study_progress, depth_study_cells, depth_study_init, depth_study_earlier | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study` |
+| depth_study, depth_study_verdicts, depth_study_progress, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study` |
+| depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
 | gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 """
@@ -39,11 +40,18 @@ def _recipe(name):
         sys.path.pop(0)
 
 
-def _study(part=0):
-    """The committed sweep's rows: part 0 the committed grid, part 1 the earlier cells outside it."""
+def _study():
+    """The committed sweep's rows of the committed grid."""
     from keras_tse.sweep import read_rows
 
-    return _recipe("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[part]
+    return _recipe("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[0]
+
+
+def _first_study():
+    """The first study's rows (Glorot only, the sweep code of commits up to 86f315c), kept as they were written."""
+    from keras_tse.sweep import read_rows
+
+    return read_rows(_path("zoo", "depth_study", "first_study.csv"))
 
 
 def _demo():
@@ -84,7 +92,7 @@ def render(name):
     if name == "depth_study_earlier":
         from keras_tse.sweep import markdown_table
 
-        return markdown_table(_study(1))
+        return markdown_table(_first_study())
     if name == "gradients":
         return _recipe("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
     if name == "bench":

@@ -217,3 +217,26 @@ def test_a_damaged_wikitext_id_cache_is_named_and_rebuilt(tmp_path):
     assert any(str(folder / wikitext.CACHE) in str(w.message) and "rebuilding" in str(w.message) for w in caught)
     assert all(np.array_equal(again[s], ids[s]) for s in wikitext.SPLITS)
     np.load(folder / wikitext.CACHE)  # rewritten whole
+
+
+def test_a_cifar_archive_with_the_wrong_checksum_stops_the_recipe_in_one_line(tmp_path):
+    vit = _recipe("cifar10_vit")
+    (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not the archive")
+    args = vit.parse_args(["--data-dir", str(tmp_path), "--no-download"])
+    with pytest.raises(SystemExit, match=r"cifar10_vit: .*cifar-10-python.tar.gz is corrupt.*MD5.*expected c58f3010"):
+        vit.load_data(args)
+
+
+def test_resume_trims_the_rows_of_a_repeated_epoch_and_a_cut_line(tmp_path):
+    """Transformer-XL's steps.csv after a mid-epoch kill: the epoch is run again, its old rows must go."""
+    from keras_tse.callbacks.run_backup import trim_epochs
+
+    path = tmp_path / "steps.csv"
+    path.write_text("step,loss,epoch\n10,5.0,0\n20,4.0,0\n30,3.5,1\n40,3.")  # killed in epoch 1, mid-line
+    with pytest.warns(UserWarning, match="last line is incomplete"):
+        trim_epochs(str(path), keep_below=1)  # the backup holds epoch 0: epoch 1 runs again
+    assert path.read_text().splitlines() == ["step,loss,epoch", "10,5.0,0", "20,4.0,0"]
+    untouched = tmp_path / "other.csv"
+    untouched.write_text("step,loss\n10,5.0\n")
+    trim_epochs(str(untouched), keep_below=0)
+    assert untouched.read_text() == "step,loss\n10,5.0\n"

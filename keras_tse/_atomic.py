@@ -50,23 +50,19 @@ def save_model(model, path):
     """`model.save(path)` (a `.keras` file) through a temporary `.keras` sibling, then renamed."""
     if not path.endswith(".keras"):
         raise ValueError(f"A model file must end in .keras. Received: path={path!r}")
-    temporary = f"{path[: -len('.keras')]}.partial.keras"  # Keras insists on the suffix
-    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    try:
-        model.save(temporary)
-        _fsync(temporary)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.remove(temporary)
+    _through_temporary(path, ".keras", model.save)  # Keras insists on the suffix
 
 
 def save_weights(model, path):
     """`model.save_weights(path)` (a `.weights.h5` file) through a temporary sibling, then renamed."""
-    temporary = f"{path[: -len('.weights.h5')]}.partial.weights.h5"
+    _through_temporary(path, ".weights.h5", model.save_weights)
+
+
+def _through_temporary(path, suffix, save):
+    temporary = f"{path[: -len(suffix)]}.partial{suffix}"
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
-        model.save_weights(temporary)
+        save(temporary)
         _fsync(temporary)
         os.replace(temporary, path)
     finally:

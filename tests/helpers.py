@@ -25,3 +25,15 @@ def run_block_harness(test_case, cls, extra, num_trainable):
         expected_num_seed_generators=4,  # attention dropout + three branch dropouts
         supports_masking=True,
     )
+
+
+def recipe_module(name):
+    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package)."""
+    import importlib.util
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

@@ -101,3 +101,16 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
         glorot_pre = best[("pre", "", "glorot", depth)][0]
         assert all(glorot_pre < entry[0] for key, entry in best.items() if key[3] == depth and key != ("pre", "", "glorot", depth))
     assert best[("pre", "", "torch", 48)][0] > 0.5
+
+
+def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_differently():
+    """zoo/depth_study.md, Reproducibility: same init measures, different training, in the two committed files."""
+    from keras_tse import sweep
+
+    key = ("12", "post", "", "glorot", "0.001", "0")
+    pick = lambda rows: next(r for r in rows if tuple(r[k] for k in sweep.KEY[:6]) == key)  # noqa: E731
+    first = pick(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "first_study.csv")))
+    today = pick(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv")))
+    assert first["tsim_init"] == today["tsim_init"] and first["grad_init"] == today["grad_init"]
+    assert f"{float(first['final_loss']):.4f}" == "0.2100" and f"{float(today['final_loss']):.4f}" == "0.2859"
+    assert len(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "first_study.csv"))) == 192

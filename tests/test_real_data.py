@@ -15,6 +15,7 @@ import pytest
 
 from keras_tse import data
 from keras_tse.data import mnist, ptb
+from tests.helpers import recipe_module
 
 
 def _real(loader):
@@ -159,21 +160,13 @@ JAX_ONLY = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
                               reason="the real-slice recipe runs once, on JAX (the recipes' own smoke tests cover each backend)")
 
 
-def _recipe(name):
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @JAX_ONLY
 def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     import json
 
-    vit = _recipe("cifar10_vit")
+    vit = recipe_module("cifar10_vit")
     args = vit.parse_args(["--dataset", "fashion_mnist", "--smoke", "--norm", "deescalate", "--epochs", "1",
                            "--depth", "2", "--out", str(tmp_path)])
     summary = vit.run(args)["deescalate"]
@@ -185,7 +178,7 @@ def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
 
 
 def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
-    vit = _recipe("cifar10_vit")
+    vit = recipe_module("cifar10_vit")
     (_, y), _ = fashion
     keep = vit.balanced_subset(y, 1200, seed=0)
     assert np.bincount(y[keep]).tolist() == [120] * 10 and np.all(np.diff(keep) > 0)
@@ -197,7 +190,7 @@ def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
 
 @JAX_ONLY
 def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, penn):
-    txl = _recipe("wikitext103_txl")
+    txl = recipe_module("wikitext103_txl")
     args = txl.parse_args(["--dataset", "ptb", "--smoke", "--norm", "deescalate", "--steps", "6",
                            "--eval-interval", "3", "--out", str(tmp_path)])
     summary = txl.run(args)["deescalate"]

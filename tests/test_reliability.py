@@ -14,17 +14,11 @@ from keras_tse import data, sweep, zoo
 from keras_tse.callbacks import TokenSimilarityMetric
 from keras_tse.layers import DeEscalation, PostNormBlock
 from keras_tse.training import TrainConfig, fit_variant
+from tests.helpers import recipe_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _recipe(name):
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(name, os.path.join(ROOT, "recipes", f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- 2: zero is an error, not "the default" -----------------------------------------------------------
@@ -38,7 +32,7 @@ def _recipe(name):
 ])
 def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, flag, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        _recipe(recipe).parse_args(argv)
+        recipe_module(recipe).parse_args(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and f"argument {flag}: must be" in err and repr(argv[1]) in err
@@ -220,7 +214,7 @@ def test_a_damaged_wikitext_id_cache_is_named_and_rebuilt(tmp_path):
 
 
 def test_a_cifar_archive_with_the_wrong_checksum_stops_the_recipe_in_one_line(tmp_path):
-    vit = _recipe("cifar10_vit")
+    vit = recipe_module("cifar10_vit")
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not the archive")
     args = vit.parse_args(["--data-dir", str(tmp_path), "--no-download"])
     with pytest.raises(SystemExit, match=r"cifar10_vit: .*cifar-10-python.tar.gz is corrupt.*MD5.*expected c58f3010"):

@@ -160,8 +160,6 @@ JAX_ONLY = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
                               reason="the real-slice recipe runs once, on JAX (the recipes' own smoke tests cover each backend)")
 
 
-
-
 @JAX_ONLY
 def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     import json

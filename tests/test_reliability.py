@@ -19,8 +19,6 @@ from tests.helpers import recipe_module
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-
-
 # --- 2: zero is an error, not "the default" -----------------------------------------------------------
 
 @pytest.mark.parametrize("recipe, argv, flag", [

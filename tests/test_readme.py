@@ -3,6 +3,8 @@
 import pathlib
 import re
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
 
@@ -37,5 +39,10 @@ def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypa
 
     monkeypatch.chdir(tmp_path)
 
-    assert main(["demo", "--epochs", "0"]) == 2
-    assert "keras-tse demo: `epochs` must be a positive integer. Received: epochs=0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:  # refused where the flag enters, before anything runs
+        main(["demo", "--epochs", "0"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.strip() == "keras-tse demo: error: argument --epochs: must be a positive integer, received '0'"
+    # a value only the library can judge is still one line and exit 2
+    assert main(["demo", "--depth", "2", "--seeds", "0,0"]) == 2
+    assert "keras-tse demo: `seeds` must be distinct integers" in capsys.readouterr().err

@@ -18,6 +18,12 @@ from keras_tse.data import mnist, ptb
 from tests.helpers import recipe_module
 
 
+# The loaders are NumPy and files, the same on every backend, and the recipe slices are the recipes'
+# own smoke runs on real data: the module runs once, on JAX (the backend the cards use).
+pytestmark = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
+                                reason="backend-independent loaders and one recipe slice: run once, on JAX")
+
+
 def _real(loader):
     try:
         return loader(download=False)
@@ -154,13 +160,10 @@ def test_content_check_refuses_a_subset(tmp_path, fashion):
         data.load_fashion_mnist(str(tmp_path), download=False)
 
 
-# --- the recipes on a real slice (CI runs these on JAX, the backend the recipes' cards use) -------------
-
-JAX_ONLY = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
-                              reason="the real-slice recipe runs once, on JAX (the recipes' own smoke tests cover each backend)")
+# --- the recipes on a real slice --------------------------------------------------------------------------
 
 
-@JAX_ONLY
+
 def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     import json
 
@@ -186,7 +189,6 @@ def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
         vit.balanced_subset(y, 1205, seed=0)
 
 
-@JAX_ONLY
 def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, penn):
     txl = recipe_module("wikitext103_txl")
     args = txl.parse_args(["--dataset", "ptb", "--smoke", "--norm", "deescalate", "--steps", "6",

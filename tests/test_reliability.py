@@ -66,6 +66,7 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
 
 # --- 3: a sweep row cut short is recomputed; a foreign CSV is named ---------------------------------------
 
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the CSV healing is backend-free; one backend keeps CI short")
 def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
     config = sweep.SweepConfig.quick(depths=(2,), norms=("post",))
     out = str(tmp_path)

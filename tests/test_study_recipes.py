@@ -61,3 +61,26 @@ def test_gradient_diagnostic_rows_are_consistent():
         assert 0.0 <= float(tsim) <= 1.0
     # complete de-escalation after every block centres the tokens: t_sim (Definition 1) is 0 after the last
     assert float(rows[0][8]) < 1e-6 and float(rows[2][8]) > 0.1
+
+
+def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
+    """recipes/benchmark_results.py on two hand-made seed folders: the table is their mean [min, max]."""
+    import json
+
+    from tests.helpers import recipe_module
+
+    results_module = recipe_module("benchmark_results")
+    for seed, (loss, accuracy, tsim_end) in enumerate(((0.5, 0.8, 0.25), (0.7, 0.6, 0.75))):
+        run = tmp_path / f"seed_{seed}" / "deescalate"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({"train_loss": loss, "test_loss": loss + 0.1,
+                                                      "test_accuracy": accuracy, "seconds_this_session": 10.0}))
+        (run / "config.json").write_text(json.dumps({"seed": seed, "dataset": "fashion_mnist"}))
+        (run / "similarity.csv").write_text("epoch,step,when,tsim_0,tsim_1\n,0,train_begin,0.1,0.5\n"
+                                            f"0,8,epoch_end,0.2,0.9\n1,16,epoch_end,0.3,{tsim_end}\n")
+    results = results_module.collect(str(tmp_path))
+    assert results["kind"] == "classification" and results["settings"] == {"dataset": "fashion_mnist"}
+    assert [r["tsim_end"] for r in results["runs"]["deescalate"]] == [[0.3, 0.25], [0.3, 0.75]]
+    table = results_module.markdown_table(results).splitlines()
+    assert table[2] == ("| deescalate | 2 | 0.6000 [0.5000, 0.7000] | 0.7000 [0.6000, 0.8000] | 70.00% [60.00, 80.00] "
+                        "| 0.500 -> 0.500 | 10 |")

@@ -1,0 +1,118 @@
+"""Collect the seeds of a benchmark study into one committed result file, and print its table (issue 14).
+
+A study is one recipe command per seed, each into `<runs>/seed_<s>/` (the recipe writes one folder per
+variant under it), for example
+
+    for s in 0 1; do KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 \\
+        --hidden-dim 64 --train-size 12000 --epochs 3 --norm all --seed $s --out runs/fmnist_vit24/seed_$s; done
+    python recipes/benchmark_results.py runs/fmnist_vit24 --out zoo/fmnist_vit/depth24.json
+
+The result file holds, per variant and seed, every number a card quotes: the summary of the run
+(train loss, test loss and accuracy, or validation and test perplexity), the token similarity after
+each block at the first measurement and at the end, the epochs and the wall time, and the run's
+settings; its curves (Figure 6 or 7 layout, seed mean with the min-max band) go beside it as a PNG.
+The card's tables are printed from the file (`markdown_table`), never typed.
+"""
+
+import argparse
+import csv
+import glob
+import json
+import os
+import re
+import sys
+
+import numpy as np
+
+from keras_tse import _atomic
+from keras_tse.training import read_history
+
+RESULTS = {  # the summary keys a card reports, by kind of study, with their column names
+    "classification": (("train_loss", "train loss"), ("test_loss", "test loss"), ("test_accuracy", "test accuracy")),
+    "language_model": (("train_loss", "train loss"), ("valid_perplexity", "valid ppl"),
+                       ("test_perplexity", "test ppl")),
+}
+
+
+def collect(runs_root):
+    """{"settings", "runs": {variant: [per-seed record]}} of every finished `seed_*/<variant>/` under runs_root."""
+    runs, settings = {}, None
+    for seed_dir in sorted(glob.glob(os.path.join(runs_root, "seed_*")), key=_seed):
+        for summary_path in sorted(glob.glob(os.path.join(seed_dir, "*", "summary.json"))):
+            run_dir = os.path.dirname(summary_path)
+            with open(summary_path) as f:
+                summary = json.load(f)
+            with open(os.path.join(run_dir, "config.json")) as f:
+                config = json.load(f)
+            start, end = _similarity(os.path.join(run_dir, "similarity.csv"))
+            runs.setdefault(os.path.basename(run_dir), []).append(
+                {"seed": _seed(seed_dir), **summary, "tsim_start": start, "tsim_end": end})
+            settings = settings or {k: v for k, v in config.items() if k not in ("seed", "model")}
+    order = ("post", "pre", "deescalate", "deescalate_leaky_global")
+    runs = dict(sorted(runs.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
+    if not runs:
+        raise SystemExit(f"benchmark_results: no finished run (seed_*/<variant>/summary.json) under {runs_root}")
+    kind = "language_model" if "test_perplexity" in next(iter(runs.values()))[0] else "classification"
+    return {"kind": kind, "settings": settings, "runs": runs}
+
+
+def _seed(seed_dir):
+    match = re.search(r"seed_(\d+)$", seed_dir.rstrip(os.sep))
+    return int(match.group(1)) if match else -1
+
+
+def _similarity(path):
+    """t_sim per block at the first measurement and at the last epoch end of similarity.csv."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = sorted(k for k in rows[0] if k.startswith("tsim_"))
+    ends = [r for r in rows if r["when"] == "epoch_end"] or rows
+    return [float(rows[0][c]) for c in columns], [float(ends[-1][c]) for c in columns]
+
+
+def markdown_table(results):
+    """Per variant: each reported result as seed mean [min, max], the last block's t_sim start -> end, wall time."""
+    columns = RESULTS[results["kind"]]
+    lines = ["| variant | seeds | " + " | ".join(name for _, name in columns)
+             + " | t_sim last block, start -> end | training time per run (s) |",
+             "|---|---:|" + "---:|" * (len(columns) + 2)]
+    for variant, records in results["runs"].items():
+        cells = []
+        for key, _ in columns:
+            values = np.array([r[key] for r in records], "float64")
+            scale, unit, digits = (100, "%", 2) if key.endswith("accuracy") else (1, "", 4 if "loss" in key else 2)
+            cells.append(f"{values.mean() * scale:.{digits}f}{unit} [{values.min() * scale:.{digits}f}, "
+                         f"{values.max() * scale:.{digits}f}]")
+        start = np.mean([r["tsim_start"][-1] for r in records])
+        end = np.mean([r["tsim_end"][-1] for r in records])
+        seconds = np.mean([r["seconds_this_session"] for r in records])
+        lines.append(f"| {variant} | {len(records)} | " + " | ".join(cells) + f" | {start:.3f} -> {end:.3f} | {seconds:.0f} |")
+    return "\n".join(lines)
+
+
+def plot(runs_root, results, path, title):
+    """Figure 6 layout (train / test loss per epoch), one curve per variant: the seed mean and its range."""
+    from keras_tse.training import plot_losses
+
+    histories = {variant: [read_history(os.path.join(runs_root, f"seed_{r['seed']}", variant, "history.csv"))
+                           for r in records] for variant, records in results["runs"].items()}
+    plot_losses(histories, path, title)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("runs", help="folder of seed_<s>/<variant>/ run folders")
+    parser.add_argument("--out", required=True, help="the result JSON to write (curves go beside it as .png)")
+    parser.add_argument("--title", default=None, help="the curves' title")
+    args = parser.parse_args(argv)
+    results = collect(args.runs)
+    _atomic.write_json(args.out, results)
+    if results["kind"] == "classification":
+        plot(args.runs, results, os.path.splitext(args.out)[0] + ".png", args.title or os.path.basename(args.runs))
+    print(markdown_table(results))
+    print(f"\nwrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -123,6 +123,15 @@ def _sweep(args):
     return 0
 
 
+def _version():
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("keras_tse")
+    except PackageNotFoundError:  # run from a checkout without installing
+        return "unknown (not installed)"
+
+
 def _demo_defaults():
     from keras_tse.demo import DemoConfig
 
@@ -131,8 +140,9 @@ def _demo_defaults():
 
 def _parser():
     parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
+    demo = commands.add_parser("demo", help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)", description="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
     defaults = _demo_defaults()
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
     demo.add_argument("--depth", type=flags.positive_int, default=defaults.depth, help=f"blocks (default: {defaults.depth})")
@@ -144,7 +154,7 @@ def _parser():
     demo.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
     demo.set_defaults(run=_demo)
 
-    escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind")
+    escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind", description="token similarity at initialisation, per block kind")
     escalation.add_argument("--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
     escalation.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
     escalation.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
@@ -161,19 +171,19 @@ def _parser():
     escalation.add_argument("--csv", help="also write the table to this CSV file")
     escalation.set_defaults(run=_escalation)
 
-    probe = commands.add_parser("probe", help="per-block similarity and attention diagnostics of a .keras model")
+    probe = commands.add_parser("probe", help="per-block similarity and attention diagnostics of a .keras model", description="per-block similarity and attention diagnostics of a .keras model")
     probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
     probe.add_argument("--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)")
     probe.add_argument("--seed", type=flags.non_negative_int, default=0)
     probe.set_defaults(run=_probe)
 
-    figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)")
+    figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)", description="regenerate the paper's analysis figures (PNG + CSV)")
     figures.add_argument("--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)")
     figures.add_argument("--out", default="runs/figures", help="output folder (default: runs/figures)")
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)
 
-    bench = commands.add_parser("bench", help="train-step throughput and peak memory, ours beside a KerasHub peer")
+    bench = commands.add_parser("bench", help="train-step throughput and peak memory, ours beside a KerasHub peer", description="train-step throughput and peak memory, ours beside a KerasHub peer")
     bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
     bench.add_argument("--cases", help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
                                        "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate")
@@ -193,7 +203,7 @@ def _parser():
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)
 
-    sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
+    sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits", description="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
     sweep.add_argument("--depths", type=flags.comma_list(flags.positive_int), help="comma-separated depths (default: 12,24,48)")

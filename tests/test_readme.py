@@ -46,3 +46,14 @@ def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypa
     # a value only the library can judge is still one line and exit 2
     assert main(["demo", "--depth", "2", "--seeds", "0,0"]) == 2
     assert "keras-tse demo: `seeds` must be distinct integers" in capsys.readouterr().err
+
+
+def test_cli_version_and_subcommand_descriptions(capsys):
+    from keras_tse.cli import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == "keras-tse 0.1.0"
+    with pytest.raises(SystemExit):
+        main(["sweep", "--help"])
+    assert "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits" in capsys.readouterr().out.split("options")[0]

@@ -53,7 +53,9 @@ def test_cli_version_and_subcommand_descriptions(capsys):
 
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
-    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == "keras-tse 0.1.0"
+    import keras_tse  # the installed metadata and the package agree
+
+    assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"keras-tse {keras_tse.__version__}"
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
     assert "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits" in capsys.readouterr().out.split("options")[0]

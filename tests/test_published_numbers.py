@@ -114,3 +114,27 @@ def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_diff
     assert first["tsim_init"] == today["tsim_init"] and first["grad_init"] == today["grad_init"]
     assert f"{float(first['final_loss']):.4f}" == "0.2100" and f"{float(today['final_loss']):.4f}" == "0.2859"
     assert len(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "first_study.csv"))) == 192
+
+
+def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
+    """zoo/depth_study.md points 2 and 3: three seeds everywhere; the Glorot near miss; lr 1e-4 does not rescue post-norm."""
+    from keras_tse import sweep
+
+    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+    try:
+        import generated_tables
+    finally:
+        sys.path.pop(0)
+    rows = generated_tables._study()
+    assert len(rows) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
+    best = sweep.best_over_learning_rates(rows)
+    assert {entry[2] for entry in best.values()} == {3}
+    post, tau1, tau05 = (best[(norm, tau, "glorot", 24)][0] for norm, tau in (("post", ""), ("deescalate", "1.0"),
+                                                                               ("deescalate", "0.5")))
+    assert 0.5 < tau05 and 0.4 < tau05 / post < 0.6 and tau1 >= post  # the nearest miss; tau 1 no better
+    assert all(best[("deescalate", tau, "glorot", 48)][0] > 2.0 for tau in ("1.0", "0.5"))  # chance is 2.30
+    for init in ("torch", "glorot"):
+        mean, lr, _ = best[("post", "", init, 48)]
+        assert lr == 1e-4 and mean > 0.5, (init, mean, lr)
+    verdicts = generated_tables.render("depth_study_verdicts")
+    assert "- depth 12, torch init: post-norm trains, and so does de-escalation (tau 1, tau 0.5)." in verdicts

@@ -121,6 +121,7 @@ def model_overrides(args, norm):
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     jit_compile = scale.configure(args)
+    keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
     (x_train, y_train), (x_test, y_test) = load_data(args)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:

@@ -4,6 +4,7 @@ import json
 
 import keras
 import numpy as np
+import pytest
 
 from keras_tse import sweep
 from keras_tse.cli import main
@@ -56,3 +57,30 @@ def test_demo_twice_prints_identical_numbers(tmp_path, capsys):
     assert outputs[0] == outputs[1]
     assert "| deescalate | 0.0000 |" in outputs[0][0]  # the results table  # tau = 1 at the last block output: centred tokens
     assert [r["seed"] for r in outputs[0][1]["post"]] == [1]  # one entry per seed
+
+
+@pytest.mark.large
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="two fresh processes per recipe: once, on JAX")
+@pytest.mark.parametrize("recipe, argv", [
+    ("cifar10_vit", ["--smoke", "--norm", "deescalate", "--epochs", "1", "--depth", "1"]),
+    ("wikitext103_txl", ["--smoke", "--norm", "deescalate", "--steps", "6", "--eval-interval", "3", "--depth", "1"]),
+])
+def test_each_recipes_smoke_command_twice_gives_the_same_numbers(recipe, argv, tmp_path):
+    """Issue 13: the same recipe command (--smoke, same seed) run twice on one machine and backend prints the
+    same summary, RandAugment and shuffling included."""
+    import os
+    import subprocess
+    import sys
+
+    script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{recipe}.py")
+    summaries = []
+    for i in range(2):
+        result = subprocess.run([sys.executable, script, *argv, "--out", str(tmp_path / f"run_{i}")],
+                                capture_output=True, text=True, timeout=600,
+                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        assert result.returncode == 0, result.stderr[-3000:]
+        with open(tmp_path / f"run_{i}" / "deescalate" / "summary.json") as f:
+            summaries.append(json.load(f))
+    for key in ("train_loss", "last_block_similarity_end", "test_loss", "valid_loss", "test_perplexity"):
+        if key in summaries[0]:
+            assert summaries[0][key] == summaries[1][key], key

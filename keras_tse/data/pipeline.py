@@ -37,7 +37,11 @@ def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, m
     data = tf.data.Dataset.from_tensor_slices((images, labels))
     if shuffle:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    data = data.batch(batch_size).map(lambda x, y: (prepare(x), y), num_parallel_calls=tf.data.AUTOTUNE)
+    # With augmentation the map runs one batch at a time: RandAugment draws from one stateful seed
+    # generator, and parallel calls would draw in a different order each run (the same seed would not
+    # give the same images). Prefetch still overlaps it with training.
+    parallel = 1 if augment else tf.data.AUTOTUNE
+    data = data.batch(batch_size).map(lambda x, y: (prepare(x), y), num_parallel_calls=parallel, deterministic=True)
     return data.prefetch(tf.data.AUTOTUNE)
 
 

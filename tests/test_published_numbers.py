@@ -4,6 +4,8 @@ import os
 import subprocess
 import sys
 
+from tests.helpers import recipe_module
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -18,11 +20,7 @@ def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
 
 
 def test_the_check_fails_on_a_hand_edited_number(tmp_path):
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
-    try:
-        import generated_tables
-    finally:
-        sys.path.pop(0)
+    generated_tables = recipe_module("generated_tables")
     with open(os.path.join(ROOT, "README.md")) as f:
         text = f.read()
     rewritten, names = generated_tables.rewrite(text)
@@ -50,11 +48,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
     """zoo/depth_study.md's headline, checked on the committed CSVs it is printed from."""
     import csv
 
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
-    try:
-        import generated_tables
-    finally:
-        sys.path.pop(0)
+    generated_tables = recipe_module("generated_tables")
     verdicts = generated_tables.render("depth_study_verdicts").splitlines()
     for depth in (24, 48):
         torch_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, torch init:"))
@@ -80,11 +74,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
 
 def test_the_depth_study_comparisons_with_pre_norm_hold():
     """Points 3 and 4 of the card: post-norm's t_sim at init lower under torch; de-escalation vs pre-norm."""
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
-    try:
-        import generated_tables
-    finally:
-        sys.path.pop(0)
+    generated_tables = recipe_module("generated_tables")
     from keras_tse import sweep
 
     rows = generated_tables._study()
@@ -120,11 +110,7 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
     """zoo/depth_study.md points 2 and 3: three seeds everywhere; the Glorot near miss; lr 1e-4 does not rescue post-norm."""
     from keras_tse import sweep
 
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
-    try:
-        import generated_tables
-    finally:
-        sys.path.pop(0)
+    generated_tables = recipe_module("generated_tables")
     rows = generated_tables._study()
     assert len(rows) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
     best = sweep.best_over_learning_rates(rows)

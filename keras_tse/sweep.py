@@ -29,7 +29,7 @@ import keras
 import numpy as np
 
 from keras_tse import _atomic
-from keras_tse.callbacks._csv import append_row
+from keras_tse.callbacks._csv import append_row, read_logged_rows
 from keras_tse.layers import _checks, initializers
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
@@ -114,23 +114,20 @@ def read_rows(path, heal=False):
     """
     if not os.path.exists(path):
         return []
-    with open(path, newline="") as f:
-        text = f.read()
-    reader = csv.DictReader(text.splitlines())
-    fields = reader.fieldnames or []
+    fields, whole, cut = read_logged_rows(path)
     missing = [k for k in KEY if k not in fields and k != "initializer"] + [c for c in ("final_loss",) if c not in fields]
     if missing:
         raise ValueError(f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass "
                          "another --out.")
-    rows, bad, last_line = [], [], len(text.splitlines())
-    for number, row in enumerate(reader, start=2):
-        complete = number < last_line or text.endswith("\n")  # a last line without its newline was cut short
+    rows, bad = [], list(cut)
+    for number, row in whole:
         if not row.get("initializer"):
             row["initializer"] = LEGACY_INITIALIZER
-        if complete and _parses(row, fields):
+        if _parses(row):
             rows.append(row)
         else:
             bad.append(number)
+    bad.sort()
     if bad:
         warnings.warn(f"{path}: line(s) {bad} are incomplete or do not parse (an interrupted write?); "
                       + ("their cells will be computed again" if heal else "left out"), stacklevel=2)
@@ -139,9 +136,7 @@ def read_rows(path, heal=False):
     return rows
 
 
-def _parses(row, fields):
-    if None in row or any(row.get(k) is None for k in fields):
-        return False
+def _parses(row):
     try:
         int(row["depth"]), int(row["seed"]), float(row["learning_rate"]), float(row["final_loss"])
         int(row["diverged"]) if "diverged" in row else 0

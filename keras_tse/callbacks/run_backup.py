@@ -19,7 +19,6 @@ cannot be read is reported and the previous one is used; with none readable the 
 An epoch whose loss is not finite is never backed up.
 """
 
-import csv
 import glob
 import math
 import os
@@ -29,6 +28,7 @@ import warnings
 import keras
 
 from keras_tse import _atomic
+from keras_tse.callbacks._csv import read_logged_rows
 
 PATTERN = re.compile(r"epoch_(\d{5})\.weights\.h5$")
 
@@ -119,22 +119,13 @@ def trim_epochs(path, keep_below):
     Rows whose `epoch` is empty (the measurement before training) are kept. Files without an `epoch`
     column are left alone.
     """
-    with open(path, newline="") as f:
-        text = f.read()
-    reader = csv.DictReader(text.splitlines())
-    fields = reader.fieldnames or []
+    fields, whole, cut = read_logged_rows(path)
     if "epoch" not in fields:
         return
-    rows = list(reader)
-    if rows and not text.endswith("\n"):  # the last row's write was cut short
-        warnings.warn(f"{path}: the last line is incomplete (an interrupted write); dropped", stacklevel=2)
-        rows.pop()
-    kept = []
-    for number, row in enumerate(rows, start=2):
-        if None in row or any(row.get(k) is None for k in fields):  # a row cut short by a kill
-            warnings.warn(f"{path}: line {number} is incomplete (an interrupted write); dropped", stacklevel=2)
-            continue
-        if row["epoch"] == "" or int(row["epoch"]) < keep_below:
-            kept.append(row)
-    if len(kept) != len(rows) or not text.endswith("\n"):
+    last_line = max([number for number, _ in whole] + cut, default=1)
+    for number in cut:
+        where = "the last line" if number == last_line else f"line {number}"
+        warnings.warn(f"{path}: {where} is incomplete (an interrupted write); dropped", stacklevel=2)
+    kept = [row for _, row in whole if row["epoch"] == "" or int(row["epoch"]) < keep_below]
+    if cut or len(kept) != len(whole):
         _atomic.write_csv(path, fields, kept)

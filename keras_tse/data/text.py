@@ -5,6 +5,8 @@ import collections
 import keras
 import numpy as np
 
+from keras_tse.layers import _checks
+
 EOS = "<eos>"
 UNK = "<unk>"
 
@@ -74,9 +76,8 @@ def lm_segments(ids, batch_size, segment_len):
     batch_size=batch_size, shuffle=False)` hands batch `k` the `k`-th window of every stream and
     each batch continues the previous one, as the memory needs.
     """
-    for name, value in (("batch_size", batch_size), ("segment_len", segment_len)):
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"`{name}` must be a positive integer. Received: {name}={value!r}")
+    batch_size = _checks.positive_int("batch_size", batch_size)
+    segment_len = _checks.positive_int("segment_len", segment_len)
     ids = np.asarray(ids)
     steps = len(ids) // batch_size
     windows = (steps - 1) // segment_len

@@ -24,13 +24,16 @@ import sys
 
 import numpy as np
 
-from keras_tse import _atomic
+from keras_tse import run_files
 from keras_tse.training import read_history
 
 RESULTS = {  # the summary keys a card reports, by kind of study, with their column names
     "classification": (("train_loss", "train loss"), ("test_loss", "test loss"), ("test_accuracy", "test accuracy")),
-    "language_model": (("train_loss", "train loss"), ("valid_perplexity", "valid ppl"),
-                       ("test_perplexity", "test ppl")),
+    "language_model": (
+        ("train_loss", "train loss"),
+        ("valid_perplexity", "valid ppl"),
+        ("test_perplexity", "test ppl"),
+    ),
 }
 
 
@@ -46,7 +49,8 @@ def collect(runs_root):
                 config = json.load(f)
             start, end = _similarity(os.path.join(run_dir, "similarity.csv"))
             runs.setdefault(os.path.basename(run_dir), []).append(
-                {"seed": _seed(seed_dir), **summary, "tsim_start": start, "tsim_end": end})
+                {"seed": _seed(seed_dir), **summary, "tsim_start": start, "tsim_end": end}
+            )
             settings = settings or {k: v for k, v in config.items() if k not in ("seed", "model")}
     order = ("post", "pre", "deescalate", "deescalate_leaky_global")
     runs = dict(sorted(runs.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
@@ -73,20 +77,27 @@ def _similarity(path):
 def markdown_table(results):
     """Per variant: each reported result as seed mean [min, max], the last block's t_sim start -> end, wall time."""
     columns = RESULTS[results["kind"]]
-    lines = ["| variant | seeds | " + " | ".join(name for _, name in columns)
-             + " | t_sim last block, start -> end | training time per run (s) |",
-             "|---|---:|" + "---:|" * (len(columns) + 2)]
+    lines = [
+        "| variant | seeds | "
+        + " | ".join(name for _, name in columns)
+        + " | t_sim last block, start -> end | training time per run (s) |",
+        "|---|---:|" + "---:|" * (len(columns) + 2),
+    ]
     for variant, records in results["runs"].items():
         cells = []
         for key, _ in columns:
             values = np.array([r[key] for r in records], "float64")
             scale, unit, digits = (100, "%", 2) if key.endswith("accuracy") else (1, "", 4 if "loss" in key else 2)
-            cells.append(f"{values.mean() * scale:.{digits}f}{unit} [{values.min() * scale:.{digits}f}, "
-                         f"{values.max() * scale:.{digits}f}]")
+            cells.append(
+                f"{values.mean() * scale:.{digits}f}{unit} [{values.min() * scale:.{digits}f}, "
+                f"{values.max() * scale:.{digits}f}]"
+            )
         start = np.mean([r["tsim_start"][-1] for r in records])
         end = np.mean([r["tsim_end"][-1] for r in records])
         seconds = np.mean([r["seconds_this_session"] for r in records])
-        lines.append(f"| {variant} | {len(records)} | " + " | ".join(cells) + f" | {start:.3f} -> {end:.3f} | {seconds:.0f} |")
+        lines.append(
+            f"| {variant} | {len(records)} | " + " | ".join(cells) + f" | {start:.3f} -> {end:.3f} | {seconds:.0f} |"
+        )
     return "\n".join(lines)
 
 
@@ -94,8 +105,10 @@ def plot(runs_root, results, path, title):
     """Figure 6 layout (train / test loss per epoch), one curve per variant: the seed mean and its range."""
     from keras_tse.training import plot_losses
 
-    histories = {variant: [read_history(os.path.join(runs_root, f"seed_{r['seed']}", variant, "history.csv"))
-                           for r in records] for variant, records in results["runs"].items()}
+    histories = {
+        variant: [read_history(os.path.join(runs_root, f"seed_{r['seed']}", variant, "history.csv")) for r in records]
+        for variant, records in results["runs"].items()
+    }
     plot_losses(histories, path, title)
 
 
@@ -106,7 +119,7 @@ def main(argv=None):
     parser.add_argument("--title", default=None, help="the curves' title")
     args = parser.parse_args(argv)
     results = collect(args.runs)
-    _atomic.write_json(args.out, results)
+    run_files.write_json(args.out, results)
     if results["kind"] == "classification":
         plot(args.runs, results, os.path.splitext(args.out)[0] + ".png", args.title or os.path.basename(args.runs))
     print(markdown_table(results))

@@ -24,7 +24,7 @@ class-balanced seeded subset of the training split), `--batch-size`, `--epochs`:
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 --hidden-dim 64 \
         --train-size 12000 --epochs 3 --norm all --seed 0 --out runs/fmnist_vit24/seed_0
 
-Speed and scale (keras_tse.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
+Speed and scale (keras_tse.training.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
 PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
 
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --norm deescalate --mixed-precision --data-parallel   # several GPUs
@@ -37,15 +37,10 @@ import sys
 import keras
 import numpy as np
 
-from keras_tse import data, flags, scale, zoo
+from keras_tse import data, zoo
 from keras_tse.layers.initializers import INITIALIZERS
-from keras_tse.training import (
-    TrainConfig,
-    fit_variant,
-    plot_losses,
-    read_history,
-    summary_line,
-)
+from keras_tse.training import TrainConfig, fit_variant, flags, plot_losses, read_history, scale
+from keras_tse.training.runner import summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
 VARIANTS = {
@@ -66,12 +61,33 @@ PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each bloc
 
 # === Data sets: loader, image geometry and the normalisation statistics each model sees ===
 DATASETS = {
-    "cifar10": dict(load=data.load_cifar10, image_size=32, channels=3, augment=True,
-                    mean=data.cifar10.MEAN, std=data.cifar10.STD, title="CIFAR-10"),
-    "fashion_mnist": dict(load=data.load_fashion_mnist, image_size=28, channels=1, augment=False,
-                          mean=data.mnist.FASHION_MEAN, std=data.mnist.FASHION_STD, title="Fashion-MNIST"),
-    "mnist": dict(load=data.load_mnist, image_size=28, channels=1, augment=False,
-                  mean=data.mnist.MNIST_MEAN, std=data.mnist.MNIST_STD, title="MNIST"),
+    "cifar10": dict(
+        load=data.load_cifar10,
+        image_size=32,
+        channels=3,
+        augment=True,
+        mean=data.cifar10.MEAN,
+        std=data.cifar10.STD,
+        title="CIFAR-10",
+    ),
+    "fashion_mnist": dict(
+        load=data.load_fashion_mnist,
+        image_size=28,
+        channels=1,
+        augment=False,
+        mean=data.mnist.FASHION_MEAN,
+        std=data.mnist.FASHION_STD,
+        title="Fashion-MNIST",
+    ),
+    "mnist": dict(
+        load=data.load_mnist,
+        image_size=28,
+        channels=1,
+        augment=False,
+        mean=data.mnist.MNIST_MEAN,
+        std=data.mnist.MNIST_STD,
+        title="MNIST",
+    ),
 }
 
 
@@ -95,8 +111,10 @@ def balanced_subset(labels, size, seed):
     """Indices of `size` training examples, the same number from each class (seeded), in their original order."""
     classes = np.unique(labels)
     if size % len(classes) or size > len(labels):
-        raise SystemExit(f"cifar10_vit: --train-size must be a multiple of {len(classes)} (classes) and at most "
-                         f"{len(labels)}. Received: --train-size {size}")
+        raise SystemExit(
+            f"cifar10_vit: --train-size must be a multiple of {len(classes)} (classes) and at most "
+            f"{len(labels)}. Received: --train-size {size}"
+        )
     rng = np.random.default_rng(seed)
     per_class = size // len(classes)
     chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
@@ -130,8 +148,15 @@ def run(args):
         train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
     dataset = DATASETS[args.dataset]
     normalization = dict(mean=dataset["mean"], std=dataset["std"])
-    train = data.image_dataset(x_train, y_train, train_config.batch_size, augment=dataset["augment"], shuffle=True,
-                               seed=args.seed, **normalization)
+    train = data.image_dataset(
+        x_train,
+        y_train,
+        train_config.batch_size,
+        augment=dataset["augment"],
+        shuffle=True,
+        seed=args.seed,
+        **normalization,
+    )
     test = data.image_dataset(x_test, y_test, train_config.batch_size, **normalization)
     probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
     steps_per_epoch = -(-len(y_train) // train_config.batch_size)
@@ -141,24 +166,45 @@ def run(args):
     for norm in variants:
         variant = VARIANTS[norm]
         lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
-        config = dataclasses.replace(train_config, learning_rate=args.learning_rate if args.learning_rate is not None else lr,
-                                     similarity_every_n_batches=args.similarity_every)
+        config = dataclasses.replace(
+            train_config,
+            learning_rate=args.learning_rate if args.learning_rate is not None else lr,
+            similarity_every_n_batches=args.similarity_every,
+        )
         keras.utils.set_random_seed(args.seed)
         overrides = model_overrides(args, norm)
         model = zoo.from_preset(variant["preset"], **overrides)
         run_dir = os.path.join(args.out, norm)
-        print(f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}")
+        print(
+            f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}"
+        )
         summaries[norm] = fit_variant(
-            model, train, test, run_dir, config, probe, steps_per_epoch,
-            extra_config={"preset": variant["preset"], "overrides": overrides, "smoke": args.smoke,
-                          "dataset": args.dataset, "train_size": len(y_train),
-                          "seed": args.seed, "backend": keras.backend.backend(),
-                          "dtype_policy": keras.config.dtype_policy().name, "data_parallel": args.data_parallel},
+            model,
+            train,
+            test,
+            run_dir,
+            config,
+            probe,
+            steps_per_epoch,
+            extra_config={
+                "preset": variant["preset"],
+                "overrides": overrides,
+                "smoke": args.smoke,
+                "dataset": args.dataset,
+                "train_size": len(y_train),
+                "seed": args.seed,
+                "backend": keras.backend.backend(),
+                "dtype_policy": keras.config.dtype_policy().name,
+                "data_parallel": args.data_parallel,
+            },
         )
         histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
-    plot_losses(histories, os.path.join(args.out, "plots", "loss_curves.png"),
-                f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else ""))
+    plot_losses(
+        histories,
+        os.path.join(args.out, "plots", "loss_curves.png"),
+        f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else ""),
+    )
     print()
     for norm, summary in summaries.items():
         print(summary_line(norm, summary))
@@ -168,26 +214,48 @@ def run(args):
 def parse_args(argv=None):
     parser = flags.Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all")
-    parser.add_argument("--dataset", choices=list(DATASETS), default="cifar10",
-                        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)")
-    parser.add_argument("--data-dir", default=None,
-                        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)")
+    parser.add_argument(
+        "--dataset",
+        choices=list(DATASETS),
+        default="cifar10",
+        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
+    )
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/cifar10_vit", help="run folder (default: runs/cifar10_vit)")
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")
     parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
-    parser.add_argument("--hidden-dim", type=flags.positive_int, default=None, help="override the width (FFN 2x, 8 heads)")
-    parser.add_argument("--train-size", type=flags.positive_int, default=None,
-                        help="train on a class-balanced seeded subset of this many images")
+    parser.add_argument(
+        "--hidden-dim", type=flags.positive_int, default=None, help="override the width (FFN 2x, 8 heads)"
+    )
+    parser.add_argument(
+        "--train-size",
+        type=flags.positive_int,
+        default=None,
+        help="train on a class-balanced seeded subset of this many images",
+    )
     parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override every variant's lr")
-    parser.add_argument("--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches")
+    parser.add_argument(
+        "--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches"
+    )
     parser.add_argument("--seed", type=flags.non_negative_int, default=0)
-    parser.add_argument("--init", choices=INITIALIZERS, default=None,
-                        help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)")
+    parser.add_argument(
+        "--init",
+        choices=INITIALIZERS,
+        default=None,
+        help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
+    )
     scale.add_arguments(parser)
-    parser.add_argument("--smoke", action="store_true",
-                        help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
+    )
     return parser.parse_args(argv)
 
 

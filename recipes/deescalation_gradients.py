@@ -22,17 +22,28 @@ import keras
 import numpy as np
 
 from keras_tse import zoo
+from keras_tse.analysis.gradients import block_gradient_norms
+from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.data import load_digits
-from keras_tse.gradients import block_gradient_norms
-from keras_tse.similarity import token_similarity_profile
 
 
 def measure(depth, width, tau, place, initializer, seed, x, y):
     keras.utils.set_random_seed(seed)
     norm = "post" if tau == 0 else "deescalate"  # tau 0 is no de-escalation (eq. 21): the post-norm block
     heads = 8 if width == 192 else 4  # 192: the paper's ViT (Table 1: 8 heads of 24, FFN 384); 32: the study's
-    model = zoo.vit(depth=depth, norm=norm, tau=tau or 1.0, deescalate_at=place, image_size=8, patch_size=2,
-                    channels=1, hidden_dim=width, ffn_dim=2 * width, num_heads=heads, initializer=initializer)
+    model = zoo.vit(
+        depth=depth,
+        norm=norm,
+        tau=tau or 1.0,
+        deescalate_at=place,
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=width,
+        ffn_dim=2 * width,
+        num_heads=heads,
+        initializer=initializer,
+    )
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     grads = block_gradient_norms(model, x, y, loss, [f"block_{i:02d}" for i in range(depth)])
     tsim = token_similarity_profile(model, x)
@@ -54,15 +65,26 @@ def main(argv=None):
     print(HEADER)
     rows = []
     for initializer, depth, width, tau, place in itertools.product(
-            args.inits.split(","), [int(v) for v in args.depths.split(",")], [int(v) for v in args.widths.split(",")],
-            [float(v) for v in args.taus.split(",")], args.places.split(",")):
+        args.inits.split(","),
+        [int(v) for v in args.depths.split(",")],
+        [int(v) for v in args.widths.split(",")],
+        [float(v) for v in args.taus.split(",")],
+        args.places.split(","),
+    ):
         if tau == 0 and place != "output":
             continue  # no de-escalation has no placement
-        values = np.array([measure(depth, width, tau, place, initializer, int(s), x, y)
-                           for s in args.seeds.split(",")])
+        values = np.array([measure(depth, width, tau, place, initializer, int(s), x, y) for s in args.seeds.split(",")])
         first, last, tsim = values.mean(axis=0)
-        row = dict(init=initializer, depth=depth, width=width, tau=tau, place=place if tau else "-",
-                   grad_first=float(first), grad_last=float(last), tsim_last=float(tsim))
+        row = dict(
+            init=initializer,
+            depth=depth,
+            width=width,
+            tau=tau,
+            place=place if tau else "-",
+            grad_first=float(first),
+            grad_last=float(last),
+            tsim_last=float(tsim),
+        )
         rows.append(row)
         print(markdown_row(row), flush=True)
     if args.csv:
@@ -72,16 +94,20 @@ def main(argv=None):
             writer.writerows(rows)
 
 
-HEADER = ("| init | depth | width | tau | placement | grad norm, first block | last block | growth per block "
-          "| t_sim after last block |\n|---|---:|---:|---:|---|---:|---:|---:|---:|")
+HEADER = (
+    "| init | depth | width | tau | placement | grad norm, first block | last block | growth per block "
+    "| t_sim after last block |\n|---|---:|---:|---:|---|---:|---:|---:|---:|"
+)
 
 
 def markdown_row(row):
     """One table row; growth per block = (first / last) ** (1 / (depth - 1))."""
     first, last, depth = float(row["grad_first"]), float(row["grad_last"]), int(row["depth"])
     growth = (first / last) ** (1.0 / (depth - 1))
-    return (f"| {row['init']} | {depth} | {row['width']} | {float(row['tau']):g} | {row['place']} | {first:.3g} "
-            f"| {last:.3g} | {growth:.3f} | {float(row['tsim_last']):.3g} |")
+    return (
+        f"| {row['init']} | {depth} | {row['width']} | {float(row['tau']):g} | {row['place']} | {first:.3g} "
+        f"| {last:.3g} | {growth:.3f} | {float(row['tsim_last']):.3g} |"
+    )
 
 
 def markdown_table(path):

@@ -12,7 +12,7 @@ import sys
 
 import numpy as np
 
-from keras_tse.sweep import (
+from keras_tse.experiments.sweep import (
     SweepConfig,
     arms_of,
     best_lr_table,
@@ -35,8 +35,10 @@ def split_by_grid(rows, config=None):
 
 def initial_profile(rows):
     """Seed-mean t_sim after the last block and gradient norm of the first / last block at init."""
-    lines = ["| norm | init | depth | t_sim after last block at init | grad norm, first block | grad norm, last block |",
-             "|---|---|---:|---:|---:|---:|"]
+    lines = [
+        "| norm | init | depth | t_sim after last block at init | grad norm, first block | grad norm, last block |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
     groups = {}
     for row in rows:
         # the init measures do not depend on the learning rate: one row per seed, the largest lr's

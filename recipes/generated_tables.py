@@ -42,14 +42,14 @@ def _recipe(name):
 
 def _study():
     """The committed sweep's rows of the committed grid."""
-    from keras_tse.sweep import read_rows
+    from keras_tse.experiments.sweep import read_rows
 
     return _recipe("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[0]
 
 
 def _first_study():
     """The first study's rows (Glorot only, the sweep code of commits up to 86f315c), kept as they were written."""
-    from keras_tse.sweep import read_rows
+    from keras_tse.experiments.sweep import read_rows
 
     return read_rows(_path("zoo", "depth_study", "first_study.csv"))
 
@@ -62,41 +62,41 @@ def _demo():
 def render(name):
     """The markdown of generated block `name`, from its committed result file."""
     if name == "demo":
-        from keras_tse.demo import markdown_table
+        from keras_tse.experiments.demo import markdown_table
 
         return markdown_table(_demo())
     if name == "demo_similarity":
-        from keras_tse.demo import similarity_table
+        from keras_tse.experiments.demo import similarity_table
 
         return similarity_table(_demo())
     if name == "escalation":
-        from keras_tse.escalation import markdown_table, read_csv
+        from keras_tse.experiments.escalation import markdown_table, read_csv
 
         return markdown_table(read_csv(_path("zoo", "figures", "escalation.csv")))
     if name == "depth_study":
-        from keras_tse.sweep import best_lr_table
+        from keras_tse.experiments.sweep import best_lr_table
 
         return best_lr_table(_study())
     if name == "depth_study_verdicts":
-        from keras_tse.sweep import verdicts
+        from keras_tse.experiments.sweep import verdicts
 
         return verdicts(_study())
     if name == "depth_study_progress":
         return _recipe("depth_study_card").progress(_study())
     if name == "depth_study_cells":
-        from keras_tse.sweep import markdown_table
+        from keras_tse.experiments.sweep import markdown_table
 
         return markdown_table(_study())
     if name == "depth_study_init":
         return _recipe("depth_study_card").initial_profile(_study())
     if name == "depth_study_earlier":
-        from keras_tse.sweep import markdown_table
+        from keras_tse.experiments.sweep import markdown_table
 
         return markdown_table(_first_study())
     if name == "gradients":
         return _recipe("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
     if name == "bench":
-        from keras_tse.bench import markdown_table
+        from keras_tse.experiments.bench import markdown_table
 
         results = {}
         for backend in ("jax", "tensorflow", "torch"):
@@ -129,8 +129,10 @@ def main(argv):
             print(f"{document}: rewrote {len(names)} generated tables ({', '.join(names)})")
         elif new != text:
             stale.append(document)
-            print(f"{document}: a generated table differs from its result file; run python "
-                  "recipes/generated_tables.py", file=sys.stderr)
+            print(
+                f"{document}: a generated table differs from its result file; run python recipes/generated_tables.py",
+                file=sys.stderr,
+            )
         else:
             print(f"{document}: {len(names)} generated tables match their result files ({', '.join(names)})")
     return 1 if stale else 0

@@ -14,7 +14,7 @@ import keras
 import numpy as np
 
 from keras_tse import data, zoo
-from keras_tse.similarity import block_outputs_model, measure_blocks, token_similarity
+from keras_tse.analysis.similarity import block_outputs_model, measure_blocks, token_similarity
 
 
 def probe_batch(model, batch_size):
@@ -22,7 +22,7 @@ def probe_batch(model, batch_size):
     if isinstance(model, zoo.TransformerXL):
         ids, _ = data.load_python_docs(max_vocab=model.get_config()["vocab_size"])
         x, _ = data.lm_segments(ids["valid"], batch_size, model.input.shape[1])
-        return x[:batch_size], x[batch_size: 2 * batch_size]
+        return x[:batch_size], x[batch_size : 2 * batch_size]
     (_, _), (images, _) = data.synthetic_cifar10(num_train=1, num_test=batch_size)
     return None, data.normalized(images, data.cifar10.MEAN, data.cifar10.STD)
 
@@ -48,8 +48,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     values, seconds = profile(args.preset, args.batch_size, args.seeds)
     blocks = [b for b in map(int, args.blocks.split(",")) if b <= values.shape[1]]
-    print(f"{args.preset}: t_sim after block, mean (min-max) of {args.seeds} seeds, batch {args.batch_size}, "
-          f"{keras.backend.backend()}, {seconds:.0f} s")
+    print(
+        f"{args.preset}: t_sim after block, mean (min-max) of {args.seeds} seeds, batch {args.batch_size}, "
+        f"{keras.backend.backend()}, {seconds:.0f} s"
+    )
     for b in blocks:
         column = values[:, b - 1]
         print(f"  block {b:>3}: {column.mean():.4f} ({column.min():.4f}-{column.max():.4f})")

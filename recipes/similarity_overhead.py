@@ -17,8 +17,8 @@ import keras
 import numpy as np
 
 from keras_tse import data
+from keras_tse.analysis.similarity import block_outputs_model, measure_blocks
 from keras_tse.callbacks import TokenSimilarityMetric
-from keras_tse.similarity import block_outputs_model, measure_blocks
 from keras_tse.zoo import from_preset
 
 CIFAR_STEPS_PER_EPOCH = 391  # 50,000 images / batch 128
@@ -27,8 +27,9 @@ CIFAR_STEPS_PER_EPOCH = 391  # 50,000 images / batch 128
 def _compiled(preset):
     keras.utils.set_random_seed(0)
     model = from_preset(preset)
-    model.compile(keras.optimizers.AdamW(1e-4, weight_decay=0.1),
-                  keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        keras.optimizers.AdamW(1e-4, weight_decay=0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     return model
 
 
@@ -73,8 +74,10 @@ def main():
         overhead = direct(args.preset, args.train_size, args.epochs)
         print(f"direct: {args.epochs} epochs of {args.train_size} images, batch 128: overhead {overhead:.2%}")
     step, probe, fraction = per_epoch_estimate(args.preset, args.steps)
-    print(f"train step (batch 128, median of {args.steps}): {step:.3f} s; one probe measurement (64 images): "
-          f"{probe:.3f} s; per {CIFAR_STEPS_PER_EPOCH}-step CIFAR-10 epoch: {fraction:.3%}")
+    print(
+        f"train step (batch 128, median of {args.steps}): {step:.3f} s; one probe measurement (64 images): "
+        f"{probe:.3f} s; per {CIFAR_STEPS_PER_EPOCH}-step CIFAR-10 epoch: {fraction:.3%}"
+    )
 
 
 if __name__ == "__main__":

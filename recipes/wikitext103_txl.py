@@ -26,7 +26,7 @@ to measure how much of a training curve the leak explains (it is not part of `--
     KERAS_BACKEND=jax python recipes/wikitext103_txl.py --dataset ptb --norm all --steps 2000 --seed 0 \
         --out runs/ptb_txl16/seed_0
 
-Speed and scale (keras_tse.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
+Speed and scale (keras_tse.training.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
 PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
 
     KERAS_BACKEND=jax python recipes/wikitext103_txl.py --norm deescalate --mixed-precision --data-parallel
@@ -39,14 +39,10 @@ import sys
 import keras
 import numpy as np
 
-from keras_tse import data, flags, scale, zoo
-from keras_tse.language_model import (
-    LMTrainConfig,
-    fit_language_model,
-    plot_training_loss,
-    summary_line,
-)
+from keras_tse import data, zoo
 from keras_tse.layers.initializers import INITIALIZERS
+from keras_tse.training import LMTrainConfig, fit_language_model, flags, plot_training_loss, scale
+from keras_tse.training.language_model import summary_line
 
 # === Model: the paper's three depth-60 variants ===
 VARIANTS = {norm: f"transformer_xl60_wt103_{norm}" for norm in ("post", "pre", "deescalate")}
@@ -55,10 +51,22 @@ LEAKY = "deescalate_leaky_global"  # measurement only: the global segment mean r
 # === Penn Treebank: a word-level Transformer-XL sized for a 2-core CPU. The published PTB model
 # (Dai et al. 2019, Table 4: 24M parameters, 54.5 test perplexity) is far larger and heavily regularised;
 # this one keeps the paper's Sec. 3.4 choices (post-norm, no dropout, no clipping) at depth 16. ===
-PTB_MODEL = dict(depth=16, vocab_size=10_000, hidden_dim=128, num_heads=4, head_dim=32, ffn_dim=512,
-                 segment_len=64, mem_len=64, batch_size=16, cutoffs=(), dropout=0.0)
-PTB_TRAIN = dataclasses.replace(LMTrainConfig(), steps=2000, eval_interval=250, batch_size=16,
-                                learning_rate=5e-4, log_interval=25)
+PTB_MODEL = dict(
+    depth=16,
+    vocab_size=10_000,
+    hidden_dim=128,
+    num_heads=4,
+    head_dim=32,
+    ffn_dim=512,
+    segment_len=64,
+    mem_len=64,
+    batch_size=16,
+    cutoffs=(),
+    dropout=0.0,
+)
+PTB_TRAIN = dataclasses.replace(
+    LMTrainConfig(), steps=2000, eval_interval=250, batch_size=16, learning_rate=5e-4, log_interval=25
+)
 SMOKE_PTB_TOKENS = (20_000, 4_000)
 
 # === Optimisation: Transformer-XL base settings as Sec. 3.4 keeps them ===
@@ -67,8 +75,7 @@ TRAIN = LMTrainConfig()
 # === Smoke: a CPU-sized model on CPython's documentation, end to end in about a minute per variant ===
 SMOKE_PRESET = "transformer_xl8_small"
 SMOKE_MODEL = dict(depth=4)
-SMOKE_TRAIN = dataclasses.replace(TRAIN, steps=60, eval_interval=20, batch_size=8, learning_rate=1e-3,
-                                  log_interval=10)
+SMOKE_TRAIN = dataclasses.replace(TRAIN, steps=60, eval_interval=20, batch_size=8, learning_rate=1e-3, log_interval=10)
 SMOKE_VOCAB = 4000
 
 
@@ -105,8 +112,11 @@ def run(args):
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
-    config = dataclasses.replace(config, learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
-                                 similarity_every_n_batches=args.similarity_every)
+    config = dataclasses.replace(
+        config,
+        learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
+        similarity_every_n_batches=args.similarity_every,
+    )
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]
     summaries, run_dirs = {}, {}
     for norm in variants:
@@ -130,16 +140,30 @@ def run(args):
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
         print(f"\n=== {norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
         summaries[norm] = fit_language_model(
-            model, ids["train"], ids["valid"], run_dir, config, test_ids=ids["test"],
-            extra_config={"preset": preset, "overrides": overrides, "smoke": args.smoke, "seed": args.seed,
-                          "dataset": args.dataset,
-                          "backend": keras.backend.backend(), "dtype_policy": keras.config.dtype_policy().name,
-                          "data_parallel": args.data_parallel},
+            model,
+            ids["train"],
+            ids["valid"],
+            run_dir,
+            config,
+            test_ids=ids["test"],
+            extra_config={
+                "preset": preset,
+                "overrides": overrides,
+                "smoke": args.smoke,
+                "seed": args.seed,
+                "dataset": args.dataset,
+                "backend": keras.backend.backend(),
+                "dtype_policy": keras.config.dtype_policy().name,
+                "data_parallel": args.data_parallel,
+            },
         )
     title = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
-    plot_training_loss(run_dirs, os.path.join(args.out, "plots", "loss_curves.png"),
-                       f"Transformer-XL on {title} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else ""))
+    plot_training_loss(
+        run_dirs,
+        os.path.join(args.out, "plots", "loss_curves.png"),
+        f"Transformer-XL on {title} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else ""),
+    )
     print()
     for norm, summary in summaries.items():
         print(summary_line(norm, summary))
@@ -148,26 +172,48 @@ def run(args):
 
 def parse_args(argv=None):
     parser = flags.Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--norm", choices=[*VARIANTS, LEAKY, "all"], default="all",
-                        help=f"all: the paper's three; {LEAKY}: leaks later tokens, for measurement only")
-    parser.add_argument("--dataset", choices=["wikitext103", "ptb"], default="wikitext103",
-                        help="wikitext103 (the paper's run) or ptb (Penn Treebank, Mikolov split)")
-    parser.add_argument("--data-dir", default=None,
-                        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)")
+    parser.add_argument(
+        "--norm",
+        choices=[*VARIANTS, LEAKY, "all"],
+        default="all",
+        help=f"all: the paper's three; {LEAKY}: leaks later tokens, for measurement only",
+    )
+    parser.add_argument(
+        "--dataset",
+        choices=["wikitext103", "ptb"],
+        default="wikitext103",
+        help="wikitext103 (the paper's run) or ptb (Penn Treebank, Mikolov split)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
+    )
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument("--out", default="runs/wikitext103_txl", help="run folder (default: runs/wikitext103_txl)")
     parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
     parser.add_argument("--eval-interval", type=flags.positive_int, default=None, help="steps between validations")
     parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
-    parser.add_argument("--hidden-dim", type=flags.positive_int, default=None, help="override the width (same heads, FFN 4x)")
+    parser.add_argument(
+        "--hidden-dim", type=flags.positive_int, default=None, help="override the width (same heads, FFN 4x)"
+    )
     parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override the learning rate")
-    parser.add_argument("--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches")
+    parser.add_argument(
+        "--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches"
+    )
     parser.add_argument("--seed", type=flags.non_negative_int, default=0)
-    parser.add_argument("--init", choices=INITIALIZERS, default=None,
-                        help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))")
+    parser.add_argument(
+        "--init",
+        choices=INITIALIZERS,
+        default=None,
+        help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))",
+    )
     scale.add_arguments(parser)
-    parser.add_argument("--smoke", action="store_true",
-                        help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb")
+    parser.add_argument(
+        "--smoke",
+        action="store_true",
+        help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
+    )
     return parser.parse_args(argv)
 
 

@@ -10,8 +10,9 @@ import json
 import keras
 import numpy as np
 
-from keras_tse import scale, zoo
+from keras_tse import zoo
 from keras_tse.losses import LogProbabilityCrossentropy
+from keras_tse.training import scale
 
 STEPS = 4
 GLOBAL_BATCH = 8
@@ -19,8 +20,9 @@ GLOBAL_BATCH = 8
 
 def vit_run():
     keras.utils.set_random_seed(0)
-    model = zoo.vit(depth=3, norm="deescalate", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
-                    num_heads=2)
+    model = zoo.vit(
+        depth=3, norm="deescalate", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
+    )
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     rng = np.random.default_rng(0)
     x = rng.normal(size=(GLOBAL_BATCH * STEPS, 8, 8, 1)).astype("float32")
@@ -31,8 +33,19 @@ def vit_run():
 
 def txl_run():
     keras.utils.set_random_seed(0)
-    model = zoo.transformer_xl(depth=2, norm="deescalate", vocab_size=50, hidden_dim=16, num_heads=2, head_dim=8,
-                               ffn_dim=32, segment_len=6, mem_len=6, batch_size=GLOBAL_BATCH, cutoffs=(20,))
+    model = zoo.transformer_xl(
+        depth=2,
+        norm="deescalate",
+        vocab_size=50,
+        hidden_dim=16,
+        num_heads=2,
+        head_dim=8,
+        ffn_dim=32,
+        segment_len=6,
+        mem_len=6,
+        batch_size=GLOBAL_BATCH,
+        cutoffs=(20,),
+    )
     model.compile(keras.optimizers.Adam(1e-3), LogProbabilityCrossentropy())
     ids = np.random.default_rng(1).integers(0, 50, (GLOBAL_BATCH * 3, 7)).astype("int32")
     # the segments of one row follow each other: batch i holds rows [i*B, (i+1)*B)

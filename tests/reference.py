@@ -86,7 +86,7 @@ def relative_attention(x, memory, filled, w_qkv, w_r, w_o, u, v, num_heads, head
     context = np.concatenate([memory, x], axis=1)
     qkv = context @ w_qkv
     inner = num_heads * head_dim
-    q, k, val = (qkv[..., i * inner:(i + 1) * inner].reshape(b_size, -1, num_heads, head_dim) for i in range(3))
+    q, k, val = (qkv[..., i * inner : (i + 1) * inner].reshape(b_size, -1, num_heads, head_dim) for i in range(3))
     q = q[:, m_len:]
     keys = m_len + t_len
     probs = np.zeros((b_size, num_heads, t_len, keys))
@@ -112,5 +112,5 @@ def adaptive_log_softmax(hidden, tables, biases, cluster_kernel, cluster_bias, c
     head = softmax(np.concatenate([hidden @ tables[0].T + biases[0], hidden @ cluster_kernel.T + cluster_bias], -1))
     probs = [head[..., : cutoffs[0]]]
     for c in range(1, len(tables)):
-        probs.append(head[..., cutoffs[0] + c - 1: cutoffs[0] + c] * softmax(hidden @ tables[c].T + biases[c]))
+        probs.append(head[..., cutoffs[0] + c - 1 : cutoffs[0] + c] * softmax(hidden @ tables[c].T + biases[c]))
     return np.log(np.concatenate(probs, -1))

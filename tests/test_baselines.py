@@ -74,8 +74,14 @@ def test_vit_deepnorm_alpha_and_init_scales():
     assert isinstance(block, DeepNormBlock)
     assert block.residual_scale == pytest.approx(alpha) and block.init_gain == pytest.approx(beta)
     attention = block.self_attention
-    for dense, gain in ((attention.query_dense, 1.0), (attention.key_dense, 1.0), (attention.value_dense, beta),
-                        (attention.output_dense, beta), (block.ffn_inner, beta), (block.ffn_outer, beta)):
+    for dense, gain in (
+        (attention.query_dense, 1.0),
+        (attention.key_dense, 1.0),
+        (attention.value_dense, beta),
+        (attention.output_dense, beta),
+        (block.ffn_inner, beta),
+        (block.ffn_outer, beta),
+    ):
         kernel = _numpy(dense.kernel)
         assert abs(kernel.mean()) < 0.1 * _xavier_std(kernel, gain)
         assert kernel.std() == pytest.approx(_xavier_std(kernel, gain), rel=0.06), dense.name
@@ -94,8 +100,19 @@ def test_deepnorm_block_is_layer_norm_of_alpha_x_plus_branch():
 
 def test_transformer_xl_deepnorm_uses_decoder_constants_and_scales_the_value_columns():
     depth = 6
-    model = zoo.transformer_xl(depth=depth, norm="deepnorm", vocab_size=50, hidden_dim=64, num_heads=4,
-                               head_dim=16, ffn_dim=128, segment_len=4, mem_len=4, batch_size=2, cutoffs=(20,))
+    model = zoo.transformer_xl(
+        depth=depth,
+        norm="deepnorm",
+        vocab_size=50,
+        hidden_dim=64,
+        num_heads=4,
+        head_dim=16,
+        ffn_dim=128,
+        segment_len=4,
+        mem_len=4,
+        batch_size=2,
+        cutoffs=(20,),
+    )
     block = model.get_layer("block_02")
     alpha, beta = deepnorm_constants(depth, "decoder")
     assert block.residual_scale == pytest.approx(alpha) and block.init_gain == pytest.approx(beta)
@@ -116,8 +133,9 @@ def test_rezero_block_is_the_identity_at_initialisation():
 
 
 def test_rezero_vit_and_transformer_xl_pass_their_embedding_through_every_block():
-    model = zoo.vit(depth=6, norm="rezero", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
-                    num_heads=2)
+    model = zoo.vit(
+        depth=6, norm="rezero", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
+    )
     embedded = keras.Model(model.input, model.get_layer("embedding_dropout").output)
     stack = keras.Model(model.input, model.get_layer("block_05").output)
     images = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
@@ -133,16 +151,30 @@ def test_rezero_vit_and_transformer_xl_pass_their_embedding_through_every_block(
 @pytest.mark.parametrize("depth, expected", [(12, 0.1), (18, 0.1), (24, 1e-5), (36, 1e-6)])
 def test_layerscale_initial_scales_follow_cait(depth, expected):
     assert cait_layer_scale_init(depth) == expected
-    model = zoo.vit(depth=depth, norm="layerscale", image_size=8, patch_size=2, channels=1, hidden_dim=16,
-                    ffn_dim=32, num_heads=2)
+    model = zoo.vit(
+        depth=depth, norm="layerscale", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
+    )
     for i in (0, depth - 1):
         block = model.get_layer(f"block_{i:02d}")
         assert isinstance(block, LayerScaleBlock)
         for scale in block.branch_scales:
             np.testing.assert_array_equal(_numpy(scale), np.full((16,), expected, "float32"))
-    txl = zoo.transformer_xl(depth=depth, norm="layerscale", vocab_size=50, hidden_dim=16, num_heads=2,
-                             head_dim=8, ffn_dim=32, segment_len=4, mem_len=4, batch_size=2, cutoffs=(20,))
-    np.testing.assert_array_equal(_numpy(txl.get_layer("block_00").branch_scales[1]), np.full((16,), expected, "float32"))
+    txl = zoo.transformer_xl(
+        depth=depth,
+        norm="layerscale",
+        vocab_size=50,
+        hidden_dim=16,
+        num_heads=2,
+        head_dim=8,
+        ffn_dim=32,
+        segment_len=4,
+        mem_len=4,
+        batch_size=2,
+        cutoffs=(20,),
+    )
+    np.testing.assert_array_equal(
+        _numpy(txl.get_layer("block_00").branch_scales[1]), np.full((16,), expected, "float32")
+    )
 
 
 def test_layerscale_block_scales_each_branch_per_channel():
@@ -166,8 +198,7 @@ def test_bad_layer_scale_init_names_the_value(value):
 
 @pytest.mark.parametrize("norm", ["deepnorm", "rezero", "layerscale"])
 def test_baseline_vit_saves_and_loads(tmp_path, norm):
-    model = zoo.vit(depth=2, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
-                    num_heads=2)
+    model = zoo.vit(depth=2, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
     for w in model.trainable_weights:  # every weight non-trivial, ReZero's a and LayerScale's l included
         w.assign(np.random.default_rng(len(w.path)).normal(0.0, 0.3, w.shape).astype("float32"))
     images = np.random.default_rng(1).normal(size=(2, 8, 8, 1)).astype("float32")

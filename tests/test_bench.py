@@ -9,7 +9,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import bench, zoo
+from keras_tse import zoo
+from keras_tse.experiments import bench
 from keras_tse.layers._residual import residual_stream
 
 BACKEND = keras.backend.backend()
@@ -30,8 +31,12 @@ def test_txl_forward_flops_hand_computed():
 
 
 def test_ratios_pair_the_right_cases():
-    results = [dict(case="vit_post", step_ms=100.0), dict(case="peer_post", step_ms=80.0),
-               dict(case="vit_deescalate", step_ms=102.0), dict(case="peer_pre", error="x")]
+    results = [
+        dict(case="vit_post", step_ms=100.0),
+        dict(case="peer_post", step_ms=80.0),
+        dict(case="vit_deescalate", step_ms=102.0),
+        dict(case="peer_pre", error="x"),
+    ]
     r = bench.ratios(results)
     assert r == {"ours/peer post-norm (vit_post / peer_post)": 1.25, "ViT deescalate / post": 1.02}
 
@@ -59,8 +64,9 @@ def test_pre_norm_train_step_is_not_slower_than_post_norm_on_jax():
     y = np.arange(32) % 10
     times = {}
     for norm in ("post", "pre"):
-        model = zoo.vit(depth=24, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=32, ffn_dim=64,
-                        num_heads=2)
+        model = zoo.vit(
+            depth=24, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=32, ffn_dim=64, num_heads=2
+        )
         model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         clock = bench._fit_steps(model, (x, y), 12)
         times[norm] = np.median(clock.durations[2:])
@@ -73,9 +79,29 @@ def test_cli_prints_ratios_and_writes_json(tmp_path):
     cases = "vit_post,vit_deescalate,peer_post,txl_post"
     env = {**os.environ, "KERAS_BACKEND": BACKEND}
     process = subprocess.run(
-        [sys.executable, "-m", "keras_tse.cli", "bench", "--quick", "--cases", cases, "--vit-depth", "2",
-         "--steps", "2", "--rounds", "1", "--warmup", "1", "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=600,
+        [
+            sys.executable,
+            "-m",
+            "keras_tse.experiments.cli",
+            "bench",
+            "--quick",
+            "--cases",
+            cases,
+            "--vit-depth",
+            "2",
+            "--steps",
+            "2",
+            "--rounds",
+            "1",
+            "--warmup",
+            "1",
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
     )
     assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
     assert "step-time ratio ours/peer post-norm (vit_post / peer_post)" in process.stdout

@@ -48,8 +48,16 @@ def _built(cls, x, **kwargs):
 def _numpy_parts(block):
     n = lambda w: ops.convert_to_numpy(w).astype("float64")  # noqa: E731
     sa = block.self_attention
-    attention_weights = [n(w) for w in (sa.query_dense.kernel, sa.key_dense.kernel, sa.value_dense.kernel,
-                                        sa.output_dense.kernel, sa.output_dense.bias)]
+    attention_weights = [
+        n(w)
+        for w in (
+            sa.query_dense.kernel,
+            sa.key_dense.kernel,
+            sa.value_dense.kernel,
+            sa.output_dense.kernel,
+            sa.output_dense.bias,
+        )
+    ]
     ln1 = (n(block.attention_norm.gamma), n(block.attention_norm.beta), block.layer_norm_epsilon)
     ln2 = (n(block.ffn_norm.gamma), n(block.ffn_norm.beta), block.layer_norm_epsilon)
 

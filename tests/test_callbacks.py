@@ -4,8 +4,8 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.callbacks import TokenSimilarityMetric
-from keras_tse.similarity import token_similarity_profile
 from keras_tse.zoo import vit
 
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
@@ -19,7 +19,9 @@ def _data(n=64, seed=0):
 def _model(norm="post"):
     model = vit(norm=norm, **TINY)
     # a large learning rate, so that every step visibly changes the similarity profile
-    model.compile(optimizer=keras.optimizers.Adam(3e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.compile(
+        optimizer=keras.optimizers.Adam(3e-2), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    )
     return model
 
 
@@ -29,8 +31,9 @@ def test_values_equal_the_profile_and_reach_history_csv(tmp_path):
     model = _model()
     metric = TokenSimilarityMetric(probe, csv_path=str(tmp_path / "similarity.csv"))
     history_path = tmp_path / "history.csv"
-    history = model.fit(x, y, batch_size=16, epochs=2, verbose=0,
-                        callbacks=[metric, keras.callbacks.CSVLogger(str(history_path))])
+    history = model.fit(
+        x, y, batch_size=16, epochs=2, verbose=0, callbacks=[metric, keras.callbacks.CSVLogger(str(history_path))]
+    )
     last = [metric.records[-1][f"tsim_{i}"] for i in range(3)]
     np.testing.assert_allclose(last, token_similarity_profile(model, probe), rtol=1e-5)
     with open(history_path) as f:

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_tse.escalation import EscalationConfig, format_table, similarity_at_init
+from keras_tse.experiments.escalation import EscalationConfig, format_table, similarity_at_init
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ import csv
 import numpy as np
 import pytest
 
-from keras_tse import cli
-from keras_tse.figures import figure_3, figure_5, make_figures
+from keras_tse.experiments import cli
+from keras_tse.experiments.figures import figure_3, figure_5, make_figures
 
 
 def test_quick_figures_write_png_and_csv(tmp_path, capsys):
@@ -20,7 +20,7 @@ def test_quick_figures_write_png_and_csv(tmp_path, capsys):
 
 
 def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
-    from keras_tse.figures import figure_4
+    from keras_tse.experiments.figures import figure_4
 
     columns = figure_4(trials=1, depth=6)
     assert np.all(np.diff(columns["norm_x"]) > 0)  # eq. (20): the residual stream grows block after block
@@ -28,10 +28,17 @@ def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
 
 
 def test_quick_bert_and_albert_figure_measures_every_block():
-    from keras_tse.figures import figure_1
+    from keras_tse.experiments.figures import figure_1
 
-    columns = figure_1(depth=4, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
-                       embedding_dim=16, sequence_length=16)
+    columns = figure_1(
+        depth=4,
+        hidden_dim=32,
+        num_heads=2,
+        intermediate_dim=64,
+        vocabulary_size=100,
+        embedding_dim=16,
+        sequence_length=16,
+    )
     for key in ("bert_t_sim", "albert_t_sim"):
         assert columns[key].shape == (4,) and np.all((columns[key] > 0) & (columns[key] < 1))
     assert len(set(np.round(columns["albert_t_sim"], 6))) == 4  # one value per call of the shared block

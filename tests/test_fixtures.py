@@ -17,5 +17,6 @@ def test_fixture_loads_and_predicts_as_when_saved(name):
     model = keras.saving.load_model(os.path.join(HERE, f"{name}.keras"))
     saved = np.load(os.path.join(HERE, f"{name}.npz"))
     assert float(np.abs(saved["expected"]).max()) > 0.1  # a real output, not zeros
-    np.testing.assert_allclose(np.asarray(model.predict(saved["inputs"], verbose=0)), saved["expected"],
-                               rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(
+        np.asarray(model.predict(saved["inputs"], verbose=0)), saved["expected"], rtol=1e-4, atol=1e-4
+    )

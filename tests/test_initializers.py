@@ -111,8 +111,17 @@ def test_unknown_scheme_is_named():
 
 @pytest.mark.parametrize("scheme", ["torch", "normal"])
 def test_saved_model_keeps_its_scheme(tmp_path, scheme):
-    model = vit(depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2,
-                initializer=scheme, embedding_initializer="vit_pytorch")
+    model = vit(
+        depth=2,
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=16,
+        ffn_dim=32,
+        num_heads=2,
+        initializer=scheme,
+        embedding_initializer="vit_pytorch",
+    )
     path = os.path.join(tmp_path, "vit.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)
@@ -120,8 +129,7 @@ def test_saved_model_keeps_its_scheme(tmp_path, scheme):
     assert loaded.get_layer("block_01").self_attention.initializer == scheme
     assert loaded.get_layer("patch_embedding").get_config()["embedding_initializer"] == "vit_pytorch"
     x = np.random.default_rng(0).standard_normal((2, 8, 8, 1)).astype("float32")
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)),
-                               atol=1e-5)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-5)
     # Rebuilt from the config alone, the fresh weights follow the same scheme.
     rebuilt = keras.Model.from_config(model.get_config())
     assert rebuilt.get_layer("block_00").initializer == scheme

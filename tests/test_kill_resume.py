@@ -49,8 +49,13 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 def _child(kind, n, out):
     args = [RECIPE, "--smoke", "--norm", "deescalate", "--epochs", str(EPOCHS), "--depth", "1", "--out", out]
-    return subprocess.run([sys.executable, "-c", CHILD, kind, str(n), *args], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    return subprocess.run(
+        [sys.executable, "-c", CHILD, kind, str(n), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
 
 
 def _every_file_loads(run):
@@ -78,8 +83,10 @@ def _epochs(path):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(keras.backend.backend() == "tensorflow",
-                    reason="a chain of recipe processes: JAX and PyTorch (TensorFlow's start-up makes it the costliest)")
+@pytest.mark.skipif(
+    keras.backend.backend() == "tensorflow",
+    reason="a chain of recipe processes: JAX and PyTorch (TensorFlow's start-up makes it the costliest)",
+)
 def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows(tmp_path):
     import keras_tse  # noqa: F401 - registers the layers for load_model
 

@@ -10,11 +10,19 @@ import pytest
 
 from keras_tse import data, losses, zoo
 from keras_tse.data import _download, wikitext
-from keras_tse.language_model import LMTrainConfig, fit_language_model, read_steps
-from keras_tse.training import read_history
+from keras_tse.training import LMTrainConfig, fit_language_model, read_history, read_steps
 
-SMALL = dict(depth=2, hidden_dim=32, num_heads=2, head_dim=16, ffn_dim=64, segment_len=16, mem_len=16,
-             batch_size=4, cutoffs=(100, 300))
+SMALL = dict(
+    depth=2,
+    hidden_dim=32,
+    num_heads=2,
+    head_dim=16,
+    ffn_dim=64,
+    segment_len=16,
+    mem_len=16,
+    batch_size=4,
+    cutoffs=(100, 300),
+)
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +35,7 @@ def _model(norm, vocab_size=600, **kwargs):
 
 
 # --- data ---------------------------------------------------------------------------------------
+
 
 def test_vocabulary_orders_by_count_with_eos_first():
     vocab = data.Vocabulary.build(["b a b", "c b a", ""])
@@ -114,6 +123,7 @@ def test_wikitext_failed_download_tries_every_mirror(tmp_path, monkeypatch):
 
 # --- fit with memory ----------------------------------------------------------------------------
 
+
 def _stream_loss(model, x, y):
     return model.evaluate(x, y, batch_size=model.input.shape[0], verbose=0)
 
@@ -193,7 +203,7 @@ def test_interrupted_run_resumes_reading_the_stream_where_it_stopped(corpus, tmp
     ids, vocab = corpus
     config = LMTrainConfig(steps=12, eval_interval=4, batch_size=4, learning_rate=1e-3, log_interval=2)
     run_dir = str(tmp_path / "run")
-    import keras_tse.language_model as lm
+    import keras_tse.training.language_model as lm
 
     real_train = lm.train_in_folder
 

@@ -10,12 +10,25 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "recipes", "generated_tables.py"), "--check"],
-                            capture_output=True, text=True, timeout=300,
-                            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "recipes", "generated_tables.py"), "--check"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-2000:]
-    for name in ("demo", "escalation", "depth_study", "depth_study_verdicts", "bench", "depth_study_cells",
-                 "depth_study_init", "gradients", "demo_similarity"):
+    for name in (
+        "demo",
+        "escalation",
+        "depth_study",
+        "depth_study_verdicts",
+        "bench",
+        "depth_study_cells",
+        "depth_study_init",
+        "gradients",
+        "demo_similarity",
+    ):
         assert name in result.stdout
 
 
@@ -75,7 +88,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
 def test_the_depth_study_comparisons_with_pre_norm_hold():
     """Points 3 and 4 of the card: post-norm's t_sim at init lower under torch; de-escalation vs pre-norm."""
     generated_tables = recipe_module("generated_tables")
-    from keras_tse import sweep
+    from keras_tse.experiments import sweep
 
     rows = generated_tables._study()
     best = sweep.best_over_learning_rates(rows)
@@ -83,19 +96,28 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
     assert 48 in depths
     for depth in depths:
         assert best[("deescalate", "1.0", "torch", depth)][0] < best[("pre", "", "torch", depth)][0], depth
-        tsim = {init: [float(r["tsim_init"].split(";")[-1]) for r in rows
-                       if (r["norm"], int(r["depth"]), r["initializer"]) == ("post", depth, init)]
-                for init in ("torch", "glorot")}
+        tsim = {
+            init: [
+                float(r["tsim_init"].split(";")[-1])
+                for r in rows
+                if (r["norm"], int(r["depth"]), r["initializer"]) == ("post", depth, init)
+            ]
+            for init in ("torch", "glorot")
+        }
         assert max(tsim["torch"]) < min(tsim["glorot"]), (depth, tsim)
     for depth in (24, 48):
         glorot_pre = best[("pre", "", "glorot", depth)][0]
-        assert all(glorot_pre < entry[0] for key, entry in best.items() if key[3] == depth and key != ("pre", "", "glorot", depth))
+        assert all(
+            glorot_pre < entry[0]
+            for key, entry in best.items()
+            if key[3] == depth and key != ("pre", "", "glorot", depth)
+        )
     assert best[("pre", "", "torch", 48)][0] > 0.5
 
 
 def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_differently():
     """zoo/depth_study.md, Reproducibility: same init measures, different training, in the two committed files."""
-    from keras_tse import sweep
+    from keras_tse.experiments import sweep
 
     key = ("12", "post", "", "glorot", "0.001", "0")
     pick = lambda rows: next(r for r in rows if tuple(r[k] for k in sweep.KEY[:6]) == key)  # noqa: E731
@@ -107,16 +129,18 @@ def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_diff
 
 
 def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
-    """zoo/depth_study.md points 2 and 3: three seeds everywhere; the Glorot near miss; lr 1e-4 does not rescue post-norm."""
-    from keras_tse import sweep
+    """zoo/depth_study.md points 2 and 3: three seeds everywhere; the Glorot near miss; lr 1e-4 does not
+    rescue post-norm."""
+    from keras_tse.experiments import sweep
 
     generated_tables = recipe_module("generated_tables")
     rows = generated_tables._study()
     assert len(rows) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
     best = sweep.best_over_learning_rates(rows)
     assert {entry[2] for entry in best.values()} == {3}
-    post, tau1, tau05 = (best[(norm, tau, "glorot", 24)][0] for norm, tau in (("post", ""), ("deescalate", "1.0"),
-                                                                               ("deescalate", "0.5")))
+    post, tau1, tau05 = (
+        best[(norm, tau, "glorot", 24)][0] for norm, tau in (("post", ""), ("deescalate", "1.0"), ("deescalate", "0.5"))
+    )
     assert 0.5 < tau05 and 0.4 < tau05 / post < 0.6 and tau1 >= post  # the nearest miss; tau 1 no better
     assert all(best[("deescalate", tau, "glorot", 48)][0] > 2.0 for tau in ("1.0", "0.5"))  # chance is 2.30
     for init in ("torch", "glorot"):

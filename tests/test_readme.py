@@ -35,21 +35,24 @@ def test_python_snippets_run(tmp_path, monkeypatch):
 
 
 def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypatch):
-    from keras_tse.cli import main
+    from keras_tse.experiments.cli import main
 
     monkeypatch.chdir(tmp_path)
 
     with pytest.raises(SystemExit) as exit_info:  # refused where the flag enters, before anything runs
         main(["demo", "--epochs", "0"])
     assert exit_info.value.code == 2
-    assert capsys.readouterr().err.strip() == "keras-tse demo: error: argument --epochs: must be a positive integer, received '0'"
+    assert (
+        capsys.readouterr().err.strip()
+        == "keras-tse demo: error: argument --epochs: must be a positive integer, received '0'"
+    )
     # a value only the library can judge is still one line and exit 2
     assert main(["demo", "--depth", "2", "--seeds", "0,0"]) == 2
     assert "keras-tse demo: `seeds` must be distinct integers" in capsys.readouterr().err
 
 
 def test_cli_version_and_subcommand_descriptions(capsys):
-    from keras_tse.cli import main
+    from keras_tse.experiments.cli import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])
@@ -58,4 +61,7 @@ def test_cli_version_and_subcommand_descriptions(capsys):
     assert exit_info.value.code == 0 and capsys.readouterr().out.strip() == f"keras-tse {keras_tse.__version__}"
     with pytest.raises(SystemExit):
         main(["sweep", "--help"])
-    assert "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits" in capsys.readouterr().out.split("options")[0]
+    assert (
+        "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits"
+        in capsys.readouterr().out.split("options")[0]
+    )

@@ -19,8 +19,10 @@ from tests.helpers import recipe_module
 
 # The loaders are NumPy and files, the same on every backend, and the recipe slices are the recipes'
 # own smoke runs on real data: the module runs once, on JAX (the backend the cards use).
-pytestmark = pytest.mark.skipif(__import__("keras").backend.backend() != "jax",
-                                reason="backend-independent loaders and one recipe slice: run once, on JAX")
+pytestmark = pytest.mark.skipif(
+    __import__("keras").backend.backend() != "jax",
+    reason="backend-independent loaders and one recipe slice: run once, on JAX",
+)
 
 
 def _real(loader):
@@ -129,8 +131,12 @@ def test_download_path_fetches_checks_and_loads(tmp_path, monkeypatch, fashion):
     mirror = tmp_path / "mirror"
     mirror.mkdir()
     (x, y), (x_test, y_test) = fashion
-    arrays = {"train-images-idx3-ubyte.gz": x[..., 0], "train-labels-idx1-ubyte.gz": y,
-              "t10k-images-idx3-ubyte.gz": x_test[..., 0], "t10k-labels-idx1-ubyte.gz": y_test}
+    arrays = {
+        "train-images-idx3-ubyte.gz": x[..., 0],
+        "train-labels-idx1-ubyte.gz": y,
+        "t10k-images-idx3-ubyte.gz": x_test[..., 0],
+        "t10k-labels-idx1-ubyte.gz": y_test,
+    }
     md5 = {}
     for name, array in arrays.items():
         _write_idx(str(mirror / name), array)
@@ -152,8 +158,12 @@ def test_content_check_refuses_a_subset(tmp_path, fashion):
     (x, y), (x_test, y_test) = fashion
     folder = tmp_path / "fashion-mnist"
     folder.mkdir()
-    for name, array in {"train-images-idx3-ubyte.gz": x[:100, ..., 0], "train-labels-idx1-ubyte.gz": y[:100],
-                        "t10k-images-idx3-ubyte.gz": x_test[..., 0], "t10k-labels-idx1-ubyte.gz": y_test}.items():
+    for name, array in {
+        "train-images-idx3-ubyte.gz": x[:100, ..., 0],
+        "train-labels-idx1-ubyte.gz": y[:100],
+        "t10k-images-idx3-ubyte.gz": x_test[..., 0],
+        "t10k-labels-idx1-ubyte.gz": y_test,
+    }.items():
         _write_idx(str(folder / name), array)
     with pytest.raises(ValueError, match=r"Fashion-MNIST train .* not the standard release.*expected \[6000"):
         data.load_fashion_mnist(str(tmp_path), download=False)
@@ -162,13 +172,25 @@ def test_content_check_refuses_a_subset(tmp_path, fashion):
 # --- the recipes on a real slice --------------------------------------------------------------------------
 
 
-
 def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     import json
 
     vit = recipe_module("cifar10_vit")
-    args = vit.parse_args(["--dataset", "fashion_mnist", "--smoke", "--norm", "deescalate", "--epochs", "1",
-                           "--depth", "2", "--out", str(tmp_path)])
+    args = vit.parse_args(
+        [
+            "--dataset",
+            "fashion_mnist",
+            "--smoke",
+            "--norm",
+            "deescalate",
+            "--epochs",
+            "1",
+            "--depth",
+            "2",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     summary = vit.run(args)["deescalate"]
     assert 0 < summary["train_loss"] < 2.5 and np.isfinite(summary["test_loss"])
     with open(tmp_path / "deescalate" / "config.json") as f:
@@ -190,15 +212,28 @@ def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
 
 def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, penn):
     txl = recipe_module("wikitext103_txl")
-    args = txl.parse_args(["--dataset", "ptb", "--smoke", "--norm", "deescalate", "--steps", "6",
-                           "--eval-interval", "3", "--out", str(tmp_path)])
+    args = txl.parse_args(
+        [
+            "--dataset",
+            "ptb",
+            "--smoke",
+            "--norm",
+            "deescalate",
+            "--steps",
+            "6",
+            "--eval-interval",
+            "3",
+            "--out",
+            str(tmp_path),
+        ]
+    )
     summary = txl.run(args)["deescalate"]
     assert summary["epochs"] == 2 and np.isfinite(summary["train_loss"])
     np.testing.assert_allclose(summary["test_perplexity"], np.exp(summary["test_loss"]), rtol=1e-9)
     # the test number is the saved final model's loss over the whole test slice, read in order with memory
     import keras
 
-    from keras_tse.language_model import evaluate_stream
+    from keras_tse.training import evaluate_stream
 
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
     ids, _ = penn

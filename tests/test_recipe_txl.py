@@ -16,8 +16,13 @@ RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
 
 
 def _run(args, timeout=600):
-    return subprocess.run([sys.executable, RECIPE, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return subprocess.run(
+        [sys.executable, RECIPE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
 
 
 @pytest.mark.large
@@ -29,8 +34,16 @@ def test_smoke_all_variants_writes_the_run_folder(tmp_path):
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
     for norm in ("post", "pre", "deescalate"):
         run = tmp_path / norm
-        for name in ("config.json", "history.csv", "similarity.csv", "steps.csv", "summary.json",
-                     "checkpoints/best.keras", "checkpoints/last.keras", "plots/token_similarity_heatmap.png"):
+        for name in (
+            "config.json",
+            "history.csv",
+            "similarity.csv",
+            "steps.csv",
+            "summary.json",
+            "checkpoints/best.keras",
+            "checkpoints/last.keras",
+            "plots/token_similarity_heatmap.png",
+        ):
             assert (run / name).exists(), name
         with open(run / "steps.csv") as f:
             losses = [float(row["loss"]) for row in csv.DictReader(f)]
@@ -61,9 +74,23 @@ def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, reci
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     budget = ["--steps", "10"] if recipe.startswith("wikitext") else ["--epochs", "1"]
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "recipes", recipe), "--smoke", "--norm", "deescalate", *budget,
-         "--mixed-precision", "--data-parallel", "--jit-compile", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=600, env=env,
+        [
+            sys.executable,
+            os.path.join(ROOT, "recipes", recipe),
+            "--smoke",
+            "--norm",
+            "deescalate",
+            *budget,
+            "--mixed-precision",
+            "--data-parallel",
+            "--jit-compile",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     with open(tmp_path / "deescalate" / "config.json") as f:

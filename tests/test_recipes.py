@@ -21,8 +21,13 @@ RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
 
 
 def _run(args, timeout=300):
-    return subprocess.run([sys.executable, RECIPE, *args], capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"})
+    return subprocess.run(
+        [sys.executable, RECIPE, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
 
 
 def _epochs(history_csv):
@@ -39,8 +44,15 @@ def test_smoke_all_variants_writes_the_run_folder(tmp_path):
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
     for norm in ("post", "pre", "deescalate"):
         run = tmp_path / norm
-        for name in ("config.json", "history.csv", "similarity.csv", "summary.json", "checkpoints/best.keras",
-                     "checkpoints/last.keras", "plots/token_similarity_heatmap.png"):
+        for name in (
+            "config.json",
+            "history.csv",
+            "similarity.csv",
+            "summary.json",
+            "checkpoints/best.keras",
+            "checkpoints/last.keras",
+            "plots/token_similarity_heatmap.png",
+        ):
             assert (run / name).exists(), name
         assert _epochs(run / "history.csv") == [0, 1, 2]
         assert not (run / "backup").exists()  # removed once training finished

@@ -10,8 +10,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import data, sweep, zoo
+from keras_tse import data, zoo
 from keras_tse.callbacks import TokenSimilarityMetric
+from keras_tse.experiments import sweep
 from keras_tse.layers import DeEscalation, PostNormBlock
 from keras_tse.training import TrainConfig, fit_variant
 from tests.helpers import recipe_module
@@ -21,13 +22,17 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # --- 2: zero is an error, not "the default" -----------------------------------------------------------
 
-@pytest.mark.parametrize("recipe, argv, flag", [
-    ("cifar10_vit", ["--epochs", "0"], "--epochs"),
-    ("cifar10_vit", ["--train-size", "-5"], "--train-size"),
-    ("cifar10_vit", ["--learning-rate", "0"], "--learning-rate"),
-    ("wikitext103_txl", ["--steps", "0"], "--steps"),
-    ("wikitext103_txl", ["--depth", "0"], "--depth"),
-])
+
+@pytest.mark.parametrize(
+    "recipe, argv, flag",
+    [
+        ("cifar10_vit", ["--epochs", "0"], "--epochs"),
+        ("cifar10_vit", ["--train-size", "-5"], "--train-size"),
+        ("cifar10_vit", ["--learning-rate", "0"], "--learning-rate"),
+        ("wikitext103_txl", ["--steps", "0"], "--steps"),
+        ("wikitext103_txl", ["--depth", "0"], "--depth"),
+    ],
+)
 def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, flag, capsys):
     with pytest.raises(SystemExit) as exit_info:
         recipe_module(recipe).parse_args(argv)
@@ -36,14 +41,20 @@ def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, fl
     assert len(err.splitlines()) == 1 and f"argument {flag}: must be" in err and repr(argv[1]) in err
 
 
-@pytest.mark.parametrize("argv, expected", [
-    (["probe", "missing.keras", "--batch-size", "-3"], "argument --batch-size: must be a positive integer, received '-3'"),
-    (["sweep", "--depths", "12,0"], "argument --depths: must be a positive integer, received '0'"),
-    (["demo", "--seeds", "0,x"], "argument --seeds: must be an integer >= 0, received 'x'"),
-    (["escalation", "--tau", "2"], "argument --tau: must be a number in [0, 1], received '2'"),
-])
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (
+            ["probe", "missing.keras", "--batch-size", "-3"],
+            "argument --batch-size: must be a positive integer, received '-3'",
+        ),
+        (["sweep", "--depths", "12,0"], "argument --depths: must be a positive integer, received '0'"),
+        (["demo", "--seeds", "0,x"], "argument --seeds: must be an integer >= 0, received 'x'"),
+        (["escalation", "--tau", "2"], "argument --tau: must be a number in [0, 1], received '2'"),
+    ],
+)
 def test_cli_flag_errors_are_one_line_and_exit_2(argv, expected, capsys):
-    from keras_tse import cli
+    from keras_tse.experiments import cli
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
@@ -57,8 +68,13 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
     model.save(good)
     damaged = tmp_path / "damaged.keras"
     damaged.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
-    result = subprocess.run([sys.executable, "-m", "keras_tse.cli", "probe", str(damaged)], capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = subprocess.run(
+        [sys.executable, "-m", "keras_tse.experiments.cli", "probe", str(damaged)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.startswith("keras-tse")]
     assert len(lines) == 1 and str(damaged) in lines[0] and "Traceback" not in result.stderr
@@ -66,7 +82,10 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
 
 # --- 3: a sweep row cut short is recomputed; a foreign CSV is named ---------------------------------------
 
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the CSV healing is backend-free; one backend keeps CI short")
+
+@pytest.mark.skipif(
+    keras.backend.backend() != "jax", reason="the CSV healing is backend-free; one backend keeps CI short"
+)
 def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
     config = sweep.SweepConfig.quick(depths=(2,), norms=("post",))
     out = str(tmp_path)
@@ -93,17 +112,30 @@ def test_a_csv_that_is_not_a_sweep_is_named(tmp_path):
 
 # --- 4: token ids are checked before they reach Transformer-XL --------------------------------------------
 
-TINY_XL = dict(depth=1, vocab_size=50, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=16, cutoffs=(), batch_size=2,
-               segment_len=4, mem_len=4)
+TINY_XL = dict(
+    depth=1,
+    vocab_size=50,
+    hidden_dim=16,
+    num_heads=2,
+    head_dim=8,
+    ffn_dim=16,
+    cutoffs=(),
+    batch_size=2,
+    segment_len=4,
+    mem_len=4,
+)
 
 
-@pytest.mark.parametrize("x_change, y_change, message", [
-    (None, (0, 1, -3), r"`y` holds token id -3 at position \(0, 1\); ids must be in \[0, vocab_size=50\)"),
-    (None, (1, 3, 50), r"`y` holds token id 50 at position \(1, 3\)"),
-    ((1, 0, 77), None, r"`x` holds token id 77 at position \(1, 0\)"),
-    ("float", None, r"`x` must hold integer token ids. Received: dtype float32, 1.5 at position \(0, 0\)"),
-    ("long", None, r"`x` must be \[batch, segment_len=4\] token ids.*Received: x.shape=\(2, 5\)"),
-])
+@pytest.mark.parametrize(
+    "x_change, y_change, message",
+    [
+        (None, (0, 1, -3), r"`y` holds token id -3 at position \(0, 1\); ids must be in \[0, vocab_size=50\)"),
+        (None, (1, 3, 50), r"`y` holds token id 50 at position \(1, 3\)"),
+        ((1, 0, 77), None, r"`x` holds token id 77 at position \(1, 0\)"),
+        ("float", None, r"`x` must hold integer token ids. Received: dtype float32, 1.5 at position \(0, 0\)"),
+        ("long", None, r"`x` must be \[batch, segment_len=4\] token ids.*Received: x.shape=\(2, 5\)"),
+    ],
+)
 def test_transformer_xl_refuses_bad_token_ids_naming_value_and_position(x_change, y_change, message):
     model = zoo.transformer_xl(**TINY_XL)
     model.compile("adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -125,6 +157,7 @@ def test_transformer_xl_refuses_bad_token_ids_naming_value_and_position(x_change
 
 # --- 5: a NaN stops the run, says where, and keeps the last good checkpoint ------------------------------
 
+
 class _NanPixelFromSecondEpoch(keras.utils.PyDataset):
     """Two batches per epoch; from the second epoch on, the first image of each batch has a NaN pixel."""
 
@@ -136,10 +169,10 @@ class _NanPixelFromSecondEpoch(keras.utils.PyDataset):
         return 2
 
     def __getitem__(self, index):
-        x = self.x[index * 8: (index + 1) * 8].copy()
+        x = self.x[index * 8 : (index + 1) * 8].copy()
         if self.poisoned:
             x[0, 0, 0, 0] = np.nan
-        return x, self.y[index * 8: (index + 1) * 8]
+        return x, self.y[index * 8 : (index + 1) * 8]
 
 
 def test_a_nan_input_stops_the_run_and_keeps_the_last_finite_checkpoint(tmp_path, capsys):
@@ -167,6 +200,7 @@ def _poison_after_first_epoch(fit, dataset):
 
 # --- 6: NumPy scalars are numbers -----------------------------------------------------------------------
 
+
 def test_numpy_scalars_are_accepted_and_configs_stay_json():
     layer = DeEscalation(tau=np.float32(0.5))
     block = PostNormBlock(np.int64(4), np.int64(8), dropout=np.float64(0.1))
@@ -179,6 +213,7 @@ def test_numpy_scalars_are_accepted_and_configs_stay_json():
 
 
 # --- 7: the smaller ones ---------------------------------------------------------------------------------
+
 
 def test_zero_heads_and_zero_batch_name_the_argument():
     with pytest.raises(ValueError, match="`num_heads` must be a positive integer. Received: num_heads=0"):

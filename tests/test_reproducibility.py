@@ -6,8 +6,8 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import sweep
-from keras_tse.cli import main
+from keras_tse.experiments import sweep
+from keras_tse.experiments.cli import main
 from keras_tse.zoo import vit
 
 
@@ -17,8 +17,17 @@ def _train_once(seed):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((96, 8, 8, 1)).astype("float32")
     y = rng.integers(0, 10, 96)
-    model = vit(depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2,
-                dropout=0.1, norm="deescalate")
+    model = vit(
+        depth=2,
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=16,
+        ffn_dim=32,
+        num_heads=2,
+        dropout=0.1,
+        norm="deescalate",
+    )
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     losses = []
     callback = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"])))
@@ -36,8 +45,17 @@ def test_a_short_training_twice_gives_identical_losses_and_weights():
 
 def test_a_sweep_cell_twice_gives_the_same_row():
     config = sweep.SweepConfig.quick(steps=6)
-    cell = dict(depth=2, norm="deescalate", tau=1.0, initializer="torch", learning_rate=1e-3, seed=1, steps=6,
-                batch_size=32, hidden_dim=16)
+    cell = dict(
+        depth=2,
+        norm="deescalate",
+        tau=1.0,
+        initializer="torch",
+        learning_rate=1e-3,
+        seed=1,
+        steps=6,
+        batch_size=32,
+        hidden_dim=16,
+    )
     data = sweep._digits()
     rows = [sweep.run_cell(cell, config, data) for _ in range(2)]
     for row in rows:
@@ -52,19 +70,27 @@ def test_demo_twice_prints_identical_numbers(tmp_path, capsys):
         # the demo's own command at --epochs 2, shrunk to 2 blocks and one seed to keep CI short
         assert main(["demo", "--epochs", "2", "--depth", "2", "--seeds", "1", "--out", str(out)]) == 0
         printed = capsys.readouterr().out
-        table = printed[printed.index("Token similarity"): printed.index(" s in all")]
+        table = printed[printed.index("Token similarity") : printed.index(" s in all")]
         outputs.append((table.rsplit("\n", 1)[0], json.loads((out / "demo.json").read_text())["runs"]))
     assert outputs[0] == outputs[1]
-    assert "| deescalate | 0.0000 |" in outputs[0][0]  # the results table  # tau = 1 at the last block output: centred tokens
+    assert (
+        "| deescalate | 0.0000 |" in outputs[0][0]
+    )  # the results table  # tau = 1 at the last block output: centred tokens
     assert [r["seed"] for r in outputs[0][1]["post"]] == [1]  # one entry per seed
 
 
 @pytest.mark.large
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="two fresh processes per recipe: once, on JAX")
-@pytest.mark.parametrize("recipe, argv", [
-    ("cifar10_vit", ["--smoke", "--norm", "deescalate", "--epochs", "1", "--depth", "1"]),
-    ("wikitext103_txl", ["--smoke", "--norm", "deescalate", "--steps", "6", "--eval-interval", "3", "--depth", "1"]),
-])
+@pytest.mark.parametrize(
+    "recipe, argv",
+    [
+        ("cifar10_vit", ["--smoke", "--norm", "deescalate", "--epochs", "1", "--depth", "1"]),
+        (
+            "wikitext103_txl",
+            ["--smoke", "--norm", "deescalate", "--steps", "6", "--eval-interval", "3", "--depth", "1"],
+        ),
+    ],
+)
 def test_each_recipes_smoke_command_twice_gives_the_same_numbers(recipe, argv, tmp_path):
     """Issue 13: the same recipe command (--smoke, same seed) run twice on one machine and backend prints the
     same summary, RandAugment and shuffling included."""
@@ -75,9 +101,13 @@ def test_each_recipes_smoke_command_twice_gives_the_same_numbers(recipe, argv, t
     script = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{recipe}.py")
     summaries = []
     for i in range(2):
-        result = subprocess.run([sys.executable, script, *argv, "--out", str(tmp_path / f"run_{i}")],
-                                capture_output=True, text=True, timeout=600,
-                                env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+        result = subprocess.run(
+            [sys.executable, script, *argv, "--out", str(tmp_path / f"run_{i}")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        )
         assert result.returncode == 0, result.stderr[-3000:]
         with open(tmp_path / f"run_{i}" / "deescalate" / "summary.json") as f:
             summaries.append(json.load(f))

@@ -44,8 +44,18 @@ def _every_layer_model():
 
 def _trained_vit():
     """A small ViT after a few training steps (class-token slicing and PatchEmbedding included)."""
-    model = keras_tse.zoo.vit(depth=2, norm="deescalate", image_size=8, patch_size=2, channels=1,
-                              hidden_dim=16, ffn_dim=32, num_heads=2, trainable_tau=True, tau=0.8)
+    model = keras_tse.zoo.vit(
+        depth=2,
+        norm="deescalate",
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=16,
+        ffn_dim=32,
+        num_heads=2,
+        trainable_tau=True,
+        tau=0.8,
+    )
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((32, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 32)
     model.compile(keras.optimizers.AdamW(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -55,9 +65,21 @@ def _trained_vit():
 
 def _trained_transformer_xl():
     """A small Transformer-XL after a few steps: its memory (saved with it) is part of what must match."""
-    model = keras_tse.zoo.transformer_xl(depth=2, norm="deescalate", vocab_size=40, hidden_dim=16, num_heads=2,
-                                         head_dim=8, ffn_dim=24, segment_len=6, mem_len=4, batch_size=3,
-                                         cutoffs=(10, 25), trainable_tau=True, tau=0.9)
+    model = keras_tse.zoo.transformer_xl(
+        depth=2,
+        norm="deescalate",
+        vocab_size=40,
+        hidden_dim=16,
+        num_heads=2,
+        head_dim=8,
+        ffn_dim=24,
+        segment_len=6,
+        mem_len=4,
+        batch_size=3,
+        cutoffs=(10, 25),
+        trainable_tau=True,
+        tau=0.9,
+    )
     ids = np.random.default_rng(3).integers(0, 40, (12, 7)).astype("int32")
     model.compile(keras.optimizers.Adam(1e-2), keras_tse.losses.LogProbabilityCrossentropy())
     model.fit(ids[:, :-1], ids[:, 1:], batch_size=3, epochs=1, verbose=0)
@@ -95,9 +117,18 @@ def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other, kind):
     np.save(tmp_path / "x.npy", x)
     env = {**os.environ, "KERAS_BACKEND": other}
     run = subprocess.run(
-        [sys.executable, "-c", LOAD_AND_PREDICT, str(tmp_path / "model.keras"), str(tmp_path / "x.npy"),
-         str(tmp_path / "y.npy")],
-        env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-c",
+            LOAD_AND_PREDICT,
+            str(tmp_path / "model.keras"),
+            str(tmp_path / "x.npy"),
+            str(tmp_path / "y.npy"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
         cwd=os.path.dirname(os.path.dirname(keras_tse.__file__)),
     )
     assert run.returncode == 0, run.stderr[-3000:]

@@ -9,8 +9,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import scale, zoo
+from keras_tse import zoo
 from keras_tse.losses import LogProbabilityCrossentropy
+from keras_tse.training import scale
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -24,13 +25,33 @@ def mixed_policy():
 
 
 def tiny_vit(depth=2, norm="deescalate", initializer="torch"):
-    return zoo.vit(depth=depth, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32,
-                   num_heads=2, initializer=initializer)
+    return zoo.vit(
+        depth=depth,
+        norm=norm,
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=16,
+        ffn_dim=32,
+        num_heads=2,
+        initializer=initializer,
+    )
 
 
 def tiny_txl(norm="deescalate", depth=2):
-    return zoo.transformer_xl(depth=depth, norm=norm, vocab_size=60, hidden_dim=16, num_heads=2, head_dim=8,
-                              ffn_dim=32, segment_len=8, mem_len=8, batch_size=4, cutoffs=(20,))
+    return zoo.transformer_xl(
+        depth=depth,
+        norm=norm,
+        vocab_size=60,
+        hidden_dim=16,
+        num_heads=2,
+        head_dim=8,
+        ffn_dim=32,
+        segment_len=8,
+        mem_len=8,
+        batch_size=4,
+        cutoffs=(20,),
+    )
 
 
 def digits(n):
@@ -94,8 +115,11 @@ def test_jit_compile_true_trains_like_the_default():
     for jit_compile in ("auto", True):
         keras.utils.set_random_seed(0)
         model = tiny_vit()
-        model.compile(keras.optimizers.SGD(0.1), keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                      jit_compile=jit_compile)
+        model.compile(
+            keras.optimizers.SGD(0.1),
+            keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            jit_compile=jit_compile,
+        )
         if jit_compile is True or BACKEND != "tensorflow":  # TF's "auto" is XLA on a GPU only
             assert model.jit_compile == (jit_compile is True or BACKEND == "jax")
         loss = model.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history["loss"]
@@ -116,8 +140,14 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device():
     moments early on).
     """
     env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    process = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "data_parallel_worker.py")],
-                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "data_parallel_worker.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert process.returncode == 0, process.stderr[-3000:]
     report = json.loads(process.stdout.strip().splitlines()[-1])
     assert report["devices"] == 2 and report["replicas"] == 2

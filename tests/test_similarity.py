@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_tse.similarity import (
+from keras_tse.analysis.similarity import (
     cosine_similarity,
     escalation_rate,
     token_diversity,

@@ -1,11 +1,11 @@
-"""keras_tse.spectral against hand-checked cases and the paper's identities (Sec. 2.2, Corollary 7)."""
+"""keras_tse.analysis.spectral against hand-checked cases and the paper's identities (Sec. 2.2, Corollary 7)."""
 
 import numpy as np
 import pytest
 from keras import ops
 
-from keras_tse import spectral
-from keras_tse.similarity import escalation_rate, token_similarity
+from keras_tse.analysis import spectral
+from keras_tse.analysis.similarity import escalation_rate, token_similarity
 from tests import reference
 
 
@@ -65,8 +65,9 @@ def test_lemma_4_bounds_hold_for_softmax_attention(seed):
     mu1, mu2 = (_n(m) for m in spectral.mu(x, p))
     assert mu1**2 >= (1 - _n(spectral.omega(x, p))) ** 2 - 1e-5  # eq. (11)
     assert mu2**2 <= _n(spectral.delta(p)) ** 2 + 1e-5
-    assert _n(spectral.lambda2(p)) == pytest.approx(np.sort(np.abs(np.linalg.eigvals(p.astype("float64"))))[-2],
-                                                    abs=1e-4)
+    assert _n(spectral.lambda2(p)) == pytest.approx(
+        np.sort(np.abs(np.linalg.eigvals(p.astype("float64"))))[-2], abs=1e-4
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])

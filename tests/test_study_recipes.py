@@ -7,36 +7,63 @@ import sys
 import keras
 import pytest
 
-from keras_tse import sweep
-from keras_tse.callbacks._csv import append_row
+from keras_tse.experiments import sweep
+from keras_tse.run_files import append_row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="backend-free scripts; run once, on JAX")
 
 
 def _run(script, *args):
-    result = subprocess.run([sys.executable, os.path.join(ROOT, "recipes", script), *args], capture_output=True,
-                            text=True, timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "recipes", script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout
 
 
 def _rows(stdout, first_column):
-    return [[c.strip() for c in line.strip("|").split("|")] for line in stdout.splitlines()
-            if line.startswith(f"| {first_column}")]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in stdout.splitlines()
+        if line.startswith(f"| {first_column}")
+    ]
 
 
 def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(tmp_path):
     def row(norm, tau, seed, lr, tsim_last, grad_first):
-        return dict(depth=12, norm=norm, tau=tau, initializer="torch", learning_rate=lr, seed=seed, steps=300,
-                    batch_size=64,
-                    hidden_dim=32, final_loss=0.5, best_loss=0.4, val_accuracy=0.9, diverged=0,
-                    steps_to_threshold="", tsim_init=f"0.1;{tsim_last}", tsim_end="0.1;0.2",
-                    grad_init=f"{grad_first};1.0", wall_s=1.0)
+        return dict(
+            depth=12,
+            norm=norm,
+            tau=tau,
+            initializer="torch",
+            learning_rate=lr,
+            seed=seed,
+            steps=300,
+            batch_size=64,
+            hidden_dim=32,
+            final_loss=0.5,
+            best_loss=0.4,
+            val_accuracy=0.9,
+            diverged=0,
+            steps_to_threshold="",
+            tsim_init=f"0.1;{tsim_last}",
+            tsim_end="0.1;0.2",
+            grad_init=f"{grad_first};1.0",
+            wall_s=1.0,
+        )
 
-    rows = [row("deescalate", 1.0, 0, 1e-3, 0.0, 10.0), row("deescalate", 1.0, 1, 1e-3, 0.0, 30.0),
-            row("deescalate", 0.5, 0, 1e-3, 0.4, 6.0), row("deescalate", 0.5, 0, 3e-4, 0.4, 99.0),
-            row("post", "", 0, 1e-3, 0.9, 2.0)]
+    rows = [
+        row("deescalate", 1.0, 0, 1e-3, 0.0, 10.0),
+        row("deescalate", 1.0, 1, 1e-3, 0.0, 30.0),
+        row("deescalate", 0.5, 0, 1e-3, 0.4, 6.0),
+        row("deescalate", 0.5, 0, 3e-4, 0.4, 99.0),
+        row("post", "", 0, 1e-3, 0.9, 2.0),
+    ]
     for r in rows:
         append_row(str(tmp_path / "sweep.csv"), r)
     stdout = _run("depth_study_card.py", str(tmp_path))
@@ -52,8 +79,21 @@ def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(t
 
 @pytest.mark.large
 def test_gradient_diagnostic_rows_are_consistent():
-    stdout = _run("deescalation_gradients.py", "--depths", "3", "--widths", "16", "--taus", "1,0",
-                  "--places", "output,pre_ffn", "--seeds", "0", "--inits", "torch")
+    stdout = _run(
+        "deescalation_gradients.py",
+        "--depths",
+        "3",
+        "--widths",
+        "16",
+        "--taus",
+        "1,0",
+        "--places",
+        "output,pre_ffn",
+        "--seeds",
+        "0",
+        "--inits",
+        "torch",
+    )
     rows = _rows(stdout, "torch")
     assert [(r[3], r[4]) for r in rows] == [("1", "output"), ("1", "pre_ffn"), ("0", "-")]  # tau 0 has no place
     for _, _, _, _, _, first, last, growth, tsim in rows:
@@ -73,14 +113,21 @@ def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
     for seed, (loss, accuracy, tsim_end) in enumerate(((0.5, 0.8, 0.25), (0.7, 0.6, 0.75))):
         run = tmp_path / f"seed_{seed}" / "deescalate"
         run.mkdir(parents=True)
-        (run / "summary.json").write_text(json.dumps({"train_loss": loss, "test_loss": loss + 0.1,
-                                                      "test_accuracy": accuracy, "seconds_this_session": 10.0}))
+        (run / "summary.json").write_text(
+            json.dumps(
+                {"train_loss": loss, "test_loss": loss + 0.1, "test_accuracy": accuracy, "seconds_this_session": 10.0}
+            )
+        )
         (run / "config.json").write_text(json.dumps({"seed": seed, "dataset": "fashion_mnist"}))
-        (run / "similarity.csv").write_text("epoch,step,when,tsim_0,tsim_1\n,0,train_begin,0.1,0.5\n"
-                                            f"0,8,epoch_end,0.2,0.9\n1,16,epoch_end,0.3,{tsim_end}\n")
+        (run / "similarity.csv").write_text(
+            "epoch,step,when,tsim_0,tsim_1\n,0,train_begin,0.1,0.5\n"
+            f"0,8,epoch_end,0.2,0.9\n1,16,epoch_end,0.3,{tsim_end}\n"
+        )
     results = results_module.collect(str(tmp_path))
     assert results["kind"] == "classification" and results["settings"] == {"dataset": "fashion_mnist"}
     assert [r["tsim_end"] for r in results["runs"]["deescalate"]] == [[0.3, 0.25], [0.3, 0.75]]
     table = results_module.markdown_table(results).splitlines()
-    assert table[2] == ("| deescalate | 2 | 0.6000 [0.5000, 0.7000] | 0.7000 [0.6000, 0.8000] | 70.00% [60.00, 80.00] "
-                        "| 0.500 -> 0.500 | 10 |")
+    assert table[2] == (
+        "| deescalate | 2 | 0.6000 [0.5000, 0.7000] | 0.7000 [0.6000, 0.8000] | 70.00% [60.00, 80.00] "
+        "| 0.500 -> 0.500 | 10 |"
+    )

@@ -10,19 +10,30 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import sweep
+from keras_tse.experiments import sweep
 
 BACKEND = keras.backend.backend()
 
 
 def test_grid_varies_tau_for_deescalation_only():
-    config = sweep.SweepConfig(depths=(6, 12), norms=("post", "deescalate"), taus=(0.5, 1.0),
-                               initializers=("torch",), learning_rates=(1e-3, 3e-4), seeds=(0, 1, 2))
+    config = sweep.SweepConfig(
+        depths=(6, 12),
+        norms=("post", "deescalate"),
+        taus=(0.5, 1.0),
+        initializers=("torch",),
+        learning_rates=(1e-3, 3e-4),
+        seeds=(0, 1, 2),
+    )
     cells = list(sweep.cells(config))
     # post: 2 depths x 2 lrs x 3 seeds = 12; deescalate: x 2 taus = 24
     assert len(cells) == 36 and len({sweep.cell_key(c) for c in cells}) == 36
-    both = list(sweep.cells(sweep.SweepConfig(depths=(6,), norms=("post",), initializers=("torch", "glorot"),
-                                              learning_rates=(1e-3,), seeds=(0,))))
+    both = list(
+        sweep.cells(
+            sweep.SweepConfig(
+                depths=(6,), norms=("post",), initializers=("torch", "glorot"), learning_rates=(1e-3,), seeds=(0,)
+            )
+        )
+    )
     assert [c["initializer"] for c in both] == ["torch", "glorot"]  # the init is part of a cell's key
     assert sweep.cell_key(both[0]) != sweep.cell_key(both[1])
     assert {c["tau"] for c in cells if c["norm"] == "post"} == {""}
@@ -40,15 +51,35 @@ def test_committed_study_grid_meets_the_issue():
 
 def test_legacy_csv_gets_the_initializer_column_and_keeps_its_rows(tmp_path):
     path = str(tmp_path / "sweep.csv")
-    legacy = dict(depth=6, norm="post", tau="", learning_rate=0.001, seed=0, steps=300, batch_size=64, hidden_dim=32,
-                  final_loss=0.5)
+    legacy = dict(
+        depth=6,
+        norm="post",
+        tau="",
+        learning_rate=0.001,
+        seed=0,
+        steps=300,
+        batch_size=64,
+        hidden_dim=32,
+        final_loss=0.5,
+    )
     sweep.append_row(path, legacy)
     sweep.upgrade_csv(path)
     with open(path) as f:
-        assert f.readline().strip() == ("depth,norm,tau,initializer,learning_rate,seed,steps,batch_size,"
-                                        "hidden_dim,final_loss")
-    new = dict(depth=6, norm="post", tau="", initializer="torch", learning_rate=0.001, seed=0, steps=300,
-               batch_size=64, hidden_dim=32, final_loss=0.25)
+        assert f.readline().strip() == (
+            "depth,norm,tau,initializer,learning_rate,seed,steps,batch_size,hidden_dim,final_loss"
+        )
+    new = dict(
+        depth=6,
+        norm="post",
+        tau="",
+        initializer="torch",
+        learning_rate=0.001,
+        seed=0,
+        steps=300,
+        batch_size=64,
+        hidden_dim=32,
+        final_loss=0.25,
+    )
     sweep.append_row(path, new)
     rows = sweep.read_rows(path)
     assert [(r["initializer"], r["final_loss"]) for r in rows] == [("glorot", "0.5"), ("torch", "0.25")]
@@ -70,24 +101,61 @@ def test_steps_to_threshold_and_best_window():
 
 
 def test_markdown_table_reports_mean_std_and_range_over_seeds():
-    rows = [dict(norm="post", depth="6", learning_rate="0.001", tau="", initializer="torch", final_loss=str(v),
-                 val_accuracy="0.5", diverged="0") for v in (1.0, 2.0, 3.0)]
-    rows.append(dict(norm="post", depth="6", learning_rate="0.001", tau="", initializer="torch", final_loss="nan",
-                     val_accuracy="nan", diverged="1"))
+    rows = [
+        dict(
+            norm="post",
+            depth="6",
+            learning_rate="0.001",
+            tau="",
+            initializer="torch",
+            final_loss=str(v),
+            val_accuracy="0.5",
+            diverged="0",
+        )
+        for v in (1.0, 2.0, 3.0)
+    ]
+    rows.append(
+        dict(
+            norm="post",
+            depth="6",
+            learning_rate="0.001",
+            tau="",
+            initializer="torch",
+            final_loss="nan",
+            val_accuracy="nan",
+            diverged="1",
+        )
+    )
     table = sweep.markdown_table(rows)
     assert "| post | torch | 6 | 0.001 | 2.000 ± 0.816 (1.000-3.000) | 0.500 ± 0.000 | 4 | 1 |" in table
 
 
 def test_best_lr_table_and_verdicts():
     def row(norm, tau, init, lr, loss):
-        return dict(norm=norm, depth="24", learning_rate=str(lr), tau=tau, initializer=init, final_loss=str(loss),
-                    val_accuracy="0.5", diverged="0")
+        return dict(
+            norm=norm,
+            depth="24",
+            learning_rate=str(lr),
+            tau=tau,
+            initializer=init,
+            final_loss=str(loss),
+            val_accuracy="0.5",
+            diverged="0",
+        )
 
-    rows = [row("post", "", "torch", 1e-3, 2.3), row("post", "", "torch", 1e-4, 1.5),
-            row("deescalate", "1.0", "torch", 1e-3, 0.2), row("deescalate", "1.0", "torch", 1e-4, 0.4),
-            row("post", "", "glorot", 1e-3, 2.3), row("deescalate", "1.0", "glorot", 1e-3, 2.2)]
+    rows = [
+        row("post", "", "torch", 1e-3, 2.3),
+        row("post", "", "torch", 1e-4, 1.5),
+        row("deescalate", "1.0", "torch", 1e-3, 0.2),
+        row("deescalate", "1.0", "torch", 1e-4, 0.4),
+        row("post", "", "glorot", 1e-3, 2.3),
+        row("deescalate", "1.0", "glorot", 1e-3, 2.2),
+    ]
     best = sweep.best_over_learning_rates(rows)
-    assert best[("post", "", "torch", 24)] == (1.5, 1e-4, 1) and best[("deescalate", "1.0", "torch", 24)][:2] == (0.2, 1e-3)
+    assert best[("post", "", "torch", 24)] == (1.5, 1e-4, 1) and best[("deescalate", "1.0", "torch", 24)][:2] == (
+        0.2,
+        1e-3,
+    )
     table = sweep.best_lr_table(rows)
     assert "| torch | 24 | 1.500 (0.0001, n=1) | not run | 0.200 (0.001, n=1) | not run |" in table
     lines = sweep.verdicts(rows).splitlines()
@@ -98,17 +166,42 @@ def test_best_lr_table_and_verdicts():
 
 def test_arms_are_named_and_ordered_post_then_larger_tau_first_then_torch_before_glorot():
     def row(norm, tau, depth, loss, init="glorot"):
-        return dict(norm=norm, depth=str(depth), learning_rate="0.001", tau=tau, initializer=init,
-                    final_loss=str(loss), val_accuracy="0.5", diverged="0")
+        return dict(
+            norm=norm,
+            depth=str(depth),
+            learning_rate="0.001",
+            tau=tau,
+            initializer=init,
+            final_loss=str(loss),
+            val_accuracy="0.5",
+            diverged="0",
+        )
 
-    rows = [row("deescalate", "0.25", 6, 0.3), row("deescalate", "1.0", 12, 0.2), row("post", "", 12, 0.4),
-            row("deescalate", "1.0", 6, 0.1), row("deepnorm", "", 6, 0.5), row("post", "", 12, 0.3, "torch")]
-    assert sweep.arms_of(rows) == [("post", "", "torch"), ("post", "", "glorot"), ("deescalate", "1.0", "glorot"),
-                                   ("deescalate", "0.25", "glorot"), ("deepnorm", "", "glorot")]
+    rows = [
+        row("deescalate", "0.25", 6, 0.3),
+        row("deescalate", "1.0", 12, 0.2),
+        row("post", "", 12, 0.4),
+        row("deescalate", "1.0", 6, 0.1),
+        row("deepnorm", "", 6, 0.5),
+        row("post", "", 12, 0.3, "torch"),
+    ]
+    assert sweep.arms_of(rows) == [
+        ("post", "", "torch"),
+        ("post", "", "glorot"),
+        ("deescalate", "1.0", "glorot"),
+        ("deescalate", "0.25", "glorot"),
+        ("deepnorm", "", "glorot"),
+    ]
     lines = sweep.markdown_table(rows).splitlines()[2:]
     names = [" ".join(cell.strip() for cell in line.strip("|").split("|")[:3]) for line in lines]
-    assert names == ["post torch 12", "post glorot 12", "deescalate (tau 1) glorot 6", "deescalate (tau 1) glorot 12",
-                     "deescalate (tau 0.25) glorot 6", "deepnorm glorot 6"]
+    assert names == [
+        "post torch 12",
+        "post glorot 12",
+        "deescalate (tau 1) glorot 6",
+        "deescalate (tau 1) glorot 12",
+        "deescalate (tau 0.25) glorot 6",
+        "deepnorm glorot 6",
+    ]
 
 
 def test_bad_grid_names_the_value():
@@ -121,8 +214,17 @@ def test_bad_grid_names_the_value():
 @pytest.mark.parametrize("norm", ["deescalate", "rezero"])
 def test_one_cell_measures_every_column_on_this_backend(norm):
     config = sweep.SweepConfig.quick(steps=4)
-    cell = dict(depth=2, norm=norm, tau=1.0 if norm == "deescalate" else "", initializer="torch",
-                learning_rate=1e-3, seed=0, steps=4, batch_size=32, hidden_dim=16)
+    cell = dict(
+        depth=2,
+        norm=norm,
+        tau=1.0 if norm == "deescalate" else "",
+        initializer="torch",
+        learning_rate=1e-3,
+        seed=0,
+        steps=4,
+        batch_size=32,
+        hidden_dim=16,
+    )
     row = sweep.run_cell(cell, config, sweep._digits())
     assert row["diverged"] == 0 and np.isfinite(row["final_loss"]) and row["best_loss"] <= row["final_loss"] + 1.0
     tsim_init = [float(v) for v in row["tsim_init"].split(";")]
@@ -138,7 +240,7 @@ def test_one_cell_measures_every_column_on_this_backend(norm):
 @pytest.mark.skipif(BACKEND != "jax", reason="the resume logic is backend-free; one backend keeps CI short")
 def test_killed_sweep_resumes_without_recomputing_finished_cells(tmp_path):
     out = tmp_path / "sweep"
-    command = [sys.executable, "-m", "keras_tse.cli", "sweep", "--quick", "--out", str(out)]
+    command = [sys.executable, "-m", "keras_tse.experiments.cli", "sweep", "--quick", "--out", str(out)]
     env = {**os.environ, "KERAS_BACKEND": BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3"}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     csv_path = out / "sweep.csv"

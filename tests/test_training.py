@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_tse.training import TrainConfig, make_optimizer, read_history
+from keras_tse.training import TrainConfig, read_history
+from keras_tse.training.runner import make_optimizer
 
 
 def test_multi_step_schedule_of_sec_3_3():
@@ -35,8 +36,7 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
     data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
 
     def run(epochs):
-        model = vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2,
-                    name="tiny")
+        model = vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2, name="tiny")
         config = TrainConfig(epochs=epochs, batch_size=8)
         return fit_variant(model, data, data, str(tmp_path), config, x[:4], 2, checkpoints=False, verbose=0)
 

@@ -13,8 +13,7 @@ from keras_tse.zoo import presets
 from tests import reference
 
 NORMS = ("post", "pre", "deescalate")
-TINY = dict(depth=2, vocab_size=60, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=24, cutoffs=(12, 30),
-            batch_size=2)
+TINY = dict(depth=2, vocab_size=60, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=24, cutoffs=(12, 30), batch_size=2)
 
 
 def _numpy(x):
@@ -50,8 +49,7 @@ class TransformerXLLayerTest(TestCase):
     def test_block_harness_without_memory(self):
         self.run_layer_test(
             TransformerXLBlock,
-            init_kwargs={"num_heads": 2, "ffn_dim": 12, "norm": "deescalate", "dropout": 0.1,
-                         "attention_dropout": 0.1},
+            init_kwargs={"num_heads": 2, "ffn_dim": 12, "norm": "deescalate", "dropout": 0.1, "attention_dropout": 0.1},
             input_shape=(2, 5, 8),
             expected_output_shape=(2, 5, 8),
             # attention 5; 2 LayerNorms x 2; FFN 2 x (kernel, bias)
@@ -107,9 +105,22 @@ def test_relative_attention_matches_reference(filled, probe):
     for w in layer.weights:
         w.assign((0.4 * rng.standard_normal(tuple(w.shape))).astype("float32"))
     expected, expected_p = reference.relative_attention(
-        x, memory, filled, *(_numpy(w) for w in (layer.qkv_dense.kernel, layer.position_dense.kernel,
-                                                   layer.output_dense.kernel, layer.content_bias,
-                                                   layer.position_bias)), num_heads=2, head_dim=3)
+        x,
+        memory,
+        filled,
+        *(
+            _numpy(w)
+            for w in (
+                layer.qkv_dense.kernel,
+                layer.position_dense.kernel,
+                layer.output_dense.kernel,
+                layer.content_bias,
+                layer.position_bias,
+            )
+        ),
+        num_heads=2,
+        head_dim=3,
+    )
     outputs = layer(x, memory=memory, memory_length=np.int32(filled), return_attention_scores=probe)
     if probe:
         outputs, scores = outputs
@@ -193,9 +204,14 @@ def test_adaptive_softmax_matches_reference_and_sums_to_one():
         w.assign(rng.standard_normal(tuple(w.shape)).astype("float32"))
     hidden = rng.standard_normal((2, 3, 16)).astype("float32")
     log_probs = _numpy(layer(hidden, reverse=True))
-    expected = reference.adaptive_log_softmax(hidden, [_numpy(t) for t in layer.tables],
-                                              [_numpy(b) for b in layer.biases], _numpy(layer.cluster_kernel),
-                                              _numpy(layer.cluster_bias), (12, 30))
+    expected = reference.adaptive_log_softmax(
+        hidden,
+        [_numpy(t) for t in layer.tables],
+        [_numpy(b) for b in layer.biases],
+        _numpy(layer.cluster_kernel),
+        _numpy(layer.cluster_bias),
+        (12, 30),
+    )
     np.testing.assert_allclose(log_probs, expected, atol=1e-4)
     np.testing.assert_allclose(np.exp(log_probs).sum(-1), 1.0, atol=1e-5)
 
@@ -215,8 +231,17 @@ def test_adaptive_embedding_looks_up_each_cluster_and_scales():
     layer = AdaptiveEmbedding(30, 4, cutoffs=(10, 20))
     layer.build()
     ids = np.array([[0, 9, 10, 25]], "int32")
-    expected = np.stack([_numpy(layer.tables[0])[0], _numpy(layer.tables[0])[9], _numpy(layer.tables[1])[0],
-                         _numpy(layer.tables[2])[5]]) * 2.0  # sqrt(hidden_dim = 4)
+    expected = (
+        np.stack(
+            [
+                _numpy(layer.tables[0])[0],
+                _numpy(layer.tables[0])[9],
+                _numpy(layer.tables[1])[0],
+                _numpy(layer.tables[2])[5],
+            ]
+        )
+        * 2.0
+    )  # sqrt(hidden_dim = 4)
     np.testing.assert_allclose(_numpy(layer(ids))[0], expected, rtol=1e-6)
 
 
@@ -228,10 +253,13 @@ def test_paper_size_model_has_about_201m_parameters():
     assert len(memory) == 60 and tuple(memory[0].shape) == (40, 150, 410)
 
 
-@pytest.mark.parametrize("name, overrides", [
-    ("transformer_xl8_small", {}),
-    ("transformer_xl16_wt103_base", {"batch_size": 1, "segment_len": 4, "mem_len": 4}),  # CPU-sized call
-])
+@pytest.mark.parametrize(
+    "name, overrides",
+    [
+        ("transformer_xl8_small", {}),
+        ("transformer_xl16_wt103_base", {"batch_size": 1, "segment_len": 4, "mem_len": 4}),  # CPU-sized call
+    ],
+)
 def test_preset_forward_pass_is_normalised(name, overrides):
     model = zoo.from_preset(name, **overrides)
     config = model.get_config()

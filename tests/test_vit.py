@@ -3,8 +3,8 @@ import pytest
 from keras import ops
 
 import keras_tse
+from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
-from keras_tse.similarity import token_similarity_profile
 from keras_tse.zoo import from_preset, presets, vit
 
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
@@ -44,7 +44,7 @@ def test_mean_pooling_after_full_deescalation_still_learns():
     model = vit(norm="deescalate", pool="mean", tau=1.0, **TINY)
     places = [model.get_layer(f"block_{i:02d}").deescalate for i in range(3)]
     assert places == ["output", "output", None]
-    pooled = keras_tse.similarity.block_outputs_model(model, ["mean_pool"]).predict(_images(), verbose=0)
+    pooled = keras_tse.analysis.similarity.block_outputs_model(model, ["mean_pool"]).predict(_images(), verbose=0)
     assert np.abs(pooled).max() > 0.1
     logits = model.predict(_images(), verbose=0)
     assert np.std(logits, axis=0).max() > 1e-3  # different images, different logits
@@ -86,7 +86,10 @@ def test_every_vit_preset_forward_pass_is_finite(name):
 def test_paper_presets_are_the_three_variants():
     p = presets()
     assert {p[f"vit80_cifar10_{n}"]["config"]["norm"] for n in ("post", "pre", "deescalate")} == {
-        "post", "pre", "deescalate"}
+        "post",
+        "pre",
+        "deescalate",
+    }
 
 
 def test_from_preset_overrides_and_rejects_unknown():

@@ -8,5 +8,12 @@ from keras_tse.callbacks.run_checkpoints import RunCheckpoints
 from keras_tse.callbacks.stop_on_non_finite import StopOnNonFinite
 from keras_tse.callbacks.token_similarity_metric import TokenSimilarityMetric
 
-__all__ = ["AttentionDiagnostics", "ResetMemory", "RunBackup", "RunCheckpoints", "StopOnNonFinite",
-           "TokenSimilarityMetric", "reset_memory"]
+__all__ = [
+    "AttentionDiagnostics",
+    "ResetMemory",
+    "RunBackup",
+    "RunCheckpoints",
+    "StopOnNonFinite",
+    "TokenSimilarityMetric",
+    "reset_memory",
+]

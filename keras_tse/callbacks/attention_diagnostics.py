@@ -2,10 +2,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tse.callbacks._csv import append_row
+from keras_tse.analysis.similarity import restore_state, snapshot_state
+from keras_tse.analysis.spectral import attention_entropy, qk_spectrum
 from keras_tse.layers import _checks
-from keras_tse.similarity import restore_state, snapshot_state
-from keras_tse.spectral import attention_entropy, qk_spectrum
+from keras_tse.run_files import append_row
 
 
 # Not registered for serialization, like TokenSimilarityMetric: a probe batch is data, not configuration.
@@ -15,7 +15,7 @@ class AttentionDiagnostics(keras.callbacks.Callback):
     The two lenses of Bao, Hataya & Karakida (ICML 2024): the entropy of
     each attention row (low: entropy collapse, attention on few tokens),
     averaged over the probe batch's query rows, and the eigenvalue moments of
-    each head's `W = W_Q W_K^T` (`keras_tse.spectral.qk_spectrum`: mean,
+    each head's `W = W_Q W_K^T` (`keras_tse.analysis.spectral.qk_spectrum`: mean,
     variance, `xi = tr(W)/sqrt(tr(W^2))`; a concentrated spectrum, small
     variance, localizes attention without collapsing it).
 
@@ -75,8 +75,14 @@ class AttentionDiagnostics(keras.callbacks.Callback):
             values[f"entropy_{i:0{width}d}"] = float(np.mean(stats["entropy"]))
             values[f"qk_variance_{i:0{width}d}"] = float(np.mean(stats["variance"]))
             for head in range(len(stats["entropy"])):
-                record = {"epoch": "" if when == "train_begin" else self._epoch, "step": self._step, "when": when,
-                          "block": i, "head": head, **{k: float(v[head]) for k, v in stats.items()}}
+                record = {
+                    "epoch": "" if when == "train_begin" else self._epoch,
+                    "step": self._step,
+                    "when": when,
+                    "block": i,
+                    "head": head,
+                    **{k: float(v[head]) for k, v in stats.items()},
+                }
                 self.records.append(record)
                 if self.csv_path:
                     append_row(self.csv_path, record)
@@ -104,8 +110,10 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     results = []
     for block, x in zip(blocks, xs):
         _, scores = block(x, return_attention_scores=True)
-        stats = {k: ops.convert_to_numpy(v) for k, v in qk_spectrum(*query_key_kernels(block.self_attention),
-                                                                      num_heads=block.num_heads).items()}
+        stats = {
+            k: ops.convert_to_numpy(v)
+            for k, v in qk_spectrum(*query_key_kernels(block.self_attention), num_heads=block.num_heads).items()
+        }
         results.append({"entropy": np.mean(ops.convert_to_numpy(attention_entropy(scores)), axis=0), **stats})
     restore_state(initial)
     return results
@@ -116,5 +124,5 @@ def query_key_kernels(attention):
     if hasattr(attention, "qkv_dense"):  # RelativeAttention: one fused [d, 3 * inner] kernel
         kernel = attention.qkv_dense.kernel
         inner = kernel.shape[-1] // 3
-        return kernel[:, :inner], kernel[:, inner: 2 * inner]
+        return kernel[:, :inner], kernel[:, inner : 2 * inner]
     return attention.query_dense.kernel, attention.key_dense.kernel

@@ -13,9 +13,10 @@ Order matters twice in the callback list:
   written that epoch's rows, so a kill between the two repeats the epoch (its rows are trimmed on
   resume) instead of losing a row.
 
-On resume, the temporary files of interrupted writes (`*.partial*`) are removed, and every `*.csv` in the run folder with an `epoch` column loses the rows of epochs the backup
-does not hold, and any row a kill cut short, so no row is duplicated or missing. A weights file that
-cannot be read is reported and the previous one is used; with none readable the run starts over.
+On resume, the temporary files of interrupted writes (`*.partial*`) are removed, and every `*.csv`
+in the run folder with an `epoch` column loses the rows of epochs the backup does not hold, and any
+row a kill cut short, so no row is duplicated or missing. A weights file that cannot be read is
+reported and the previous one is used; with none readable the run starts over.
 An epoch whose loss is not finite is never backed up.
 """
 
@@ -27,8 +28,8 @@ import warnings
 
 import keras
 
-from keras_tse import _atomic
-from keras_tse.callbacks._csv import read_logged_rows
+from keras_tse import run_files
+from keras_tse.run_files import read_logged_rows
 
 PATTERN = re.compile(r"epoch_(\d{5})\.weights\.h5$")
 
@@ -93,7 +94,7 @@ class RunBackup(keras.callbacks.Callback):
     def save(self, epoch, logs):
         if not finite_logs(logs):
             return  # a non-finite epoch is never a state to resume from
-        _atomic.save_weights(self.model, os.path.join(self.backup_dir, f"epoch_{epoch + 1:05d}.weights.h5"))
+        run_files.save_weights(self.model, os.path.join(self.backup_dir, f"epoch_{epoch + 1:05d}.weights.h5"))
         for _, old in self.backups()[2:]:  # keep the newest and one fallback
             os.remove(old)
 
@@ -128,4 +129,4 @@ def trim_epochs(path, keep_below):
         warnings.warn(f"{path}: {where} is incomplete (an interrupted write); dropped", stacklevel=2)
     kept = [row for _, row in whole if row["epoch"] == "" or int(row["epoch"]) < keep_below]
     if cut or len(kept) != len(whole):
-        _atomic.write_csv(path, fields, kept)
+        run_files.write_csv(path, fields, kept)

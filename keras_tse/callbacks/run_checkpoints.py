@@ -2,7 +2,7 @@
 
 Keras' `ModelCheckpoint` writes the target in place: a kill during the write leaves a truncated zip
 that Keras then reports as "File not found". Here each file goes through a temporary sibling and a
-rename (`keras_tse._atomic.save_model`), so it is always the previous complete model or the new one.
+rename (`keras_tse.run_files.save_model`), so it is always the previous complete model or the new one.
 An epoch whose training loss is not finite writes neither: the last good model stays.
 """
 
@@ -10,7 +10,7 @@ import math
 
 import keras
 
-from keras_tse import _atomic
+from keras_tse import run_files
 from keras_tse.callbacks.run_backup import finite_logs
 
 
@@ -33,8 +33,8 @@ class RunCheckpoints(keras.callbacks.Callback):
         if not finite_logs(logs):
             return
         if self.last_path:
-            _atomic.save_model(self.model, self.last_path)
+            run_files.save_model(self.model, self.last_path)
         value = (logs or {}).get(self.monitor)
         if self.best_path and value is not None and math.isfinite(float(value)) and float(value) < self.best:
             self.best = float(value)
-            _atomic.save_model(self.model, self.best_path)
+            run_files.save_model(self.model, self.best_path)

@@ -10,7 +10,7 @@ import os
 
 import keras
 
-from keras_tse import _atomic
+from keras_tse import run_files
 
 
 class StopOnNonFinite(keras.callbacks.Callback):
@@ -34,10 +34,16 @@ class StopOnNonFinite(keras.callbacks.Callback):
         loss = (logs or {}).get("loss")
         if loss is None or math.isfinite(float(loss)) or self.stopped:
             return
-        self.stopped = {"reason": "non-finite training loss", "epoch": self._epoch, "batch": int(batch),
-                        "loss": str(float(loss))}
+        self.stopped = {
+            "reason": "non-finite training loss",
+            "epoch": self._epoch,
+            "batch": int(batch),
+            "loss": str(float(loss)),
+        }
         self.model.stop_training = True
-        self.log(f"Stopped: the training loss is {float(loss)} at epoch {self._epoch}, batch {batch}; "
-                 "the last finite epoch's checkpoint is kept.")
+        self.log(
+            f"Stopped: the training loss is {float(loss)} at epoch {self._epoch}, batch {batch}; "
+            "the last finite epoch's checkpoint is kept."
+        )
         if self.run_dir:
-            _atomic.write_json(os.path.join(self.run_dir, "stopped.json"), self.stopped)
+            run_files.write_json(os.path.join(self.run_dir, "stopped.json"), self.stopped)

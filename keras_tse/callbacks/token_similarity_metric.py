@@ -4,14 +4,15 @@ import time
 import keras
 import numpy as np
 
-from keras_tse.callbacks._csv import append_row
-from keras_tse.layers import _checks
-from keras_tse.similarity import (
+from keras_tse import run_files
+from keras_tse.analysis.similarity import (
     block_outputs_model,
     cosine_similarity,
     measure_blocks,
     token_similarity,
 )
+from keras_tse.layers import _checks
+from keras_tse.run_files import append_row
 
 
 # Not registered for serialization: `.keras` files hold no callbacks, and a probe batch is data,
@@ -62,8 +63,9 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     >>> model.fit(x_train, y_train, callbacks=[TokenSimilarityMetric(probe), keras.callbacks.CSVLogger("h.csv")])
     """
 
-    def __init__(self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None,
-                 warmup_inputs=None):
+    def __init__(
+        self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None, warmup_inputs=None
+    ):
         super().__init__()
         every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
         self.probe_inputs = probe_inputs
@@ -88,10 +90,13 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def on_train_begin(self, logs=None):
         expected = tuple(self.model.inputs[0].shape[1:]) if getattr(self.model, "inputs", None) else None
         received = tuple(getattr(self.probe_inputs, "shape", ())[1:])
-        if expected is not None and (len(expected) != len(received)
-                                     or any(e is not None and e != r for e, r in zip(expected, received))):
-            raise ValueError(f"TokenSimilarityMetric's probe does not fit the model: the model takes inputs "
-                             f"[batch, *{expected}]. Received: probe_inputs.shape={(len(self.probe_inputs), *received)}")
+        if expected is not None and (
+            len(expected) != len(received) or any(e is not None and e != r for e, r in zip(expected, received))
+        ):
+            raise ValueError(
+                f"TokenSimilarityMetric's probe does not fit the model: the model takes inputs "
+                f"[batch, *{expected}]. Received: probe_inputs.shape={(len(self.probe_inputs), *received)}"
+            )
         self._probe = block_outputs_model(self.model, self.layers)
         self._measure("train_begin")
         self._clock = time.perf_counter()
@@ -126,8 +131,9 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def _measure(self, when):
         start = time.perf_counter()
         step = self._global_step()  # reads self.model first: under JAX that syncs the weights in
-        tsim, tcos = measure_blocks(self._probe, self.probe_inputs, (token_similarity, cosine_similarity),
-                                    self.warmup_inputs)
+        tsim, tcos = measure_blocks(
+            self._probe, self.probe_inputs, (token_similarity, cosine_similarity), self.warmup_inputs
+        )
         width = len(str(len(tsim) - 1))
         values = {f"tsim_{i:0{width}d}": float(v) for i, v in enumerate(tsim)}
         values.update({f"tcos_{i:0{width}d}": float(v) for i, v in enumerate(tcos)})
@@ -154,31 +160,23 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     def plot(self, plot_dir):
         """Write the heatmap and per-block curves of the measurements so far into `plot_dir`."""
         import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
         import matplotlib.ticker
 
-        os.makedirs(plot_dir, exist_ok=True)
         matrix = self.similarity_matrix()
         labels = [{"train_begin": "start", "epoch_end": f"ep {r['epoch']}"}.get(r["when"], "") for r in self.records]
-        fig, ax = plt.subplots(figsize=(max(6, 0.25 * matrix.shape[1]), max(4, 0.08 * matrix.shape[0])))
+        fig, (ax,) = run_files.new_figure((max(6, 0.25 * matrix.shape[1]), max(4, 0.08 * matrix.shape[0])))
         image = ax.imshow(matrix, aspect="auto", origin="lower", vmin=0.0, vmax=1.0, cmap="viridis")
         ax.set(xlabel="measurement (train begin, batches, epoch ends)", ylabel="block", title="token similarity")
         ax.set_xticks(range(len(labels)), labels, fontsize=6, rotation=90)
         ax.yaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         fig.colorbar(image, ax=ax)
-        fig.tight_layout()
-        fig.savefig(os.path.join(plot_dir, "token_similarity_heatmap.png"), dpi=100)
-        plt.close(fig)
+        run_files.save_figure(fig, os.path.join(plot_dir, "token_similarity_heatmap.png"))
 
-        fig, ax = plt.subplots(figsize=(7, 4))
+        fig, (ax,) = run_files.new_figure((7, 4))
         steps = [r["step"] for r in self.records]
-        colours = plt.cm.viridis(np.linspace(0, 1, matrix.shape[0]))
+        colours = matplotlib.colormaps["viridis"](np.linspace(0, 1, matrix.shape[0]))
         for block, (row, colour) in enumerate(zip(matrix, colours)):
             ax.plot(steps, row, color=colour, label=f"block {block}" if block in (0, matrix.shape[0] - 1) else None)
         ax.set(xlabel="training step", ylabel="token similarity", ylim=(0, 1.02), title="token similarity per block")
         ax.legend()
-        fig.tight_layout()
-        fig.savefig(os.path.join(plot_dir, "token_similarity_curves.png"), dpi=100)
-        plt.close(fig)
+        run_files.save_figure(fig, os.path.join(plot_dir, "token_similarity_curves.png"))

@@ -37,8 +37,14 @@ def get_file(name, url, folder, file_hash, hash_algorithm, missing_message):
 
     os.makedirs(folder, exist_ok=True)  # get_file falls back to /tmp/.keras for a folder it cannot write
     try:
-        return keras.utils.get_file(name, url, file_hash=file_hash, hash_algorithm=hash_algorithm,
-                                    cache_dir=os.path.abspath(folder), cache_subdir=".")
+        return keras.utils.get_file(
+            name,
+            url,
+            file_hash=file_hash,
+            hash_algorithm=hash_algorithm,
+            cache_dir=os.path.abspath(folder),
+            cache_subdir=".",
+        )
     except ValueError:
         raise  # a file that arrived with the wrong hash: Keras' message names it
     except Exception as error:

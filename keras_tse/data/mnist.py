@@ -41,8 +41,18 @@ FASHION_MD5 = {  # from the data set's README (upstream files; Debian's recompre
 }
 FASHION_FOLDER = "fashion-mnist"
 DEBIAN_FOLDER = os.path.join("usr", "share", "datasets", FASHION_FOLDER)
-FASHION_CLASSES = ("T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
-                   "Ankle boot")
+FASHION_CLASSES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
 FASHION_COUNTS = {"train": [6000] * 10, "test": [1000] * 10}
 
 MNIST_URL = "https://storage.googleapis.com/tensorflow/tf-keras-datasets/mnist.npz"
@@ -62,16 +72,21 @@ MNIST_MEAN, MNIST_STD = np.array([0.1307], "float32"), np.array([0.3081], "float
 def load_fashion_mnist(data_dir=None, download=True):
     """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9."""
     data_dir = data_dir or default_data_dir()
-    candidates = [os.path.join(data_dir, FASHION_FOLDER), data_dir, os.path.join(data_dir, DEBIAN_FOLDER),
-                  os.path.join(os.sep, DEBIAN_FOLDER)]
+    candidates = [
+        os.path.join(data_dir, FASHION_FOLDER),
+        data_dir,
+        os.path.join(data_dir, DEBIAN_FOLDER),
+        os.path.join(os.sep, DEBIAN_FOLDER),
+    ]
     folder = _idx_folder(candidates)
     if folder is None:
         if not download:
             raise FileNotFoundError(_fashion_missing(data_dir, "downloading is off"))
         folder = os.path.join(data_dir, FASHION_FOLDER)
         for name, md5 in FASHION_MD5.items():
-            _download.get_file(name, FASHION_URL + name, folder, md5, "md5",
-                               lambda why: _fashion_missing(data_dir, why))
+            _download.get_file(
+                name, FASHION_URL + name, folder, md5, "md5", lambda why: _fashion_missing(data_dir, why)
+            )
     return _checked(_read_idx_set(folder), FASHION_COUNTS, "Fashion-MNIST", folder)
 
 
@@ -88,10 +103,19 @@ def load_mnist(data_dir=None, download=True):
     if not os.path.exists(npz):
         if not download:
             raise FileNotFoundError(_mnist_missing(data_dir, "downloading is off"))
-        _download.get_file(MNIST_NPZ, MNIST_URL, os.path.dirname(npz), MNIST_SHA256, "sha256",
-                           lambda why: _mnist_missing(data_dir, why))
+        _download.get_file(
+            MNIST_NPZ,
+            MNIST_URL,
+            os.path.dirname(npz),
+            MNIST_SHA256,
+            "sha256",
+            lambda why: _mnist_missing(data_dir, why),
+        )
     with np.load(npz) as f:
-        split = (f["x_train"][..., None], f["y_train"].astype("int32")), (f["x_test"][..., None], f["y_test"].astype("int32"))
+        split = (
+            (f["x_train"][..., None], f["y_train"].astype("int32")),
+            (f["x_test"][..., None], f["y_test"].astype("int32")),
+        )
     return _checked(split, MNIST_COUNTS, "MNIST", npz)
 
 
@@ -116,21 +140,25 @@ def read_idx(path):
     with opener(path, "rb") as f:
         raw = f.read()
     if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08:
-        raise ValueError(f"{path} is not an unsigned-byte IDX file: its first bytes are {raw[:4]!r}, "
-                         "expected 00 00 08 <rank>.")
+        raise ValueError(
+            f"{path} is not an unsigned-byte IDX file: its first bytes are {raw[:4]!r}, expected 00 00 08 <rank>."
+        )
     rank = raw[3]
     shape = tuple(int(n) for n in np.frombuffer(raw, ">i4", count=rank, offset=4))
     data = np.frombuffer(raw, np.uint8, offset=4 + 4 * rank)
     if data.size != int(np.prod(shape)):
-        raise ValueError(f"{path} is truncated: its header says {shape} = {int(np.prod(shape))} bytes, "
-                         f"it holds {data.size}.")
+        raise ValueError(
+            f"{path} is truncated: its header says {shape} = {int(np.prod(shape))} bytes, it holds {data.size}."
+        )
     return data.reshape(shape)
 
 
 def _read_idx_set(folder):
     arrays = {key: read_idx(_idx_path(folder, name)) for key, name in IDX_FILES.items()}
-    return ((arrays["train_images"][..., None], arrays["train_labels"].astype("int32")),
-            (arrays["test_images"][..., None], arrays["test_labels"].astype("int32")))
+    return (
+        (arrays["train_images"][..., None], arrays["train_labels"].astype("int32")),
+        (arrays["test_images"][..., None], arrays["test_labels"].astype("int32")),
+    )
 
 
 def _mnist_pickle(data_dir):
@@ -162,12 +190,16 @@ def _checked(split, counts, name, source):
     """The split, after checking shapes, label range and the per-class counts of the standard release."""
     for (x, y), part in zip(split, ("train", "test")):
         if x.shape[1:] != (28, 28, 1) or x.dtype != np.uint8 or len(x) != len(y):
-            raise ValueError(f"{name} {part} from {source} has images {x.shape} {x.dtype} and {len(y)} labels; "
-                             "expected uint8 [N, 28, 28, 1] with one label each.")
+            raise ValueError(
+                f"{name} {part} from {source} has images {x.shape} {x.dtype} and {len(y)} labels; "
+                "expected uint8 [N, 28, 28, 1] with one label each."
+            )
         found = np.bincount(y, minlength=10).tolist() if y.min() >= 0 and y.max() <= 9 else sorted(set(y.tolist()))
         if found != counts[part]:
-            raise ValueError(f"{name} {part} from {source} is not the standard release: per-class counts {found}, "
-                             f"expected {counts[part]}. Fetch the files again.")
+            raise ValueError(
+                f"{name} {part} from {source} is not the standard release: per-class counts {found}, "
+                f"expected {counts[part]}. Fetch the files again."
+            )
     return split
 
 

@@ -11,8 +11,19 @@ import keras
 import numpy as np
 
 
-def image_dataset(images, labels, batch_size, *, augment=False, shuffle=False, mean=None, std=None,
-                  value_range=(0, 255), seed=0, pipeline="auto"):
+def image_dataset(
+    images,
+    labels,
+    batch_size,
+    *,
+    augment=False,
+    shuffle=False,
+    mean=None,
+    std=None,
+    value_range=(0, 255),
+    seed=0,
+    pipeline="auto",
+):
     """Batches of `(images, labels)` ready for `fit` / `evaluate`.
 
     Args:

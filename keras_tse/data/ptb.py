@@ -32,8 +32,9 @@ def load_ptb(data_dir=None, download=True):
             raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
         folder = os.path.join(data_dir, FOLDER)
         for split in SPLITS:
-            _download.get_file(_name(split), URL + _name(split), folder, None, "auto",
-                               lambda why: _missing_message(data_dir, why))
+            _download.get_file(
+                _name(split), URL + _name(split), folder, None, "auto", lambda why: _missing_message(data_dir, why)
+            )
         texts = _read_files(data_dir)
     # One sentence a line; blank lines (a trailing one in some copies) are not sentences.
     lines = {split: [line for line in texts[split].splitlines() if line.strip()] for split in SPLITS}

@@ -89,7 +89,7 @@ def lm_segments(ids, batch_size, segment_len):
     streams = ids[: steps * batch_size].reshape(batch_size, steps)
     used = windows * segment_len
     x = streams[:, :used].reshape(batch_size, windows, segment_len)
-    y = streams[:, 1: used + 1].reshape(batch_size, windows, segment_len)
+    y = streams[:, 1 : used + 1].reshape(batch_size, windows, segment_len)
     return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))
 
 
@@ -106,8 +106,9 @@ class SegmentStream(keras.utils.PyDataset):
     def __init__(self, x, y, batch_size, steps_per_epoch):
         super().__init__()
         if len(x) % batch_size or len(x) != len(y):
-            raise ValueError(f"x and y must hold whole batches of {batch_size} rows. Received: "
-                             f"len(x)={len(x)}, len(y)={len(y)}")
+            raise ValueError(
+                f"x and y must hold whole batches of {batch_size} rows. Received: len(x)={len(x)}, len(y)={len(y)}"
+            )
         self.x, self.y, self.batch_size, self.steps_per_epoch = x, y, batch_size, steps_per_epoch
         self.windows = len(x) // batch_size
         self.epoch = 0

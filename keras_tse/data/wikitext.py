@@ -42,8 +42,10 @@ def load_wikitext103(data_dir=None, download=True):
             with np.load(cache) as stored:
                 return {split: stored[split] for split in SPLITS}, Vocabulary.load(vocab_path)
         except (OSError, ValueError, KeyError, EOFError) as error:  # damaged: rebuild it from the text
-            warnings.warn(f"The id cache {cache} cannot be read ({type(error).__name__}: {error}); rebuilding it "
-                          "from the text.", stacklevel=2)
+            warnings.warn(
+                f"The id cache {cache} cannot be read ({type(error).__name__}: {error}); rebuilding it from the text.",
+                stacklevel=2,
+            )
             os.remove(cache)
     if not all(os.path.exists(_split_path(folder, s)) for s in SPLITS):
         _fetch(data_dir, download)

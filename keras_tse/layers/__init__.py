@@ -1,8 +1,7 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
-from keras_tse.layers._baselines import cait_layer_scale_init, deepnorm_constants
-from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.baselines import cait_layer_scale_init, deepnorm_constants
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
 from keras_tse.layers.layer_scale_block import LayerScaleBlock
@@ -12,6 +11,7 @@ from keras_tse.layers.pre_norm_block import PreNormBlock
 from keras_tse.layers.relative_attention import RelativeAttention
 from keras_tse.layers.rezero_block import ReZeroBlock
 from keras_tse.layers.self_attention import SelfAttention
+from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [

@@ -72,6 +72,5 @@ def token_mask(layer, mask, input_shape):
     known_equal = all(m is None or e is None or m == e for m, e in zip(shape, expected))
     if len(shape) != 2 or not known_equal:
         raise ValueError(
-            f"{type(layer).__name__} expects a mask of shape [batch, tokens] = {expected}. "
-            f"Received: mask.shape={shape}"
+            f"{type(layer).__name__} expects a mask of shape [batch, tokens] = {expected}. Received: mask.shape={shape}"
         )

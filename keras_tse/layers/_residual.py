@@ -26,7 +26,7 @@ def residual_stream(x):
     return ops.take(x, ops.arange(ops.shape(x)[-1]), axis=-1)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _xla_cpu():
     if keras.backend.backend() != "jax":
         return False

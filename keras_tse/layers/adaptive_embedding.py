@@ -64,8 +64,18 @@ class AdaptiveEmbedding(keras.layers.Layer):
         Baevski & Auli 2019; Grave et al. 2017; Dai et al. 2019, Sec. 4.
     """
 
-    def __init__(self, vocab_size, hidden_dim, cutoffs=(), div_val=1, embedding_dim=None,
-                 initializer="transformer_xl", embeddings_initializer=None, projection_initializer=None, **kwargs):
+    def __init__(
+        self,
+        vocab_size,
+        hidden_dim,
+        cutoffs=(),
+        div_val=1,
+        embedding_dim=None,
+        initializer="transformer_xl",
+        embeddings_initializer=None,
+        projection_initializer=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.vocab_size = _checks.positive_int("vocab_size", vocab_size)
         self.hidden_dim = _checks.positive_int("hidden_dim", hidden_dim)
@@ -80,9 +90,11 @@ class AdaptiveEmbedding(keras.layers.Layer):
             )
         self.initializer = initializers.check(initializer)
         self.embeddings_initializer = keras.initializers.get(
-            embeddings_initializer or initializers.embedding_table(initializer))
+            embeddings_initializer or initializers.embedding_table(initializer)
+        )
         self.projection_initializer = keras.initializers.get(
-            projection_initializer or initializers.projection(initializer))
+            projection_initializer or initializers.projection(initializer)
+        )
 
     @property
     def bounds(self):
@@ -92,17 +104,29 @@ class AdaptiveEmbedding(keras.layers.Layer):
         self.tables, self.projections, self.biases = [], [], []
         for i, (low, high) in enumerate(zip(self.bounds[:-1], self.bounds[1:])):
             width = self.embedding_dim // self.div_val**i
-            self.tables.append(self.add_weight(
-                name=f"embeddings_{i}", shape=(high - low, width),
-                initializer=initializers.clone(self.embeddings_initializer)))
-            self.projections.append(None if width == self.hidden_dim else self.add_weight(
-                name=f"projection_{i}", shape=(width, self.hidden_dim),
-                initializer=initializers.clone(self.projection_initializer)))
+            self.tables.append(
+                self.add_weight(
+                    name=f"embeddings_{i}",
+                    shape=(high - low, width),
+                    initializer=initializers.clone(self.embeddings_initializer),
+                )
+            )
+            self.projections.append(
+                None
+                if width == self.hidden_dim
+                else self.add_weight(
+                    name=f"projection_{i}",
+                    shape=(width, self.hidden_dim),
+                    initializer=initializers.clone(self.projection_initializer),
+                )
+            )
             self.biases.append(self.add_weight(name=f"bias_{i}", shape=(high - low,), initializer="zeros"))
         if self.cutoffs:  # one head logit per tail cluster
             self.cluster_kernel = self.add_weight(
-                name="cluster_kernel", shape=(len(self.cutoffs), self.embedding_dim),
-                initializer=initializers.clone(self.embeddings_initializer))
+                name="cluster_kernel",
+                shape=(len(self.cutoffs), self.embedding_dim),
+                initializer=initializers.clone(self.embeddings_initializer),
+            )
             self.cluster_bias = self.add_weight(name="cluster_bias", shape=(len(self.cutoffs),), initializer="zeros")
         self.built = True
 
@@ -135,7 +159,7 @@ class AdaptiveEmbedding(keras.layers.Layer):
         for i in range(1, len(self.tables)):
             # log p(w) = log p(cluster i | h) + log p(w | cluster i, h)
             tail = ops.log_softmax(ops.cast(self._cluster_logits(hidden, i)[0], "float32"), axis=-1)
-            parts.append(tail + head[..., head_size + i - 1: head_size + i])
+            parts.append(tail + head[..., head_size + i - 1 : head_size + i])
         return ops.concatenate(parts, axis=-1)
 
     def compute_output_spec(self, inputs, reverse=False):

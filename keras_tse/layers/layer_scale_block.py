@@ -1,6 +1,6 @@
 import keras
 
-from keras_tse.layers._baselines import add_layer_scales, check_layer_scale_init
+from keras_tse.layers.baselines import add_layer_scales, check_layer_scale_init
 from keras_tse.layers.pre_norm_block import PreNormBlock
 
 

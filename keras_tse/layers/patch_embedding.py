@@ -44,20 +44,28 @@ class PatchEmbedding(keras.layers.Layer):
         Dosovitskiy et al., "An Image is Worth 16x16 Words", ICLR 2021.
     """
 
-    def __init__(self, image_size, patch_size, hidden_dim, use_class_token=True, initializer="glorot",
-                 embedding_initializer="timm", **kwargs):
+    def __init__(
+        self,
+        image_size,
+        patch_size,
+        hidden_dim,
+        use_class_token=True,
+        initializer="glorot",
+        embedding_initializer="timm",
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.initializer = initializers.check(initializer)
-        self.embedding_initializer = _checks.one_of("embedding_initializer", embedding_initializer,
-                                                    initializers.EMBEDDING_INITIALIZERS)
+        self.embedding_initializer = _checks.one_of(
+            "embedding_initializer", embedding_initializer, initializers.EMBEDDING_INITIALIZERS
+        )
         self.image_size = _checks.positive_int("image_size", image_size)
         self.patch_size = _checks.positive_int("patch_size", patch_size)
         self.hidden_dim = _checks.positive_int("hidden_dim", hidden_dim)
         self.use_class_token = bool(use_class_token)
         if image_size % patch_size:
             raise ValueError(
-                f"`patch_size` must divide `image_size`. Received: image_size={image_size}, "
-                f"patch_size={patch_size}"
+                f"`patch_size` must divide `image_size`. Received: image_size={image_size}, patch_size={patch_size}"
             )
         self.num_patches = (image_size // patch_size) ** 2
         self.num_tokens = self.num_patches + int(self.use_class_token)

@@ -1,8 +1,8 @@
 import keras
 
 from keras_tse.layers import _checks
-from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
+from keras_tse.layers.transformer_block import TransformerBlock
 
 DEESCALATE_PLACES = (None, "output", "pre_ffn")
 

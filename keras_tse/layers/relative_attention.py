@@ -62,8 +62,15 @@ class RelativeAttention(keras.layers.Layer):
         relative shift).
     """
 
-    def __init__(self, num_heads, head_dim, attention_dropout=0.0, initializer="transformer_xl",
-                 kernel_initializer=None, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        head_dim,
+        attention_dropout=0.0,
+        initializer="transformer_xl",
+        kernel_initializer=None,
+        **kwargs,
+    ):
         super().__init__(**kwargs)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.head_dim = _checks.positive_int("head_dim", head_dim)
@@ -103,8 +110,9 @@ class RelativeAttention(keras.layers.Layer):
         memory_slots = context.shape[1] - segment
         q, k, v = ops.split(self._heads(self.qkv_dense(context)), 3, axis=2)  # each [B, K, N, H]
         q = q[:, memory_slots:]  # queries: the segment only
-        positions = self._heads(self.position_dense(sinusoid_encoding(context.shape[1], inputs.shape[-1],
-                                                                       self.compute_dtype)[None]))[0]
+        positions = self._heads(
+            self.position_dense(sinusoid_encoding(context.shape[1], inputs.shape[-1], self.compute_dtype)[None])
+        )[0]
         position_scores = relative_shift(
             ops.einsum("btnh,knh->bntk", q + ops.cast(self.position_bias, q.dtype), positions)
         )
@@ -130,8 +138,9 @@ class RelativeAttention(keras.layers.Layer):
         shape = ops.shape(x)
         return ops.reshape(x, (shape[0], shape[1], -1, self.head_dim))
 
-    def compute_output_spec(self, inputs, memory=None, memory_length=None, training=None,
-                            return_attention_scores=False):
+    def compute_output_spec(
+        self, inputs, memory=None, memory_length=None, training=None, return_attention_scores=False
+    ):
         outputs = keras.KerasTensor(inputs.shape, dtype=self.compute_dtype)
         if not return_attention_scores:
             return outputs

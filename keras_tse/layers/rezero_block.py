@@ -1,8 +1,8 @@
 import keras
 
-from keras_tse.layers._baselines import add_rezero_weight
 from keras_tse.layers._residual import residual_stream
-from keras_tse.layers._transformer_block import TransformerBlock
+from keras_tse.layers.baselines import add_rezero_weight
+from keras_tse.layers.transformer_block import TransformerBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")

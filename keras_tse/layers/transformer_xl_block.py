@@ -2,16 +2,16 @@ import keras
 from keras import ops
 
 from keras_tse.layers import _checks
-from keras_tse.layers._baselines import (
+from keras_tse.layers._residual import residual_stream
+from keras_tse.layers.baselines import (
     add_layer_scales,
     add_rezero_weight,
     check_layer_scale_init,
     deepnorm_initialize,
 )
-from keras_tse.layers._residual import residual_stream
-from keras_tse.layers._transformer_block import TransformerBlock
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
+from keras_tse.layers.transformer_block import TransformerBlock
 
 # "deescalate_leaky_global" is for measurement only: it lets position t read later tokens (see the docstring).
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale", "deescalate_leaky_global")
@@ -101,14 +101,34 @@ class TransformerXLBlock(TransformerBlock):
         Dai et al. 2019, Secs. 3.2-3.3; Yu & Zhang, Sec. 3.4 and eq. (21).
     """
 
-    def __init__(self, num_heads, ffn_dim, head_dim=None, mem_len=0, norm="post", tau=1.0, trainable_tau=False,
-                 residual_scale=1.0, init_gain=1.0, layer_scale_init=0.1, initializer="transformer_xl",
-                 kernel_initializer=None, **kwargs):
+    def __init__(
+        self,
+        num_heads,
+        ffn_dim,
+        head_dim=None,
+        mem_len=0,
+        norm="post",
+        tau=1.0,
+        trainable_tau=False,
+        residual_scale=1.0,
+        init_gain=1.0,
+        layer_scale_init=0.1,
+        initializer="transformer_xl",
+        kernel_initializer=None,
+        **kwargs,
+    ):
         causal = kwargs.pop("causal", True)
         if causal is not True:
             raise ValueError(f"A Transformer-XL block is always causal. Received: causal={causal!r}")
-        super().__init__(num_heads, ffn_dim, head_dim=head_dim, causal=True, initializer=initializer,
-                         kernel_initializer=kernel_initializer, **kwargs)
+        super().__init__(
+            num_heads,
+            ffn_dim,
+            head_dim=head_dim,
+            causal=True,
+            initializer=initializer,
+            kernel_initializer=kernel_initializer,
+            **kwargs,
+        )
         self.mem_len = _checks.non_negative_int("mem_len", mem_len)
         self.norm = _checks.one_of("norm", norm, NORMS)
         self.tau = _checks.unit_interval("tau", tau)
@@ -135,9 +155,13 @@ class TransformerXLBlock(TransformerBlock):
         super().build(input_shape)
         self.de_escalation = None
         if self.norm in DEESCALATED:
-            self.de_escalation = DeEscalation(self.tau, trainable_tau=self.trainable_tau,
-                                              causal=self.norm == "deescalate",
-                                              dtype=self.dtype_policy, name="de_escalation")
+            self.de_escalation = DeEscalation(
+                self.tau,
+                trainable_tau=self.trainable_tau,
+                causal=self.norm == "deescalate",
+                dtype=self.dtype_policy,
+                name="de_escalation",
+            )
             self.de_escalation.build(input_shape)
         if self.norm == "deepnorm":
             deepnorm_initialize(self, self.init_gain)
@@ -159,8 +183,9 @@ class TransformerXLBlock(TransformerBlock):
         self.memory = self.add_weight(name="memory", shape=(batch, self.mem_len, hidden), **state)
         self.memory_length = self.add_weight(name="memory_length", shape=(), dtype="int32", **state)
         if self.norm == "deescalate":
-            self.ffn_input_memory = self.add_weight(name="ffn_input_memory", shape=(batch, self.mem_len, hidden),
-                                                    **state)
+            self.ffn_input_memory = self.add_weight(
+                name="ffn_input_memory", shape=(batch, self.mem_len, hidden), **state
+            )
 
     def reset_memory(self):
         """Forget the cached states (the next segment starts a new context)."""
@@ -176,16 +201,19 @@ class TransformerXLBlock(TransformerBlock):
         memory, filled = self._read_memory(inputs)
         if self.norm not in POST_NORMS:  # pre, layerscale, rezero: the stream is never normalised
             inputs = residual_stream(inputs)  # XLA:CPU gradient in linear time (see _residual.py)
-            attention_norm, ffn_norm = (_identity, _identity) if self.norm == "rezero" else (
-                self.attention_norm, self.ffn_norm)
+            attention_norm, ffn_norm = (
+                (_identity, _identity) if self.norm == "rezero" else (self.attention_norm, self.ffn_norm)
+            )
             normed_memory = None if memory is None else attention_norm(memory)
-            attended, scores = self._attention(attention_norm(inputs), training, return_attention_scores,
-                                               memory=normed_memory, memory_length=filled)
+            attended, scores = self._attention(
+                attention_norm(inputs), training, return_attention_scores, memory=normed_memory, memory_length=filled
+            )
             y2 = inputs + self._branch_scale(0, attended)  # eq. (19)
             outputs = y2 + self._branch_scale(1, self._feed_forward(ffn_norm(y2), training))
         else:
-            attended, scores = self._attention(inputs, training, return_attention_scores, memory=memory,
-                                               memory_length=filled)
+            attended, scores = self._attention(
+                inputs, training, return_attention_scores, memory=memory, memory_length=filled
+            )
             alpha = self.residual_scale if self.norm == "deepnorm" else 1.0  # DeepNet's LN(alpha x + G(x))
             y2 = self.attention_norm(alpha * inputs + attended)  # Algorithm 1, steps 1-2
             ffn_input = y2
@@ -228,7 +256,7 @@ class TransformerXLBlock(TransformerBlock):
 
     def _newest(self, memory, states):
         """The last `mem_len` positions of memory followed by `states`, without gradient."""
-        joined = ops.concatenate([ops.cast(memory, states.dtype), states], axis=1)[:, -self.mem_len:]
+        joined = ops.concatenate([ops.cast(memory, states.dtype), states], axis=1)[:, -self.mem_len :]
         return ops.cast(ops.stop_gradient(joined), memory.dtype)
 
     def compute_output_spec(self, inputs, training=None, return_attention_scores=False):
@@ -241,9 +269,16 @@ class TransformerXLBlock(TransformerBlock):
     def get_config(self):
         config = super().get_config()
         config.pop("causal")
-        return {**config, "mem_len": self.mem_len, "norm": self.norm, "tau": self.tau,
-                "trainable_tau": self.trainable_tau, "residual_scale": self.residual_scale,
-                "init_gain": self.init_gain, "layer_scale_init": self.layer_scale_init}
+        return {
+            **config,
+            "mem_len": self.mem_len,
+            "norm": self.norm,
+            "tau": self.tau,
+            "trainable_tau": self.trainable_tau,
+            "residual_scale": self.residual_scale,
+            "init_gain": self.init_gain,
+            "layer_scale_init": self.layer_scale_init,
+        }
 
 
 def _identity(x):

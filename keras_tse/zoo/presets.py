@@ -14,8 +14,9 @@ BUILDERS = {"vit": vit, "transformer_xl": TransformerXL}
 
 # initializer "torch": the paper's ViT ran on vit-pytorch (Sec. 3.3), nn.Linear / nn.Conv2d defaults; the
 # depth study (zoo/depth_study.md) measures it against Glorot.
-_PAPER_VIT = dict(depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10,
-                  initializer="torch")
+_PAPER_VIT = dict(
+    depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10, initializer="torch"
+)
 
 PRESETS = {
     "vit80_cifar10_post": {
@@ -35,14 +36,33 @@ PRESETS = {
     },
     "vit12_cifar10_small": {
         "builder": "vit",
-        "config": dict(depth=12, image_size=32, patch_size=4, hidden_dim=64, ffn_dim=128, num_heads=4,
-                       num_classes=10, norm="deescalate", initializer="torch"),
+        "config": dict(
+            depth=12,
+            image_size=32,
+            patch_size=4,
+            hidden_dim=64,
+            ffn_dim=128,
+            num_heads=4,
+            num_classes=10,
+            norm="deescalate",
+            initializer="torch",
+        ),
         "description": "CPU-sized 12-block de-escalated ViT for CIFAR-shaped 32x32x3 inputs (smoke runs, tests).",
     },
     "vit24_digits": {
         "builder": "vit",
-        "config": dict(depth=24, image_size=8, patch_size=2, channels=1, hidden_dim=64, ffn_dim=128,
-                       num_heads=4, num_classes=10, norm="deescalate", initializer="torch"),
+        "config": dict(
+            depth=24,
+            image_size=8,
+            patch_size=2,
+            channels=1,
+            hidden_dim=64,
+            ffn_dim=128,
+            num_heads=4,
+            num_classes=10,
+            norm="deescalate",
+            initializer="torch",
+        ),
         "description": "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
     },
     "transformer_xl60_wt103_post": {
@@ -58,7 +78,9 @@ PRESETS = {
     "transformer_xl60_wt103_deescalate": {
         "builder": "transformer_xl",
         "config": {"depth": 60, "norm": "deescalate", "tau": 1.0},
-        "description": "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input.",
+        "description": (
+            "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input."
+        ),
     },
     "transformer_xl16_wt103_base": {
         "builder": "transformer_xl",
@@ -67,8 +89,19 @@ PRESETS = {
     },
     "transformer_xl8_small": {
         "builder": "transformer_xl",
-        "config": dict(depth=8, norm="deescalate", vocab_size=4000, hidden_dim=64, num_heads=4, head_dim=16,
-                       ffn_dim=128, segment_len=32, mem_len=32, batch_size=8, cutoffs=(1000, 2000)),
+        "config": dict(
+            depth=8,
+            norm="deescalate",
+            vocab_size=4000,
+            hidden_dim=64,
+            num_heads=4,
+            head_dim=16,
+            ffn_dim=128,
+            segment_len=32,
+            mem_len=32,
+            batch_size=8,
+            cutoffs=(1000, 2000),
+        ),
         "description": "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
     },
 }

@@ -5,8 +5,8 @@ import numpy as np
 
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import _checks, initializers
-from keras_tse.layers._baselines import baseline_arguments
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.baselines import baseline_arguments
 from keras_tse.layers.transformer_xl_block import NORMS, TransformerXLBlock
 
 
@@ -78,26 +78,70 @@ class TransformerXL(keras.Model):
         Dai et al. 2019, "Transformer-XL"; Yu & Zhang, Sec. 3.4.
     """
 
-    def __init__(self, depth=60, norm="deescalate", vocab_size=267735, hidden_dim=410, num_heads=10, head_dim=41,
-                 ffn_dim=820, segment_len=150, mem_len=150, batch_size=40, cutoffs=(20000, 40000, 200000),
-                 div_val=1, dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, initializer="transformer_xl", name=None,
-                 **kwargs):
+    def __init__(
+        self,
+        depth=60,
+        norm="deescalate",
+        vocab_size=267735,
+        hidden_dim=410,
+        num_heads=10,
+        head_dim=41,
+        ffn_dim=820,
+        segment_len=150,
+        mem_len=150,
+        batch_size=40,
+        cutoffs=(20000, 40000, 200000),
+        div_val=1,
+        dropout=0.0,
+        attention_dropout=0.0,
+        tau=1.0,
+        trainable_tau=False,
+        initializer="transformer_xl",
+        name=None,
+        **kwargs,
+    ):
         _checks.positive_int("depth", depth)
         _checks.one_of("norm", norm, NORMS)
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
-        config = dict(depth=depth, norm=norm, vocab_size=vocab_size, hidden_dim=hidden_dim, num_heads=num_heads,
-                      head_dim=head_dim, ffn_dim=ffn_dim, segment_len=segment_len, mem_len=mem_len,
-                      batch_size=batch_size, cutoffs=tuple(cutoffs), div_val=div_val, dropout=dropout,
-                      attention_dropout=attention_dropout, tau=tau, trainable_tau=trainable_tau,
-                      initializer=initializers.check(initializer))
-        embedding = AdaptiveEmbedding(vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val,
-                                      initializer=initializer, name="embedding")
+        config = dict(
+            depth=depth,
+            norm=norm,
+            vocab_size=vocab_size,
+            hidden_dim=hidden_dim,
+            num_heads=num_heads,
+            head_dim=head_dim,
+            ffn_dim=ffn_dim,
+            segment_len=segment_len,
+            mem_len=mem_len,
+            batch_size=batch_size,
+            cutoffs=tuple(cutoffs),
+            div_val=div_val,
+            dropout=dropout,
+            attention_dropout=attention_dropout,
+            tau=tau,
+            trainable_tau=trainable_tau,
+            initializer=initializers.check(initializer),
+        )
+        embedding = AdaptiveEmbedding(
+            vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
+        )
         blocks = [
-            TransformerXLBlock(num_heads, ffn_dim, head_dim=head_dim, mem_len=mem_len, norm=norm, tau=tau,
-                               trainable_tau=trainable_tau, dropout=dropout, attention_dropout=attention_dropout,
-                               initializer=initializer, **baseline_arguments(norm, depth, "decoder"), name=f"block_{i:02d}")
+            TransformerXLBlock(
+                num_heads,
+                ffn_dim,
+                head_dim=head_dim,
+                mem_len=mem_len,
+                norm=norm,
+                tau=tau,
+                trainable_tau=trainable_tau,
+                dropout=dropout,
+                attention_dropout=attention_dropout,
+                initializer=initializer,
+                **baseline_arguments(norm, depth, "decoder"),
+                name=f"block_{i:02d}",
+            )
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
@@ -156,19 +200,28 @@ class TransformerXL(keras.Model):
 
 def check_token_ids(name, ids, vocab_size, segment_len=None):
     """Raise a ValueError naming the first id of `ids` that is not an integer in [0, vocab_size), or a bad shape."""
-    if not (np.issubdtype(ids.dtype, np.integer) or (np.issubdtype(ids.dtype, np.floating)
-                                                        and np.all(np.mod(ids, 1) == 0))):
-        where = tuple(int(i) for i in np.argwhere(np.mod(ids, 1) != 0)[0]) if np.issubdtype(ids.dtype, np.floating) else ()
-        raise ValueError(f"`{name}` must hold integer token ids. Received: dtype {ids.dtype}"
-                         + (f", {ids[where].item()!r} at position {where}" if where else ""))
+    if not (
+        np.issubdtype(ids.dtype, np.integer) or (np.issubdtype(ids.dtype, np.floating) and np.all(np.mod(ids, 1) == 0))
+    ):
+        where = (
+            tuple(int(i) for i in np.argwhere(np.mod(ids, 1) != 0)[0]) if np.issubdtype(ids.dtype, np.floating) else ()
+        )
+        raise ValueError(
+            f"`{name}` must hold integer token ids. Received: dtype {ids.dtype}"
+            + (f", {ids[where].item()!r} at position {where}" if where else "")
+        )
     if segment_len is not None and (ids.ndim != 2 or ids.shape[1] != segment_len):
-        raise ValueError(f"`{name}` must be [batch, segment_len={segment_len}] token ids (keras_tse.data.lm_segments "
-                         f"cuts them). Received: {name}.shape={ids.shape}")
+        raise ValueError(
+            f"`{name}` must be [batch, segment_len={segment_len}] token ids (keras_tse.data.lm_segments "
+            f"cuts them). Received: {name}.shape={ids.shape}"
+        )
     bad = (ids < 0) | (ids >= vocab_size)
     if bad.any():
         where = tuple(int(i) for i in np.argwhere(bad)[0])
-        raise ValueError(f"`{name}` holds token id {ids[where].item()!r} at position {where}; ids must be in "
-                         f"[0, vocab_size={vocab_size}).")
+        raise ValueError(
+            f"`{name}` holds token id {ids[where].item()!r} at position {where}; ids must be in "
+            f"[0, vocab_size={vocab_size})."
+        )
 
 
 def _with_reset(callbacks):

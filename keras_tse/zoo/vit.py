@@ -12,7 +12,7 @@ from keras_tse.layers import (
     _checks,
     initializers,
 )
-from keras_tse.layers._baselines import baseline_arguments
+from keras_tse.layers.baselines import baseline_arguments
 from keras_tse.layers.self_attention import resolve_head_dim
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
@@ -119,11 +119,23 @@ def vit(
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
     initializers.check(initializer)
-    embedding = PatchEmbedding(image_size, patch_size, hidden_dim, use_class_token=pool == "cls",
-                               initializer=initializer, embedding_initializer=embedding_initializer,
-                               name="patch_embedding")
-    common = dict(num_heads=num_heads, ffn_dim=ffn_dim, alpha=alpha, activation=activation, dropout=dropout,
-                  initializer=initializer)
+    embedding = PatchEmbedding(
+        image_size,
+        patch_size,
+        hidden_dim,
+        use_class_token=pool == "cls",
+        initializer=initializer,
+        embedding_initializer=embedding_initializer,
+        name="patch_embedding",
+    )
+    common = dict(
+        num_heads=num_heads,
+        ffn_dim=ffn_dim,
+        alpha=alpha,
+        activation=activation,
+        dropout=dropout,
+        initializer=initializer,
+    )
     if norm in BASELINE_BLOCKS:
         block, extra = BASELINE_BLOCKS[norm], baseline_arguments(norm, depth, "encoder")
         blocks = [block(**common, **extra, name=f"block_{i:02d}") for i in range(depth)]
@@ -140,14 +152,17 @@ def vit(
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)
     # float32 logits under a mixed policy: the loss and its softmax see full precision (Keras mixed-precision guide)
-    logits = keras.layers.Dense(num_classes, name="head", dtype="float32",
-                                kernel_initializer=initializers.kernel_initializer(initializer),
-                                bias_initializer=initializers.bias_initializer(initializer, hidden_dim))(features)
+    logits = keras.layers.Dense(
+        num_classes,
+        name="head",
+        dtype="float32",
+        kernel_initializer=initializers.kernel_initializer(initializer),
+        bias_initializer=initializers.bias_initializer(initializer, hidden_dim),
+    )(features)
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 
-BASELINE_BLOCKS = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock,
-                   "layerscale": LayerScaleBlock}
+BASELINE_BLOCKS = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock, "layerscale": LayerScaleBlock}
 
 
 def _deescalate_places(norm, depth, deescalate_at, pool):

@@ -58,8 +58,9 @@ class TransformerBlock(SequenceLayer):
                 epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
             )
         scheme = dict(initializer=self.initializer, kernel=self.kernel_initializer, dtype=policy)
-        self.ffn_inner = initializers.dense(self.ffn_dim, "ffn_inner", activation=self.activation, fan_in=hidden,
-                                            **scheme)
+        self.ffn_inner = initializers.dense(
+            self.ffn_dim, "ffn_inner", activation=self.activation, fan_in=hidden, **scheme
+        )
         self.ffn_outer = initializers.dense(hidden, "ffn_outer", fan_in=self.ffn_dim, **scheme)
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)

@@ -3,13 +3,13 @@
 import keras
 import numpy as np
 
-from keras_tse.callbacks.attention_diagnostics import block_diagnostics
-from keras_tse.similarity import (
+from keras_tse.analysis.similarity import (
     block_outputs_model,
     cosine_similarity,
     measure_blocks,
     token_similarity,
 )
+from keras_tse.callbacks.attention_diagnostics import block_diagnostics
 
 
 def random_inputs(model, batch_size=8, seed=0):
@@ -26,8 +26,10 @@ def random_inputs(model, batch_size=8, seed=0):
         return None, rng.standard_normal(shape).astype("float32")
     vocab = model.get_config().get("vocab_size")
     if vocab is None:
-        raise ValueError(f"Model {model.name!r} takes integer inputs but its config has no `vocab_size`; "
-                         f"probe it from Python with your own token ids. Received: input dtype {spec.dtype}")
+        raise ValueError(
+            f"Model {model.name!r} takes integer inputs but its config has no `vocab_size`; "
+            f"probe it from Python with your own token ids. Received: input dtype {spec.dtype}"
+        )
     warmup, probe = (rng.integers(0, vocab, shape).astype(spec.dtype) for _ in range(2))
     return (warmup if spec.shape[0] else None), probe
 
@@ -36,13 +38,20 @@ def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0):
     """One row per block: t_sim, t_cos, head-mean attention entropy, QK variance and xi."""
     if inputs is None:
         warmup_inputs, inputs = random_inputs(model, batch_size, seed)
-    tsim, tcos = measure_blocks(block_outputs_model(model), inputs, (token_similarity, cosine_similarity),
-                                warmup_inputs)
+    tsim, tcos = measure_blocks(
+        block_outputs_model(model), inputs, (token_similarity, cosine_similarity), warmup_inputs
+    )
     attention = block_diagnostics(model, inputs, warmup_inputs)
     return [
-        {"block": i, "t_sim": float(tsim[i]), "t_cos": float(tcos[i]),
-         "entropy": float(np.mean(a["entropy"])), "qk_mean": float(np.mean(a["mean"])),
-         "qk_variance": float(np.mean(a["variance"])), "qk_xi": _finite_mean(a["xi"])}
+        {
+            "block": i,
+            "t_sim": float(tsim[i]),
+            "t_cos": float(tcos[i]),
+            "entropy": float(np.mean(a["entropy"])),
+            "qk_mean": float(np.mean(a["mean"])),
+            "qk_variance": float(np.mean(a["variance"])),
+            "qk_xi": _finite_mean(a["xi"]),
+        }
         for i, a in enumerate(attention)
     ]
 
@@ -57,6 +66,8 @@ def format_rows(rows):
     header = f"{'block':>5} {'t_sim':>8} {'t_cos':>8} {'entropy':>8} {'qk_mean':>9} {'qk_var':>9} {'qk_xi':>8}"
     lines = [header]
     for r in rows:
-        lines.append(f"{r['block']:>5} {r['t_sim']:>8.4f} {r['t_cos']:>8.4f} {r['entropy']:>8.4f} "
-                     f"{r['qk_mean']:>9.4g} {r['qk_variance']:>9.4g} {r['qk_xi']:>8.4f}")
+        lines.append(
+            f"{r['block']:>5} {r['t_sim']:>8.4f} {r['t_cos']:>8.4f} {r['entropy']:>8.4f} "
+            f"{r['qk_mean']:>9.4g} {r['qk_variance']:>9.4g} {r['qk_xi']:>8.4f}"
+        )
     return "\n".join(lines)

@@ -71,8 +71,17 @@ class BenchConfig:
 
     @classmethod
     def quick(cls, **overrides):
-        settings = dict(vit_depth=8, vit_batch=32, txl_depth=4, txl_batch=8, txl_segment=32, txl_small=True,
-                        warmup=2, steps=6, rounds=3)
+        settings = dict(
+            vit_depth=8,
+            vit_batch=32,
+            txl_depth=4,
+            txl_batch=8,
+            txl_segment=32,
+            txl_small=True,
+            warmup=2,
+            steps=6,
+            rounds=3,
+        )
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
@@ -108,10 +117,18 @@ def run_cases(cases, config):
         model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=_loss(case), jit_compile=config.jit_compile)
         reset_peak_memory()
         clock = _fit_steps(model, batch, 1 + config.warmup)
-        runs[case] = dict(model=model, batch=batch, items=items, unit=unit, first=clock.durations[0],
-                          memory=peak_memory_bytes(), timed=[], loss=clock.last_loss)
+        runs[case] = dict(
+            model=model,
+            batch=batch,
+            items=items,
+            unit=unit,
+            first=clock.durations[0],
+            memory=peak_memory_bytes(),
+            timed=[],
+            loss=clock.last_loss,
+        )
     for _ in range(config.rounds):
-        for case, run in runs.items():
+        for run in runs.values():
             clock = _fit_steps(run["model"], run["batch"], config.steps)
             run["timed"] += clock.durations[1:]  # the first batch of a fit call carries its start-up
             run["loss"] = clock.last_loss
@@ -127,10 +144,19 @@ def _fit_steps(model, batch, steps):
 def _result(case, run, config):
     model, step = run["model"], float(np.median(run["timed"]))
     result = dict(
-        case=case, backend=keras.backend.backend(), device=device_name(), dtype=config.dtype,
-        params=_trainable_params(model), batch=int(run["batch"][0].shape[0]), step_ms=1000 * step,
-        timed_steps=len(run["timed"]), compile_s=max(0.0, run["first"] - step), throughput=run["items"] / step,
-        unit=run["unit"], loss=run["loss"], train_tflops=_train_flops(case, config, model) / step / 1e12,
+        case=case,
+        backend=keras.backend.backend(),
+        device=device_name(),
+        dtype=config.dtype,
+        params=_trainable_params(model),
+        batch=int(run["batch"][0].shape[0]),
+        step_ms=1000 * step,
+        timed_steps=len(run["timed"]),
+        compile_s=max(0.0, run["first"] - step),
+        throughput=run["items"] / step,
+        unit=run["unit"],
+        loss=run["loss"],
+        train_tflops=_train_flops(case, config, model) / step / 1e12,
         peak_memory_gb=run["memory"] / 2**30,
     )
     if config.peak_tflops:
@@ -187,8 +213,14 @@ def _transformer_xl(norm, config):
     from keras_tse.zoo import from_preset
 
     preset = "transformer_xl8_small" if config.txl_small else f"transformer_xl60_wt103_{norm}"
-    return from_preset(preset, depth=config.txl_depth, norm=norm, batch_size=config.txl_batch,
-                       segment_len=config.txl_segment, mem_len=config.txl_segment)
+    return from_preset(
+        preset,
+        depth=config.txl_depth,
+        norm=norm,
+        batch_size=config.txl_batch,
+        segment_len=config.txl_segment,
+        mem_len=config.txl_segment,
+    )
 
 
 def peer_vit(depth, normalize_first=False, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10):
@@ -200,8 +232,9 @@ def peer_vit(depth, normalize_first=False, hidden_dim=192, ffn_dim=384, num_head
     images = keras.Input((32, 32, 3), name="images")
     x = PatchEmbedding(32, 4, hidden_dim, name="patch_embedding")(images)
     for i in range(depth):
-        x = keras_hub.layers.TransformerEncoder(ffn_dim, num_heads, layer_norm_epsilon=1e-5,
-                                                normalize_first=normalize_first, name=f"block_{i:02d}")(x)
+        x = keras_hub.layers.TransformerEncoder(
+            ffn_dim, num_heads, layer_norm_epsilon=1e-5, normalize_first=normalize_first, name=f"block_{i:02d}"
+        )(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     logits = keras.layers.Dense(num_classes, name="head")(x[:, 0])
     return keras.Model(images, logits, name=f"keras_hub_vit{depth}_{'pre' if normalize_first else 'post'}")
@@ -217,7 +250,7 @@ def _loss(case):
 
 def _probe_seconds(model, images):
     """Seconds of one TokenSimilarityMetric measurement on (up to) 64 probe images (after a compiling one)."""
-    from keras_tse.similarity import block_outputs_model, measure_blocks
+    from keras_tse.analysis.similarity import block_outputs_model, measure_blocks
 
     probe = block_outputs_model(model)
     measure_blocks(probe, images[:64])  # compiles
@@ -230,8 +263,16 @@ def _train_flops(case, config, model):
     """Matrix-multiply FLOPs of one train step: 3 x forward (see the module docstring)."""
     if case.startswith("txl"):
         c = model.get_config()
-        return 3 * txl_forward_flops(c["depth"], c["batch_size"], c["segment_len"], c["mem_len"], c["hidden_dim"],
-                                     c["num_heads"] * c["head_dim"], c["ffn_dim"], c["vocab_size"])
+        return 3 * txl_forward_flops(
+            c["depth"],
+            c["batch_size"],
+            c["segment_len"],
+            c["mem_len"],
+            c["hidden_dim"],
+            c["num_heads"] * c["head_dim"],
+            c["ffn_dim"],
+            c["vocab_size"],
+        )
     return 3 * vit_forward_flops(config.vit_depth, config.vit_batch)
 
 
@@ -344,8 +385,12 @@ def run_bench(config, out=None, log=print):
 
 def _run_child(cases, config):
     settings = json.dumps(dataclasses.asdict(config))
-    process = subprocess.run([sys.executable, "-m", "keras_tse.bench", ",".join(cases), settings],
-                             capture_output=True, text=True, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    process = subprocess.run(
+        [sys.executable, "-m", "keras_tse.experiments.bench", ",".join(cases), settings],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
     lines = [line for line in process.stdout.splitlines() if line.startswith("[")]
     if process.returncode or not lines:
         error = (process.stderr.strip().splitlines() or ["no output"])[-1]
@@ -372,16 +417,25 @@ BACKEND_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "torch": "PyTorch (ea
 
 def markdown_table(results_by_backend):
     """The README's table: one row per backend from its `--out` JSON results (throughput, ratios)."""
-    lines = ["| backend | ViT post | ViT pre | ViT deescalate | KerasHub post | KerasHub pre | ours/peer post "
-             "| ours/peer pre | deesc./post | TXL post / pre / deesc. (tokens/s) |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        "| backend | ViT post | ViT pre | ViT deescalate | KerasHub post | KerasHub pre | ours/peer post "
+        "| ours/peer pre | deesc./post | TXL post / pre / deesc. (tokens/s) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for backend, results in results_by_backend.items():
         rate = {r["case"]: r["throughput"] for r in results if "throughput" in r}
         ratio = ratios(results)
-        images = " | ".join(f"{rate[c]:.0f}" for c in ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre"))
-        steps = " | ".join(f"{ratio[n]:.3f}" for n in ("ours/peer post-norm (vit_post / peer_post)",
-                                                      "ours/peer pre-norm (vit_pre / peer_pre)",
-                                                      "ViT deescalate / post"))
+        images = " | ".join(
+            f"{rate[c]:.0f}" for c in ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
+        )
+        steps = " | ".join(
+            f"{ratio[n]:.3f}"
+            for n in (
+                "ours/peer post-norm (vit_post / peer_post)",
+                "ours/peer pre-norm (vit_pre / peer_pre)",
+                "ViT deescalate / post",
+            )
+        )
         tokens = " / ".join(f"{rate[c]:,.0f}" for c in ("txl_post", "txl_pre", "txl_deescalate"))
         lines.append(f"| {BACKEND_NAMES.get(backend, backend)} | {images} | {steps} | {tokens} |")
     return "\n".join(lines)
@@ -391,27 +445,35 @@ def format_results(results, config=None):
     first = next((r for r in results if "device" in r), None)
     lines = []
     if first:
-        lines.append(f"{time.strftime('%Y-%m-%d')}, backend {first['backend']}, {first['device']}, dtype {first['dtype']}, "
-                     f"jit_compile={config.jit_compile if config else 'auto'}, median of {first.get('timed_steps')} "
-                     f"timed steps per case after warm-up, in turns")
-    header = f"{'case':<15}{'params':>13}{'batch':>6}{'step ms':>10}{'throughput':>20}{'compile s':>11}" \
-             f"{'TFLOP/s':>9}{'MFU':>7}{'peak GiB':>10}"
+        lines.append(
+            f"{time.strftime('%Y-%m-%d')}, backend {first['backend']}, {first['device']}, dtype {first['dtype']}, "
+            f"jit_compile={config.jit_compile if config else 'auto'}, median of {first.get('timed_steps')} "
+            f"timed steps per case after warm-up, in turns"
+        )
+    header = (
+        f"{'case':<15}{'params':>13}{'batch':>6}{'step ms':>10}{'throughput':>20}{'compile s':>11}"
+        f"{'TFLOP/s':>9}{'MFU':>7}{'peak GiB':>10}"
+    )
     lines.append(header)
     for r in results:
         if "error" in r:
             lines.append(f"{r['case']:<15} failed: {r['error']}")
             continue
         mfu = f"{r['mfu']:.1%}" if "mfu" in r else "-"
-        lines.append(f"{r['case']:<15}{r['params']:>13,}{r['batch']:>6}{r['step_ms']:>10.1f}"
-                     f"{r['throughput']:>11,.0f} {r['unit']:<8}{r['compile_s']:>11.1f}{r['train_tflops']:>9.3f}"
-                     f"{mfu:>7}{r['peak_memory_gb']:>10.2f}")
+        lines.append(
+            f"{r['case']:<15}{r['params']:>13,}{r['batch']:>6}{r['step_ms']:>10.1f}"
+            f"{r['throughput']:>11,.0f} {r['unit']:<8}{r['compile_s']:>11.1f}{r['train_tflops']:>9.3f}"
+            f"{mfu:>7}{r['peak_memory_gb']:>10.2f}"
+        )
     lines.append("")
     for name, value in ratios(results).items():
         lines.append(f"step-time ratio {name}: {value:.3f}")
     for r in results:
         if "metric_overhead" in r:
-            lines.append(f"TokenSimilarityMetric at its default frequency (one probe, {r['probe_s']:.2f} s, per "
-                         f"{CIFAR_STEPS_PER_EPOCH}-step epoch): {r['metric_overhead']:.2%} of step time")
+            lines.append(
+                f"TokenSimilarityMetric at its default frequency (one probe, {r['probe_s']:.2f} s, per "
+                f"{CIFAR_STEPS_PER_EPOCH}-step epoch): {r['metric_overhead']:.2%} of step time"
+            )
     return lines
 
 

@@ -33,8 +33,9 @@ def deepnorm_constants(num_layers, architecture="encoder", other_layers=None):
     beta = (12M)^(-1/4). For `"encoder_decoder_*"` pass the other stack's depth as `other_layers`.
     """
     if architecture not in DEEPNORM_ARCHITECTURES:
-        raise ValueError(f"`architecture` must be one of {DEEPNORM_ARCHITECTURES}. "
-                         f"Received: architecture={architecture!r}")
+        raise ValueError(
+            f"`architecture` must be one of {DEEPNORM_ARCHITECTURES}. Received: architecture={architecture!r}"
+        )
     n = num_layers
     if architecture in ("encoder", "decoder"):
         return (2 * n) ** 0.25, (8 * n) ** -0.25

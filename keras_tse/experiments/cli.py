@@ -1,11 +1,11 @@
 """`keras-tse`: the command line of the zoo.
 
-    keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
-    keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
-    keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
-    keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
-    keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
-    keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
+keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
+keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
+keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
+keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
+keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
+keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
 """
 
 import os
@@ -13,11 +13,11 @@ import sys
 import time
 import zipfile
 
-from keras_tse import flags
+from keras_tse.training import flags
 
 
 def _demo(args):
-    from keras_tse.demo import DemoConfig, run_demo
+    from keras_tse.experiments.demo import DemoConfig, run_demo
 
     config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=args.seeds)
     run_demo(args.out, config, verbose=args.verbose)
@@ -27,7 +27,7 @@ def _demo(args):
 def _escalation(args):
     import keras
 
-    from keras_tse.escalation import (
+    from keras_tse.experiments.escalation import (
         EscalationConfig,
         format_table,
         similarity_at_init,
@@ -65,7 +65,7 @@ def _probe(args):
     import keras
 
     import keras_tse  # noqa: F401  registers the classes a saved model names
-    from keras_tse.probe import format_rows, probe_model
+    from keras_tse.analysis.probe import format_rows, probe_model
 
     if not os.path.exists(args.model):
         raise ValueError(f"No such file. Received: model={args.model!r}")
@@ -74,15 +74,17 @@ def _probe(args):
     except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
         raise ValueError(f"{args.model} is not a readable .keras model ({type(error).__name__}: {error})") from None
     rows = probe_model(model, batch_size=args.batch_size, seed=args.seed)
-    print(f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
-          f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
-          f"entropy per query row, head mean (nats); qk_*: eigenvalue mean, variance and xi of W_Q W_K^T, head mean.\n")
+    print(
+        f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
+        f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
+        f"entropy per query row, head mean (nats); qk_*: eigenvalue mean, variance and xi of W_Q W_K^T, head mean.\n"
+    )
     print(format_rows(rows))
     return 0
 
 
 def _figures(args):
-    from keras_tse.figures import make_figures
+    from keras_tse.experiments.figures import make_figures
 
     which = [w.strip() for w in args.which.split(",") if w.strip()]
     start = time.perf_counter()
@@ -92,15 +94,28 @@ def _figures(args):
 
 
 def _bench(args):
-    from keras_tse.bench import CASES, BenchConfig, run_bench
+    from keras_tse.experiments.bench import CASES, BenchConfig, run_bench
 
     cases = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if args.cases else CASES
-    overrides = {k: v for k, v in dict(
-        cases=cases, dtype=args.dtype, vit_depth=args.vit_depth, vit_batch=args.vit_batch, txl_depth=args.txl_depth,
-        txl_batch=args.txl_batch, txl_segment=args.txl_segment, steps=args.steps, warmup=args.warmup,
-        rounds=args.rounds, isolate=True if args.isolate else None,
-        peak_tflops=args.peak_tflops, jit_compile=True if args.jit_compile else None,
-    ).items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in dict(
+            cases=cases,
+            dtype=args.dtype,
+            vit_depth=args.vit_depth,
+            vit_batch=args.vit_batch,
+            txl_depth=args.txl_depth,
+            txl_batch=args.txl_batch,
+            txl_segment=args.txl_segment,
+            steps=args.steps,
+            warmup=args.warmup,
+            rounds=args.rounds,
+            isolate=True if args.isolate else None,
+            peak_tflops=args.peak_tflops,
+            jit_compile=True if args.jit_compile else None,
+        ).items()
+        if v is not None
+    }
     config = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
     start = time.perf_counter()
     results = run_bench(config, out=args.out)
@@ -109,17 +124,29 @@ def _bench(args):
 
 
 def _sweep(args):
-    from keras_tse.sweep import SweepConfig, markdown_table, run_sweep
+    from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
 
-    overrides = {k: v for k, v in dict(
-        depths=args.depths, norms=args.norms, taus=args.taus, initializers=args.inits,
-        learning_rates=args.learning_rates, seeds=args.seeds, steps=args.steps, batch_size=args.batch_size,
-    ).items() if v is not None}
+    overrides = {
+        k: v
+        for k, v in dict(
+            depths=args.depths,
+            norms=args.norms,
+            taus=args.taus,
+            initializers=args.inits,
+            learning_rates=args.learning_rates,
+            seeds=args.seeds,
+            steps=args.steps,
+            batch_size=args.batch_size,
+        ).items()
+        if v is not None
+    }
     config = SweepConfig.quick(**overrides) if args.quick else SweepConfig(**overrides)
     start = time.perf_counter()
     rows = run_sweep(config, args.out)
-    print(f"\n{markdown_table(rows)}\n\n{len(rows)} cells in {args.out}/sweep.csv, plots in {args.out}/plots "
-          f"({time.perf_counter() - start:.0f} s this run)")
+    print(
+        f"\n{markdown_table(rows)}\n\n{len(rows)} cells in {args.out}/sweep.csv, plots in {args.out}/plots "
+        f"({time.perf_counter() - start:.0f} s this run)"
+    )
     return 0
 
 
@@ -133,7 +160,7 @@ def _version():
 
 
 def _demo_defaults():
-    from keras_tse.demo import DemoConfig
+    from keras_tse.experiments.demo import DemoConfig
 
     return DemoConfig()
 
@@ -142,20 +169,44 @@ def _parser():
     parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser("demo", help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)", description="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
+    demo = commands.add_parser(
+        "demo",
+        help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)",
+        description="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)",
+    )
     defaults = _demo_defaults()
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
-    demo.add_argument("--depth", type=flags.positive_int, default=defaults.depth, help=f"blocks (default: {defaults.depth})")
-    demo.add_argument("--epochs", type=flags.positive_int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})")
-    demo.add_argument("--learning-rate", type=flags.positive_float, default=defaults.learning_rate,
-                      help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})")
-    demo.add_argument("--seeds", type=flags.comma_list(flags.non_negative_int), default=defaults.seeds,
-                      help=f"comma-separated training seeds (default: {','.join(map(str, defaults.seeds))})")
-    demo.add_argument("--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)")
+    demo.add_argument(
+        "--depth", type=flags.positive_int, default=defaults.depth, help=f"blocks (default: {defaults.depth})"
+    )
+    demo.add_argument(
+        "--epochs", type=flags.positive_int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})"
+    )
+    demo.add_argument(
+        "--learning-rate",
+        type=flags.positive_float,
+        default=defaults.learning_rate,
+        help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})",
+    )
+    demo.add_argument(
+        "--seeds",
+        type=flags.comma_list(flags.non_negative_int),
+        default=defaults.seeds,
+        help=f"comma-separated training seeds (default: {','.join(map(str, defaults.seeds))})",
+    )
+    demo.add_argument(
+        "--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)"
+    )
     demo.set_defaults(run=_demo)
 
-    escalation = commands.add_parser("escalation", help="token similarity at initialisation, per block kind", description="token similarity at initialisation, per block kind")
-    escalation.add_argument("--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)")
+    escalation = commands.add_parser(
+        "escalation",
+        help="token similarity at initialisation, per block kind",
+        description="token similarity at initialisation, per block kind",
+    )
+    escalation.add_argument(
+        "--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)"
+    )
     escalation.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
     escalation.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
     escalation.add_argument("--heads", type=flags.positive_int, default=8, help="h, attention heads (default: 8)")
@@ -171,48 +222,101 @@ def _parser():
     escalation.add_argument("--csv", help="also write the table to this CSV file")
     escalation.set_defaults(run=_escalation)
 
-    probe = commands.add_parser("probe", help="per-block similarity and attention diagnostics of a .keras model", description="per-block similarity and attention diagnostics of a .keras model")
+    probe = commands.add_parser(
+        "probe",
+        help="per-block similarity and attention diagnostics of a .keras model",
+        description="per-block similarity and attention diagnostics of a .keras model",
+    )
     probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
-    probe.add_argument("--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)")
+    probe.add_argument(
+        "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
+    )
     probe.add_argument("--seed", type=flags.non_negative_int, default=0)
     probe.set_defaults(run=_probe)
 
-    figures = commands.add_parser("figures", help="regenerate the paper's analysis figures (PNG + CSV)", description="regenerate the paper's analysis figures (PNG + CSV)")
-    figures.add_argument("--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)")
+    figures = commands.add_parser(
+        "figures",
+        help="regenerate the paper's analysis figures (PNG + CSV)",
+        description="regenerate the paper's analysis figures (PNG + CSV)",
+    )
+    figures.add_argument(
+        "--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)"
+    )
     figures.add_argument("--out", default="runs/figures", help="output folder (default: runs/figures)")
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)
 
-    bench = commands.add_parser("bench", help="train-step throughput and peak memory, ours beside a KerasHub peer", description="train-step throughput and peak memory, ours beside a KerasHub peer")
+    bench = commands.add_parser(
+        "bench",
+        help="train-step throughput and peak memory, ours beside a KerasHub peer",
+        description="train-step throughput and peak memory, ours beside a KerasHub peer",
+    )
     bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
-    bench.add_argument("--cases", help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
-                                       "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate")
+    bench.add_argument(
+        "--cases",
+        help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
+        "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate",
+    )
     bench.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
     bench.add_argument("--vit-depth", type=flags.positive_int, help="ViT blocks (default: 80; --quick 8)")
     bench.add_argument("--vit-batch", type=flags.positive_int, help="ViT batch (default: 128; --quick 32)")
     bench.add_argument("--txl-depth", type=flags.positive_int, help="Transformer-XL blocks (default: 60; --quick 4)")
     bench.add_argument("--txl-batch", type=flags.positive_int, help="Transformer-XL batch (default: 40; --quick 8)")
-    bench.add_argument("--txl-segment", type=flags.positive_int, help="segment = memory length (default: 150; --quick 32)")
-    bench.add_argument("--steps", type=flags.positive_int, help="timed steps per case and round (default: 10; --quick 6)")
-    bench.add_argument("--rounds", type=flags.positive_int, help="turns of timed steps per case (default: 2; --quick 3)")
+    bench.add_argument(
+        "--txl-segment", type=flags.positive_int, help="segment = memory length (default: 150; --quick 32)"
+    )
+    bench.add_argument(
+        "--steps", type=flags.positive_int, help="timed steps per case and round (default: 10; --quick 6)"
+    )
+    bench.add_argument(
+        "--rounds", type=flags.positive_int, help="turns of timed steps per case (default: 2; --quick 3)"
+    )
     bench.add_argument("--isolate", action="store_true", help="one process per case: each peak memory its own")
-    bench.add_argument("--warmup", type=flags.non_negative_int, help="untimed steps after the first (default: 3; --quick 2)")
-    bench.add_argument("--jit-compile", action="store_true",
-                       help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)")
-    bench.add_argument("--peak-tflops", type=flags.positive_float, help="the device's peak TFLOP/s for --dtype, to report MFU")
+    bench.add_argument(
+        "--warmup", type=flags.non_negative_int, help="untimed steps after the first (default: 3; --quick 2)"
+    )
+    bench.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)",
+    )
+    bench.add_argument(
+        "--peak-tflops", type=flags.positive_float, help="the device's peak TFLOP/s for --dtype, to report MFU"
+    )
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)
 
-    sweep = commands.add_parser("sweep", help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits", description="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
+    sweep = commands.add_parser(
+        "sweep",
+        help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits",
+        description="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits",
+    )
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
-    sweep.add_argument("--depths", type=flags.comma_list(flags.positive_int), help="comma-separated depths (default: 12,24,48)")
-    sweep.add_argument("--norms", type=flags.comma_list(str), help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,"
-                                       "layerscale)")
-    sweep.add_argument("--taus", type=flags.comma_list(flags.unit_float), help="de-escalation strengths (default: 1.0,0.5)")
-    sweep.add_argument("--inits", type=flags.comma_list(str), help="weight schemes (default: torch,glorot; also normal, transformer_xl)")
-    sweep.add_argument("--learning-rates", type=flags.comma_list(flags.positive_float), help="AdamW learning rates (default: 1e-3,3e-4,1e-4)")
-    sweep.add_argument("--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated seeds (default: 0,1,2)")
+    sweep.add_argument(
+        "--depths", type=flags.comma_list(flags.positive_int), help="comma-separated depths (default: 12,24,48)"
+    )
+    sweep.add_argument(
+        "--norms",
+        type=flags.comma_list(str),
+        help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)",
+    )
+    sweep.add_argument(
+        "--taus", type=flags.comma_list(flags.unit_float), help="de-escalation strengths (default: 1.0,0.5)"
+    )
+    sweep.add_argument(
+        "--inits",
+        type=flags.comma_list(str),
+        help="weight schemes (default: torch,glorot; also normal, transformer_xl)",
+    )
+    sweep.add_argument(
+        "--learning-rates",
+        type=flags.comma_list(flags.positive_float),
+        help="AdamW learning rates (default: 1e-3,3e-4,1e-4)",
+    )
+    sweep.add_argument(
+        "--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated seeds (default: 0,1,2)"
+    )
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     sweep.set_defaults(run=_sweep)

@@ -5,9 +5,9 @@ corpus end, and evaluates every `eval_interval` steps. Here a Keras epoch is one
 interval of a `keras_tse.data.SegmentStream` (epoch `e`, batch `i` reads the stream at step
 `e * eval_interval + i`, so a resumed run reads on where it stopped), validation perplexity (with
 memory) is measured at each epoch end, and the memory is reset at each epoch start and before each
-validation (`TransformerXL.fit`): one segment of context lost per evaluation interval. Besides the run folder of `keras_tse.training`, `steps.csv` holds the mean
-training loss of every `log_interval` steps (the curve of Fig. 7) and `history.csv` adds
-`perplexity` and `val_perplexity`.
+validation (`TransformerXL.fit`): one segment of context lost per evaluation interval. Besides the
+run folder of `keras_tse.training.runner`, `steps.csv` holds the mean training loss of every
+`log_interval` steps (the curve of Fig. 7) and `history.csv` adds `perplexity` and `val_perplexity`.
 """
 
 import csv
@@ -21,10 +21,9 @@ import numpy as np
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.layers import _checks
 from keras_tse.losses import LogProbabilityCrossentropy
-from keras_tse.training import (
+from keras_tse.training.runner import (
     _run_config,
     common_summary,
-    read_history,
     train_in_folder,
 )
 from keras_tse.zoo.transformer_xl import check_token_ids
@@ -45,7 +44,9 @@ class LMTrainConfig:
     clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
     similarity_every_n_batches: int = None
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
+    jit_compile: object = (
+        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
+    )
 
     def __post_init__(self):
         for name in ("steps", "eval_interval", "batch_size", "log_interval"):
@@ -62,12 +63,14 @@ def make_lm_optimizer(config):
     schedule = keras.optimizers.schedules.CosineDecay(
         config.learning_rate, decay_steps=config.steps, alpha=config.min_learning_rate / config.learning_rate
     )
-    return keras.optimizers.Adam(schedule, beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon,
-                                 clipnorm=config.clipnorm)
+    return keras.optimizers.Adam(
+        schedule, beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon, clipnorm=config.clipnorm
+    )
 
 
-def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_config=None, checkpoints=True,
-                       verbose="auto", test_ids=None):
+def fit_language_model(
+    model, train_ids, valid_ids, run_dir, config, extra_config=None, checkpoints=True, verbose="auto", test_ids=None
+):
     """Train Transformer-XL `model` on the token stream `train_ids` into `run_dir`; return its summary.
 
     The model's `batch_size` and `segment_len` cut the streams (`lm_segments`). A resumed run
@@ -80,16 +83,20 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
         if ids is not None:
             check_token_ids(name, np.asarray(ids), vocab_size)
     if batch != config.batch_size:
-        raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size="
-                         f"{config.batch_size}")
+        raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size={config.batch_size}")
     stream = SegmentStream(*lm_segments(train_ids, batch, segment), batch, config.eval_interval)
     x_valid, y_valid = lm_segments(valid_ids, batch, segment)
-    model.compile(optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy(),
-                  jit_compile=config.jit_compile)
-    fit_kwargs = dict(x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid),
-                      validation_batch_size=batch, shuffle=False)
-    callbacks = [stream.epoch_callback(), PerplexityLogs(),
-                 IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval)]
+    model.compile(
+        optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy(), jit_compile=config.jit_compile
+    )
+    fit_kwargs = dict(
+        x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=batch, shuffle=False
+    )
+    callbacks = [
+        stream.epoch_callback(),
+        PerplexityLogs(),
+        IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval),
+    ]
     # The probe: the second validation segment, after the first has filled the memory, as every
     # training segment but the first of each epoch sees it.
 
@@ -100,10 +107,19 @@ def fit_language_model(model, train_ids, valid_ids, run_dir, config, extra_confi
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
         return summary
 
-    return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs,
-                           x_valid[batch: 2 * batch], summarize, similarity_every=config.similarity_every_n_batches,
-                           checkpoints=checkpoints, extra_callbacks=callbacks, verbose=verbose,
-                           probe_warmup=x_valid[:batch])
+    return train_in_folder(
+        model,
+        run_dir,
+        _run_config(model, config, extra_config),
+        fit_kwargs,
+        x_valid[batch : 2 * batch],
+        summarize,
+        similarity_every=config.similarity_every_n_batches,
+        checkpoints=checkpoints,
+        extra_callbacks=callbacks,
+        verbose=verbose,
+        probe_warmup=x_valid[:batch],
+    )
 
 
 def evaluate_stream(model, ids):
@@ -162,17 +178,6 @@ class PerplexityLogs(keras.callbacks.Callback):
                 logs[key.replace("loss", "perplexity")] = math.exp(min(float(logs[key]), 700.0))
 
 
-def read_steps(path):
-    """`steps.csv` as (steps, losses) NumPy arrays; a resumed run's repeated steps: last wins."""
-    rows = {}
-    if os.path.exists(path):
-        with open(path, newline="") as f:
-            for row in csv.DictReader(f):
-                rows[int(row["step"])] = float(row["loss"])
-    steps = np.array(sorted(rows), "int64")
-    return steps, np.array([rows[s] for s in steps])
-
-
 def _summary(history, similarity, seconds):
     return {
         **common_summary(history, similarity, seconds),
@@ -186,31 +191,6 @@ def summary_line(variant, s):
     return (
         f"{variant:>11}: {s['epochs']} evaluations, train loss {s['train_loss']:.4f}, valid loss "
         f"{s['valid_loss']:.4f}, valid ppl {s['valid_perplexity']:.2f} (best {s['best_valid_perplexity']:.2f}), "
-        + (f"test ppl {s['test_perplexity']:.2f}, " if "test_perplexity" in s else "") +
-        f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
+        + (f"test ppl {s['test_perplexity']:.2f}, " if "test_perplexity" in s else "")
+        + f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
     )
-
-
-def plot_training_loss(run_dirs, path, title):
-    """Fig. 7 style: training loss against step (steps.csv), one curve per variant; validation beside it."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for variant, run_dir in run_dirs.items():
-        steps, losses = read_steps(os.path.join(run_dir, "steps.csv"))
-        axes[0].plot(steps, losses, label=variant)
-        history = read_history(os.path.join(run_dir, "history.csv"))
-        if "val_loss" in history:
-            axes[1].plot(np.arange(1, len(history["val_loss"]) + 1), history["val_loss"], marker="o", label=variant)
-    axes[0].set(xlabel="step", ylabel="training loss", title="training loss")
-    axes[1].set(xlabel="evaluation", ylabel="validation loss (with memory)", title="validation loss")
-    for ax in axes:
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

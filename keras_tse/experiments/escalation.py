@@ -12,9 +12,9 @@ import dataclasses
 import keras
 import numpy as np
 
-from keras_tse import _atomic
+from keras_tse import run_files
+from keras_tse.analysis.similarity import token_similarity
 from keras_tse.layers import PostNormBlock, PreNormBlock
-from keras_tse.similarity import token_similarity
 
 # A block kind: the keyword arguments that turn the shared signature into it.
 BLOCK_KINDS = {
@@ -95,7 +95,7 @@ COLUMN_NAMES = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "dees
 def write_csv(path, profiles):
     """`block,<kind>,...`, one row per block (0 = the input), written whole (temporary file, then rename)."""
     kinds = list(profiles)
-    with _atomic.replacing(path) as f:
+    with run_files.replacing(path) as f:
         f.write("block," + ",".join(kinds) + "\n")
         for block in range(len(profiles[kinds[0]])):
             f.write(f"{block}," + ",".join(f"{profiles[k][block]:.6g}" for k in kinds) + "\n")
@@ -111,8 +111,7 @@ def read_csv(path):
 def markdown_table(profiles, blocks=README_BLOCKS):
     """The README's table: t_sim at the listed blocks, one column per kind."""
     kinds = list(profiles)
-    lines = ["| block | " + " | ".join(COLUMN_NAMES.get(k, k) for k in kinds) + " |",
-             "|---:|" + "---:|" * len(kinds)]
+    lines = ["| block | " + " | ".join(COLUMN_NAMES.get(k, k) for k in kinds) + " |", "|---:|" + "---:|" * len(kinds)]
     for block in blocks:
         label = "input" if block == 0 else str(block)
         lines.append(f"| {label} | " + " | ".join(f"{profiles[k][block]:.4f}" for k in kinds) + " |")

@@ -24,12 +24,21 @@ MIXED_POLICY = "mixed_bfloat16"
 
 
 def add_arguments(parser):
-    parser.add_argument("--mixed-precision", action="store_true",
-                        help=f"train under the {MIXED_POLICY} policy (float32 variables, bfloat16 compute)")
-    parser.add_argument("--jit-compile", action="store_true",
-                        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)")
-    parser.add_argument("--data-parallel", action="store_true",
-                        help="JAX only: keras.distribution.DataParallel over every visible device")
+    parser.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        help=f"train under the {MIXED_POLICY} policy (float32 variables, bfloat16 compute)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)",
+    )
+    parser.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="JAX only: keras.distribution.DataParallel over every visible device",
+    )
 
 
 def configure(args):

@@ -16,9 +16,9 @@ import time
 import keras
 import numpy as np
 
-from keras_tse import _atomic, data
+from keras_tse import data, run_files
+from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.layers import _checks
-from keras_tse.similarity import token_similarity_profile
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
 from keras_tse.zoo import from_preset
 
@@ -57,8 +57,7 @@ def run_demo(out="runs/demo", config=None, verbose=0):
     (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
     probe = x_test[: config.probe_size]
-    train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size,
-                               learning_rate=config.learning_rate)
+    train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, learning_rate=config.learning_rate)
     steps = -(-len(y_train) // config.batch_size)
 
     runs, histories = {norm: [] for norm in NORMS}, {norm: [] for norm in NORMS}
@@ -67,29 +66,53 @@ def run_demo(out="runs/demo", config=None, verbose=0):
             keras.utils.set_random_seed(seed)  # init, and any Keras-side randomness
             # NumPy batches whether or not TensorFlow is installed, a fresh stream per run: every
             # variant sees the same order for a seed.
-            train = data.image_dataset(x_train, y_train, config.batch_size, shuffle=True, seed=seed,
-                                       pipeline="numpy")
+            train = data.image_dataset(x_train, y_train, config.batch_size, shuffle=True, seed=seed, pipeline="numpy")
             model = from_preset(config.preset, norm=norm, depth=config.depth, name=f"digits_vit{config.depth}_{norm}")
             profile = token_similarity_profile(model, probe)
-            print(f"{norm} seed {seed}: {model.count_params():,} parameters, {config.epochs} epoch"
-                  f"{'s' if config.epochs > 1 else ''} ...", flush=True)
+            print(
+                f"{norm} seed {seed}: {model.count_params():,} parameters, {config.epochs} epoch"
+                f"{'s' if config.epochs > 1 else ''} ...",
+                flush=True,
+            )
             run_dir = os.path.join(out, norm, f"seed_{seed}")
             shutil.rmtree(run_dir, ignore_errors=True)  # the demo always measures afresh
-            summary = fit_variant(model, train, test, run_dir, train_config, probe, steps,
-                                  extra_config={"demo": dataclasses.asdict(config), "seed": seed,
-                                                "backend": keras.backend.backend()},
-                                  checkpoints=False, verbose=verbose)
-            runs[norm].append({"seed": seed, "tsim_init": [round(float(v), 6) for v in profile],
-                               **{k: summary[k] for k in RESULT_KEYS}})
+            summary = fit_variant(
+                model,
+                train,
+                test,
+                run_dir,
+                train_config,
+                probe,
+                steps,
+                extra_config={"demo": dataclasses.asdict(config), "seed": seed, "backend": keras.backend.backend()},
+                checkpoints=False,
+                verbose=verbose,
+            )
+            runs[norm].append(
+                {
+                    "seed": seed,
+                    "tsim_init": [round(float(v), 6) for v in profile],
+                    **{k: summary[k] for k in RESULT_KEYS},
+                }
+            )
             histories[norm].append(read_history(os.path.join(run_dir, "history.csv")))
-    results = {"config": dataclasses.asdict(config), "backend": keras.backend.backend(),
-               "keras": keras.__version__, "runs": runs}
+    results = {
+        "config": dataclasses.asdict(config),
+        "backend": keras.backend.backend(),
+        "keras": keras.__version__,
+        "runs": runs,
+    }
     write_json(os.path.join(out, "demo.json"), results)
-    plot_losses(histories, os.path.join(out, "plots", "loss_curves.png"),
-                f"{config.depth}-block ViT on 8x8 digits (keras-tse demo; {len(config.seeds)} seeds: mean, band = range)")
+    plot_losses(
+        histories,
+        os.path.join(out, "plots", "loss_curves.png"),
+        f"{config.depth}-block ViT on 8x8 digits (keras-tse demo; {len(config.seeds)} seeds: mean, band = range)",
+    )
     print(report(results))
-    print(f"\n{time.perf_counter() - start:.0f} s in all; runs under {out}/, results in {out}/demo.json, "
-          f"curves in {out}/plots/loss_curves.png")
+    print(
+        f"\n{time.perf_counter() - start:.0f} s in all; runs under {out}/, results in {out}/demo.json, "
+        f"curves in {out}/plots/loss_curves.png"
+    )
     return results
 
 
@@ -105,16 +128,19 @@ def spread(values):
 def report(results):
     """The demo's printout: similarity at init per block, and each variant's mean and range over seeds."""
     config = results["config"]
-    return "\n".join([
-        "",
-        f"Token similarity after each block at initialisation (Definition 1; {config['probe_size']} test digits, "
-        f"mean over {len(config['seeds'])} seeds):",
-        similarity_table(results),
-        "",
-        f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, batch {config['batch_size']}, seeds "
-        f"{', '.join(map(str, config['seeds']))}, backend {results['backend']}): mean [min, max] over seeds",
-        markdown_table(results),
-    ])
+    return "\n".join(
+        [
+            "",
+            f"Token similarity after each block at initialisation (Definition 1; {config['probe_size']} test digits, "
+            f"mean over {len(config['seeds'])} seeds):",
+            similarity_table(results),
+            "",
+            f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, "
+            f"batch {config['batch_size']}, seeds "
+            f"{', '.join(map(str, config['seeds']))}, backend {results['backend']}): mean [min, max] over seeds",
+            markdown_table(results),
+        ]
+    )
 
 
 def similarity_table(results):
@@ -132,8 +158,10 @@ def similarity_table(results):
 def markdown_table(results):
     """The README's demo table: per variant, t_sim after the last block at init and the mean [range] of each result."""
     runs = results["runs"]
-    lines = ["| variant | t_sim after the last block at init | train loss | test loss | test accuracy |",
-             "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| variant | t_sim after the last block at init | train loss | test loss | test accuracy |",
+        "|---|---:|---:|---:|---:|",
+    ]
     for norm in NORMS:
         tsim = spread([r["tsim_init"][-1] for r in runs[norm]])[0]
         cells = []
@@ -148,4 +176,4 @@ def markdown_table(results):
 
 def write_json(path, payload):
     """Written whole (keras_tse._atomic): never half a file."""
-    _atomic.write_json(path, payload, indent=1)
+    run_files.write_json(path, payload, indent=1)

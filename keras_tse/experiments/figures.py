@@ -33,9 +33,10 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tse import spectral
+from keras_tse import run_files
+from keras_tse.analysis import spectral
+from keras_tse.analysis.similarity import escalation_rate, token_diversity, token_similarity
 from keras_tse.layers import PostNormBlock, PreNormBlock
-from keras_tse.similarity import escalation_rate, token_diversity, token_similarity
 
 N, D, H, FFN = 64, 512, 8, 2048
 
@@ -64,8 +65,17 @@ def _xi_ratio(x, y):
     return _np(xi1 / xi2)[0]
 
 
-def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, vocabulary_size=30522,
-             embedding_dim=128, sequence_length=128, batch_size=2, seed=0):
+def figure_1(
+    depth=100,
+    hidden_dim=768,
+    num_heads=12,
+    intermediate_dim=3072,
+    vocabulary_size=30522,
+    embedding_dim=128,
+    sequence_length=128,
+    batch_size=2,
+    seed=0,
+):
     """BERT and ALBERT (KerasHub backbones, their default initialisation) with `depth` blocks: per
     block, t_sim and t_cos of both, and for BERT the norm of the gradient w.r.t. the block's weights
     for the cross-entropy of a fresh 2-class head on the pooled output with random labels (the paper
@@ -73,10 +83,12 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
     try:
         import keras_hub
     except ImportError as error:
-        raise ValueError("Fig. 1 builds BERT with KerasHub: pip install keras-hub (or the `figures` extra). "
-                         "Received: which includes '1' without keras_hub installed") from error
-    from keras_tse.gradients import block_gradient_norms
-    from keras_tse.similarity import (
+        raise ValueError(
+            "Fig. 1 builds BERT with KerasHub: pip install keras-hub (or the `figures` extra). "
+            "Received: which includes '1' without keras_hub installed"
+        ) from error
+    from keras_tse.analysis.gradients import block_gradient_norms
+    from keras_tse.analysis.similarity import (
         block_outputs_model,
         cosine_similarity,
         measure_blocks,
@@ -84,24 +96,43 @@ def figure_1(depth=100, hidden_dim=768, num_heads=12, intermediate_dim=3072, voc
 
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
-    inputs = {"token_ids": rng.integers(0, vocabulary_size, (batch_size, sequence_length)).astype("int32"),
-              "segment_ids": np.zeros((batch_size, sequence_length), "int32"),
-              "padding_mask": np.ones((batch_size, sequence_length), "int32")}
-    common = dict(vocabulary_size=vocabulary_size, num_layers=depth, num_heads=num_heads, hidden_dim=hidden_dim,
-                  intermediate_dim=intermediate_dim, max_sequence_length=max(512, sequence_length))
+    inputs = {
+        "token_ids": rng.integers(0, vocabulary_size, (batch_size, sequence_length)).astype("int32"),
+        "segment_ids": np.zeros((batch_size, sequence_length), "int32"),
+        "padding_mask": np.ones((batch_size, sequence_length), "int32"),
+    }
+    common = dict(
+        vocabulary_size=vocabulary_size,
+        num_layers=depth,
+        num_heads=num_heads,
+        hidden_dim=hidden_dim,
+        intermediate_dim=intermediate_dim,
+        max_sequence_length=max(512, sequence_length),
+    )
     albert = keras_hub.models.AlbertBackbone(embedding_dim=embedding_dim, **common)
-    albert_sim, albert_cos = measure_blocks(block_outputs_model(albert, ["group_0_inner_layer_0"]), inputs,
-                                            (token_similarity, cosine_similarity))
+    albert_sim, albert_cos = measure_blocks(
+        block_outputs_model(albert, ["group_0_inner_layer_0"]), inputs, (token_similarity, cosine_similarity)
+    )
     del albert
     bert = keras_hub.models.BertBackbone(**common)
     names = [f"transformer_layer_{i}" for i in range(depth)]
     tsim, tcos = measure_blocks(block_outputs_model(bert, names), inputs, (token_similarity, cosine_similarity))
     classifier = keras.Model(bert.input, keras.layers.Dense(2)(bert.output["pooled_output"]))
-    grads = block_gradient_norms(classifier, inputs, rng.integers(0, 2, batch_size),
-                                 keras.losses.SparseCategoricalCrossentropy(from_logits=True), names)
-    return {"block": np.arange(1, depth + 1), "bert_t_sim": np.asarray(tsim), "bert_t_cos": np.asarray(tcos),
-            "bert_gradient_norm": np.array(grads), "albert_t_sim": np.asarray(albert_sim),
-            "albert_t_cos": np.asarray(albert_cos)}
+    grads = block_gradient_norms(
+        classifier,
+        inputs,
+        rng.integers(0, 2, batch_size),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        names,
+    )
+    return {
+        "block": np.arange(1, depth + 1),
+        "bert_t_sim": np.asarray(tsim),
+        "bert_t_cos": np.asarray(tcos),
+        "bert_gradient_norm": np.array(grads),
+        "albert_t_sim": np.asarray(albert_sim),
+        "albert_t_cos": np.asarray(albert_cos),
+    }
 
 
 def figure_2(trials=50, depth=20, seed=0):
@@ -113,8 +144,12 @@ def figure_2(trials=50, depth=20, seed=0):
         for layer in range(depth):
             p, ys = _steps(_block(), x)
             ratios = [_xi_ratio(a, b) for a, b in zip(ys[:-1], ys[1:])]
-            rows[trial, layer] = [_np(token_similarity(x))[0], *ratios, _np(spectral.delta(p)).mean(),
-                                  _np(spectral.omega(x[0], p)).mean()]
+            rows[trial, layer] = [
+                _np(token_similarity(x))[0],
+                *ratios,
+                _np(spectral.delta(p)).mean(),
+                _np(spectral.omega(x[0], p)).mean(),
+            ]
             x = ys[-1]
     columns = ["t_sim", "xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4", "delta", "omega"]
     mean = rows.mean(axis=0)
@@ -126,8 +161,18 @@ def figure_3(draws=1000, depth=20, seed=0, chunk=100):
     keras.utils.set_random_seed(seed)
     rng = np.random.default_rng(seed)
     x = ops.convert_to_tensor(rng.standard_normal((1, N, D)).astype("float32"))
-    out = {k: [] for k in ("t_sim", "xi_ratio_minus_1", "estimate1_xi", "estimate2_xi", "rate", "estimate1_rate",
-                           "estimate2_rate")}
+    out = {
+        k: []
+        for k in (
+            "t_sim",
+            "xi_ratio_minus_1",
+            "estimate1_xi",
+            "estimate2_xi",
+            "rate",
+            "estimate1_rate",
+            "estimate2_rate",
+        )
+    }
     for _ in range(depth):
         p, ys = _steps(_block(), x)
         ratios, rates = [], []
@@ -143,10 +188,15 @@ def figure_3(draws=1000, depth=20, seed=0, chunk=100):
         l2 = _np(spectral.lambda2(p))
         estimate1 = (np.mean((1 - w_) ** 2) - np.mean(d_**2)) / (1 + np.mean(d_**2))
         estimate2 = (1 - np.mean(l2**2)) / (1 + np.mean(l2**2))
-        for key, value in (("t_sim", t_sim), ("xi_ratio_minus_1", np.concatenate(ratios).mean() - 1),
-                           ("estimate1_xi", estimate1), ("estimate2_xi", estimate2),
-                           ("rate", np.concatenate(rates).mean()), ("estimate1_rate", 1 + estimate1 * t_sim),
-                           ("estimate2_rate", 1 + estimate2 * t_sim)):
+        for key, value in (
+            ("t_sim", t_sim),
+            ("xi_ratio_minus_1", np.concatenate(ratios).mean() - 1),
+            ("estimate1_xi", estimate1),
+            ("estimate2_xi", estimate2),
+            ("rate", np.concatenate(rates).mean()),
+            ("estimate1_rate", 1 + estimate1 * t_sim),
+            ("estimate2_rate", 1 + estimate2 * t_sim),
+        ):
             out[key].append(value)
         x = ys[-1]
     return {"block": np.arange(1, depth + 1), **{k: np.array(v) for k, v in out.items()}}
@@ -164,8 +214,10 @@ def figure_4(trials=20, depth=40, seed=0):
             block.build((1, N, D))
             x_hat = block.attention_norm(x)
             branch, _ = block._attention(x_hat, False, False)
-            rows[trial, layer] = [_np(token_similarity(x))[0], *(_np(ops.sqrt(ops.sum(ops.square(t))))
-                                                                  for t in (x, x_hat, branch))]
+            rows[trial, layer] = [
+                _np(token_similarity(x))[0],
+                *(_np(ops.sqrt(ops.sum(ops.square(t)))) for t in (x, x_hat, branch)),
+            ]
             x = block(x)
     mean = rows.mean(axis=0)
     names = ["t_sim", "norm_x", "norm_ln_x", "norm_attention_branch"]
@@ -189,7 +241,10 @@ def figure_5(trials=20, depth=40, taus=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5), seed=0):
     return {"block": np.arange(1, depth + 1), **{f"tau_{tau:.1f}": mean[j] for j, tau in enumerate(taus)}}
 
 
-def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0, 20)), seed=0):
+FIGURE_8_TS = tuple(np.linspace(0.05, 1.0, 20))  # the perturbation sizes t of Fig. 8
+
+
+def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=FIGURE_8_TS, seed=0):
     """Mean eta over `draws` draws of W, per perturbation size t (rows) and width d (columns)."""
     rng = np.random.default_rng(seed)
     result = {"t": np.array(ts)}
@@ -212,8 +267,18 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=tuple(np.linspace(0.05, 1.0,
 
 
 FIGURES = {
-    "1": (figure_1, dict(depth=6, hidden_dim=32, num_heads=2, intermediate_dim=64, vocabulary_size=100,
-                         embedding_dim=16, sequence_length=16)),
+    "1": (
+        figure_1,
+        dict(
+            depth=6,
+            hidden_dim=32,
+            num_heads=2,
+            intermediate_dim=64,
+            vocabulary_size=100,
+            embedding_dim=16,
+            sequence_length=16,
+        ),
+    ),
     "2": (figure_2, dict(trials=2, depth=6)),
     "3": (figure_3, dict(draws=50, depth=6)),
     "4": (figure_4, dict(trials=2, depth=6)),
@@ -248,36 +313,49 @@ def _write_csv(path, columns):
 
 
 PANELS = {  # figure -> x column, [(panel title, [columns])]
-    "1": ("block", [("token similarity", ["bert_t_sim", "albert_t_sim"]),
-                    ("cosine similarity", ["bert_t_cos", "albert_t_cos"]),
-                    ("gradient norm (BERT)", ["bert_gradient_norm"])]),
-    "2": ("block", [("token similarity", ["t_sim"]),
-                    ("xi_1 / xi_2 per step", ["xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4"]),
-                    ("delta, omega (head means)", ["delta", "omega"])]),
-    "3": ("block", [("token similarity", ["t_sim"]),
-                    ("xi_1 / xi_2 - 1", ["xi_ratio_minus_1", "estimate1_xi", "estimate2_xi"]),
-                    ("r(X, Y)", ["rate", "estimate1_rate", "estimate2_rate"])]),
-    "4": ("block", [("token similarity (pre-norm)", ["t_sim"]),
-                    ("Frobenius norms", ["norm_x", "norm_ln_x", "norm_attention_branch"])]),
+    "1": (
+        "block",
+        [
+            ("token similarity", ["bert_t_sim", "albert_t_sim"]),
+            ("cosine similarity", ["bert_t_cos", "albert_t_cos"]),
+            ("gradient norm (BERT)", ["bert_gradient_norm"]),
+        ],
+    ),
+    "2": (
+        "block",
+        [
+            ("token similarity", ["t_sim"]),
+            ("xi_1 / xi_2 per step", ["xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4"]),
+            ("delta, omega (head means)", ["delta", "omega"]),
+        ],
+    ),
+    "3": (
+        "block",
+        [
+            ("token similarity", ["t_sim"]),
+            ("xi_1 / xi_2 - 1", ["xi_ratio_minus_1", "estimate1_xi", "estimate2_xi"]),
+            ("r(X, Y)", ["rate", "estimate1_rate", "estimate2_rate"]),
+        ],
+    ),
+    "4": (
+        "block",
+        [
+            ("token similarity (pre-norm)", ["t_sim"]),
+            ("Frobenius norms", ["norm_x", "norm_ln_x", "norm_attention_branch"]),
+        ],
+    ),
     "5": ("block", [("token diversity", None)]),
     "8": ("t", [("mean eta", None)]),
 }
 
 
 def _plot(name, columns, path, quick):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     x_name, panels = PANELS[name]
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels), 3.6), squeeze=False)
-    for ax, (title, names) in zip(axes[0], panels):
+    fig, axes = run_files.new_figure((4.5 * len(panels), 3.6), len(panels))
+    for ax, (title, names) in zip(axes, panels):
         for column in names or [c for c in columns if c != x_name]:
             ax.plot(columns[x_name], columns[column], marker=".", label=column)
         ax.set(xlabel=x_name, title=title)
         ax.legend(fontsize=7)
     fig.suptitle(f"Yu & Zhang, Fig. {name}" + (" (--quick: fewer trials)" if quick else ""))
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    run_files.save_figure(fig, path)

@@ -19,7 +19,9 @@ class _GradientNorms(keras.optimizers.SGD):
     def apply(self, grads, trainable_variables=None):
         variables = trainable_variables if trainable_variables is not None else self._trainable_variables
         for grad, variable in zip(grads, variables):
-            self.squared_norms[variable.path] = float(ops.convert_to_numpy(ops.sum(ops.square(ops.cast(grad, "float32")))))
+            self.squared_norms[variable.path] = float(
+                ops.convert_to_numpy(ops.sum(ops.square(ops.cast(grad, "float32"))))
+            )
         return super().apply(grads, trainable_variables)
 
 
@@ -33,5 +35,9 @@ def block_gradient_norms(model, x, y, loss, block_names):
     recorder = _GradientNorms()
     wrapper.compile(recorder, loss, run_eagerly=True)
     wrapper.train_on_batch(x, y)
-    return np.array([np.sqrt(sum(v for path, v in recorder.squared_norms.items() if path.startswith(name + "/")))
-                     for name in block_names])
+    return np.array(
+        [
+            np.sqrt(sum(v for path, v in recorder.squared_norms.items() if path.startswith(name + "/")))
+            for name in block_names
+        ]
+    )

@@ -28,9 +28,9 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tse import _atomic
-from keras_tse.callbacks._csv import append_row, read_logged_rows
+from keras_tse import run_files
 from keras_tse.layers import _checks, initializers
+from keras_tse.run_files import append_row, read_logged_rows
 
 NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
@@ -65,9 +65,20 @@ class SweepConfig:
     @classmethod
     def quick(cls, **overrides):
         """Seconds per cell on a CPU: for CI and the resume test."""
-        settings = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), taus=(1.0,), initializers=("torch",),
-                        learning_rates=(1e-3,),
-                        seeds=(0,), steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
+        settings = dict(
+            depths=(2, 4),
+            norms=("post", "deescalate", "rezero"),
+            taus=(1.0,),
+            initializers=("torch",),
+            learning_rates=(1e-3,),
+            seeds=(0,),
+            steps=12,
+            batch_size=32,
+            hidden_dim=16,
+            num_heads=2,
+            ffn_dim=32,
+            probe_size=16,
+        )
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
@@ -96,10 +107,17 @@ def cells(config):
                 for tau in config.taus if norm == "deescalate" else (None,):
                     for initializer in config.initializers:
                         for learning_rate in config.learning_rates:
-                            yield dict(depth=depth, norm=norm, tau="" if tau is None else float(tau),
-                                       initializer=initializer, learning_rate=float(learning_rate), seed=seed,
-                                       steps=config.steps, batch_size=config.batch_size,
-                                       hidden_dim=config.hidden_dim)
+                            yield dict(
+                                depth=depth,
+                                norm=norm,
+                                tau="" if tau is None else float(tau),
+                                initializer=initializer,
+                                learning_rate=float(learning_rate),
+                                seed=seed,
+                                steps=config.steps,
+                                batch_size=config.batch_size,
+                                hidden_dim=config.hidden_dim,
+                            )
 
 
 def cell_key(cell):
@@ -115,10 +133,13 @@ def read_rows(path, heal=False):
     if not os.path.exists(path):
         return []
     fields, whole, cut = read_logged_rows(path)
-    missing = [k for k in KEY if k not in fields and k != "initializer"] + [c for c in ("final_loss",) if c not in fields]
+    missing = [k for k in KEY if k not in fields and k != "initializer"] + [
+        c for c in ("final_loss",) if c not in fields
+    ]
     if missing:
-        raise ValueError(f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass "
-                         "another --out.")
+        raise ValueError(
+            f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass another --out."
+        )
     rows, bad = [], list(cut)
     for number, row in whole:
         if not row.get("initializer"):
@@ -129,10 +150,13 @@ def read_rows(path, heal=False):
             bad.append(number)
     bad.sort()
     if bad:
-        warnings.warn(f"{path}: line(s) {bad} are incomplete or do not parse (an interrupted write?); "
-                      + ("their cells will be computed again" if heal else "left out"), stacklevel=2)
+        warnings.warn(
+            f"{path}: line(s) {bad} are incomplete or do not parse (an interrupted write?); "
+            + ("their cells will be computed again" if heal else "left out"),
+            stacklevel=2,
+        )
         if heal:
-            _atomic.write_csv(path, fields, rows)
+            run_files.write_csv(path, fields, rows)
     return rows
 
 
@@ -160,8 +184,8 @@ def upgrade_csv(path):
         header = next(csv.reader(f), [])
     if not rows or "initializer" in header:
         return
-    fields = [*header[: header.index("tau") + 1], "initializer", *header[header.index("tau") + 1:]]
-    _atomic.write_csv(path, fields, rows)
+    fields = [*header[: header.index("tau") + 1], "initializer", *header[header.index("tau") + 1 :]]
+    run_files.write_csv(path, fields, rows)
 
 
 def run_sweep(config, out, log=print):
@@ -179,9 +203,12 @@ def run_sweep(config, out, log=print):
     for number, cell in enumerate(todo, 1):
         row = {**cell, **run_cell(cell, config, data)}
         append_row(path, row)  # flushed to disk before the next cell starts
-        log(f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
-            f"{cell['initializer']:<6} lr {cell['learning_rate']:g} seed {cell['seed']}: final loss {row['final_loss']:.4f}, "
-            f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)")
+        log(
+            f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
+            f"{cell['initializer']:<6} lr {cell['learning_rate']:g} seed {cell['seed']}: "
+            f"final loss {row['final_loss']:.4f}, "
+            f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)"
+        )
     rows = read_rows(path)
     plot_sweep(rows, os.path.join(out, "plots"))
     return rows
@@ -197,37 +224,54 @@ def _digits():
 def run_cell(cell, config, data):
     """Build, measure, train and measure again one cell; returns its measured columns."""
     from keras_tse import zoo
-    from keras_tse.gradients import block_gradient_norms
-    from keras_tse.similarity import token_similarity_profile
+    from keras_tse.analysis.gradients import block_gradient_norms
+    from keras_tse.analysis.similarity import token_similarity_profile
 
     start = time.perf_counter()
     x, y, x_val, y_val = data
     keras.utils.set_random_seed(cell["seed"])
     tau = 1.0 if cell["tau"] == "" else cell["tau"]
-    model = zoo.vit(depth=cell["depth"], norm=cell["norm"], tau=tau, image_size=8, patch_size=2, channels=1,
-                    hidden_dim=config.hidden_dim, ffn_dim=config.ffn_dim, num_heads=config.num_heads,
-                    initializer=cell["initializer"])
+    model = zoo.vit(
+        depth=cell["depth"],
+        norm=cell["norm"],
+        tau=tau,
+        image_size=8,
+        patch_size=2,
+        channels=1,
+        hidden_dim=config.hidden_dim,
+        ffn_dim=config.ffn_dim,
+        num_heads=config.num_heads,
+        initializer=cell["initializer"],
+    )
     names = [f"block_{i:02d}" for i in range(cell["depth"])]
     probe = x_val[: config.probe_size]
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     tsim_init = token_similarity_profile(model, probe)
     grad_init = block_gradient_norms(model, x[: config.batch_size], y[: config.batch_size], loss, names)
-    model.compile(keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss,
-                  metrics=["accuracy"])
+    model.compile(
+        keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss, metrics=["accuracy"]
+    )
     recorder = _BatchLosses()
-    model.fit(_batches(x, y, config.batch_size, cell["seed"]), steps_per_epoch=config.steps, epochs=1, verbose=0,
-              callbacks=[recorder, keras.callbacks.TerminateOnNaN()])
+    model.fit(
+        _batches(x, y, config.batch_size, cell["seed"]),
+        steps_per_epoch=config.steps,
+        epochs=1,
+        verbose=0,
+        callbacks=[recorder, keras.callbacks.TerminateOnNaN()],
+    )
     losses = np.array(recorder.losses)
     diverged = not np.all(np.isfinite(losses)) or len(losses) < config.steps
     val_accuracy = float("nan") if diverged else model.evaluate(x_val, y_val, verbose=0, return_dict=True)["accuracy"]
     tsim_end = np.full(cell["depth"], np.nan) if diverged else token_similarity_profile(model, probe)
     return dict(
-        final_loss=float(np.mean(losses[-max(1, len(losses) // 10):])) if not diverged else float("nan"),
+        final_loss=float(np.mean(losses[-max(1, len(losses) // 10) :])) if not diverged else float("nan"),
         best_loss=_best_window(losses),
         val_accuracy=float(val_accuracy),
         diverged=int(diverged),
         steps_to_threshold=_steps_to(losses, config.loss_threshold),
-        tsim_init=_joined(tsim_init), tsim_end=_joined(tsim_end), grad_init=_joined(grad_init),
+        tsim_init=_joined(tsim_init),
+        tsim_end=_joined(tsim_end),
+        grad_init=_joined(grad_init),
         wall_s=round(time.perf_counter() - start, 2),
     )
 
@@ -251,7 +295,7 @@ def _batches(x, y, batch_size, seed):
     while True:
         order = rng.permutation(len(y))
         for i in range(0, len(order) - batch_size + 1, batch_size):
-            idx = order[i: i + batch_size]
+            idx = order[i : i + batch_size]
             yield x[idx], y[idx]
 
 
@@ -289,11 +333,14 @@ def group_stats(rows, column="final_loss"):
     for key, members in groups.items():
         values = np.array([float(r[column]) for r in members])
         finite = values[np.isfinite(values)]
-        stats[key] = dict(mean=float(finite.mean()) if len(finite) else float("nan"),
-                          std=float(finite.std()) if len(finite) else float("nan"),
-                          min=float(finite.min()) if len(finite) else float("nan"),
-                          max=float(finite.max()) if len(finite) else float("nan"),
-                          n=len(members), diverged=sum(int(r["diverged"]) for r in members))
+        stats[key] = dict(
+            mean=float(finite.mean()) if len(finite) else float("nan"),
+            std=float(finite.std()) if len(finite) else float("nan"),
+            min=float(finite.min()) if len(finite) else float("nan"),
+            max=float(finite.max()) if len(finite) else float("nan"),
+            n=len(members),
+            diverged=sum(int(r["diverged"]) for r in members),
+        )
     return stats
 
 
@@ -307,22 +354,27 @@ def arms_of(rows):
     """The (norm, tau, initializer) arms present in `rows`: NORMS order, larger tau first, torch before glorot."""
     arms = {(row["norm"], row["tau"], row["initializer"]) for row in rows}
     schemes = initializers.INITIALIZERS
-    return sorted(arms, key=lambda a: (NORMS.index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0,
-                                       schemes.index(a[2])))
+    return sorted(
+        arms, key=lambda a: (NORMS.index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0, schemes.index(a[2]))
+    )
 
 
 def markdown_table(rows):
     """Final loss and validation accuracy, mean +- std over seeds (and the seed range), per cell."""
     loss, accuracy = group_stats(rows, "final_loss"), group_stats(rows, "val_accuracy")
-    lines = ["| norm | init | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
-             "|---|---|---:|---:|---|---|---:|---:|"]
+    lines = [
+        "| norm | init | depth | lr | final loss, mean ± std (min-max) | val acc, mean ± std | seeds | diverged |",
+        "|---|---|---:|---:|---|---|---:|---:|",
+    ]
     arms = arms_of(rows)
     for key in sorted(loss, key=lambda k: (arms.index((k[0], k[3], k[4])), k[1], -k[2])):
         norm, depth, lr, tau, initializer = key
-        l, a = loss[key], accuracy[key]
-        lines.append(f"| {cell_label(norm, tau)} | {initializer} | {depth} | {lr:g} "
-                     f"| {l['mean']:.3f} ± {l['std']:.3f} ({l['min']:.3f}-{l['max']:.3f})"
-                     f" | {a['mean']:.3f} ± {a['std']:.3f} | {l['n']} | {l['diverged']} |")
+        losses, accuracies = loss[key], accuracy[key]
+        lines.append(
+            f"| {cell_label(norm, tau)} | {initializer} | {depth} | {lr:g} "
+            f"| {losses['mean']:.3f} ± {losses['std']:.3f} ({losses['min']:.3f}-{losses['max']:.3f})"
+            f" | {accuracies['mean']:.3f} ± {accuracies['std']:.3f} | {losses['n']} | {losses['diverged']} |"
+        )
     return "\n".join(lines)
 
 
@@ -344,8 +396,10 @@ def best_lr_table(rows, arms=STUDY_ARMS):
     """Per init and depth, each arm's seed-mean final loss at its best learning rate (the lr in brackets)."""
     best = best_over_learning_rates(rows)
     schemes = [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]
-    lines = ["| init | depth | " + " | ".join(cell_label(n, t) for n, t in arms) + " |",
-             "|---|---:|" + "---:|" * len(arms)]
+    lines = [
+        "| init | depth | " + " | ".join(cell_label(n, t) for n, t in arms) + " |",
+        "|---|---:|" + "---:|" * len(arms),
+    ]
     for scheme in schemes:
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             cells = []
@@ -367,23 +421,29 @@ def verdicts(rows, threshold=0.5):
     for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             post = best.get(("post", "", scheme, depth))
-            taus = [(t, best[("deescalate", t, scheme, depth)]) for _, t in STUDY_ARMS[2:]
-                    if ("deescalate", t, scheme, depth) in best]
+            taus = [
+                (t, best[("deescalate", t, scheme, depth)])
+                for _, t in STUDY_ARMS[2:]
+                if ("deescalate", t, scheme, depth) in best
+            ]
             if post is None or not taus:
                 continue
             trained = [f"tau {float(t):g}" for t, e in taus if e[0] <= threshold]
             detail = "; ".join(f"tau {float(t):g} {e[0]:.3f} at lr {e[1]:g} (n={e[2]})" for t, e in taus)
             if post[0] <= threshold:
-                verdict = "post-norm trains, " + (f"and so does de-escalation ({', '.join(trained)})" if trained
-                                                  else "de-escalation does not")
+                verdict = "post-norm trains, " + (
+                    f"and so does de-escalation ({', '.join(trained)})" if trained else "de-escalation does not"
+                )
             elif trained:
                 verdict = f"**de-escalation trains where post-norm does not** ({', '.join(trained)})"
             else:
                 verdict = "**neither post-norm nor de-escalation trains**"
             pre = best.get(("pre", "", scheme, depth))
             pre_detail = "" if pre is None else f"; pre {pre[0]:.3f} at lr {pre[1]:g} (n={pre[2]})"
-            lines.append(f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g} "
-                         f"(n={post[2]}); {detail}{pre_detail}.")
+            lines.append(
+                f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g} "
+                f"(n={post[2]}); {detail}{pre_detail}."
+            )
     return "\n".join(lines)
 
 
@@ -391,38 +451,37 @@ def plot_sweep(rows, out):
     """final_loss_vs_depth.png and heatmap.png (one panel per learning rate) into `out`."""
     if not rows:
         return
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    os.makedirs(out, exist_ok=True)
     stats = group_stats(rows)
     lrs = sorted({k[2] for k in stats}, reverse=True)
     arms = arms_of(rows)
     depths = sorted({k[1] for k in stats})
-    fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 4), squeeze=False)
-    for ax, lr in zip(axes[0], lrs):
+    fig, axes = run_files.new_figure((5.5 * len(lrs), 4), len(lrs))
+    for ax, lr in zip(axes, lrs):
         for norm, tau, initializer in arms:
-            ks = sorted((k for k in stats if (k[0], k[3], k[4]) == (norm, tau, initializer) and k[2] == lr),
-                        key=lambda k: k[1])
+            ks = sorted(
+                (k for k in stats if (k[0], k[3], k[4]) == (norm, tau, initializer) and k[2] == lr), key=lambda k: k[1]
+            )
             mean = np.array([stats[k]["mean"] for k in ks])
             low, high = mean - [stats[k]["min"] for k in ks], np.array([stats[k]["max"] for k in ks]) - mean
-            ax.errorbar([k[1] for k in ks], mean, yerr=[low, high], marker="o", capsize=3,
-                        label=cell_label(norm, tau, initializer))
+            ax.errorbar(
+                [k[1] for k in ks],
+                mean,
+                yerr=[low, high],
+                marker="o",
+                capsize=3,
+                label=cell_label(norm, tau, initializer),
+            )
         ax.set_xscale("log", base=2)
         ax.set_xticks(depths, [str(d) for d in depths])
         ax.set_xlabel("depth (blocks)")
         ax.set_ylabel("final training loss")
         ax.set_title(f"lr {lr:g}: mean over seeds, bars = seed range")
         ax.grid(alpha=0.3)
-    axes[0][0].legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "final_loss_vs_depth.png"), dpi=120)
-    plt.close(fig)
+    axes[0].legend(fontsize=8)
+    run_files.save_figure(fig, os.path.join(out, "final_loss_vs_depth.png"), dpi=120)
 
-    fig, axes = plt.subplots(1, len(lrs), figsize=(5.5 * len(lrs), 1.2 + 0.4 * len(arms)), squeeze=False)
-    for ax, lr in zip(axes[0], lrs):
+    fig, axes = run_files.new_figure((5.5 * len(lrs), 1.2 + 0.4 * len(arms)), len(lrs))
+    for ax, lr in zip(axes, lrs):
         grid = np.full((len(arms), len(depths)), np.nan)
         for i, (norm, tau, initializer) in enumerate(arms):  # one row per tau and init: no best-of selection
             for j, depth in enumerate(depths):
@@ -430,13 +489,18 @@ def plot_sweep(rows, out):
         image = ax.imshow(grid, cmap="viridis_r", aspect="auto")
         for i in range(len(arms)):
             for j in range(len(depths)):
-                ax.text(j, i, f"{grid[i, j]:.2f}", ha="center", va="center", fontsize=8,
-                        color="white" if grid[i, j] > np.nanmean(grid) else "black")
+                ax.text(
+                    j,
+                    i,
+                    f"{grid[i, j]:.2f}",
+                    ha="center",
+                    va="center",
+                    fontsize=8,
+                    color="white" if grid[i, j] > np.nanmean(grid) else "black",
+                )
         ax.set_xticks(range(len(depths)), [str(d) for d in depths])
         ax.set_yticks(range(len(arms)), [cell_label(*arm) for arm in arms])
         ax.set_xlabel("depth")
         ax.set_title(f"final training loss, lr {lr:g}")
         fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "heatmap.png"), dpi=120)
-    plt.close(fig)
+    run_files.save_figure(fig, os.path.join(out, "heatmap.png"), dpi=120)

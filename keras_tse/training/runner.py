@@ -16,12 +16,10 @@ import math
 import os
 import shutil
 import time
-import warnings
 
 import keras
-import numpy as np
 
-from keras_tse import _atomic
+from keras_tse import run_files
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
@@ -29,6 +27,7 @@ from keras_tse.callbacks import (
     TokenSimilarityMetric,
 )
 from keras_tse.layers import _checks
+from keras_tse.run_files import read_history
 
 
 @dataclasses.dataclass
@@ -44,7 +43,9 @@ class TrainConfig:
     decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
+    jit_compile: object = (
+        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
+    )
 
     def __post_init__(self):
         for name in ("epochs", "batch_size"):
@@ -65,8 +66,18 @@ def make_optimizer(config, steps_per_epoch):
     return optimizer
 
 
-def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None,
-                checkpoints=True, verbose="auto"):
+def fit_variant(
+    model,
+    train,
+    test,
+    run_dir,
+    config,
+    probe_inputs,
+    steps_per_epoch,
+    extra_config=None,
+    checkpoints=True,
+    verbose="auto",
+):
     """Train classifier `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
 
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
@@ -82,13 +93,32 @@ def fit_variant(model, train, test, run_dir, config, probe_inputs, steps_per_epo
     )
     # shuffle=False: the pipeline shuffles.
     fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
-    return train_in_folder(model, run_dir, _run_config(model, config, extra_config), fit_kwargs, probe_inputs,
-                           _summary, similarity_every=config.similarity_every_n_batches,
-                           checkpoints=checkpoints, verbose=verbose)
+    return train_in_folder(
+        model,
+        run_dir,
+        _run_config(model, config, extra_config),
+        fit_kwargs,
+        probe_inputs,
+        _summary,
+        similarity_every=config.similarity_every_n_batches,
+        checkpoints=checkpoints,
+        verbose=verbose,
+    )
 
 
-def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every=None,
-                    checkpoints=True, extra_callbacks=(), verbose="auto", probe_warmup=None):
+def train_in_folder(
+    model,
+    run_dir,
+    run_config,
+    fit_kwargs,
+    probe_inputs,
+    summarize,
+    similarity_every=None,
+    checkpoints=True,
+    extra_callbacks=(),
+    verbose="auto",
+    probe_warmup=None,
+):
     """`model.fit(**fit_kwargs)` (compiled by the caller) with the run-folder mechanics every recipe shares.
 
     `summarize(history, similarity_callback, seconds)` makes the summary stored as `summary.json`.
@@ -102,7 +132,7 @@ def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summar
             return json.load(f)
     for sub in ("checkpoints", "plots"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
-    _atomic.write_json(os.path.join(run_dir, "config.json"), run_config)
+    run_files.write_json(os.path.join(run_dir, "config.json"), run_config)
 
     history_path = os.path.join(run_dir, "history.csv")
     last_path = os.path.join(run_dir, "checkpoints", "last.keras")
@@ -128,8 +158,11 @@ def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summar
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
         *extra_callbacks,
         keras.callbacks.CSVLogger(history_path, append=True),
-        RunCheckpoints(last_path, os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
-                       best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf)),
+        RunCheckpoints(
+            last_path,
+            os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
+            best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf),
+        ),
         *last,
     ]
     start = time.perf_counter()
@@ -140,7 +173,7 @@ def train_in_folder(model, run_dir, run_config, fit_kwargs, probe_inputs, summar
     else:
         summary = summarize(history, similarity, time.perf_counter() - start)
     summary = {"model": model.name, **summary, **({"stopped": stop.stopped} if stop.stopped else {})}
-    _atomic.write_json(summary_path, summary)
+    run_files.write_json(summary_path, summary)
     if checkpoints:
         shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
     return summary
@@ -162,24 +195,6 @@ def _check_same_run(run_dir, run_config):
             f"{run_dir} holds a run with other settings; pass another output folder or delete it. "
             f"Stored: {stored}. Received: {run_config}"
         )
-
-
-def read_history(path):
-    """`history.csv` as column -> list, one entry per epoch (a resumed run's repeats: last wins)."""
-    if not os.path.exists(path):
-        return {}
-    rows = {}
-    with open(path, newline="") as f:
-        for number, row in enumerate(csv.DictReader(f), start=2):
-            try:
-                rows[int(row["epoch"])] = {key: float(value) for key, value in row.items()}
-            except (TypeError, ValueError):  # a row cut short by a kill: RunBackup drops it on resume
-                warnings.warn(f"{path}: line {number} is incomplete; skipped", stacklevel=2)
-    columns = {}
-    for epoch in sorted(rows):
-        for key, value in rows[epoch].items():
-            columns.setdefault(key, []).append(value)
-    return columns
 
 
 def _last_block_similarity(history, similarity):
@@ -221,30 +236,3 @@ def summary_line(variant, s):
         f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}, "
         f"similarity overhead {s['similarity_overhead']:.1%}"
     )
-
-
-def plot_losses(histories, path, title):
-    """Figure-6 style: train and test loss per epoch, one curve per variant."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
-    for variant, history in histories.items():
-        runs = history if isinstance(history, list) else [history]  # several seeds: mean, band = range
-        for ax, column in zip(axes, ("loss", "val_loss")):
-            length = min(len(run[column]) for run in runs)
-            curves = np.array([run[column][:length] for run in runs])
-            epochs = np.arange(1, length + 1)
-            (line,) = ax.plot(epochs, curves.mean(axis=0), label=variant)
-            if len(runs) > 1:
-                ax.fill_between(epochs, curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
-    for ax, split in zip(axes, ("train", "test")):
-        ax.set(xlabel="epoch", ylabel="loss", title=f"{split} loss")
-        ax.legend()
-    fig.suptitle(title)
-    fig.tight_layout()
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)

@@ -1,0 +1,190 @@
+"""Token similarity measures of Yu & Zhang: Definition 1, eq. (1) and Definition 2.
+
+Each function takes one token matrix `X` `[tokens, dim]` (and returns a scalar) or a batch
+`[batch, tokens, dim]` (and returns one value per example). Inputs may be NumPy arrays or backend
+tensors; results are backend tensors (`keras.ops.convert_to_numpy` turns them into NumPy) computed
+in float32 whatever the input precision.
+
+`Pi_1 = 11^T/n` projects onto span{1}; `Pi_1 X = 1 m^T` with `m` the token mean, so
+`||Pi_1 X||_F^2 = n ||m||^2` needs no n x n matrix.
+
+`token_similarity_profile(model, inputs)` applies Definition 1 after every Transformer block of a
+model, the per-block curve of the paper's Figs. 1, 2 and 5.
+"""
+
+import keras
+import numpy as np
+from keras import ops
+
+
+def token_similarity(x):
+    """`t_sim(X) = ||Pi_1 X||_F^2 / ||X||_F^2` in [0, 1] (Definition 1).
+
+    1 exactly when all tokens (rows) are equal; the quantity whose escalation
+    block after block makes deep post-norm Transformers fail.
+    """
+    x = _as_tokens(x, "token_similarity")
+    mean = ops.mean(x, axis=-2)
+    similar = x.shape[-2] * ops.sum(ops.square(mean), axis=-1)
+    return similar / _squared_norm(x, "token_similarity")
+
+
+def token_diversity(x):
+    """`t_div(X) = ||Pi_1^perp X||_F^2 / ||X||_F^2 = 1 - t_sim(X)` (Definition 1).
+
+    Computed from the centred tokens themselves, not as `1 - t_sim`, so the
+    identity `t_sim + t_div = 1` is a check and not a definition.
+    """
+    x = _as_tokens(x, "token_diversity")
+    centred = x - ops.mean(x, axis=-2, keepdims=True)
+    return ops.sum(ops.square(centred), axis=(-2, -1)) / _squared_norm(x, "token_diversity")
+
+
+def cosine_similarity(x):
+    """`t_cos(X)`, the mean cosine over all pairs of distinct tokens (eq. 1).
+
+    With unit rows `u_i`, `||sum_i u_i||^2 = n + 2 sum_{i<j} cos(x_i, x_j)`, so
+    the pair mean costs O(n d) instead of O(n^2 d).
+    """
+    x = _as_tokens(x, "cosine_similarity")
+    n = x.shape[-2]
+    if n is not None and n < 2:
+        raise ValueError(f"cosine_similarity needs at least 2 tokens. Received: x.shape={tuple(x.shape)}")
+    row_norms = ops.sqrt(ops.sum(ops.square(x), axis=-1, keepdims=True))
+    _raise_if_zero(row_norms, "cosine_similarity", "a token (row) of x is all zeros; its cosine is undefined")
+    total = ops.sum(x / row_norms, axis=-2)
+    return (ops.sum(ops.square(total), axis=-1) - n) / (n * n - n)
+
+
+def escalation_rate(x, y):
+    """`r(X, Y) = t_div(X) / t_div(Y)` (Definition 2), > 1 when Y is more similar than X.
+
+    By Proposition 3, `r(X, Y) = 1 + (xi_1/xi_2 - 1) t_sim(X)`.
+    """
+    x, y = _as_tokens(x, "escalation_rate"), _as_tokens(y, "escalation_rate")
+    if tuple(x.shape) != tuple(y.shape):
+        raise ValueError(
+            f"escalation_rate needs x and y of one shape. Received: x.shape={tuple(x.shape)}, y.shape={tuple(y.shape)}"
+        )
+    return token_diversity(x) / token_diversity(y)
+
+
+def block_outputs_model(model, layers=None):
+    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks.
+
+    Args:
+        model: a functional (or built Sequential) `keras.Model`.
+        layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`) among
+            `model.layers`, or a list of layer names / layers of any functional model (for example
+            `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`). A layer
+            called at several depths (ALBERT's shared block) gives one output per call.
+    """
+    from keras_tse.layers import TransformerBlock
+
+    if layers is None:
+        chosen = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+        if not chosen:
+            raise ValueError(
+                f"No keras_tse Transformer blocks among the layers of model {model.name!r}; name the "
+                f"block layers with `layers=`. Received: layers=None, model layers "
+                f"{[layer.name for layer in model.layers][:12]}"
+            )
+    else:
+        chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
+    inputs, outputs = _call_outputs(model, chosen)
+    return keras.Model(inputs, outputs, name=f"{model.name}_blocks")
+
+
+def _call_outputs(model, chosen):
+    """`(inputs, outputs)`: the output of each call of the `chosen` layers, in call order: one per block for most models,
+    one per depth for a block whose weights are shared across depth (ALBERT calls one layer at every
+    depth). Keras' `clone_model` re-runs the graph with the same layer objects (`clone_function`
+    returns each layer itself, so no weight is copied) and `call_function` records each chosen call."""
+    wanted, outputs = {id(layer) for layer in chosen}, []
+
+    def call(layer, *args, **kwargs):
+        result = layer(*args, **kwargs)
+        if id(layer) in wanted:
+            outputs.append(result[0] if isinstance(result, (tuple, list)) else result)
+        return result
+
+    clone = keras.models.clone_model(model, clone_function=lambda layer: layer, call_function=call)
+    return clone.inputs, outputs
+
+
+def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):
+    """Run a `block_outputs_model` on `inputs`; per measure, a NumPy `[num_blocks]` of its batch mean.
+
+    `warmup_inputs`, if given, run first and unmeasured: for a model with memory (Transformer-XL)
+    they are the preceding segment, so `inputs` are measured with a filled memory, as in training.
+    The model's state is left as found: a Transformer-XL block writes its memory on every call, and
+    a probe in the middle of `fit` must not replace the training stream's memory with the probe's.
+    """
+    batch = keras.tree.flatten(inputs)[0].shape[0]
+    state = snapshot_state(probe)
+    if warmup_inputs is not None:
+        probe.predict(warmup_inputs, batch_size=batch, verbose=0)
+    outputs = probe.predict(inputs, batch_size=batch, verbose=0)
+    restore_state(state)
+    outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
+    return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
+
+
+def snapshot_state(model):
+    """Copies of `model`'s non-trainable variables (a Transformer-XL memory), for `restore_state`."""
+    return [(v, ops.copy(v.value)) for v in model.non_trainable_variables]
+
+
+def restore_state(state):
+    for variable, value in state:
+        variable.assign(value)
+
+
+def token_similarity_profile(model, inputs, layers=None):
+    """Token similarity after each Transformer block of `model` on `inputs`, mean over the batch.
+
+    Returns a NumPy array `[num_blocks]`, first block first. Blocks are found automatically in
+    keras_tse models; `layers=` names them in any other functional model (see
+    `block_outputs_model`).
+    """
+    return measure_blocks(block_outputs_model(model, layers), inputs)[0]
+
+
+def _as_tokens(x, name):
+    x = ops.cast(ops.convert_to_tensor(x), "float32")
+    if len(x.shape) not in (2, 3):
+        raise ValueError(f"{name} expects [tokens, dim] or [batch, tokens, dim]. Received: x.shape={tuple(x.shape)}")
+    return x
+
+
+def _squared_norm(x, name):
+    squared = ops.sum(ops.square(x), axis=(-2, -1))
+    _raise_if_zero(squared, name, "x is all zeros; its similarity is undefined (Definition 1 needs X != 0)")
+    return squared
+
+
+def _raise_if_zero(values, name, why):
+    """Raise when a denominator is zero, where its value is known (eagerly).
+
+    Inside a traced function (jit, tf.function, a symbolic call) there is no
+    concrete value to check: the division then yields inf/NaN as IEEE says.
+    """
+    try:
+        concrete = ops.convert_to_numpy(values)
+    except Exception:  # tracer or symbolic tensor: nothing to check before run time
+        return
+    if (concrete == 0).any():
+        raise ValueError(f"{name}: {why}. Received: x with zero norm (shape {tuple(values.shape)} of norms)")
+
+
+__all__ = [
+    "block_outputs_model",
+    "cosine_similarity",
+    "escalation_rate",
+    "measure_blocks",
+    "restore_state",
+    "snapshot_state",
+    "token_diversity",
+    "token_similarity",
+    "token_similarity_profile",
+]

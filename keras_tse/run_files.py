@@ -1,0 +1,156 @@
+"""Run-folder I/O, the one place every run file is written and read (issues 15, 17).
+
+Files written whole or not at all: a temporary file in the same folder, flushed to disk, then renamed.
+`os.replace` within one folder is atomic on POSIX and Windows, so a kill at any moment leaves either
+the previous file or the new one, never half of one. Every result file and checkpoint of keras_tse
+goes through here. Logs that grow by one measurement per row (`append_row`) are appended and fsynced
+row by row, so an interrupted run keeps every row written; `read_logged_rows` reads them back and
+names the rows a kill cut short.
+"""
+
+import contextlib
+import csv
+import json
+import os
+import warnings
+
+import numpy as np
+
+
+@contextlib.contextmanager
+def replacing(path, mode="w", suffix=".partial"):
+    """Open a temporary sibling of `path` for writing; on a clean exit it is fsynced and renamed to `path`."""
+    folder = os.path.dirname(path) or "."
+    os.makedirs(folder, exist_ok=True)
+    temporary = f"{path}{suffix}"
+    try:
+        with open(temporary, mode, **({"newline": ""} if "b" not in mode else {})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def write_text(path, text):
+    with replacing(path) as f:
+        f.write(text)
+
+
+def write_json(path, payload, indent=2):
+    with replacing(path) as f:
+        json.dump(payload, f, indent=indent)
+
+
+def write_csv(path, fieldnames, rows):
+    """A whole CSV: header, then `rows` (dicts)."""
+    with replacing(path) as f:
+        writer = csv.DictWriter(f, fieldnames=list(fieldnames))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+def save_model(model, path):
+    """`model.save(path)` (a `.keras` file) through a temporary `.keras` sibling, then renamed."""
+    if not path.endswith(".keras"):
+        raise ValueError(f"A model file must end in .keras. Received: path={path!r}")
+    _through_temporary(path, ".keras", model.save)  # Keras insists on the suffix
+
+
+def save_weights(model, path):
+    """`model.save_weights(path)` (a `.weights.h5` file) through a temporary sibling, then renamed."""
+    _through_temporary(path, ".weights.h5", model.save_weights)
+
+
+def new_figure(figsize, ncols=1):
+    """A matplotlib `Figure` and its `[1, ncols]` axes, made without pyplot: no global backend is
+    chosen or switched (a notebook user's stays as it was), nothing is kept open after saving."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(1, ncols, squeeze=False)[0]
+
+
+def save_figure(fig, path, dpi=100):
+    """Write a figure as a PNG, whole or not at all."""
+    fig.tight_layout()
+    with replacing(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=dpi)
+
+
+def _through_temporary(path, suffix, save):
+    temporary = f"{path[: -len(suffix)]}.partial{suffix}"
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    try:
+        save(temporary)
+        _fsync(temporary)
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.remove(temporary)
+
+
+def _fsync(path):
+    with open(path, "rb") as f:
+        os.fsync(f.fileno())
+
+
+def append_row(path, record):
+    new = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(record))
+        if new:
+            writer.writeheader()
+        writer.writerow(record)
+        f.flush()
+        os.fsync(f.fileno())  # on disk before the run goes on: an interruption keeps the row
+
+
+def read_logged_rows(path):
+    """`(fields, whole, cut)` of a CSV that rows are appended to: `whole` the `(line number, row)` pairs
+    written completely, `cut` the line numbers a kill cut short (fields missing, or the last line
+    without its newline). The one reading both the run folders' CSVs and the sweep's go through."""
+    with open(path, newline="") as f:
+        text = f.read()
+    reader = csv.DictReader(text.splitlines())
+    fields = reader.fieldnames or []
+    last_line = len(text.splitlines())
+    whole, cut = [], []
+    for number, row in enumerate(reader, start=2):
+        complete = number < last_line or text.endswith("\n")
+        if complete and None not in row and all(row.get(k) is not None for k in fields):
+            whole.append((number, row))
+        else:
+            cut.append(number)
+    return fields, whole, cut
+
+
+def read_history(path):
+    """`history.csv` as column -> list, one entry per epoch (a resumed run's repeats: last wins)."""
+    if not os.path.exists(path):
+        return {}
+    rows = {}
+    with open(path, newline="") as f:
+        for number, row in enumerate(csv.DictReader(f), start=2):
+            try:
+                rows[int(row["epoch"])] = {key: float(value) for key, value in row.items()}
+            except (TypeError, ValueError):  # a row cut short by a kill: RunBackup drops it on resume
+                warnings.warn(f"{path}: line {number} is incomplete; skipped", stacklevel=2)
+    columns = {}
+    for epoch in sorted(rows):
+        for key, value in rows[epoch].items():
+            columns.setdefault(key, []).append(value)
+    return columns
+
+
+def read_steps(path):
+    """`steps.csv` as (steps, losses) NumPy arrays; a resumed run's repeated steps: last wins."""
+    rows = {}
+    if os.path.exists(path):
+        with open(path, newline="") as f:
+            for row in csv.DictReader(f):
+                rows[int(row["step"])] = float(row["loss"])
+    steps = np.array(sorted(rows), "int64")
+    return steps, np.array([rows[s] for s in steps])

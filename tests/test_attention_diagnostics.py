@@ -9,8 +9,8 @@ from keras import ops
 
 from keras_tse import zoo
 from keras_tse.analysis import spectral
+from keras_tse.analysis.diagnostics import block_diagnostics
 from keras_tse.callbacks import AttentionDiagnostics
-from keras_tse.callbacks.attention_diagnostics import block_diagnostics
 
 
 def _tiny_vit():

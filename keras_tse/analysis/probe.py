@@ -3,13 +3,13 @@
 import keras
 import numpy as np
 
+from keras_tse.analysis.diagnostics import block_diagnostics
 from keras_tse.analysis.similarity import (
     block_outputs_model,
     cosine_similarity,
     measure_blocks,
     token_similarity,
 )
-from keras_tse.callbacks.attention_diagnostics import block_diagnostics
 
 
 def random_inputs(model, batch_size=8, seed=0):

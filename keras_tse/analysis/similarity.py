@@ -96,10 +96,11 @@ def block_outputs_model(model, layers=None):
 
 
 def _call_outputs(model, chosen):
-    """`(inputs, outputs)`: the output of each call of the `chosen` layers, in call order: one per block for most models,
-    one per depth for a block whose weights are shared across depth (ALBERT calls one layer at every
-    depth). Keras' `clone_model` re-runs the graph with the same layer objects (`clone_function`
-    returns each layer itself, so no weight is copied) and `call_function` records each chosen call."""
+    """`(inputs, outputs)`: the output of each call of the `chosen` layers, in call order: one per
+    block for most models, one per depth for a block whose weights are shared across depth (ALBERT
+    calls one layer at every depth). Keras' `clone_model` re-runs the graph with the same layer
+    objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function`
+    records each chosen call."""
     wanted, outputs = {id(layer) for layer in chosen}, []
 
     def call(layer, *args, **kwargs):

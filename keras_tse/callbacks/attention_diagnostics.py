@@ -1,9 +1,7 @@
 import keras
 import numpy as np
-from keras import ops
 
-from keras_tse.analysis.similarity import restore_state, snapshot_state
-from keras_tse.analysis.spectral import attention_entropy, qk_spectrum
+from keras_tse.analysis.diagnostics import block_diagnostics
 from keras_tse.layers import _checks
 from keras_tse.run_files import append_row
 
@@ -87,42 +85,3 @@ class AttentionDiagnostics(keras.callbacks.Callback):
                 if self.csv_path:
                     append_row(self.csv_path, record)
         return values
-
-
-def block_diagnostics(model, inputs, warmup_inputs=None):
-    """Per keras_tse block of `model`: a dict of per-head NumPy arrays `entropy` (on `inputs`, mean
-    over the batch and query rows) and the QK spectrum moments `mean`, `second_moment`, `variance`,
-    `xi`. The model's state (a Transformer-XL memory) is left as found."""
-    from keras_tse.layers import TransformerBlock
-
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
-    if not blocks:
-        raise ValueError(f"No keras_tse Transformer blocks among the layers of model {model.name!r}.")
-    batch = keras.tree.flatten(inputs)[0].shape[0]
-    block_inputs = keras.Model(model.input, [block.input for block in blocks])
-    initial = snapshot_state(model)
-    if warmup_inputs is not None:
-        block_inputs.predict(warmup_inputs, batch_size=batch, verbose=0)
-    warmed = snapshot_state(model)
-    xs = block_inputs.predict(inputs, batch_size=batch, verbose=0)
-    xs = xs if isinstance(xs, (list, tuple)) else [xs]
-    restore_state(warmed)  # each block sees the memory the probe would see
-    results = []
-    for block, x in zip(blocks, xs):
-        _, scores = block(x, return_attention_scores=True)
-        stats = {
-            k: ops.convert_to_numpy(v)
-            for k, v in qk_spectrum(*query_key_kernels(block.self_attention), num_heads=block.num_heads).items()
-        }
-        results.append({"entropy": np.mean(ops.convert_to_numpy(attention_entropy(scores)), axis=0), **stats})
-    restore_state(initial)
-    return results
-
-
-def query_key_kernels(attention):
-    """`(W_Q, W_K)`, each `[d, heads * head_dim]`, of a SelfAttention or RelativeAttention layer."""
-    if hasattr(attention, "qkv_dense"):  # RelativeAttention: one fused [d, 3 * inner] kernel
-        kernel = attention.qkv_dense.kernel
-        inner = kernel.shape[-1] // 3
-        return kernel[:, :inner], kernel[:, inner : 2 * inner]
-    return attention.query_dense.kernel, attention.key_dense.kernel

@@ -53,11 +53,8 @@ def _block(ffn_dim=FFN, x_shape=(1, N, D), **kwargs):
 
 def _steps(block, x):
     """Algorithm 1 step by step: (P, [X, Y1, Y2, Y3, Y4])."""
-    attended, scores = block._attention(x, False, True)
-    y1 = x + attended
-    y2 = block.attention_norm(y1)
-    y3 = y2 + block._feed_forward(y2, False)
-    return scores[0], [x, y1, y2, y3, block.ffn_norm(y3)]
+    steps = block.steps(x, return_attention_scores=True)
+    return steps["scores"][0], [x, *(steps[k] for k in ("y1", "y2", "y3", "y4"))]
 
 
 def _xi_ratio(x, y):
@@ -212,13 +209,12 @@ def figure_4(trials=20, depth=40, seed=0):
         for layer in range(depth):
             block = PreNormBlock(H, FFN)
             block.build((1, N, D))
-            x_hat = block.attention_norm(x)
-            branch, _ = block._attention(x_hat, False, False)
+            steps = block.steps(x)
             rows[trial, layer] = [
                 _np(token_similarity(x))[0],
-                *(_np(ops.sqrt(ops.sum(ops.square(t)))) for t in (x, x_hat, branch)),
+                *(_np(ops.sqrt(ops.sum(ops.square(t)))) for t in (x, steps["x_hat"], steps["attention_branch"])),
             ]
-            x = block(x)
+            x = steps["outputs"]
     mean = rows.mean(axis=0)
     names = ["t_sim", "norm_x", "norm_ln_x", "norm_attention_branch"]
     return {"block": np.arange(1, depth + 1), **{c: mean[:, i] for i, c in enumerate(names)}}

@@ -17,7 +17,6 @@ each method's constants and weights are defined once:
 import math
 
 import keras
-from keras import ops
 
 from keras_tse.layers import _checks
 
@@ -55,17 +54,9 @@ def xavier_normal(gain):
 def deepnorm_initialize(block, beta):
     """Re-draw a built block's kernels as DeepNet's Fig. 2: value/output/FFN gain beta, query/key gain 1."""
     attention = block.self_attention
-    scaled = [attention.output_dense, block.ffn_inner, block.ffn_outer]
-    if hasattr(attention, "qkv_dense"):  # Transformer-XL's fused projection: [hidden, 3 * inner], q | k | v
-        kernel = attention.qkv_dense.kernel
-        hidden, inner = kernel.shape[0], kernel.shape[1] // 3
-        parts = [xavier_normal(g)((hidden, inner)) for g in (1.0, 1.0, beta)]  # fans of one projection each
-        kernel.assign(ops.concatenate(parts, axis=1))
-    else:
-        for dense in (attention.query_dense, attention.key_dense):
-            dense.kernel.assign(xavier_normal(1.0)(dense.kernel.shape))
-        scaled.append(attention.value_dense)
-    for dense in scaled:
+    shape = tuple(attention.query_key_value_kernels()[0].shape)  # the fans of one projection
+    attention.assign_query_key_value_kernels(*(xavier_normal(gain)(shape) for gain in (1.0, 1.0, beta)))
+    for dense in (attention.output_dense, block.ffn_inner, block.ffn_outer):
         dense.kernel.assign(xavier_normal(beta)(dense.kernel.shape))
 
 

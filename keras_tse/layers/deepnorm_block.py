@@ -38,9 +38,7 @@ class DeepNormBlock(PostNormBlock):
     def build(self, input_shape):
         super().build(input_shape)
         deepnorm_initialize(self, self.init_gain)
-
-    def _residual(self, x):
-        return self.residual_scale * x  # DeepNet's x_{l+1} = LN(alpha x_l + G(x_l))
+        self._residual_factor = self.residual_scale  # DeepNet's x_{l+1} = LN(alpha x_l + G(x_l))
 
     def get_config(self):
         return {**super().get_config(), "residual_scale": self.residual_scale, "init_gain": self.init_gain}

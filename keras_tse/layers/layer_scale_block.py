@@ -32,8 +32,5 @@ class LayerScaleBlock(PreNormBlock):
         super().build(input_shape)
         self.branch_scales = add_layer_scales(self, input_shape[-1], self.layer_scale_init)
 
-    def _branch_scale(self, branch, x):
-        return keras.ops.cast(self.branch_scales[branch], x.dtype) * x  # diag(l) applied per channel
-
     def get_config(self):
         return {**super().get_config(), "layer_scale_init": self.layer_scale_init}

@@ -94,6 +94,12 @@ class PostNormBlock(TransformerBlock):
             self.de_escalation.build(input_shape)
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+        steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
+        return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
+
+    def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
+        """Algorithm 1 step by step: a dict of `y1` ... `y4`, the block's `outputs` (`y4`, de-escalated
+        at `"output"`) and `scores` (P, or `None` unless asked). Fig. 2 reads the steps from here."""
         attended, scores = self._attention(inputs, training, return_attention_scores, mask=mask)
         y1 = self._residual(inputs) + attended  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
@@ -101,13 +107,10 @@ class PostNormBlock(TransformerBlock):
             y2 = self.de_escalation(y2, mask=mask)  # eq. (21) at the FFN input (Sec. 3.4)
         y3 = self._residual(y2) + self._feed_forward(y2, training)  # step 3
         y4 = self.ffn_norm(y3)  # step 4
+        outputs = y4
         if self.deescalate == "output":
-            y4 = self.de_escalation(y4, mask=mask)  # eq. (21) at the block output (Sec. 3.3)
-        return (y4, scores) if return_attention_scores else y4
-
-    def _residual(self, x):
-        """The residual input of steps 1 and 3: `x` here, `alpha_DeepNorm * x` in DeepNormBlock."""
-        return x
+            outputs = self.de_escalation(y4, mask=mask)  # eq. (21) at the block output (Sec. 3.3)
+        return {"y1": y1, "y2": y2, "y3": y3, "y4": y4, "outputs": outputs, "scores": scores}
 
     def get_config(self):
         return {

@@ -60,13 +60,18 @@ class PreNormBlock(TransformerBlock):
     """
 
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
-        inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
-        x_hat = self.attention_norm(inputs)
-        attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
-        y = inputs + self._branch_scale(0, attended)  # eq. (19): Y = X + P(X_hat) X_hat W
-        z = y + self._branch_scale(1, self._feed_forward(self.ffn_norm(y), training))  # Z = Y + phi(LN(Y) W_1) W_2
-        return (z, scores) if return_attention_scores else z
+        steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
+        return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
-    def _branch_scale(self, branch, x):
-        """Branch `0` (attention) or `1` (FFN) as it joins the stream: as is here; LayerScaleBlock scales it."""
-        return x
+    def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
+        """Eq. (19) step by step: a dict of `x_hat` (LN X), `attention_branch` (P(X_hat) X_hat W, as it
+        joins the stream), `y`, the block's `outputs` (Z) and `scores` (P, or `None` unless asked).
+        Fig. 4 reads the norms of eq. (20) from here."""
+        inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
+        x_hat = self._normalize(self.attention_norm, inputs)
+        attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
+        branch = self._branch_scale(0, attended)
+        y = inputs + branch  # eq. (19): Y = X + P(X_hat) X_hat W
+        # Z = Y + phi(LN(Y) W_1) W_2
+        z = y + self._branch_scale(1, self._feed_forward(self._normalize(self.ffn_norm, y), training))
+        return {"x_hat": x_hat, "attention_branch": branch, "y": y, "outputs": z, "scores": scores}

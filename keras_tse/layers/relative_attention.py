@@ -104,6 +104,16 @@ class RelativeAttention(keras.layers.Layer):
         self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
         self.built = True
 
+    def query_key_value_kernels(self):
+        """`(W_Q, W_K, W_V)`, each `[hidden, heads * head_dim]`: the three thirds of the fused kernel."""
+        kernel = self.qkv_dense.kernel
+        inner = kernel.shape[-1] // 3
+        return tuple(kernel[:, i * inner : (i + 1) * inner] for i in range(3))
+
+    def assign_query_key_value_kernels(self, query, key, value):
+        """Set `W_Q`, `W_K`, `W_V` (each `[hidden, heads * head_dim]`) in the fused kernel, q | k | v."""
+        self.qkv_dense.kernel.assign(ops.concatenate([query, key, value], axis=1))
+
     def call(self, inputs, memory=None, memory_length=None, training=None, return_attention_scores=False):
         segment = inputs.shape[1]
         context = inputs if memory is None else ops.concatenate([ops.cast(memory, inputs.dtype), inputs], axis=1)

@@ -1,12 +1,11 @@
 import keras
 
-from keras_tse.layers._residual import residual_stream
 from keras_tse.layers.baselines import add_rezero_weight
-from keras_tse.layers.transformer_block import TransformerBlock
+from keras_tse.layers.pre_norm_block import PreNormBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
-class ReZeroBlock(TransformerBlock):
+class ReZeroBlock(PreNormBlock):
     """ReZero's block (Bachlechner et al. 2021): `x + a * F(x)`, one scalar `a` = 0 at init, no LayerNorm.
 
     On `X` `[batch, tokens, hidden]`, with the layer's residual weight `a` (weight `resweight`):
@@ -15,7 +14,8 @@ class ReZeroBlock(TransformerBlock):
 
     At initialisation `a = 0`, so the block is the identity and a deep stack of them passes its
     input through unchanged: signal propagation starts at dynamical isometry (their Sec. 3). One
-    `a` serves both sublayers, as in their `RZTXEncoderLayer`.
+    `a` serves both sublayers, as in their `RZTXEncoderLayer`. It is eq. (19) without its LayerNorms
+    and with `a` on both branches, so it is `PreNormBlock` with those two hooks filled.
 
     Args:
         num_heads, ffn_dim, ...: as `PostNormBlock` (`layer_norm_epsilon` is unused: no LayerNorm).
@@ -29,11 +29,4 @@ class ReZeroBlock(TransformerBlock):
     def build(self, input_shape):
         super().build(input_shape)
         self.resweight = add_rezero_weight(self)
-
-    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
-        inputs = residual_stream(inputs)  # an unnormalised stream: see _residual.py
-        attended, scores = self._attention(inputs, training, return_attention_scores, mask=mask)
-        a = keras.ops.cast(self.resweight, inputs.dtype)
-        y = inputs + a * attended
-        z = y + a * self._feed_forward(y, training)
-        return (z, scores) if return_attention_scores else z
+        self.branch_scales = (self.resweight, self.resweight)  # one a for both branches

@@ -96,6 +96,15 @@ class SelfAttention(SequenceLayer):
         self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
         self.built = True
 
+    def query_key_value_kernels(self):
+        """`(W_Q, W_K, W_V)`, each `[hidden, heads * head_dim]`: the kernels the spectral measures read."""
+        return self.query_dense.kernel, self.key_dense.kernel, self.value_dense.kernel
+
+    def assign_query_key_value_kernels(self, query, key, value):
+        """Set `W_Q`, `W_K`, `W_V` (each `[hidden, heads * head_dim]`), as DeepNet's initialisation does."""
+        for dense, kernel in zip((self.query_dense, self.key_dense, self.value_dense), (query, key, value)):
+            dense.kernel.assign(kernel)
+
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
         _checks.token_mask(self, mask, inputs.shape)
         q, k, v = (self._split_heads(d(inputs)) for d in (self.query_dense, self.key_dense, self.value_dense))

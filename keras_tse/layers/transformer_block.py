@@ -1,8 +1,11 @@
-"""The parts PostNormBlock, PreNormBlock and TransformerXLBlock share: signature, sublayers, config.
+"""The base class of every keras_tse block: signature, sublayers, config, and the hooks of the baselines.
 
 The blocks differ only in where the LayerNorms sit (Algorithm 1 versus eq. 19) and in which
 attention they use (`_make_attention`), so each subclass writes its own `call` from the two
-sublayer functions defined here.
+sublayer functions defined here. The published depth-enabling baselines change a block in three
+places only, and both model families fill the same three hooks (`keras_tse.layers.baselines`):
+`_residual` (DeepNet's `alpha * x` in a post-norm add), `_branch_scale` (LayerScale's `diag(l)`,
+ReZero's `a`, on a branch joining a pre-norm stream) and `_normalize` (ReZero has no LayerNorm).
 """
 
 import keras
@@ -69,7 +72,24 @@ class TransformerBlock(SequenceLayer):
             if layer is not None:
                 layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
+        self._residual_factor = 1.0  # DeepNet's alpha, set by a DeepNorm block
+        self.branch_scales = None  # (attention, FFN) scales, set by a LayerScale or ReZero block
         self.built = True
+
+    def _residual(self, x):
+        """A post-norm add's residual input: `x`, or DeepNet's `alpha * x` (`LN(alpha x + G(x))`)."""
+        return x if self._residual_factor == 1.0 else self._residual_factor * x
+
+    def _branch_scale(self, branch, x):
+        """Branch 0 (attention) or 1 (FFN) as it joins a pre-norm stream: as is, LayerScale's
+        per-channel `diag(l_b) x` (CaiT eq. 5) or ReZero's `a x` (one scalar for both branches)."""
+        if self.branch_scales is None:
+            return x
+        return keras.ops.cast(self.branch_scales[branch], x.dtype) * x
+
+    def _normalize(self, norm, x):
+        """`norm(x)`, or `x` in a block without LayerNorm (ReZero)."""
+        return x if norm is None else norm(x)
 
     def _make_attention(self):
         """The attention sublayer; Transformer-XL's block swaps in relative attention."""

@@ -163,10 +163,13 @@ class TransformerXLBlock(TransformerBlock):
                 name="de_escalation",
             )
             self.de_escalation.build(input_shape)
+        # the baselines fill the base class's hooks exactly as DeepNormBlock, ReZeroBlock, LayerScaleBlock do
         if self.norm == "deepnorm":
             deepnorm_initialize(self, self.init_gain)
+            self._residual_factor = self.residual_scale
         elif self.norm == "rezero":
             self.resweight = add_rezero_weight(self)
+            self.branch_scales = (self.resweight, self.resweight)
         elif self.norm == "layerscale":
             self.branch_scales = add_layer_scales(self, input_shape[-1], self.layer_scale_init)
         if self.mem_len:
@@ -201,41 +204,30 @@ class TransformerXLBlock(TransformerBlock):
         memory, filled = self._read_memory(inputs)
         if self.norm not in POST_NORMS:  # pre, layerscale, rezero: the stream is never normalised
             inputs = residual_stream(inputs)  # XLA:CPU gradient in linear time (see _residual.py)
-            attention_norm, ffn_norm = (
-                (_identity, _identity) if self.norm == "rezero" else (self.attention_norm, self.ffn_norm)
-            )
-            normed_memory = None if memory is None else attention_norm(memory)
+            normed_memory = None if memory is None else self._normalize(self.attention_norm, memory)
+            x_hat = self._normalize(self.attention_norm, inputs)
             attended, scores = self._attention(
-                attention_norm(inputs), training, return_attention_scores, memory=normed_memory, memory_length=filled
+                x_hat, training, return_attention_scores, memory=normed_memory, memory_length=filled
             )
             y2 = inputs + self._branch_scale(0, attended)  # eq. (19)
-            outputs = y2 + self._branch_scale(1, self._feed_forward(ffn_norm(y2), training))
+            outputs = y2 + self._branch_scale(1, self._feed_forward(self._normalize(self.ffn_norm, y2), training))
         else:
             attended, scores = self._attention(
                 inputs, training, return_attention_scores, memory=memory, memory_length=filled
             )
-            alpha = self.residual_scale if self.norm == "deepnorm" else 1.0  # DeepNet's LN(alpha x + G(x))
-            y2 = self.attention_norm(alpha * inputs + attended)  # Algorithm 1, steps 1-2
+            y2 = self.attention_norm(self._residual(inputs) + attended)  # Algorithm 1, steps 1-2
             ffn_input = y2
             if self.norm == "deescalate":
                 ffn_input = self._deescalate(y2, filled)  # eq. (21) at the FFN input (Sec. 3.4)
             elif self.norm == "deescalate_leaky_global":
                 ffn_input = self.de_escalation(y2)  # eq. (21) literally: the segment mean, later tokens included
-            outputs = self.ffn_norm(alpha * ffn_input + self._feed_forward(ffn_input, training))  # steps 3-4
+            outputs = self.ffn_norm(self._residual(ffn_input) + self._feed_forward(ffn_input, training))  # steps 3-4
             if self.mem_len and self.norm == "deescalate":
                 self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, y2))
         if self.mem_len:
             self.memory.assign(self._newest(self.memory, inputs))
             self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
         return (outputs, scores) if return_attention_scores else outputs
-
-    def _branch_scale(self, branch, x):
-        """A branch (0 attention, 1 FFN) as it joins the stream: LayerScale's diag(l), ReZero's a."""
-        if self.norm == "layerscale":
-            return ops.cast(self.branch_scales[branch], x.dtype) * x
-        if self.norm == "rezero":
-            return ops.cast(self.resweight, x.dtype) * x
-        return x
 
     def _read_memory(self, inputs):
         if not self.mem_len:
@@ -279,10 +271,6 @@ class TransformerXLBlock(TransformerBlock):
             "init_gain": self.init_gain,
             "layer_scale_init": self.layer_scale_init,
         }
-
-
-def _identity(x):
-    return x
 
 
 def _snapshot(variable, dtype):

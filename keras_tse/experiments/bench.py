@@ -85,13 +85,11 @@ class BenchConfig:
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
-        unknown = [c for c in self.cases if c not in CASES]
-        if unknown:
-            raise ValueError(f"Unknown bench cases {unknown}; choose from {list(CASES)}. Received: cases={self.cases}")
-        if self.dtype not in DTYPES:
-            raise ValueError(f"`dtype` must be one of {DTYPES}. Received: dtype={self.dtype!r}")
-        for name in ("vit_depth", "vit_batch", "txl_depth", "txl_batch", "txl_segment", "steps", "rounds"):
-            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
+        self.cases = _checks.subset_of("cases", self.cases, CASES)
+        _checks.one_of("dtype", self.dtype, DTYPES)
+        _checks.config_fields(
+            self, positive_ints=("vit_depth", "vit_batch", "txl_depth", "txl_batch", "txl_segment", "steps", "rounds")
+        )
 
 
 # --- one case, in the child process -------------------------------------------------------------

@@ -15,6 +15,7 @@ import numpy as np
 from keras_tse import run_files
 from keras_tse.analysis.similarity import token_similarity
 from keras_tse.layers import PostNormBlock, PreNormBlock
+from keras_tse.layers.norms import PAPER_NORMS
 
 # A block kind: the keyword arguments that turn the shared signature into it.
 BLOCK_KINDS = {
@@ -43,7 +44,7 @@ class EscalationConfig:
     initializer: str = "glorot"
 
 
-def similarity_at_init(kinds=("post", "pre", "deescalate"), config=None):
+def similarity_at_init(kinds=PAPER_NORMS, config=None):
     """Mean token similarity at the input and after each block, per block kind.
 
     Args:

@@ -30,9 +30,9 @@ import numpy as np
 
 from keras_tse import run_files
 from keras_tse.layers import _checks, initializers
+from keras_tse.layers.norms import NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 
-NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
 # Rows written before the initializer axis existed (issue 13) were all Glorot: read them as such.
 LEGACY_INITIALIZER = "glorot"
@@ -44,7 +44,7 @@ class SweepConfig:
 
     # The committed grid (issue 13): depths where post-norm trains (12), is marginal and fails (24, 48).
     depths: tuple = (12, 24, 48)
-    norms: tuple = ("post", "pre", "deescalate")
+    norms: tuple = PAPER_NORMS
     # De-escalation strengths (eq. 21); the other norms have no tau. 1 is the paper's setting (Sec. 3.3);
     # 0.5 sits just above the 0.4 at which the paper's Fig. 5 sees TSE eliminated at init.
     taus: tuple = (1.0, 0.5)
@@ -82,11 +82,10 @@ class SweepConfig:
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
-        unknown = [n for n in self.norms if n not in NORMS]
-        if unknown:
-            raise ValueError(f"Unknown norms {unknown}; choose from {list(NORMS)}. Received: norms={self.norms}")
-        for name in ("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size"):
-            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
+        self.norms = _checks.subset_of("norms", self.norms, NORMS)
+        _checks.config_fields(
+            self, positive_ints=("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size")
+        )
         if not self.depths:
             raise ValueError(f"`depths` must be positive integers, at least one. Received: depths={self.depths!r}")
         self.depths = tuple(_checks.positive_int("depths", d) for d in self.depths)

@@ -74,3 +74,20 @@ def token_mask(layer, mask, input_shape):
         raise ValueError(
             f"{type(layer).__name__} expects a mask of shape [batch, tokens] = {expected}. Received: mask.shape={shape}"
         )
+
+
+def subset_of(name, values, choices):
+    """`values` as a tuple, each one of `choices`; else a ValueError naming the unknown ones."""
+    unknown = [v for v in values if v not in choices]
+    if unknown:
+        raise ValueError(f"Unknown {name} {unknown}; choose from {list(choices)}. Received: {name}={values!r}")
+    return tuple(values)
+
+
+def config_fields(config, positive_ints=(), positive_floats=()):
+    """Check a settings dataclass in place (its `__post_init__`): each named field a positive int
+    or a positive float, stored as a plain Python number. One place for every config's checks."""
+    for name in positive_ints:
+        setattr(config, name, positive_int(name, getattr(config, name)))
+    for name in positive_floats:
+        setattr(config, name, positive_float(name, getattr(config, name)))

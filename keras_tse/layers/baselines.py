@@ -67,17 +67,6 @@ def cait_layer_scale_init(depth):
     return 1e-5 if depth <= 24 else 1e-6
 
 
-def baseline_arguments(norm, depth, architecture):
-    """The block arguments of `norm` for a stack of `depth` blocks: DeepNet's (alpha, beta) for the
-    `architecture` ("encoder" for the ViT, "decoder" for Transformer-XL), CaiT's initial scale."""
-    if norm == "deepnorm":
-        alpha, beta = deepnorm_constants(depth, architecture)
-        return dict(residual_scale=alpha, init_gain=beta)
-    if norm == "layerscale":
-        return dict(layer_scale_init=cait_layer_scale_init(depth))
-    return {}
-
-
 def add_layer_scales(layer, hidden, initial):
     """LayerScale's two per-channel diagonals `l_1` (attention branch), `l_2` (FFN branch)."""
     return tuple(

@@ -2,9 +2,8 @@ import keras
 
 from keras_tse.layers import _checks
 from keras_tse.layers.de_escalation import DeEscalation
+from keras_tse.layers.norms import DEESCALATE_AT
 from keras_tse.layers.transformer_block import TransformerBlock
-
-DEESCALATE_PLACES = (None, "output", "pre_ffn")
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -76,7 +75,7 @@ class PostNormBlock(TransformerBlock):
 
     def __init__(self, *args, deescalate=None, tau=1.0, trainable_tau=False, **kwargs):
         super().__init__(*args, **kwargs)
-        self.deescalate = _checks.one_of("deescalate", deescalate, DEESCALATE_PLACES)
+        self.deescalate = _checks.one_of("deescalate", deescalate, (None, *DEESCALATE_AT))
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)
 

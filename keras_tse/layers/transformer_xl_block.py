@@ -10,13 +10,9 @@ from keras_tse.layers.baselines import (
     deepnorm_initialize,
 )
 from keras_tse.layers.de_escalation import DeEscalation
+from keras_tse.layers.norms import DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 from keras_tse.layers.transformer_block import TransformerBlock
-
-# "deescalate_leaky_global" is for measurement only: it lets position t read later tokens (see the docstring).
-NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale", "deescalate_leaky_global")
-POST_NORMS = ("post", "deescalate", "deepnorm", "deescalate_leaky_global")  # LN after each add (Algorithm 1)
-DEESCALATED = ("deescalate", "deescalate_leaky_global")
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -130,7 +126,7 @@ class TransformerXLBlock(TransformerBlock):
             **kwargs,
         )
         self.mem_len = _checks.non_negative_int("mem_len", mem_len)
-        self.norm = _checks.one_of("norm", norm, NORMS)
+        self.norm = _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)
         self.residual_scale = _checks.positive_float("residual_scale", residual_scale)

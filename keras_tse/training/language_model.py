@@ -49,9 +49,11 @@ class LMTrainConfig:
     )
 
     def __post_init__(self):
-        for name in ("steps", "eval_interval", "batch_size", "log_interval"):
-            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
-        self.learning_rate = _checks.positive_float("learning_rate", self.learning_rate)
+        _checks.config_fields(
+            self,
+            positive_ints=("steps", "eval_interval", "batch_size", "log_interval"),
+            positive_floats=("learning_rate",),
+        )
 
     @property
     def epochs(self):

@@ -48,9 +48,7 @@ class TrainConfig:
     )
 
     def __post_init__(self):
-        for name in ("epochs", "batch_size"):
-            setattr(self, name, _checks.positive_int(name, getattr(self, name)))
-        self.learning_rate = _checks.positive_float("learning_rate", self.learning_rate)
+        _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
 
 
 def make_optimizer(config, steps_per_epoch):

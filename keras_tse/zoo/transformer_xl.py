@@ -4,10 +4,9 @@ import keras
 import numpy as np
 
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
-from keras_tse.layers import _checks, initializers
+from keras_tse.layers import _checks, initializers, norms
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
-from keras_tse.layers.baselines import baseline_arguments
-from keras_tse.layers.transformer_xl_block import NORMS, TransformerXLBlock
+from keras_tse.layers.norms import TRANSFORMER_XL_NORMS
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -101,7 +100,7 @@ class TransformerXL(keras.Model):
         **kwargs,
     ):
         _checks.positive_int("depth", depth)
-        _checks.one_of("norm", norm, NORMS)
+        _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
@@ -128,18 +127,18 @@ class TransformerXL(keras.Model):
             vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
         )
         blocks = [
-            TransformerXLBlock(
-                num_heads,
-                ffn_dim,
+            norms.transformer_xl_block(
+                norm,
+                depth,
+                num_heads=num_heads,
+                ffn_dim=ffn_dim,
                 head_dim=head_dim,
                 mem_len=mem_len,
-                norm=norm,
                 tau=tau,
                 trainable_tau=trainable_tau,
                 dropout=dropout,
                 attention_dropout=attention_dropout,
                 initializer=initializer,
-                **baseline_arguments(norm, depth, "decoder"),
                 name=f"block_{i:02d}",
             )
             for i in range(depth)

@@ -2,22 +2,11 @@
 
 import keras
 
-from keras_tse.layers import (
-    DeepNormBlock,
-    LayerScaleBlock,
-    PatchEmbedding,
-    PostNormBlock,
-    PreNormBlock,
-    ReZeroBlock,
-    _checks,
-    initializers,
-)
-from keras_tse.layers.baselines import baseline_arguments
+from keras_tse.layers import PatchEmbedding, _checks, initializers, norms
+from keras_tse.layers.norms import DEESCALATE_AT, NORMS
 from keras_tse.layers.self_attention import resolve_head_dim
 
-NORMS = ("post", "pre", "deescalate", "deepnorm", "rezero", "layerscale")
 POOLS = ("cls", "mean")
-DEESCALATE_AT = ("output", "pre_ffn")
 
 
 def vit(
@@ -136,14 +125,10 @@ def vit(
         dropout=dropout,
         initializer=initializer,
     )
-    if norm in BASELINE_BLOCKS:
-        block, extra = BASELINE_BLOCKS[norm], baseline_arguments(norm, depth, "encoder")
-        blocks = [block(**common, **extra, name=f"block_{i:02d}") for i in range(depth)]
-    else:
-        blocks = [
-            PostNormBlock(**common, deescalate=place, tau=tau, trainable_tau=trainable_tau, name=f"block_{i:02d}")
-            for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
-        ]
+    blocks = [
+        norms.vit_block(norm, depth, place, tau, trainable_tau, **common, name=f"block_{i:02d}")
+        for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
+    ]
 
     inputs = keras.Input((image_size, image_size, channels), name="images")
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(inputs))
@@ -160,9 +145,6 @@ def vit(
         bias_initializer=initializers.bias_initializer(initializer, hidden_dim),
     )(features)
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
-
-
-BASELINE_BLOCKS = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock, "layerscale": LayerScaleBlock}
 
 
 def _deescalate_places(norm, depth, deescalate_at, pool):

@@ -1,8 +1,8 @@
 import keras
 import numpy as np
 
+from keras_tse import _checks
 from keras_tse.analysis.diagnostics import block_diagnostics
-from keras_tse.layers import _checks
 from keras_tse.run_files import append_row
 
 

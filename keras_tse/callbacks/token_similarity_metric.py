@@ -4,14 +4,13 @@ import time
 import keras
 import numpy as np
 
-from keras_tse import run_files
+from keras_tse import _checks, run_files
 from keras_tse.analysis.similarity import (
     block_outputs_model,
     cosine_similarity,
     measure_blocks,
     token_similarity,
 )
-from keras_tse.layers import _checks
 from keras_tse.run_files import append_row
 
 

@@ -5,7 +5,7 @@ import collections
 import keras
 import numpy as np
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 
 EOS = "<eos>"
 UNK = "<unk>"

@@ -41,7 +41,7 @@ import time
 import keras
 import numpy as np
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")

@@ -28,8 +28,8 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tse import run_files
-from keras_tse.layers import _checks, initializers
+from keras_tse import _checks, run_files
+from keras_tse.layers import initializers
 from keras_tse.layers.norms import NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 

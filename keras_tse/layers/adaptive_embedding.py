@@ -1,7 +1,8 @@
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks, initializers
+from keras_tse import _checks
+from keras_tse.layers import initializers
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")

@@ -18,7 +18,7 @@ import math
 
 import keras
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 
 DEEPNORM_ARCHITECTURES = ("encoder", "decoder", "encoder_decoder_encoder", "encoder_decoder_decoder")
 

@@ -1,6 +1,6 @@
 import keras
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 from keras_tse.layers.baselines import deepnorm_initialize
 from keras_tse.layers.post_norm_block import PostNormBlock
 

@@ -20,7 +20,7 @@ import math
 
 import keras
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 
 INITIALIZERS = ("torch", "glorot", "normal", "transformer_xl")
 EMBEDDING_INITIALIZERS = ("timm", "vit_pytorch")

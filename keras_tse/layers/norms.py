@@ -3,7 +3,7 @@ model families (the ViT of Sec. 3.3 and the Transformer-XL of Sec. 3.4). Every o
 names a norm (the builders, the blocks, the sweep, the demo) reads it from here.
 """
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 
 PAPER_NORMS = ("post", "pre", "deescalate")  # Algorithm 1, eq. (19), Algorithm 1 + eq. (21)
 BASELINE_NORMS = ("deepnorm", "rezero", "layerscale")  # the published depth-enabling methods (issue 7)

@@ -1,6 +1,6 @@
 import keras
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.norms import DEESCALATE_AT
 from keras_tse.layers.transformer_block import TransformerBlock

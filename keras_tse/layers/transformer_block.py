@@ -10,7 +10,8 @@ ReZero's `a`, on a branch joining a pre-norm stream) and `_normalize` (ReZero ha
 
 import keras
 
-from keras_tse.layers import _checks, initializers
+from keras_tse import _checks
+from keras_tse.layers import initializers
 from keras_tse.layers._sequence_layer import SequenceLayer
 from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
 

@@ -1,7 +1,7 @@
 import keras
 from keras import ops
 
-from keras_tse.layers import _checks
+from keras_tse import _checks
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers.baselines import (
     add_layer_scales,

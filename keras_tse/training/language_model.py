@@ -18,12 +18,13 @@ import os
 import keras
 import numpy as np
 
+from keras_tse import _checks
 from keras_tse.data.text import SegmentStream, lm_segments
-from keras_tse.layers import _checks
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training.runner import (
-    _run_config,
-    common_summary,
+    LANGUAGE_MODEL_SUMMARY,
+    run_config,
+    summarize,
     train_in_folder,
 )
 from keras_tse.zoo.transformer_xl import check_token_ids
@@ -102,8 +103,8 @@ def fit_language_model(
     # The probe: the second validation segment, after the first has filled the memory, as every
     # training segment but the first of each epoch sees it.
 
-    def summarize(history, similarity, seconds):
-        summary = _summary(history, similarity, seconds)
+    def summarize_with_test(history, similarity, seconds):
+        summary = summarize(history, similarity, seconds, LANGUAGE_MODEL_SUMMARY)
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
             summary["test_loss"] = evaluate_stream(model, test_ids)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
@@ -112,10 +113,10 @@ def fit_language_model(
     return train_in_folder(
         model,
         run_dir,
-        _run_config(model, config, extra_config),
+        run_config(model, config, extra_config),
         fit_kwargs,
         x_valid[batch : 2 * batch],
-        summarize,
+        summarize_with_test,
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         extra_callbacks=callbacks,
@@ -178,15 +179,6 @@ class PerplexityLogs(keras.callbacks.Callback):
         for key in ("loss", "val_loss"):
             if key in logs:
                 logs[key.replace("loss", "perplexity")] = math.exp(min(float(logs[key]), 700.0))
-
-
-def _summary(history, similarity, seconds):
-    return {
-        **common_summary(history, similarity, seconds),
-        "valid_loss": history["val_loss"][-1],
-        "valid_perplexity": history["val_perplexity"][-1],
-        "best_valid_perplexity": min(history["val_perplexity"]),
-    }
 
 
 def summary_line(variant, s):

@@ -11,6 +11,7 @@ A finished folder is not trained again.
 
 import csv
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -19,14 +20,13 @@ import time
 
 import keras
 
-from keras_tse import run_files
+from keras_tse import _checks, run_files
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
     StopOnNonFinite,
     TokenSimilarityMetric,
 )
-from keras_tse.layers import _checks
 from keras_tse.run_files import read_history
 
 
@@ -94,10 +94,10 @@ def fit_variant(
     return train_in_folder(
         model,
         run_dir,
-        _run_config(model, config, extra_config),
+        run_config(model, config, extra_config),
         fit_kwargs,
         probe_inputs,
-        _summary,
+        functools.partial(summarize, fields=CLASSIFIER_SUMMARY),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         verbose=verbose,
@@ -177,7 +177,7 @@ def train_in_folder(
     return summary
 
 
-def _run_config(model, config, extra_config):
+def run_config(model, config, extra_config):
     return json.loads(json.dumps({"model": model.name, "train": dataclasses.asdict(config), **(extra_config or {})}))
 
 
@@ -203,11 +203,26 @@ def _last_block_similarity(history, similarity):
     return float(first[last_block]), history[last_block][-1]
 
 
-def common_summary(history, similarity, seconds):
-    """The summary fields every recipe shares: epochs, final training loss, the last block's token
-    similarity at the run's first measurement and at its end, time, and the probe's overhead."""
+# What a run's summary.json reports besides the common fields, per configuration of the runner:
+# summary key -> (history.csv column, which value: its last, or the best over the run).
+CLASSIFIER_SUMMARY = {
+    "train_accuracy": ("accuracy", "last"),
+    "test_loss": ("val_loss", "last"),
+    "test_accuracy": ("val_accuracy", "last"),
+    "best_test_accuracy": ("val_accuracy", max),
+}
+LANGUAGE_MODEL_SUMMARY = {
+    "valid_loss": ("val_loss", "last"),
+    "valid_perplexity": ("val_perplexity", "last"),
+    "best_valid_perplexity": ("val_perplexity", min),
+}
+
+
+def summarize(history, similarity, seconds, fields):
+    """The summary of a finished run: epochs, final training loss, the last block's token similarity
+    at the run's first measurement and at its end, time and the probe's overhead, then `fields`."""
     start, end = _last_block_similarity(history, similarity)
-    return {
+    summary = {
         "epochs": len(history["loss"]),
         "train_loss": history["loss"][-1],
         "last_block_similarity_start": start,
@@ -215,16 +230,9 @@ def common_summary(history, similarity, seconds):
         "seconds_this_session": seconds,
         "similarity_overhead": similarity.overhead,
     }
-
-
-def _summary(history, similarity, seconds):
-    return {
-        **common_summary(history, similarity, seconds),
-        "train_accuracy": history["accuracy"][-1],
-        "test_loss": history["val_loss"][-1],
-        "test_accuracy": history["val_accuracy"][-1],
-        "best_test_accuracy": max(history["val_accuracy"]),
-    }
+    for key, (column, which) in fields.items():
+        summary[key] = history[column][-1] if which == "last" else which(history[column])
+    return summary
 
 
 def summary_line(variant, s):

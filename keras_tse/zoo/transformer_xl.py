@@ -3,8 +3,9 @@
 import keras
 import numpy as np
 
+from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
-from keras_tse.layers import _checks, initializers, norms
+from keras_tse.layers import initializers, norms
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.norms import TRANSFORMER_XL_NORMS
 

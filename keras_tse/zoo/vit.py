@@ -2,7 +2,8 @@
 
 import keras
 
-from keras_tse.layers import PatchEmbedding, _checks, initializers, norms
+from keras_tse import _checks
+from keras_tse.layers import PatchEmbedding, initializers, norms
 from keras_tse.layers.norms import DEESCALATE_AT, NORMS
 from keras_tse.layers.self_attention import resolve_head_dim
 

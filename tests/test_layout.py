@@ -1,0 +1,104 @@
+"""The layout's import directions (issue 17): library <- training <- experiments, never back up.
+
+Read from the source with `ast`, function-level imports included, so an import hidden inside a
+function counts as much as one at the top; and checked live: `import keras_tse` loads neither
+training nor experiments.
+"""
+
+import ast
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+PACKAGE = os.path.join(ROOT, "keras_tse")
+TIERS = {"library": 0, "training": 1, "experiments": 2}
+
+
+def _modules():
+    for folder, _, files in os.walk(PACKAGE):
+        for name in files:
+            if name.endswith(".py"):
+                path = os.path.join(folder, name)
+                parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+                yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+
+
+def _tier(module):
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in ("training", "experiments") else "library"
+
+
+def _imports(path):
+    """Every keras_tse module `path` imports, with the names taken from it: (module, name, line)."""
+    for node in ast.walk(ast.parse(open(path).read())):
+        if isinstance(node, ast.Import):
+            yield from ((alias.name, None, node.lineno) for alias in node.names if alias.name.startswith("keras_tse"))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("keras_tse"):
+            for alias in node.names:
+                yield node.module, alias.name, node.lineno
+
+
+def test_no_module_imports_from_a_higher_tier():
+    wrong = []
+    for module, path in _modules():
+        for target, name, line in _imports(path):
+            full = f"{target}.{name}" if name and _tier(target) == "library" and name in TIERS else target
+            if TIERS[_tier(full)] > TIERS[_tier(module)]:
+                wrong.append(f"{module}:{line} imports {full}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_private_names_stay_inside_their_package():
+    """A private module or name is imported only from inside the package that holds it; the one
+    shared by the whole of keras_tse (`keras_tse._checks`) sits at its root for that reason."""
+    wrong = []
+    for module, path in _modules():
+        for target, name, line in _imports(path):
+            private = [p for p in target.split(".") if p.startswith("_")]
+            if name and name.startswith("_") and name != "__all__":
+                owner = target
+            elif private:
+                owner = target[: target.index(private[0])].rstrip(".")
+            else:
+                continue
+            if not (module == owner or module.startswith(owner + ".")):
+                wrong.append(f"{module}:{line} reads {target}.{name or ''}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_code_reaches_into_another_objects_private_attributes():
+    """`obj._x` only on `self`; the one exception is Keras' own resume mechanism, which its
+    BackupAndRestore drives the same way (`model._initial_epoch`)."""
+    allowed = {("keras_tse.callbacks.run_backup", "self.model._initial_epoch")}
+    wrong = []
+    for module, path in _modules():
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
+                if isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+                    continue
+                if (module, ast.unparse(node)) not in allowed:
+                    wrong.append(f"{module}:{node.lineno} {ast.unparse(node)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch):
+    """The checker itself: a library module that imports the experiments is reported."""
+    bad = tmp_path / "keras_tse" / "layers"
+    bad.mkdir(parents=True)
+    (bad / "leak.py").write_text("def f():\n    from keras_tse.experiments import sweep\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path / "keras_tse"))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    with pytest.raises(AssertionError, match="keras_tse.layers.leak:2 imports keras_tse.experiments"):
+        test_no_module_imports_from_a_higher_tier()
+
+
+def test_import_keras_tse_loads_no_training_or_experiment_module():
+    code = (
+        "import sys, keras_tse\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('keras_tse.training', 'keras_tse.experiments'))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"

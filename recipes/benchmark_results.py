@@ -18,6 +18,7 @@ import argparse
 import csv
 import glob
 import json
+import math
 import os
 import re
 import sys
@@ -31,6 +32,7 @@ RESULTS = {  # the summary keys a card reports, by kind of study, with their col
     "classification": (("train_loss", "train loss"), ("test_loss", "test loss"), ("test_accuracy", "test accuracy")),
     "language_model": (
         ("train_loss", "train loss"),
+        ("train_perplexity", "train ppl"),
         ("valid_perplexity", "valid ppl"),
         ("test_perplexity", "test ppl"),
     ),
@@ -49,7 +51,13 @@ def collect(runs_root):
                 config = json.load(f)
             start, end = _similarity(os.path.join(run_dir, "similarity.csv"))
             runs.setdefault(os.path.basename(run_dir), []).append(
-                {"seed": _seed(seed_dir), **summary, "tsim_start": start, "tsim_end": end}
+                {
+                    "seed": _seed(seed_dir),
+                    "learning_rate": config["train"]["learning_rate"],
+                    **summary,
+                    "tsim_start": start,
+                    "tsim_end": end,
+                }
             )
             settings = settings or {k: v for k, v in config.items() if k not in ("seed", "model")}
     order = ("post", "pre", "deescalate", "deescalate_leaky_global")
@@ -57,6 +65,9 @@ def collect(runs_root):
     if not runs:
         raise SystemExit(f"benchmark_results: no finished run (seed_*/<variant>/summary.json) under {runs_root}")
     kind = "language_model" if "test_perplexity" in next(iter(runs.values()))[0] else "classification"
+    if kind == "language_model":  # the mean loss of the last evaluation interval, as a perplexity
+        for record in (r for records in runs.values() for r in records):
+            record["train_perplexity"] = math.exp(min(record["train_loss"], 700.0))
     return {"kind": kind, "settings": settings, "runs": runs}
 
 
@@ -101,15 +112,89 @@ def markdown_table(results):
     return "\n".join(lines)
 
 
-def plot(runs_root, results, path, title):
-    """Figure 6 layout (train / test loss per epoch), one curve per variant: the seed mean and its range."""
-    from keras_tse.training import plot_losses
+# A verdict's measures, by kind of study: (summary key, "lower" or "higher" is better).
+MEASURES = {
+    "classification": (("train_loss", "lower"), ("test_accuracy", "higher")),
+    "language_model": (("train_loss", "lower"), ("test_perplexity", "lower")),
+}
 
-    histories = {
-        variant: [read_history(os.path.join(runs_root, f"seed_{r['seed']}", variant, "history.csv")) for r in records]
+
+def compare(results, variant, other):
+    """Per measure, how `variant` stands against `other` over the seeds: "beat" (its worst seed is
+    better than the other's best), "fell short of" (its best seed is worse than the other's worst),
+    else "matched" (the seed ranges overlap)."""
+    verdict = {}
+    for key, better in MEASURES[results["kind"]]:
+        sign = 1.0 if better == "lower" else -1.0  # compare as "lower is better"
+        mine = [sign * r[key] for r in results["runs"][variant]]
+        theirs = [sign * r[key] for r in results["runs"][other]]
+        if max(mine) < min(theirs):
+            verdict[key] = "beat"
+        elif min(mine) > max(theirs):
+            verdict[key] = "fell short of"
+        else:
+            verdict[key] = "matched"
+    return verdict
+
+
+def verdicts(results, variant="deescalate", others=("post", "pre")):
+    """One line per comparison: where de-escalation beat, matched or fell short of post- and pre-norm."""
+    names = {"train_loss": "train loss", "test_accuracy": "test accuracy", "test_perplexity": "test perplexity"}
+    lines = []
+    for other in others:
+        verdict = compare(results, variant, other)
+        parts = [f"{verdict[key]} {other} on {names[key]}" for key, _ in MEASURES[results["kind"]]]
+        lines.append(f"- {variant} " + "; ".join(parts) + f" ({len(results['runs'][variant])} seeds each).")
+    return "\n".join(lines)
+
+
+def leak_table(results, causal="deescalate", leaky="deescalate_leaky_global"):
+    """The causal de-escalation beside the leaky one (eq. 21's global segment mean): seed-mean train
+    perplexity (the last evaluation interval's mean loss), validation and test perplexity with
+    memory, and how far validation sits above training."""
+    lines = ["| variant | train ppl | valid ppl | test ppl | valid / train |", "|---|---:|---:|---:|---:|"]
+    for variant in (causal, leaky):
+        records = results["runs"][variant]
+        train, valid, test = (
+            np.mean([r[k] for r in records]) for k in ("train_perplexity", "valid_perplexity", "test_perplexity")
+        )
+        lines.append(f"| {variant} | {train:.2f} | {valid:.2f} | {test:.2f} | {valid / train:.3f} |")
+    return "\n".join(lines)
+
+
+def similarity_table(results, points=5):
+    """t_sim after blocks spread over the depth, seed mean, at the first measurement -> at the end."""
+    depth = len(next(iter(results["runs"].values()))[0]["tsim_start"])
+    blocks = sorted({round(i * (depth - 1) / (points - 1)) for i in range(points)})
+    lines = [
+        "| variant | " + " | ".join(f"block {b + 1}" for b in blocks) + " |",
+        "|---|" + "---:|" * len(blocks),
+    ]
+    for variant, records in results["runs"].items():
+        cells = []
+        for b in blocks:
+            start = np.mean([r["tsim_start"][b] for r in records])
+            end = np.mean([r["tsim_end"][b] for r in records])
+            cells.append(f"{start:.3f} -> {end:.3f}")
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def plot(runs_root, results, path, title):
+    """Figure 6 layout (train / test loss per epoch) for a classifier, Figure 7 (training loss per step,
+    validation perplexity) for a language model; one curve per variant: the seed mean and its range."""
+    from keras_tse.training import plot_losses, plot_training_loss
+
+    folders = {
+        variant: [os.path.join(runs_root, f"seed_{r['seed']}", variant) for r in records]
         for variant, records in results["runs"].items()
     }
-    plot_losses(histories, path, title)
+    if results["kind"] == "language_model":
+        plot_training_loss(folders, path, title)
+    else:
+        plot_losses(
+            {v: [read_history(os.path.join(d, "history.csv")) for d in ds] for v, ds in folders.items()}, path, title
+        )
 
 
 def main(argv=None):
@@ -120,8 +205,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     results = collect(args.runs)
     run_files.write_json(args.out, results)
-    if results["kind"] == "classification":
-        plot(args.runs, results, os.path.splitext(args.out)[0] + ".png", args.title or os.path.basename(args.runs))
+    plot(args.runs, results, os.path.splitext(args.out)[0] + ".png", args.title or os.path.basename(args.runs))
     print(markdown_table(results))
     print(f"\nwrote {args.out}")
     return 0

@@ -16,6 +16,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
 | gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
+| STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 """
 
 import json
@@ -24,7 +25,18 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCUMENTS = ("README.md", os.path.join("zoo", "depth_study.md"), os.path.join("zoo", "vit24_digits.md"))
+DOCUMENTS = (
+    "README.md",
+    os.path.join("zoo", "depth_study.md"),
+    os.path.join("zoo", "vit24_digits.md"),
+    # CARDS_PENDING
+)
+# The issue-14 studies: name -> the result file benchmark_results.py wrote from its run folders.
+BENCHMARKS = {
+    "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
+    "fmnist_vit48": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit48.json"),
+    "ptb_txl16": os.path.join("zoo", "ptb_transformer_xl16", "ptb_txl16.json"),
+}
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 
 
@@ -59,8 +71,19 @@ def _demo():
         return json.load(f)
 
 
+def benchmark(study):
+    """A committed issue-14 result file (`recipes/benchmark_results.py`)."""
+    with open(_path(BENCHMARKS[study])) as f:
+        return json.load(f)
+
+
 def render(name):
     """The markdown of generated block `name`, from its committed result file."""
+    for suffix, function in (("_verdicts", "verdicts"), ("_similarity", "similarity_table"), ("_leak", "leak_table")):
+        if name.endswith(suffix) and name[: -len(suffix)] in BENCHMARKS:
+            return getattr(_recipe("benchmark_results"), function)(benchmark(name[: -len(suffix)]))
+    if name in BENCHMARKS:
+        return _recipe("benchmark_results").markdown_table(benchmark(name))
     if name == "demo":
         from keras_tse.experiments.demo import markdown_table
 

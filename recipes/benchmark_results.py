@@ -53,7 +53,7 @@ def collect(runs_root):
             runs.setdefault(os.path.basename(run_dir), []).append(
                 {
                     "seed": _seed(seed_dir),
-                    "learning_rate": config["train"]["learning_rate"],
+                    "learning_rate": config.get("train", {}).get("learning_rate"),
                     **summary,
                     "tsim_start": start,
                     "tsim_end": end,

@@ -131,3 +131,49 @@ def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
         "| deescalate | 2 | 0.6000 [0.5000, 0.7000] | 0.7000 [0.6000, 0.8000] | 70.00% [60.00, 80.00] "
         "| 0.500 -> 0.500 | 10 |"
     )
+
+
+def test_benchmark_verdicts_follow_the_seed_ranges():
+    """beat: every seed better than every seed of the other; fell short: every seed worse; else matched.
+    Accuracy counts higher as better, loss and perplexity lower."""
+    from tests.helpers import recipe_module
+
+    results_module = recipe_module("benchmark_results")
+
+    def runs(*pairs):
+        return [{"train_loss": loss, "test_accuracy": accuracy} for loss, accuracy in pairs]
+
+    results = {
+        "kind": "classification",
+        "runs": {
+            "post": runs((1.3, 0.55), (1.4, 0.54)),
+            "pre": runs((1.0, 0.63), (1.2, 0.60)),
+            "deescalate": runs((1.05, 0.62), (1.1, 0.61)),
+        },
+    }
+    assert results_module.compare(results, "deescalate", "post") == {"train_loss": "beat", "test_accuracy": "beat"}
+    assert results_module.compare(results, "deescalate", "pre") == {
+        "train_loss": "matched",
+        "test_accuracy": "matched",
+    }
+    assert results_module.compare(results, "post", "pre") == {
+        "train_loss": "fell short of",
+        "test_accuracy": "fell short of",
+    }
+    assert results_module.verdicts(results).splitlines() == [
+        "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each).",
+        "- deescalate matched pre on train loss; matched pre on test accuracy (2 seeds each).",
+    ]
+
+
+def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
+    from tests.helpers import recipe_module
+
+    results_module = recipe_module("benchmark_results")
+    record = {"train_perplexity": 200.0, "valid_perplexity": 300.0, "test_perplexity": 280.0}
+    leaky = {"train_perplexity": 100.0, "valid_perplexity": 400.0, "test_perplexity": 390.0}
+    table = results_module.leak_table(
+        {"runs": {"deescalate": [record, record], "deescalate_leaky_global": [leaky, leaky]}}
+    ).splitlines()
+    assert table[2] == "| deescalate | 200.00 | 300.00 | 280.00 | 1.500 |"
+    assert table[3] == "| deescalate_leaky_global | 100.00 | 400.00 | 390.00 | 4.000 |"

@@ -18,7 +18,8 @@ Other data sets (issue 14): `--dataset fashion_mnist` or `--dataset mnist` (28x2
 one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
 mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
 `--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of
-synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x, 8 heads), `--train-size` (a
+synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x, 8 heads), `--test-size` (a
+class-balanced test subset, the same for every seed), `--train-size` (a
 class-balanced seeded subset of the training split), `--batch-size`, `--epochs`:
 
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 --hidden-dim 64 \
@@ -102,18 +103,21 @@ def load_data(args):
         (n_train, n_test) = SMOKE_SLICE
         return (x[:n_train], y[:n_train]), (x_test[:n_test], y_test[:n_test])
     if args.train_size is not None:
-        keep = balanced_subset(y, args.train_size, args.seed)
+        keep = balanced_subset(y, args.train_size, args.seed, "--train-size")
         x, y = x[keep], y[keep]
+    if args.test_size is not None:  # the same test images for every seed: the variants are compared on them
+        keep = balanced_subset(y_test, args.test_size, 0, "--test-size")
+        x_test, y_test = x_test[keep], y_test[keep]
     return (x, y), (x_test, y_test)
 
 
-def balanced_subset(labels, size, seed):
-    """Indices of `size` training examples, the same number from each class (seeded), in their original order."""
+def balanced_subset(labels, size, seed, flag="--train-size"):
+    """Indices of `size` examples, the same number from each class (seeded), in their original order."""
     classes = np.unique(labels)
     if size % len(classes) or size > len(labels):
         raise SystemExit(
-            f"cifar10_vit: --train-size must be a multiple of {len(classes)} (classes) and at most "
-            f"{len(labels)}. Received: --train-size {size}"
+            f"cifar10_vit: {flag} must be a multiple of {len(classes)} (classes) and at most "
+            f"{len(labels)}. Received: {flag} {size}"
         )
     rng = np.random.default_rng(seed)
     per_class = size // len(classes)
@@ -192,6 +196,7 @@ def run(args):
                 "smoke": args.smoke,
                 "dataset": args.dataset,
                 "train_size": len(y_train),
+                "test_size": len(y_test),
                 "seed": args.seed,
                 "backend": keras.backend.backend(),
                 "dtype_policy": keras.config.dtype_policy().name,
@@ -238,6 +243,12 @@ def parse_args(argv=None):
         type=flags.positive_int,
         default=None,
         help="train on a class-balanced seeded subset of this many images",
+    )
+    parser.add_argument(
+        "--test-size",
+        type=flags.positive_int,
+        default=None,
+        help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
     )
     parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override every variant's lr")
     parser.add_argument(

@@ -1,7 +1,7 @@
 """A run killed at any moment loses nothing it had saved (issue 15).
 
 A child process runs the ViT recipe with a fault injected: SIGKILL at the n-th file rename (every
-checkpoint, backup, JSON and CSV rewrite goes through one, `keras_tse._atomic`) or at the n-th
+checkpoint, backup, JSON and CSV rewrite goes through one, `keras_tse.run_files`) or at the n-th
 member written into a `.keras` zip (a kill in the middle of a checkpoint write). The same command
 is run again and again, each time killed a little later, then once without a fault. After every
 kill, every file in the run folder must load; at the end, each epoch has exactly one row.

@@ -3,7 +3,7 @@
 Keras' `BackupAndRestore` writes its weights file and its epoch file in place and one after the
 other, so a kill inside either write leaves a backup that cannot be read or that disagrees with the
 logs. `RunBackup` keeps one weights file per finished epoch, `epoch_00005.weights.h5` (weights and
-optimizer state after 5 epochs), each written whole through `keras_tse._atomic`, and deletes all but
+optimizer state after 5 epochs), each written whole through `keras_tse.run_files`, and deletes all but
 the newest two. The file name is the epoch, so there is no second file to disagree with.
 
 Order matters twice in the callback list:

@@ -175,5 +175,5 @@ def markdown_table(results):
 
 
 def write_json(path, payload):
-    """Written whole (keras_tse._atomic): never half a file."""
+    """Written whole (keras_tse.run_files): never half a file."""
     run_files.write_json(path, payload, indent=1)

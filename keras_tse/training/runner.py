@@ -4,7 +4,7 @@ A run folder holds `config.json`, `history.csv` (CSVLogger: loss, accuracy, val_
 similarity columns), `similarity.csv` (every similarity measurement), `checkpoints/{best,last}.keras`,
 `plots/` and, once finished, `summary.json`. While training, `backup/` (`RunBackup`) lets the
 same command resume from the last finished epoch after an interruption, killed at any moment: every
-file is written whole (`keras_tse._atomic`) and the CSVs are trimmed to the restored epoch. A NaN or
+file is written whole (`keras_tse.run_files`) and the CSVs are trimmed to the restored epoch. A NaN or
 infinite loss stops the run (`StopOnNonFinite`: `stopped.json`, the last finite checkpoint kept).
 A finished folder is not trained again.
 """

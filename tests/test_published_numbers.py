@@ -148,3 +148,62 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
         assert lr == 1e-4 and mean > 0.5, (init, mean, lr)
     verdicts = generated_tables.render("depth_study_verdicts")
     assert "- depth 12, torch init: post-norm trains, and so does de-escalation (tau 1, tau 0.5)." in verdicts
+
+
+def _benchmark(name):
+    """(benchmark_results module, the committed result file of study `name`)."""
+    return recipe_module("benchmark_results"), recipe_module("generated_tables").benchmark(name)
+
+
+def test_the_fashion_mnist_card_conclusions_hold_in_the_committed_results():
+    """zoo/fashion_mnist_vit.md, Conclusions: two seeds per variant; the verdicts its prose states."""
+    results_module, depth24 = _benchmark("fmnist_vit24")
+    assert {variant: len(runs) for variant, runs in depth24["runs"].items()} == {"post": 2, "pre": 2, "deescalate": 2}
+    assert results_module.compare(depth24, "deescalate", "post") == {"train_loss": "beat", "test_accuracy": "beat"}
+    assert results_module.compare(depth24, "deescalate", "pre") == {"train_loss": "matched", "test_accuracy": "matched"}
+    # a de-escalated block's output (tau = 1) has its mean token removed: similarity 0 by construction
+    assert max(max(r["tsim_start"] + r["tsim_end"]) for r in depth24["runs"]["deescalate"]) < 1e-3
+    for variant in ("post", "pre"):  # escalation at initialisation: the last block far above the first
+        for record in depth24["runs"][variant]:
+            assert record["tsim_start"][-1] > 2 * record["tsim_start"][0]
+
+
+def _unigram_test_perplexity():
+    """The perplexity on PTB's test split of word frequencies counted on its training split."""
+    import numpy as np
+
+    from keras_tse.data import load_ptb
+
+    ids, vocab = load_ptb(None, download=False)
+    counts = np.bincount(np.asarray(ids["train"]), minlength=len(vocab)).astype("float64")
+    return float(np.exp(-np.mean(np.log((counts / counts.sum())[np.asarray(ids["test"])]))))
+
+
+def test_the_ptb_card_conclusions_hold_in_the_committed_results():
+    """zoo/ptb_transformer_xl16.md, Conclusions 1-3."""
+    results_module, results = _benchmark("ptb_txl16")
+    runs = results["runs"]
+    assert [len(runs[v]) for v in ("post", "pre", "deescalate")] == [2, 2, 2]
+    unigram = _unigram_test_perplexity()
+    for record in runs["post"]:  # 1: collapsed, and predicting word frequencies
+        assert record["tsim_end"][-1] > 0.99
+        assert abs(record["test_perplexity"] / unigram - 1) < 0.05
+    assert results_module.compare(results, "deescalate", "post") == {"train_loss": "beat", "test_perplexity": "beat"}
+    assert all(r["tsim_end"][-1] < 0.7 for r in runs["deescalate"])  # 2
+    assert results_module.compare(results, "deescalate", "pre") == {  # 3
+        "train_loss": "fell short of",
+        "test_perplexity": "fell short of",
+    }
+
+
+def test_the_ptb_card_leak_claims_hold_in_the_committed_results():
+    """zoo/ptb_transformer_xl16.md, "The leak of the global mean": the leaky arm beats both the causal
+    arm and pre-norm on training and test perplexity, and shows no train/valid gap."""
+    results_module, results = _benchmark("ptb_txl16")
+    leaky = "deescalate_leaky_global"
+    assert len(results["runs"][leaky]) >= 1
+    for other in ("deescalate", "pre"):
+        assert results_module.compare(results, leaky, other) == {"train_loss": "beat", "test_perplexity": "beat"}
+    for variant in ("deescalate", leaky):
+        for record in results["runs"][variant]:
+            assert abs(record["valid_perplexity"] / record["train_perplexity"] - 1) < 0.15

@@ -165,15 +165,16 @@ def _demo_defaults():
     return DemoConfig()
 
 
+def _command(commands, name, text):
+    """A subcommand whose one-line text is both its entry in `keras-tse --help` and its own description."""
+    return commands.add_parser(name, help=text, description=text)
+
+
 def _parser():
     parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
-    demo = commands.add_parser(
-        "demo",
-        help="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)",
-        description="post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)",
-    )
+    demo = _command(commands, "demo", "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
     defaults = _demo_defaults()
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
     demo.add_argument(
@@ -199,11 +200,7 @@ def _parser():
     )
     demo.set_defaults(run=_demo)
 
-    escalation = commands.add_parser(
-        "escalation",
-        help="token similarity at initialisation, per block kind",
-        description="token similarity at initialisation, per block kind",
-    )
+    escalation = _command(commands, "escalation", "token similarity at initialisation, per block kind")
     escalation.add_argument(
         "--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)"
     )
@@ -222,11 +219,7 @@ def _parser():
     escalation.add_argument("--csv", help="also write the table to this CSV file")
     escalation.set_defaults(run=_escalation)
 
-    probe = commands.add_parser(
-        "probe",
-        help="per-block similarity and attention diagnostics of a .keras model",
-        description="per-block similarity and attention diagnostics of a .keras model",
-    )
+    probe = _command(commands, "probe", "per-block similarity and attention diagnostics of a .keras model")
     probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
     probe.add_argument(
         "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
@@ -234,11 +227,7 @@ def _parser():
     probe.add_argument("--seed", type=flags.non_negative_int, default=0)
     probe.set_defaults(run=_probe)
 
-    figures = commands.add_parser(
-        "figures",
-        help="regenerate the paper's analysis figures (PNG + CSV)",
-        description="regenerate the paper's analysis figures (PNG + CSV)",
-    )
+    figures = _command(commands, "figures", "regenerate the paper's analysis figures (PNG + CSV)")
     figures.add_argument(
         "--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)"
     )
@@ -246,11 +235,7 @@ def _parser():
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)
 
-    bench = commands.add_parser(
-        "bench",
-        help="train-step throughput and peak memory, ours beside a KerasHub peer",
-        description="train-step throughput and peak memory, ours beside a KerasHub peer",
-    )
+    bench = _command(commands, "bench", "train-step throughput and peak memory, ours beside a KerasHub peer")
     bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
     bench.add_argument(
         "--cases",
@@ -286,11 +271,7 @@ def _parser():
     bench.add_argument("--out", help="also write the results to this JSON file")
     bench.set_defaults(run=_bench)
 
-    sweep = commands.add_parser(
-        "sweep",
-        help="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits",
-        description="resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits",
-    )
+    sweep = _command(commands, "sweep", "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
     sweep.add_argument(

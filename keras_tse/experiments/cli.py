@@ -93,30 +93,33 @@ def _figures(args):
     return 0
 
 
+def _settings(cls, quick, **flags_given):
+    """A subcommand's settings: `cls` (or its `quick()` preset) with every flag the user gave."""
+    given = {k: v for k, v in flags_given.items() if v is not None}
+    return cls.quick(**given) if quick else cls(**given)
+
+
 def _bench(args):
     from keras_tse.experiments.bench import CASES, BenchConfig, run_bench
 
     cases = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if args.cases else CASES
-    overrides = {
-        k: v
-        for k, v in dict(
-            cases=cases,
-            dtype=args.dtype,
-            vit_depth=args.vit_depth,
-            vit_batch=args.vit_batch,
-            txl_depth=args.txl_depth,
-            txl_batch=args.txl_batch,
-            txl_segment=args.txl_segment,
-            steps=args.steps,
-            warmup=args.warmup,
-            rounds=args.rounds,
-            isolate=True if args.isolate else None,
-            peak_tflops=args.peak_tflops,
-            jit_compile=True if args.jit_compile else None,
-        ).items()
-        if v is not None
-    }
-    config = BenchConfig.quick(**overrides) if args.quick else BenchConfig(**overrides)
+    config = _settings(
+        BenchConfig,
+        args.quick,
+        cases=cases,
+        dtype=args.dtype,
+        vit_depth=args.vit_depth,
+        vit_batch=args.vit_batch,
+        txl_depth=args.txl_depth,
+        txl_batch=args.txl_batch,
+        txl_segment=args.txl_segment,
+        steps=args.steps,
+        warmup=args.warmup,
+        rounds=args.rounds,
+        isolate=True if args.isolate else None,
+        peak_tflops=args.peak_tflops,
+        jit_compile=True if args.jit_compile else None,
+    )
     start = time.perf_counter()
     results = run_bench(config, out=args.out)
     print(f"{time.perf_counter() - start:.0f} s")
@@ -126,21 +129,18 @@ def _bench(args):
 def _sweep(args):
     from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
 
-    overrides = {
-        k: v
-        for k, v in dict(
-            depths=args.depths,
-            norms=args.norms,
-            taus=args.taus,
-            initializers=args.inits,
-            learning_rates=args.learning_rates,
-            seeds=args.seeds,
-            steps=args.steps,
-            batch_size=args.batch_size,
-        ).items()
-        if v is not None
-    }
-    config = SweepConfig.quick(**overrides) if args.quick else SweepConfig(**overrides)
+    config = _settings(
+        SweepConfig,
+        args.quick,
+        depths=args.depths,
+        norms=args.norms,
+        taus=args.taus,
+        initializers=args.inits,
+        learning_rates=args.learning_rates,
+        seeds=args.seeds,
+        steps=args.steps,
+        batch_size=args.batch_size,
+    )
     start = time.perf_counter()
     rows = run_sweep(config, args.out)
     print(
@@ -163,6 +163,17 @@ def _demo_defaults():
     from keras_tse.experiments.demo import DemoConfig
 
     return DemoConfig()
+
+
+# keras-tse sweep's grid axes: (flag, type of one element, help)
+SWEEP_AXES = (
+    ("--depths", flags.positive_int, "comma-separated depths (default: 12,24,48)"),
+    ("--norms", str, "comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)"),
+    ("--taus", flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
+    ("--inits", str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
+    ("--learning-rates", flags.positive_float, "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
+    ("--seeds", flags.non_negative_int, "comma-separated seeds (default: 0,1,2)"),
+)
 
 
 def _command(commands, name, text):
@@ -274,30 +285,8 @@ def _parser():
     sweep = _command(commands, "sweep", "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
-    sweep.add_argument(
-        "--depths", type=flags.comma_list(flags.positive_int), help="comma-separated depths (default: 12,24,48)"
-    )
-    sweep.add_argument(
-        "--norms",
-        type=flags.comma_list(str),
-        help="comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)",
-    )
-    sweep.add_argument(
-        "--taus", type=flags.comma_list(flags.unit_float), help="de-escalation strengths (default: 1.0,0.5)"
-    )
-    sweep.add_argument(
-        "--inits",
-        type=flags.comma_list(str),
-        help="weight schemes (default: torch,glorot; also normal, transformer_xl)",
-    )
-    sweep.add_argument(
-        "--learning-rates",
-        type=flags.comma_list(flags.positive_float),
-        help="AdamW learning rates (default: 1e-3,3e-4,1e-4)",
-    )
-    sweep.add_argument(
-        "--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated seeds (default: 0,1,2)"
-    )
+    for flag, kind, text in SWEEP_AXES:  # the grid's axes, each a comma-separated list
+        sweep.add_argument(flag, type=flags.comma_list(kind), help=text)
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     sweep.set_defaults(run=_sweep)

@@ -29,7 +29,8 @@ DOCUMENTS = (
     "README.md",
     os.path.join("zoo", "depth_study.md"),
     os.path.join("zoo", "vit24_digits.md"),
-    # CARDS_PENDING
+    os.path.join("zoo", "fashion_mnist_vit.md"),
+    os.path.join("zoo", "ptb_transformer_xl16.md"),
 )
 # The issue-14 studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {

@@ -166,6 +166,16 @@ def test_the_fashion_mnist_card_conclusions_hold_in_the_committed_results():
     for variant in ("post", "pre"):  # escalation at initialisation: the last block far above the first
         for record in depth24["runs"][variant]:
             assert record["tsim_start"][-1] > 2 * record["tsim_start"][0]
+    _, depth48 = _benchmark("fmnist_vit48")
+    assert {variant: len(runs) for variant, runs in depth48["runs"].items()} == {"post": 2, "pre": 2, "deescalate": 2}
+    assert results_module.compare(depth48, "deescalate", "post") == {"train_loss": "beat", "test_accuracy": "beat"}
+    assert results_module.compare(depth48, "deescalate", "pre") == {"train_loss": "matched", "test_accuracy": "beat"}
+    for depth in (depth24, depth48):  # post-norm trains worst at both depths, and still learns
+        assert results_module.compare(depth, "post", "pre")["train_loss"] == "fell short of"
+        assert all(r["test_accuracy"] > 0.3 for r in depth["runs"]["post"])
+    for record in depth48["runs"]["post"]:
+        assert min(record["tsim_start"][-1], record["tsim_end"][-1]) > 0.95
+    assert all(r["tsim_end"][-1] < 0.85 for r in depth48["runs"]["pre"])
 
 
 def _unigram_test_perplexity():
@@ -185,8 +195,8 @@ def test_the_ptb_card_conclusions_hold_in_the_committed_results():
     runs = results["runs"]
     assert [len(runs[v]) for v in ("post", "pre", "deescalate")] == [2, 2, 2]
     unigram = _unigram_test_perplexity()
-    for record in runs["post"]:  # 1: collapsed, and predicting word frequencies
-        assert record["tsim_end"][-1] > 0.99
+    for record in runs["post"]:  # 1: collapsed in training, and predicting word frequencies
+        assert record["tsim_start"][-1] < 0.1 and record["tsim_end"][-1] > 0.99
         assert abs(record["test_perplexity"] / unigram - 1) < 0.05
     assert results_module.compare(results, "deescalate", "post") == {"train_loss": "beat", "test_perplexity": "beat"}
     assert all(r["tsim_end"][-1] < 0.7 for r in runs["deescalate"])  # 2

@@ -4,10 +4,86 @@ The library: `layers`, `zoo`, `callbacks`, `data`, `losses`, `analysis` (similar
 quantities, gradients, the probe) and `run_files`. Training (`keras_tse.training`) and the
 experiments behind the `keras-tse` command (`keras_tse.experiments`) build on it and are imported
 only by whoever uses them: `import keras_tse` loads neither (tests/test_layout.py).
+
+`import keras_tse` is cheap: the subpackages load on first use (PEP 562), so `keras-tse --help`
+starts without Keras and its backend (issue 16: 10 of its 12-15 s were that import on TensorFlow).
+What must not wait is the registration of the serializable classes, which `keras.saving.load_model`
+needs before it reads a `.keras` file: it happens as soon as Keras is imported, whichever of the two
+comes first (`_register_with_keras`).
 """
 
-from keras_tse import analysis, callbacks, data, layers, losses, similarity, spectral, zoo
+import importlib
+import sys
 
 __version__ = "0.1.0"
 
-__all__ = ["analysis", "callbacks", "data", "layers", "losses", "similarity", "spectral", "zoo", "__version__"]
+SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "losses", "similarity", "spectral", "zoo")
+__all__ = [*SUBPACKAGES, "__version__"]
+
+
+def __getattr__(name):
+    if name in SUBPACKAGES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted([*globals(), *SUBPACKAGES])
+
+
+def _register():
+    """Import the modules that register keras_tse's classes with Keras (the whole library)."""
+    for name in SUBPACKAGES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+class _RegisterWithKeras:
+    """An import hook (a `sys.meta_path` finder) that registers the library once Keras is imported.
+
+    It wraps the loading of `keras` and of every keras_tse submodule, counting the keras_tse imports
+    under way: registering in the middle of one (Keras imported by `keras_tse.layers` itself) would
+    re-enter a half-initialised module, so registration waits until none is under way. Then the hook
+    removes itself; every other import passes it untouched.
+    """
+
+    def __init__(self):
+        self.depth = 0
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != "keras" and not fullname.startswith(f"{__name__}."):
+            return None
+        spec = self._find_elsewhere(fullname, path, target)
+        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
+            spec.loader.exec_module = self._counting(spec.loader.exec_module)
+        return spec
+
+    def _find_elsewhere(self, fullname, path, target):
+        for finder in sys.meta_path:
+            if finder is not self and hasattr(finder, "find_spec"):
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None:
+                    return spec
+        return None
+
+    def _counting(self, exec_module):
+        def exec_then_maybe_register(module):
+            self.depth += 1
+            try:
+                exec_module(module)
+            finally:
+                self.depth -= 1
+            if self.depth == 0 and "keras" in sys.modules and self in sys.meta_path:
+                sys.meta_path.remove(self)
+                _register()
+
+        return exec_then_maybe_register
+
+
+def _register_with_keras():
+    if "keras" in sys.modules:
+        _register()  # Keras is already paid for: register now, as an eager package would
+    elif not any(isinstance(hook, _RegisterWithKeras) for hook in sys.meta_path):
+        sys.meta_path.insert(0, _RegisterWithKeras())
+
+
+_register_with_keras()

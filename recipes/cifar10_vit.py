@@ -39,8 +39,9 @@ import keras
 import numpy as np
 
 from keras_tse import data, zoo
+from keras_tse.experiments import flags
 from keras_tse.layers.initializers import INITIALIZERS
-from keras_tse.training import TrainConfig, fit_variant, flags, plot_losses, read_history, scale
+from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, scale
 from keras_tse.training.runner import summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===

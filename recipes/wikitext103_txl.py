@@ -40,8 +40,9 @@ import keras
 import numpy as np
 
 from keras_tse import data, zoo
+from keras_tse.experiments import flags
 from keras_tse.layers.initializers import INITIALIZERS
-from keras_tse.training import LMTrainConfig, fit_language_model, flags, plot_training_loss, scale
+from keras_tse.training import LMTrainConfig, fit_language_model, plot_training_loss, scale
 from keras_tse.training.language_model import summary_line
 
 # === Model: the paper's three depth-60 variants ===

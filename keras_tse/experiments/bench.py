@@ -71,17 +71,9 @@ class BenchConfig:
 
     @classmethod
     def quick(cls, **overrides):
-        settings = dict(
-            vit_depth=8,
-            vit_batch=32,
-            txl_depth=4,
-            txl_batch=8,
-            txl_segment=32,
-            txl_small=True,
-            warmup=2,
-            steps=6,
-            rounds=3,
-        )
+        """CPU-sized models (ViT-8 batch 32, Transformer-XL-4 batch 8 at the small preset's widths): minutes."""
+        settings = dict(vit_depth=8, vit_batch=32, txl_depth=4, txl_batch=8, txl_segment=32, txl_small=True)
+        settings.update(warmup=2, steps=6, rounds=3)
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):

@@ -3,23 +3,25 @@
 keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
 keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
 keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
+keras-tse presets         every model preset with its parameter count, input and card
 keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
 keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
 keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
 """
 
+import dataclasses
 import os
 import sys
 import time
 import zipfile
 
-from keras_tse.training import flags
+from keras_tse.experiments import flags
 
 
 def _demo(args):
     from keras_tse.experiments.demo import DemoConfig, run_demo
 
-    config = DemoConfig(depth=args.depth, epochs=args.epochs, learning_rate=args.learning_rate, seeds=args.seeds)
+    config = _settings(DemoConfig, args)
     run_demo(args.out, config, verbose=args.verbose)
     return 0
 
@@ -83,6 +85,20 @@ def _probe(args):
     return 0
 
 
+def _presets(args):
+    from keras_tse.experiments.preset_sizes import count_sizes, format_presets, write_sizes
+
+    if args.count or args.write:
+        sizes = count_sizes(progress=True)
+        if args.write:
+            write_sizes(sizes, args.write)
+            print(f"wrote the parameter counts of {len(sizes)} presets to {args.write}")
+        print(format_presets(sizes))
+    else:
+        print(format_presets())
+    return 0
+
+
 def _figures(args):
     from keras_tse.experiments.figures import make_figures
 
@@ -93,33 +109,20 @@ def _figures(args):
     return 0
 
 
-def _settings(cls, quick, **flags_given):
-    """A subcommand's settings: `cls` (or its `quick()` preset) with every flag the user gave."""
-    given = {k: v for k, v in flags_given.items() if v is not None}
-    return cls.quick(**given) if quick else cls(**given)
+def _settings(cls, args):
+    """A subcommand's settings: `cls` (or its `quick()` preset) with every field the user gave a flag for.
+
+    A flag's destination is the field's name, so the table of fields is the dataclass itself.
+    """
+    given = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)}
+    given = {name: value for name, value in given.items() if value is not None}
+    return cls.quick(**given) if getattr(args, "quick", False) else cls(**given)
 
 
 def _bench(args):
-    from keras_tse.experiments.bench import CASES, BenchConfig, run_bench
+    from keras_tse.experiments.bench import BenchConfig, run_bench
 
-    cases = tuple(c.strip() for c in args.cases.split(",") if c.strip()) if args.cases else CASES
-    config = _settings(
-        BenchConfig,
-        args.quick,
-        cases=cases,
-        dtype=args.dtype,
-        vit_depth=args.vit_depth,
-        vit_batch=args.vit_batch,
-        txl_depth=args.txl_depth,
-        txl_batch=args.txl_batch,
-        txl_segment=args.txl_segment,
-        steps=args.steps,
-        warmup=args.warmup,
-        rounds=args.rounds,
-        isolate=True if args.isolate else None,
-        peak_tflops=args.peak_tflops,
-        jit_compile=True if args.jit_compile else None,
-    )
+    config = _settings(BenchConfig, args)
     start = time.perf_counter()
     results = run_bench(config, out=args.out)
     print(f"{time.perf_counter() - start:.0f} s")
@@ -129,18 +132,7 @@ def _bench(args):
 def _sweep(args):
     from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
 
-    config = _settings(
-        SweepConfig,
-        args.quick,
-        depths=args.depths,
-        norms=args.norms,
-        taus=args.taus,
-        initializers=args.inits,
-        learning_rates=args.learning_rates,
-        seeds=args.seeds,
-        steps=args.steps,
-        batch_size=args.batch_size,
-    )
+    config = _settings(SweepConfig, args)
     start = time.perf_counter()
     rows = run_sweep(config, args.out)
     print(
@@ -159,20 +151,14 @@ def _version():
         return "unknown (not installed)"
 
 
-def _demo_defaults():
-    from keras_tse.experiments.demo import DemoConfig
-
-    return DemoConfig()
-
-
-# keras-tse sweep's grid axes: (flag, type of one element, help)
+# keras-tse sweep's grid axes: (flags, type of one element, help); the first flag names the SweepConfig field
 SWEEP_AXES = (
-    ("--depths", flags.positive_int, "comma-separated depths (default: 12,24,48)"),
-    ("--norms", str, "comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)"),
-    ("--taus", flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
-    ("--inits", str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
-    ("--learning-rates", flags.positive_float, "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
-    ("--seeds", flags.non_negative_int, "comma-separated seeds (default: 0,1,2)"),
+    (("--depths",), flags.positive_int, "comma-separated depths (default: 12,24,48)"),
+    (("--norms",), str, "comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)"),
+    (("--taus",), flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
+    (("--initializers", "--inits"), str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
+    (("--learning-rates",), flags.positive_float, "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
+    (("--seeds",), flags.non_negative_int, "comma-separated seeds (default: 0,1,2)"),
 )
 
 
@@ -186,25 +172,15 @@ def _parser():
     parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = _command(commands, "demo", "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
-    defaults = _demo_defaults()
+    # defaults live in DemoConfig (None = not given); the help repeats them, tests/test_cli_speed.py checks it
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    demo.add_argument("--depth", type=flags.positive_int, help="blocks (default: 24)")
+    demo.add_argument("--epochs", type=flags.positive_int, help="epochs (default: 10)")
     demo.add_argument(
-        "--depth", type=flags.positive_int, default=defaults.depth, help=f"blocks (default: {defaults.depth})"
+        "--learning-rate", type=flags.positive_float, help="AdamW learning rate for all variants (default: 0.0003)"
     )
     demo.add_argument(
-        "--epochs", type=flags.positive_int, default=defaults.epochs, help=f"epochs (default: {defaults.epochs})"
-    )
-    demo.add_argument(
-        "--learning-rate",
-        type=flags.positive_float,
-        default=defaults.learning_rate,
-        help=f"AdamW learning rate for all variants (default: {defaults.learning_rate:g})",
-    )
-    demo.add_argument(
-        "--seeds",
-        type=flags.comma_list(flags.non_negative_int),
-        default=defaults.seeds,
-        help=f"comma-separated training seeds (default: {','.join(map(str, defaults.seeds))})",
+        "--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated training seeds (default: 0,1,2)"
     )
     demo.add_argument(
         "--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)"
@@ -238,6 +214,13 @@ def _parser():
     probe.add_argument("--seed", type=flags.non_negative_int, default=0)
     probe.set_defaults(run=_probe)
 
+    presets = _command(commands, "presets", "every model preset: parameters, input, card (from the preset metadata)")
+    presets.add_argument("--count", action="store_true", help="build every preset and count its parameters (a minute)")
+    presets.add_argument(
+        "--write", help="with the counts: write them to this JSON file (keras_tse/zoo/preset_sizes.json)"
+    )
+    presets.set_defaults(run=_presets)
+
     figures = _command(commands, "figures", "regenerate the paper's analysis figures (PNG + CSV)")
     figures.add_argument(
         "--which", default="1,2,3,4,5,8", help="comma-separated figure numbers (default: all, 1,2,3,4,5,8)"
@@ -250,6 +233,7 @@ def _parser():
     bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
     bench.add_argument(
         "--cases",
+        type=flags.comma_list(str),
         help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
         "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate",
     )
@@ -267,13 +251,16 @@ def _parser():
     bench.add_argument(
         "--rounds", type=flags.positive_int, help="turns of timed steps per case (default: 2; --quick 3)"
     )
-    bench.add_argument("--isolate", action="store_true", help="one process per case: each peak memory its own")
+    bench.add_argument(
+        "--isolate", action="store_const", const=True, help="one process per case: each peak memory its own"
+    )
     bench.add_argument(
         "--warmup", type=flags.non_negative_int, help="untimed steps after the first (default: 3; --quick 2)"
     )
     bench.add_argument(
         "--jit-compile",
-        action="store_true",
+        action="store_const",
+        const=True,
         help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)",
     )
     bench.add_argument(
@@ -285,8 +272,8 @@ def _parser():
     sweep = _command(commands, "sweep", "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
-    for flag, kind, text in SWEEP_AXES:  # the grid's axes, each a comma-separated list
-        sweep.add_argument(flag, type=flags.comma_list(kind), help=text)
+    for names, kind, text in SWEEP_AXES:  # the grid's axes, each a comma-separated list
+        sweep.add_argument(*names, type=flags.comma_list(kind), help=text)
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     sweep.set_defaults(run=_sweep)

@@ -65,21 +65,10 @@ class SweepConfig:
     @classmethod
     def quick(cls, **overrides):
         """Seconds per cell on a CPU: for CI and the resume test."""
-        settings = dict(
-            depths=(2, 4),
-            norms=("post", "deescalate", "rezero"),
-            taus=(1.0,),
-            initializers=("torch",),
-            learning_rates=(1e-3,),
-            seeds=(0,),
-            steps=12,
-            batch_size=32,
-            hidden_dim=16,
-            num_heads=2,
-            ffn_dim=32,
-            probe_size=16,
-        )
-        return cls(**{**settings, **overrides})
+        grid = dict(depths=(2, 4), norms=("post", "deescalate", "rezero"), taus=(1.0,), initializers=("torch",))
+        grid.update(learning_rates=(1e-3,), seeds=(0,))
+        settings = dict(steps=12, batch_size=32, hidden_dim=16, num_heads=2, ffn_dim=32, probe_size=16)
+        return cls(**{**grid, **settings, **overrides})
 
     def __post_init__(self):
         self.norms = _checks.subset_of("norms", self.norms, NORMS)

@@ -1,125 +1,164 @@
-"""Named model configurations: plain dicts of builder keywords, with a description.
+"""Named model configurations: builder keywords with metadata, as KerasHub's presets carry.
 
-`from_preset(name, **overrides)` builds one; `presets()` lists them. Each preset has a model card in
-`zoo/<name>.md` with its settings, the command that trains it and the results measured so far.
+`from_preset(name, **overrides)` builds one (or loads a `.keras` file); `presets()` lists them with
+their metadata: description, input and its normalisation, parameter counts, `weights` and the model
+card (`zoo/<card>.md`: settings, the command that trains it, the results measured so far).
+`keras-tse presets` prints the list.
 """
 
 import copy
 import inspect
+import json
+import os
+import re
 
 from keras_tse.zoo.transformer_xl import TransformerXL
 from keras_tse.zoo.vit import vit
 
 BUILDERS = {"vit": vit, "transformer_xl": TransformerXL}
 
+# Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
+# writes it, tests/test_presets.py checks it against count_params(). Not typed by hand.
+SIZES_FILE = os.path.join(os.path.dirname(__file__), "preset_sizes.json")
+
 # initializer "torch": the paper's ViT ran on vit-pytorch (Sec. 3.3), nn.Linear / nn.Conv2d defaults; the
 # depth study (zoo/depth_study.md) measures it against Glorot.
-_PAPER_VIT = dict(
-    depth=80, image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10, initializer="torch"
-)
+_PAPER_VIT = dict(image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10)
+_PAPER_VIT.update(initializer="torch")
+_SMALL_VIT = dict(hidden_dim=64, ffn_dim=128, num_heads=4, num_classes=10, norm="deescalate", initializer="torch")
+_SMALL_TXL = dict(vocab_size=4000, hidden_dim=64, num_heads=4, head_dim=16, ffn_dim=128, cutoffs=(1000, 2000))
+_CIFAR = "per-channel CIFAR-10 mean and std (keras_tse.data.cifar10.MEAN / STD), pixels first scaled to [0, 1]"
+_WT103 = "WikiText-103 word ids (vocabulary 267,735 with <eos>, keras_tse.data.load_wikitext103)"
+
+
+def _vit80(norm, description, **config):
+    return _preset("vit", {**_PAPER_VIT, "depth": 80, "norm": norm, **config}, description, _CIFAR, "vit80_cifar10")
+
+
+def _txl60(norm, description, **config):
+    config = {"depth": 60, "norm": norm, **config}
+    return _preset("transformer_xl", config, description, _WT103, "transformer_xl60_wt103")
+
+
+def _preset(builder, config, description, normalization, card):
+    entry = dict(builder=builder, config=config, description=description, normalization=normalization)
+    return {**entry, "card": f"zoo/{card}.md", "weights": None}  # no trained weights are published yet
+
 
 PRESETS = {
-    "vit80_cifar10_post": {
-        "builder": "vit",
-        "config": {**_PAPER_VIT, "norm": "post"},
-        "description": "Yu & Zhang Sec. 3.3: 80-block post-norm ViT on CIFAR-10 (Algorithm 1), the one that fails.",
-    },
-    "vit80_cifar10_pre": {
-        "builder": "vit",
-        "config": {**_PAPER_VIT, "norm": "pre"},
-        "description": "Yu & Zhang Sec. 3.3: 80-block pre-norm ViT on CIFAR-10 (eq. 19), the usual fix.",
-    },
-    "vit80_cifar10_deescalate": {
-        "builder": "vit",
-        "config": {**_PAPER_VIT, "norm": "deescalate", "tau": 1.0, "deescalate_at": "output"},
-        "description": "Yu & Zhang Sec. 3.3: 80-block post-norm ViT with de-escalation (tau=1) at each block output.",
-    },
-    "vit12_cifar10_small": {
-        "builder": "vit",
-        "config": dict(
-            depth=12,
-            image_size=32,
-            patch_size=4,
-            hidden_dim=64,
-            ffn_dim=128,
-            num_heads=4,
-            num_classes=10,
-            norm="deescalate",
-            initializer="torch",
-        ),
-        "description": "CPU-sized 12-block de-escalated ViT for CIFAR-shaped 32x32x3 inputs (smoke runs, tests).",
-    },
-    "vit24_digits": {
-        "builder": "vit",
-        "config": dict(
-            depth=24,
-            image_size=8,
-            patch_size=2,
-            channels=1,
-            hidden_dim=64,
-            ffn_dim=128,
-            num_heads=4,
-            num_classes=10,
-            norm="deescalate",
-            initializer="torch",
-        ),
-        "description": "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
-    },
-    "transformer_xl60_wt103_post": {
-        "builder": "transformer_xl",
-        "config": {"depth": 60, "norm": "post"},
-        "description": "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails.",
-    },
-    "transformer_xl60_wt103_pre": {
-        "builder": "transformer_xl",
-        "config": {"depth": 60, "norm": "pre"},
-        "description": "Yu & Zhang Sec. 3.4: 60-block pre-norm Transformer-XL (the reference's pre_lnorm).",
-    },
-    "transformer_xl60_wt103_deescalate": {
-        "builder": "transformer_xl",
-        "config": {"depth": 60, "norm": "deescalate", "tau": 1.0},
-        "description": (
-            "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input."
-        ),
-    },
-    "transformer_xl16_wt103_base": {
-        "builder": "transformer_xl",
-        "config": {"depth": 16, "norm": "post", "ffn_dim": 2100, "batch_size": 60, "dropout": 0.1},
-        "description": "Dai et al. 2019: the 16-block base WikiText-103 Transformer-XL (151 M parameters).",
-    },
-    "transformer_xl8_small": {
-        "builder": "transformer_xl",
-        "config": dict(
-            depth=8,
-            norm="deescalate",
-            vocab_size=4000,
-            hidden_dim=64,
-            num_heads=4,
-            head_dim=16,
-            ffn_dim=128,
-            segment_len=32,
-            mem_len=32,
-            batch_size=8,
-            cutoffs=(1000, 2000),
-        ),
-        "description": "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
-    },
+    "vit80_cifar10_post": _vit80(
+        "post", "Yu & Zhang Sec. 3.3: 80-block post-norm ViT on CIFAR-10 (Algorithm 1), the one that fails."
+    ),
+    "vit80_cifar10_pre": _vit80(
+        "pre", "Yu & Zhang Sec. 3.3: 80-block pre-norm ViT on CIFAR-10 (eq. 19), the usual fix."
+    ),
+    "vit80_cifar10_deescalate": _vit80(
+        "deescalate",
+        "Yu & Zhang Sec. 3.3: 80-block post-norm ViT with de-escalation (tau=1) at each block output.",
+        tau=1.0,
+        deescalate_at="output",
+    ),
+    "vit12_cifar10_small": _preset(
+        "vit",
+        {**_SMALL_VIT, "depth": 12, "image_size": 32, "patch_size": 4},
+        "CPU-sized 12-block de-escalated ViT for CIFAR-shaped 32x32x3 inputs (smoke runs, tests).",
+        _CIFAR,
+        "vit12_cifar10_small",
+    ),
+    "vit24_digits": _preset(
+        "vit",
+        {**_SMALL_VIT, "depth": 24, "image_size": 8, "patch_size": 2, "channels": 1},
+        "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
+        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
+        "vit24_digits",
+    ),
+    "transformer_xl60_wt103_post": _txl60(
+        "post", "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails."
+    ),
+    "transformer_xl60_wt103_pre": _txl60(
+        "pre", "Yu & Zhang Sec. 3.4: 60-block pre-norm Transformer-XL (the reference's pre_lnorm)."
+    ),
+    "transformer_xl60_wt103_deescalate": _txl60(
+        "deescalate",
+        "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input.",
+        tau=1.0,
+    ),
+    "transformer_xl16_wt103_base": _preset(
+        "transformer_xl",
+        {"depth": 16, "norm": "post", "ffn_dim": 2100, "batch_size": 60, "dropout": 0.1},
+        "Dai et al. 2019: the 16-block base WikiText-103 Transformer-XL.",
+        _WT103,
+        "transformer_xl60_wt103",
+    ),
+    "transformer_xl8_small": _preset(
+        "transformer_xl",
+        {**_SMALL_TXL, "depth": 8, "norm": "deescalate", "segment_len": 32, "mem_len": 32, "batch_size": 8},
+        "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
+        "word ids of the offline corpus or Penn Treebank (keras_tse.data.load_python_docs / load_ptb)",
+        "transformer_xl8_small",
+    ),
 }
 
 
+def input_description(entry):
+    """What the preset's model takes, in words, from its builder keywords."""
+    config = {**_defaults(entry["builder"]), **entry["config"]}
+    if entry["builder"] == "vit":
+        return f"{config['image_size']}x{config['image_size']}x{config['channels']} images"
+    return f"[{config['batch_size']}, {config['segment_len']}] token ids (fixed batch), memory {config['mem_len']}"
+
+
+def _defaults(builder):
+    parameters = inspect.signature(BUILDERS[builder]).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def _sizes():
+    if not os.path.exists(SIZES_FILE):
+        return {}
+    with open(SIZES_FILE) as f:
+        return json.load(f)
+
+
 def presets():
-    """Name -> {"builder", "config", "description"} for every preset (a copy: edit freely)."""
-    return copy.deepcopy(PRESETS)
+    """Name -> metadata for every preset (a copy: edit freely).
 
-
-def from_preset(preset, **overrides):
-    """Build the model of preset `preset`, with any builder keyword overridden.
-
-    Example: `from_preset("vit80_cifar10_deescalate", tau=0.5, num_classes=100)`.
+    Each entry: `builder`, `config` (its keywords), `description`, `input`, `normalization` (what the
+    data path does to the inputs), `params` (trainable) and `state` (non-trainable: Transformer-XL's
+    memory), `weights` (`None`: none published yet) and `card` (the model card's path in the repo).
     """
+    sizes = _sizes()
+    listed = {}
+    for name, entry in PRESETS.items():
+        size = sizes.get(name, {})
+        listed[name] = {**copy.deepcopy(entry), "input": input_description(entry)}
+        listed[name].update(params=size.get("params"), state=size.get("state"))
+    return listed
+
+
+def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
+    """Build the model of preset `preset`, with any builder keyword overridden; or load a `.keras` file.
+
+    An overridden preset's model is named after the change (`vit80_cifar10_post-depth24`), so a run
+    folder or a saved file never claims a configuration it does not have. No preset has published
+    weights yet: `pretrained=True` (timm's name) or `load_weights=True` (KerasHub's) says so.
+
+    Example: `from_preset("vit80_cifar10_deescalate", tau=0.5, num_classes=100)`;
+    `from_preset("runs/cifar10/deescalate/model.keras")`.
+    """
+    if isinstance(preset, (str, os.PathLike)) and str(preset).endswith(".keras"):
+        return _load_file(os.fspath(preset), overrides)
     if preset not in PRESETS:
-        raise ValueError(f"Unknown preset; choose from {sorted(PRESETS)}. Received: preset={preset!r}")
+        raise ValueError(
+            f"Unknown preset; choose from {sorted(PRESETS)} or give a .keras file path. Received: preset={preset!r}"
+        )
     entry = PRESETS[preset]
+    if pretrained or load_weights:
+        raise ValueError(
+            f"No weights are published for preset {preset!r} yet (its `weights` is None). Build it untrained "
+            f"(pretrained=False, the default) and train it with the command in {entry['card']}, or load a model "
+            f"you trained: from_preset('path/to/model.keras')."
+        )
     builder = BUILDERS[entry["builder"]]
     accepted = set(inspect.signature(builder).parameters)
     unknown = sorted(set(overrides) - accepted)
@@ -128,4 +167,22 @@ def from_preset(preset, **overrides):
             f"Preset {preset!r} builds `{entry['builder']}`, which accepts {sorted(accepted)}. "
             f"Received unknown overrides: {unknown}"
         )
-    return builder(**{**entry["config"], "name": preset, **overrides})
+    return builder(**{**entry["config"], "name": overridden_name(preset, overrides), **overrides})
+
+
+def overridden_name(preset, overrides):
+    """The preset's name, followed by every override that changes its configuration (`-depth24`)."""
+    config = {**_defaults(PRESETS[preset]["builder"]), **PRESETS[preset]["config"]}
+    changed = [(k, v) for k, v in overrides.items() if k != "name" and config.get(k) != v]
+    # Keras names allow letters, digits, "_", "-" and "."; anything else in a value becomes "_".
+    return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
+
+
+def _load_file(path, overrides):
+    import keras
+
+    if overrides:
+        raise ValueError(f"A saved model is loaded as it is; overrides apply to presets. Received: {sorted(overrides)}")
+    if not os.path.exists(path):
+        raise ValueError(f"No such file. Received: preset={path!r}")
+    return keras.saving.load_model(path)

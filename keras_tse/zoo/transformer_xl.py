@@ -1,5 +1,7 @@
 """The deep Transformer-XL language model of Yu & Zhang, Sec. 3.4 (WikiText-103, depth 60)."""
 
+import inspect
+
 import keras
 import numpy as np
 
@@ -105,43 +107,14 @@ class TransformerXL(keras.Model):
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
-        config = dict(
-            depth=depth,
-            norm=norm,
-            vocab_size=vocab_size,
-            hidden_dim=hidden_dim,
-            num_heads=num_heads,
-            head_dim=head_dim,
-            ffn_dim=ffn_dim,
-            segment_len=segment_len,
-            mem_len=mem_len,
-            batch_size=batch_size,
-            cutoffs=tuple(cutoffs),
-            div_val=div_val,
-            dropout=dropout,
-            attention_dropout=attention_dropout,
-            tau=tau,
-            trainable_tau=trainable_tau,
-            initializer=initializers.check(initializer),
-        )
+        # get_config returns the builder's keywords as given (`name` is the layer's own)
+        config = {key: value for key, value in locals().items() if key in _BUILDER_KEYS}
+        config.update(cutoffs=tuple(cutoffs), initializer=initializers.check(initializer))
         embedding = AdaptiveEmbedding(
             vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
         )
         blocks = [
-            norms.transformer_xl_block(
-                norm,
-                depth,
-                num_heads=num_heads,
-                ffn_dim=ffn_dim,
-                head_dim=head_dim,
-                mem_len=mem_len,
-                tau=tau,
-                trainable_tau=trainable_tau,
-                dropout=dropout,
-                attention_dropout=attention_dropout,
-                initializer=initializer,
-                name=f"block_{i:02d}",
-            )
+            norms.transformer_xl_block(norm, depth, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}")
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
@@ -196,6 +169,14 @@ class TransformerXL(keras.Model):
     @classmethod
     def from_config(cls, config, custom_objects=None):
         return cls(**config)
+
+
+# The builder keywords that get_config returns, and those each block receives as they are.
+_BUILDER_KEYS = tuple(
+    k for k in inspect.signature(TransformerXL.__init__).parameters if k not in ("self", "name", "kwargs")
+)
+BLOCK_KEYS = ("num_heads", "ffn_dim", "head_dim", "mem_len", "tau", "trainable_tau", "dropout")
+BLOCK_KEYS += ("attention_dropout", "initializer")
 
 
 def check_token_ids(name, ids, vocab_size, segment_len=None):

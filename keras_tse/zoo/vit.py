@@ -8,6 +8,7 @@ from keras_tse.layers.norms import DEESCALATE_AT, NORMS
 from keras_tse.layers.self_attention import resolve_head_dim
 
 POOLS = ("cls", "mean")
+BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")
 
 
 def vit(
@@ -101,6 +102,8 @@ def vit(
     Reference:
         Yu & Zhang, Sec. 3.3 and Table 1; Dosovitskiy et al. 2021.
     """
+    # the keywords every block receives as they are
+    block_options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     _checks.positive_int("depth", depth)
     _checks.one_of("norm", norm, NORMS)
     _checks.one_of("pool", pool, POOLS)
@@ -118,16 +121,8 @@ def vit(
         embedding_initializer=embedding_initializer,
         name="patch_embedding",
     )
-    common = dict(
-        num_heads=num_heads,
-        ffn_dim=ffn_dim,
-        alpha=alpha,
-        activation=activation,
-        dropout=dropout,
-        initializer=initializer,
-    )
     blocks = [
-        norms.vit_block(norm, depth, place, tau, trainable_tau, **common, name=f"block_{i:02d}")
+        norms.vit_block(norm, depth, place, tau, trainable_tau, **block_options, name=f"block_{i:02d}")
         for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
     ]
 

@@ -1,0 +1,75 @@
+"""The command line starts fast (issue 16): `keras-tse --help` imports no Keras and no backend,
+while `import keras_tse` still registers the serializable classes before any `.keras` load."""
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from keras_tse.experiments import cli
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate")
+
+
+def _fresh(code, backend=None):
+    env = {**os.environ, "KERAS_BACKEND": backend or os.environ.get("KERAS_BACKEND", "jax")}
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, check=True)
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["--version"]])
+def test_help_starts_in_under_two_seconds_without_keras(argv):
+    code = (
+        "import sys, time\nstart = time.perf_counter()\nfrom keras_tse.experiments import cli\n"
+        f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "print('SECONDS', time.perf_counter() - start, 'KERAS', 'keras' in sys.modules)"
+    )
+    start = time.perf_counter()
+    out = _fresh(code).stdout
+    wall = time.perf_counter() - start  # the whole process: interpreter start-up included
+    assert "KERAS False" in out
+    assert "keras-tse" in out
+    assert wall < 2.0, f"{argv}: {wall:.2f} s"
+
+
+def test_demo_help_states_the_defaults_of_demo_config():
+    from keras_tse.experiments.demo import DemoConfig
+
+    defaults = DemoConfig()
+    text = cli._parser()._subparsers._group_actions[0].choices["demo"].format_help()
+    text = " ".join(text.split())
+    assert f"blocks (default: {defaults.depth})" in text
+    assert f"epochs (default: {defaults.epochs})" in text
+    assert f"(default: {defaults.learning_rate})" in text
+    assert f"(default: {','.join(map(str, defaults.seeds))})" in text
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        "import keras_tse",  # the package alone, then Keras
+        "import keras_tse.data",  # a subpackage that imports Keras itself
+        "from keras_tse.layers import DeEscalation",  # Keras imported in the middle of keras_tse.layers
+    ],
+)
+def test_classes_are_registered_before_a_keras_load_whatever_the_import_order(first):
+    code = (
+        f"{first}\nimport keras, numpy as np\n"
+        f"model = keras.saving.load_model({FIXTURE + '.keras'!r})\n"
+        f"saved = np.load({FIXTURE + '.npz'!r})\n"
+        "np.testing.assert_allclose(np.asarray(model.predict(saved['inputs'], verbose=0)), saved['expected'], "
+        "rtol=1e-4, atol=1e-4)\nprint('LOADED', model.name)"
+    )
+    assert "LOADED" in _fresh(code).stdout
+
+
+def test_import_keras_tse_alone_imports_no_keras():
+    assert _fresh("import sys, keras_tse\nprint('keras' in sys.modules)").stdout.split()[-1] == "False"
+
+
+def test_version_names_the_package():
+    out = _fresh("from keras_tse.experiments import cli\ncli.main(['--version'])\n", backend="jax")
+    assert re.search(r"keras-tse \S+", out.stdout)

@@ -1,0 +1,77 @@
+"""Presets with metadata (issue 16): measured parameter counts, input, card, weights; `keras-tse presets`."""
+
+import os
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse import zoo
+from keras_tse.experiments import cli
+from keras_tse.experiments.preset_sizes import model_sizes
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+SMALL = sorted(n for n, e in zoo.presets().items() if e["params"] < 2_000_000)
+# The paper-sized presets take 5-10 s each to build; their counts do not depend on the backend (one
+# code path makes every shape), so they are rebuilt on JAX only.
+LARGE = sorted(set(zoo.presets()) - set(SMALL))
+
+
+def _check_counts(name):
+    entry = zoo.presets()[name]
+    model = zoo.from_preset(name)
+    assert model_sizes(model) == {"params": entry["params"], "state": entry["state"]}
+    assert entry["params"] + entry["state"] == model.count_params()
+
+
+@pytest.mark.parametrize("name", SMALL)
+def test_small_preset_parameter_counts_match_count_params(name):
+    _check_counts(name)
+
+
+@pytest.mark.parametrize("name", LARGE)
+def test_paper_sized_preset_parameter_counts_match_count_params(name):
+    if keras.backend.backend() != "jax":
+        pytest.skip("counted on JAX only (5-10 s per model; the count is backend-independent)")
+    _check_counts(name)
+    keras.backend.clear_session(free_memory=True)
+
+
+def test_presets_command_lists_every_preset_with_its_count(capsys):
+    assert cli.main(["presets"]) == 0
+    out = capsys.readouterr().out
+    for name, entry in zoo.presets().items():
+        row = next(line for line in out.splitlines() if line.startswith(f"| {name} |"))
+        assert f"| {entry['params']:,} |" in row and entry["card"] in row and entry["input"] in row
+
+
+def test_every_preset_has_its_metadata_and_an_existing_card():
+    for name, entry in zoo.presets().items():
+        assert entry["weights"] is None, name
+        assert entry["normalization"] and entry["description"], name
+        assert os.path.exists(os.path.join(ROOT, entry["card"])), (name, entry["card"])
+    assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"
+    assert zoo.presets()["transformer_xl8_small"]["input"].startswith("[8, 32] token ids")
+
+
+@pytest.mark.parametrize("keyword", ["pretrained", "load_weights"])
+def test_asking_for_weights_says_none_are_published(keyword):
+    with pytest.raises(ValueError, match=r"No weights are published for preset 'vit24_digits' yet.*vit24_digits\.md"):
+        zoo.from_preset("vit24_digits", **{keyword: True})
+
+
+def test_an_overridden_preset_is_named_after_the_change():
+    assert zoo.from_preset("vit12_cifar10_small", depth=2, norm="pre").name == "vit12_cifar10_small-depth2-normpre"
+    assert zoo.from_preset("vit12_cifar10_small", depth=12).name == "vit12_cifar10_small"  # no change, no suffix
+    assert zoo.from_preset("vit12_cifar10_small", depth=2, name="mine").name == "mine"
+
+
+def test_from_preset_loads_a_keras_file_and_refuses_overrides_for_it():
+    path = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate.keras")
+    saved = np.load(path.replace(".keras", ".npz"))
+    model = zoo.from_preset(path)
+    np.testing.assert_allclose(np.asarray(model.predict(saved["inputs"], verbose=0)), saved["expected"], atol=1e-4)
+    with pytest.raises(ValueError, match=r"overrides apply to presets. Received: \['depth'\]"):
+        zoo.from_preset(path, depth=3)
+    with pytest.raises(ValueError, match="No such file. Received: preset='missing.keras'"):
+        zoo.from_preset("missing.keras")

@@ -42,7 +42,7 @@ from keras_tse import data, zoo
 from keras_tse.experiments import flags
 from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, scale
-from keras_tse.training.runner import summary_line
+from keras_tse.training.runner import RunFolderMismatch, check_run_folder, summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
 VARIANTS = {
@@ -141,16 +141,44 @@ def model_overrides(args, norm):
     return overrides
 
 
+def variant_settings(args, norm, train_config):
+    """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
+    variant = VARIANTS[norm]
+    lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
+    config = dataclasses.replace(
+        train_config,
+        learning_rate=args.learning_rate if args.learning_rate is not None else lr,
+        similarity_every_n_batches=args.similarity_every,
+    )
+    overrides = model_overrides(args, norm)
+    settings = {
+        "preset": variant["preset"],
+        "overrides": overrides,
+        "smoke": args.smoke,
+        "dataset": args.dataset,
+        "seed": args.seed,
+        "backend": keras.backend.backend(),
+        "dtype_policy": keras.config.dtype_policy().name,
+        "data_parallel": args.data_parallel,
+    }
+    return variant["preset"], overrides, config, settings
+
+
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     jit_compile = scale.configure(args)
-    keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
-    (x_train, y_train), (x_test, y_test) = load_data(args)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
     if args.batch_size is not None:
         train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
+    variants = list(VARIANTS) if args.norm == "all" else [args.norm]
+    plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
+    for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
+        check_run_folder(os.path.join(args.out, norm), {"train": dataclasses.asdict(config), **settings}, partial=True)
+
+    keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
+    (x_train, y_train), (x_test, y_test) = load_data(args)
     dataset = DATASETS[args.dataset]
     normalization = dict(mean=dataset["mean"], std=dataset["std"])
     train = data.image_dataset(
@@ -166,54 +194,34 @@ def run(args):
     probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
     steps_per_epoch = -(-len(y_train) // train_config.batch_size)
 
-    variants = list(VARIANTS) if args.norm == "all" else [args.norm]
-    summaries, histories = {}, {}
-    for norm in variants:
-        variant = VARIANTS[norm]
-        lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
-        config = dataclasses.replace(
-            train_config,
-            learning_rate=args.learning_rate if args.learning_rate is not None else lr,
-            similarity_every_n_batches=args.similarity_every,
-        )
+    summaries = {}
+    for norm, (preset, overrides, config, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
-        overrides = model_overrides(args, norm)
-        model = zoo.from_preset(variant["preset"], **overrides)
+        model = zoo.from_preset(preset, **overrides)
         run_dir = os.path.join(args.out, norm)
         print(
             f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}"
         )
+        sizes = {"train_size": len(y_train), "test_size": len(y_test)}
         summaries[norm] = fit_variant(
-            model,
-            train,
-            test,
-            run_dir,
-            config,
-            probe,
-            steps_per_epoch,
-            extra_config={
-                "preset": variant["preset"],
-                "overrides": overrides,
-                "smoke": args.smoke,
-                "dataset": args.dataset,
-                "train_size": len(y_train),
-                "test_size": len(y_test),
-                "seed": args.seed,
-                "backend": keras.backend.backend(),
-                "dtype_policy": keras.config.dtype_policy().name,
-                "data_parallel": args.data_parallel,
-            },
+            model, train, test, run_dir, config, probe, steps_per_epoch, extra_config={**settings, **sizes}
         )
-        histories[norm] = read_history(os.path.join(run_dir, "history.csv"))
+    # every variant folder under --out, whichever call trained it: variants run as separate jobs share one plot
+    histories = {
+        norm: read_history(os.path.join(args.out, norm, "history.csv"))
+        for norm in VARIANTS
+        if os.path.exists(os.path.join(args.out, norm, "history.csv"))
+    }
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
+    curves = os.path.join(args.out, "plots", "loss_curves.png")
     plot_losses(
-        histories,
-        os.path.join(args.out, "plots", "loss_curves.png"),
-        f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else ""),
+        histories, curves, f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
     )
     print()
     for norm, summary in summaries.items():
         print(summary_line(norm, summary))
+    folders = ", ".join(os.path.join(args.out, norm) for norm in summaries)
+    print(f"\nrun folders: {folders}; the curves of {', '.join(histories)}: {curves} (+ .csv)")
     return summaries
 
 
@@ -272,4 +280,4 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
-    run(parse_args())
+    sys.exit(flags.exit_code_of("cifar10_vit", lambda: run(parse_args()), RunFolderMismatch))

@@ -44,6 +44,7 @@ from keras_tse.experiments import flags
 from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import LMTrainConfig, fit_language_model, plot_training_loss, scale
 from keras_tse.training.language_model import summary_line
+from keras_tse.training.runner import RunFolderMismatch, check_run_folder
 
 # === Model: the paper's three depth-60 variants ===
 VARIANTS = {norm: f"transformer_xl60_wt103_{norm}" for norm in ("post", "pre", "deescalate")}
@@ -103,41 +104,65 @@ def base_config(args):
     return None, {}, TRAIN
 
 
-def run(args):
-    """Train the chosen variants; returns {variant: summary}."""
+def train_settings(args):
     jit_compile = scale.configure(args)
-    ids, vocab = load_data(args)
     _, _, base_train = base_config(args)
     config = dataclasses.replace(base_train, jit_compile=jit_compile)
     if args.steps is not None:
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
-    config = dataclasses.replace(
+    return dataclasses.replace(
         config,
         learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
         similarity_every_n_batches=args.similarity_every,
     )
+
+
+def variant_settings(args, norm):
+    """(preset, builder overrides, the run's settings) of one variant, all known before any data."""
+    preset, overrides, _ = base_config(args)
+    preset = preset or VARIANTS.get(norm, VARIANTS["deescalate"])
+    overrides["norm"] = norm
+    if args.smoke:
+        overrides["name"] = f"smoke_{norm}"
+    elif args.dataset == "ptb":
+        overrides["name"] = f"transformer_xl_ptb_{norm}"
+    if args.depth is not None:
+        overrides["depth"] = args.depth
+    if args.hidden_dim is not None:
+        heads = overrides.get("num_heads") or zoo.full_config(preset)["num_heads"]
+        overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
+    if args.init:
+        overrides["initializer"] = args.init
+    settings = {
+        "preset": preset,
+        "smoke": args.smoke,
+        "seed": args.seed,
+        "dataset": args.dataset,
+        "backend": keras.backend.backend(),
+        "dtype_policy": keras.config.dtype_policy().name,
+        "data_parallel": args.data_parallel,
+    }
+    return preset, overrides, settings
+
+
+def run(args):
+    """Train the chosen variants; returns {variant: summary}."""
+    config = train_settings(args)
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]
-    summaries, run_dirs = {}, {}
-    for norm in variants:
+    plans = {norm: variant_settings(args, norm) for norm in variants}
+    for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
+        known = {"train": dataclasses.asdict(config), "overrides": overrides, **settings}
+        check_run_folder(os.path.join(args.out, norm), known, partial=True)
+
+    ids, vocab = load_data(args)
+    summaries = {}
+    for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
-        preset, overrides, _ = base_config(args)
-        preset = preset or VARIANTS.get(norm, VARIANTS["deescalate"])
-        overrides.update(vocab_size=len(vocab), norm=norm)
-        if args.smoke:
-            overrides["name"] = f"smoke_{norm}"
-        elif args.dataset == "ptb":
-            overrides["name"] = f"transformer_xl_ptb_{norm}"
-        if args.depth is not None:
-            overrides["depth"] = args.depth
-        if args.hidden_dim is not None:
-            heads = overrides.get("num_heads") or zoo.presets.PRESETS[preset]["config"]["num_heads"]
-            overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
-        if args.init:
-            overrides["initializer"] = args.init
+        overrides = {**overrides, "vocab_size": len(vocab)}
         model = zoo.from_preset(preset, **overrides)
-        run_dir = run_dirs[norm] = os.path.join(args.out, norm)
+        run_dir = os.path.join(args.out, norm)
         trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
         print(f"\n=== {norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
         summaries[norm] = fit_language_model(
@@ -147,27 +172,25 @@ def run(args):
             run_dir,
             config,
             test_ids=ids["test"],
-            extra_config={
-                "preset": preset,
-                "overrides": overrides,
-                "smoke": args.smoke,
-                "seed": args.seed,
-                "dataset": args.dataset,
-                "backend": keras.backend.backend(),
-                "dtype_policy": keras.config.dtype_policy().name,
-                "data_parallel": args.data_parallel,
-            },
+            extra_config={"overrides": overrides, **settings},
         )
+    # every variant folder under --out, whichever call trained it: variants run as separate jobs share one plot
+    run_dirs = {
+        norm: os.path.join(args.out, norm)
+        for norm in [*VARIANTS, LEAKY]
+        if os.path.exists(os.path.join(args.out, norm, "steps.csv"))
+    }
     title = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
+    curves = os.path.join(args.out, "plots", "loss_curves.png")
     plot_training_loss(
-        run_dirs,
-        os.path.join(args.out, "plots", "loss_curves.png"),
-        f"Transformer-XL on {title} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else ""),
+        run_dirs, curves, f"Transformer-XL on {title} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
     )
     print()
     for norm, summary in summaries.items():
         print(summary_line(norm, summary))
+    folders = ", ".join(os.path.join(args.out, norm) for norm in summaries)
+    print(f"\nrun folders: {folders}; the curves of {', '.join(run_dirs)}: {curves} (+ .csv)")
     return summaries
 
 
@@ -219,4 +242,4 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
-    run(parse_args())
+    sys.exit(flags.exit_code_of("wikitext103_txl", lambda: run(parse_args()), RunFolderMismatch))

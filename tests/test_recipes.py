@@ -1,6 +1,7 @@
 """The CIFAR-10 recipe end to end on local synthetic data, and its resume after a hard kill."""
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -59,7 +60,12 @@ def test_smoke_all_variants_writes_the_run_folder(tmp_path):
     assert (tmp_path / "plots" / "loss_curves.png").exists()
 
 
-def test_checkpoint_reloads_and_fit_continues(tmp_path):
+def _curve_variants(out):
+    with open(os.path.join(out, "plots", "loss_curves.csv")) as f:
+        return sorted({row["variant"] for row in csv.DictReader(f)})
+
+
+def test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot(tmp_path):
     result = _run(["--smoke", "--norm", "deescalate", "--epochs", "1", "--out", str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
@@ -69,11 +75,30 @@ def test_checkpoint_reloads_and_fit_continues(tmp_path):
     model.fit(x, y, batch_size=32, epochs=2, verbose=0)  # optimizer state came back with the file
     assert model.evaluate(x, y, verbose=0)[0] < before
 
+    # issue 16: the usual cluster way, one job per variant; the second call's plot holds both variants
+    assert _curve_variants(tmp_path) == ["deescalate"]
+    result = _run(["--smoke", "--norm", "post", "--epochs", "1", "--depth", "1", "--out", str(tmp_path)])
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _curve_variants(tmp_path) == ["deescalate", "post"]
+    assert "the curves of post, deescalate" in result.stdout
 
-def test_killed_run_resumes_from_its_last_saved_epoch(tmp_path):
+
+def _other_backend():
+    return "torch" if keras.backend.backend() != "torch" else "jax"
+
+
+def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_path):
+    """Killed under one backend, resumed under the current one (issue 16: the backend does not change
+    the model or the data, and every checkpoint loads on any backend); then a finished folder is
+    skipped, and one of other settings stops before any data with one line naming the setting."""
     args = [RECIPE, "--smoke", "--norm", "deescalate", "--epochs", "5", "--out", str(tmp_path)]
     history = tmp_path / "deescalate" / "history.csv"
-    process = subprocess.Popen([sys.executable, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [sys.executable, *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "KERAS_BACKEND": _other_backend(), "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
     deadline = time.time() + 240
     while time.time() < deadline and process.poll() is None:
         if history.exists() and len(_epochs(history)) >= 2:
@@ -86,6 +111,7 @@ def test_killed_run_resumes_from_its_last_saved_epoch(tmp_path):
 
     result = _run(args[1:])
     assert result.returncode == 0, result.stderr[-3000:]
+    assert f"now {{'backend': '{keras.backend.backend()}'}}" in result.stdout
     first_epoch_rerun = int(result.stdout.split("Epoch ")[1].split("/")[0])
     # "Epoch 3/5": it did not start over; a kill after an epoch's rows but before its backup repeats that epoch
     assert first_epoch_rerun in (len(done_before_kill), len(done_before_kill) + 1)
@@ -94,6 +120,18 @@ def test_killed_run_resumes_from_its_last_saved_epoch(tmp_path):
         rows = list(csv.DictReader(f))
     assert [r["epoch"] for r in rows if r["when"] == "epoch_end"] == ["0", "1", "2", "3", "4"]
     assert [r["when"] for r in rows].count("train_begin") == 2
+    with open(tmp_path / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    assert config["backend"] == _other_backend()
+    assert config["resumed_with"] == [{"backend": keras.backend.backend()}]
+
+    again = _run(args[1:])
+    assert again.returncode == 0 and "finished, skipping" in again.stdout
+    other = _run([*args[1:], "--learning-rate", "0.5"])
+    assert other.returncode == 2
+    assert "Traceback" not in other.stderr and len(other.stderr.strip().splitlines()) == 1
+    assert "train.learning_rate: stored 0.001, now 0.5" in other.stderr, other.stderr
+    assert "===" not in other.stdout  # stopped before any data was loaded or model built
 
 
 def test_no_data_stops_with_the_file_to_fetch(tmp_path):

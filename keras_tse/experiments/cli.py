@@ -284,13 +284,9 @@ def main(argv=None):
     # TensorFlow's C++ start-up notices drown the table when TF is installed; errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
-    try:
-        return args.run(args)
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:
-        message = " ".join(str(error).split()) or type(error).__name__
-        print(f"keras-tse {args.command}: {message}", file=sys.stderr)
-        return 2
+    errors = (ValueError, OSError, EOFError, zipfile.BadZipFile)
+    return flags.exit_code_of(f"keras-tse {args.command}", lambda: args.run(args), errors)
 
 
 if __name__ == "__main__":

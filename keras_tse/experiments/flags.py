@@ -63,3 +63,15 @@ def _number(text, kind, what):
         return kind(text)
     except (TypeError, ValueError):
         raise argparse.ArgumentTypeError(f"must be {what}, received {text!r}") from None
+
+
+def exit_code_of(prog, function, errors):
+    """Run `function()`; an error of the types `errors` (bad settings, an unreadable file, a run folder
+    of other settings) ends as one line `<prog>: <what>` on stderr, no traceback, exit status 2."""
+    try:
+        result = function()
+    except errors as error:
+        message = " ".join(str(error).split()) or type(error).__name__
+        print(f"{prog}: {message}", file=sys.stderr)
+        return 2
+    return result if isinstance(result, int) else 0

@@ -9,11 +9,13 @@ Built on the library (`keras_tse.layers`, `zoo`, `callbacks`, `run_files`); impo
 from keras_tse.run_files import read_history, read_steps
 from keras_tse.training.language_model import LMTrainConfig, evaluate_stream, fit_language_model
 from keras_tse.training.plots import plot_losses, plot_training_loss
-from keras_tse.training.runner import TrainConfig, fit_variant, train_in_folder
+from keras_tse.training.runner import RunFolderMismatch, TrainConfig, check_run_folder, fit_variant, train_in_folder
 
 __all__ = [
     "LMTrainConfig",
+    "RunFolderMismatch",
     "TrainConfig",
+    "check_run_folder",
     "evaluate_stream",
     "fit_language_model",
     "fit_variant",

@@ -113,7 +113,7 @@ def fit_language_model(
     return train_in_folder(
         model,
         run_dir,
-        run_config(model, config, extra_config),
+        run_config(model.name, config, extra_config),
         fit_kwargs,
         x_valid[batch : 2 * batch],
         summarize_with_test,

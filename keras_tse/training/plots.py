@@ -22,6 +22,11 @@ def _band(ax, x, curves, label, **style):
         ax.fill_between(x[:length], curves.min(axis=0), curves.max(axis=0), color=line.get_color(), alpha=0.2)
 
 
+def _write_curves(path, columns, rows):
+    """The plotted numbers beside the figure (`loss_curves.png` -> `loss_curves.csv`), one row per point."""
+    run_files.write_csv(os.path.splitext(path)[0] + ".csv", columns, rows)
+
+
 def _seeds(runs):
     return runs if isinstance(runs, list) else [runs]
 
@@ -29,25 +34,35 @@ def _seeds(runs):
 def plot_losses(histories, path, title):
     """Fig. 6: train and test loss per epoch. `histories`: variant -> history (or a list, one per seed)."""
     fig, axes = run_files.new_figure((10, 4), 2)
+    rows = []
     for variant, runs in histories.items():
         runs = _seeds(runs)
         for ax, column in zip(axes, ("loss", "val_loss")):
             longest = max(len(run[column]) for run in runs)
             _band(ax, np.arange(1, longest + 1), [run[column] for run in runs], variant)
+            for seed, run in enumerate(runs):
+                rows += [
+                    dict(variant=variant, run=seed, curve=column, epoch=e + 1, value=v)
+                    for e, v in enumerate(run[column])
+                ]
     for ax, split in zip(axes, ("train", "test")):
         ax.set(xlabel="epoch", ylabel=f"{split} loss", title=f"{split} loss")
         ax.legend()
     fig.suptitle(title)
     run_files.save_figure(fig, path)
+    _write_curves(path, ("variant", "run", "curve", "epoch", "value"), rows)
 
 
 def plot_training_loss(run_dirs, path, title):
     """Fig. 7: training loss against step (`steps.csv`) and validation perplexity per evaluation.
     `run_dirs`: variant -> run folder (or a list of them, one per seed)."""
     fig, axes = run_files.new_figure((11, 4), 2)
+    rows = []
     for variant, dirs in run_dirs.items():
         dirs = _seeds(dirs)
         curves = [read_steps(os.path.join(d, "steps.csv")) for d in dirs]
+        for seed, (steps, losses) in enumerate(curves):
+            rows += [dict(variant=variant, run=seed, curve="loss", step=int(s), value=v) for s, v in zip(steps, losses)]
         steps = min((s for s, _ in curves), key=len)
         _band(axes[0], steps, [losses for _, losses in curves], variant)
         histories = [read_history(os.path.join(d, "history.csv")) for d in dirs]
@@ -61,3 +76,4 @@ def plot_training_loss(run_dirs, path, title):
         ax.legend()
     fig.suptitle(title)
     run_files.save_figure(fig, path)
+    _write_curves(path, ("variant", "run", "curve", "step", "value"), rows)

@@ -94,7 +94,7 @@ def fit_variant(
     return train_in_folder(
         model,
         run_dir,
-        run_config(model, config, extra_config),
+        run_config(model.name, config, extra_config),
         fit_kwargs,
         probe_inputs,
         functools.partial(summarize, fields=CLASSIFIER_SUMMARY),
@@ -123,14 +123,13 @@ def train_in_folder(
     `extra_callbacks` run after TokenSimilarityMetric and before CSVLogger, so the logs they add
     reach `history.csv`.
     """
-    _check_same_run(run_dir, run_config)
-    summary_path = os.path.join(run_dir, "summary.json")
-    if os.path.exists(summary_path):
-        with open(summary_path) as f:
+    os.makedirs(run_dir, exist_ok=True)
+    if _open_run_folder(run_dir, run_config) == "finished":
+        with open(os.path.join(run_dir, "summary.json")) as f:
             return json.load(f)
     for sub in ("checkpoints", "plots"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
-    run_files.write_json(os.path.join(run_dir, "config.json"), run_config)
+    summary_path = os.path.join(run_dir, "summary.json")
 
     history_path = os.path.join(run_dir, "history.csv")
     last_path = os.path.join(run_dir, "checkpoints", "last.keras")
@@ -177,22 +176,70 @@ def train_in_folder(
     return summary
 
 
-def run_config(model, config, extra_config):
-    return json.loads(json.dumps({"model": model.name, "train": dataclasses.asdict(config), **(extra_config or {})}))
+def run_config(model_name, config, extra_config):
+    return json.loads(json.dumps({"model": model_name, "train": dataclasses.asdict(config), **(extra_config or {})}))
 
 
-def _check_same_run(run_dir, run_config):
-    """Resuming or reusing a run folder is only right for the very same settings."""
+# Settings that change neither the model nor the data: a folder made under one resumes under another
+# (the checkpoints load on any backend). Keys as `flatten` names them.
+INCIDENTAL = ("backend", "data_parallel", "train.jit_compile", "resumed_with")
+
+
+class RunFolderMismatch(ValueError):
+    """A run folder holds a run of other settings: one paragraph naming the keys that differ."""
+
+
+def flatten(config, prefix=""):
+    """{"train": {"epochs": 3}} -> {"train.epochs": 3}: every setting by one dotted name."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def check_run_folder(run_dir, run_config, partial=False):
+    """What `run_dir` holds for `run_config`: "new", "resume" or "finished"; a `RunFolderMismatch` if
+    it holds another run. `partial`: `run_config` has only the settings known so far (a recipe checks
+    before it loads any data); the keys it lacks are not compared."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
-        return
+        return "new"
     with open(path) as f:
-        stored = json.load(f)
-    if stored != run_config:
-        raise ValueError(
-            f"{run_dir} holds a run with other settings; pass another output folder or delete it. "
-            f"Stored: {stored}. Received: {run_config}"
+        stored = flatten(json.load(f))
+    given = flatten(json.loads(json.dumps(run_config)))  # as it would be stored: tuples become lists
+    keys = given if partial else {**stored, **given}
+    differ = [k for k in keys if k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
+    differ = [k for k in differ if stored.get(k, "(absent)") != given.get(k, "(absent)")]
+    if differ:
+        changes = "; ".join(
+            f"{k}: stored {stored.get(k, '(absent)')!r}, now {given.get(k, '(absent)')!r}" for k in differ
         )
+        raise RunFolderMismatch(
+            f"{run_dir} holds a run with other settings ({changes}). Pass another output folder, or delete "
+            f"{run_dir} to start over. (Settings that change neither model nor data, such as the backend, may differ.)"
+        )
+    return "finished" if os.path.exists(os.path.join(run_dir, "summary.json")) else "resume"
+
+
+def _open_run_folder(run_dir, run_config):
+    """Check the folder, say what happens to it, and record a resume under other incidental settings."""
+    state = check_run_folder(run_dir, run_config)
+    if state == "new":
+        run_files.write_json(os.path.join(run_dir, "config.json"), run_config)
+        return state
+    with open(os.path.join(run_dir, "config.json")) as f:
+        stored = json.load(f)
+    changed = {k: v for k, v in flatten(run_config).items() if k in INCIDENTAL and flatten(stored).get(k) != v}
+    if state == "finished":
+        print(f"{run_dir}: finished, skipping (its summary.json is kept)", flush=True)
+    elif changed:
+        print(f"{run_dir}: resuming a run begun with other incidental settings; now {changed}", flush=True)
+        stored["resumed_with"] = [*stored.get("resumed_with", []), changed]
+        run_files.write_json(os.path.join(run_dir, "config.json"), stored)
+    return state
 
 
 def _last_block_similarity(history, similarity):

@@ -100,17 +100,20 @@ PRESETS = {
 }
 
 
-def input_description(entry):
+def input_description(preset):
     """What the preset's model takes, in words, from its builder keywords."""
-    config = {**_defaults(entry["builder"]), **entry["config"]}
-    if entry["builder"] == "vit":
+    config = full_config(preset)
+    if PRESETS[preset]["builder"] == "vit":
         return f"{config['image_size']}x{config['image_size']}x{config['channels']} images"
     return f"[{config['batch_size']}, {config['segment_len']}] token ids (fixed batch), memory {config['mem_len']}"
 
 
-def _defaults(builder):
-    parameters = inspect.signature(BUILDERS[builder]).parameters.values()
-    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+def full_config(preset):
+    """Every builder keyword of `preset`: its own settings over the builder's defaults."""
+    entry = PRESETS[preset]
+    parameters = inspect.signature(BUILDERS[entry["builder"]]).parameters.values()
+    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+    return {**defaults, **copy.deepcopy(entry["config"])}
 
 
 def _sizes():
@@ -131,7 +134,7 @@ def presets():
     listed = {}
     for name, entry in PRESETS.items():
         size = sizes.get(name, {})
-        listed[name] = {**copy.deepcopy(entry), "input": input_description(entry)}
+        listed[name] = {**copy.deepcopy(entry), "input": input_description(name)}
         listed[name].update(params=size.get("params"), state=size.get("state"))
     return listed
 
@@ -172,7 +175,7 @@ def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
 
 def overridden_name(preset, overrides):
     """The preset's name, followed by every override that changes its configuration (`-depth24`)."""
-    config = {**_defaults(PRESETS[preset]["builder"]), **PRESETS[preset]["config"]}
+    config = full_config(preset)
     changed = [(k, v) for k, v in overrides.items() if k != "name" and config.get(k) != v]
     # Keras names allow letters, digits, "_", "-" and "."; anything else in a value becomes "_".
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)

@@ -1,12 +1,13 @@
+import hashlib
 import pickle
 import tarfile
-import urllib.error
 
+import keras
 import numpy as np
 import pytest
 
 from keras_tse import data
-from keras_tse.data import _download, cifar10
+from keras_tse.data import cifar10
 
 
 def _write_fake_cifar(folder, n=4):
@@ -33,15 +34,40 @@ def test_no_files_and_no_download_names_the_file_and_place(tmp_path):
         data.load_cifar10(str(tmp_path), download=False)
 
 
-def test_failed_download_says_what_to_fetch(tmp_path, monkeypatch):
-    def offline(url, path):
-        open(path, "wb").write(b"partial")
-        raise urllib.error.URLError("no network")
+def _cifar_archive(tmp_path):
+    """A small archive in the CIFAR-10 layout, served from a file:// origin, and its MD5."""
+    last = _write_fake_cifar(tmp_path / "src" / cifar10.FOLDER)
+    origin = tmp_path / "origin"
+    origin.mkdir()
+    with tarfile.open(origin / cifar10.ARCHIVE, "w:gz") as tar:
+        tar.add(tmp_path / "src" / cifar10.FOLDER, arcname=cifar10.FOLDER)
+    return origin / cifar10.ARCHIVE, hashlib.md5((origin / cifar10.ARCHIVE).read_bytes()).hexdigest(), last
 
-    monkeypatch.setattr(_download.urllib.request, "urlretrieve", offline)
+
+def test_download_goes_through_keras_get_file_and_checks_the_hash(tmp_path, monkeypatch):
+    """The online path with a local file:// origin: keras.utils.get_file fetches, checks the MD5,
+    and the archive is extracted and read; an origin whose bytes have another hash is refused."""
+    archive, md5, last = _cifar_archive(tmp_path)
+    calls = []
+    real_get_file = keras.utils.get_file
+    monkeypatch.setattr(keras.utils, "get_file", lambda *a, **k: calls.append(a) or real_get_file(*a, **k))
+    monkeypatch.setattr(cifar10, "URL", archive.as_uri())
+    monkeypatch.setattr(cifar10, "MD5", md5)
+    (_, _), (x_test, _) = data.load_cifar10(str(tmp_path / "data"))
+    assert x_test[0, 0, 1, 2] == last[b"data"][0, 2048 + 1]
+    assert calls == [(cifar10.ARCHIVE, archive.as_uri())]
+
+    monkeypatch.setattr(cifar10, "MD5", "0" * 32)  # the origin now serves bytes of another hash
+    with pytest.raises(ValueError, match=r"(?i)hash|corrupt"):
+        data.load_cifar10(str(tmp_path / "again"))
+    assert not (tmp_path / "again" / cifar10.ARCHIVE).exists()  # nothing left to pass for the archive
+
+
+def test_failed_download_says_what_to_fetch(tmp_path, monkeypatch):
+    monkeypatch.setattr(cifar10, "URL", (tmp_path / "no-such-origin" / cifar10.ARCHIVE).as_uri())
     with pytest.raises(FileNotFoundError, match=rf"put it at {tmp_path}/cifar-10-python.tar.gz"):
         data.load_cifar10(str(tmp_path))
-    assert list(tmp_path.iterdir()) == []  # no half-downloaded file left to pass for the archive
+    assert not (tmp_path / cifar10.ARCHIVE).exists()  # no half-downloaded file left to pass for the archive
 
 
 def test_archive_with_wrong_checksum_is_refused(tmp_path):

@@ -2,53 +2,38 @@
 
 import hashlib
 import os
-import urllib.error
-import urllib.request
 
 
-def download(urls, archive, missing_message):
-    """Fetch the first of `urls` that answers into `archive`; FileNotFoundError(message) if none does.
+def get_file(name, urls, folder, file_hash, hash_algorithm, missing_message):
+    """`keras.utils.get_file` into `folder` from the first of `urls` (one URL, or mirrors) that answers,
+    its hash checked; FileNotFoundError(message) when none does (offline).
 
-    The bytes go to `archive + ".part"` first, so a download cut short never passes for the archive.
-    """
-    os.makedirs(os.path.dirname(archive) or ".", exist_ok=True)
-    partial = archive + ".part"
-    errors = []
-    for url in urls:
-        try:
-            urllib.request.urlretrieve(url, partial)
-        except (urllib.error.URLError, OSError) as error:
-            errors.append(f"{url}: {error}")
-            if os.path.exists(partial):
-                os.remove(partial)
-            continue
-        os.replace(partial, archive)
-        return
-    raise FileNotFoundError(missing_message(f"the download failed: {'; '.join(errors)}"))
-
-
-def get_file(name, url, folder, file_hash, hash_algorithm, missing_message):
-    """`keras.utils.get_file` into `folder`, its hash checked; FileNotFoundError(message) when offline.
-
-    Keras writes to a temporary name and checks the hash before the file counts as fetched, so a
-    download cut short is fetched again next time.
+    Keras downloads to a temporary name with a progress bar, and checks the hash before the file
+    counts as fetched, so a download cut short is fetched again next time; a file that arrives with
+    the wrong hash is removed and a ValueError names it.
     """
     import keras
 
     os.makedirs(folder, exist_ok=True)  # get_file falls back to /tmp/.keras for a folder it cannot write
-    try:
-        return keras.utils.get_file(
-            name,
-            url,
-            file_hash=file_hash,
-            hash_algorithm=hash_algorithm,
-            cache_dir=os.path.abspath(folder),
-            cache_subdir=".",
-        )
-    except ValueError:
-        raise  # a file that arrived with the wrong hash: Keras' message names it
-    except Exception as error:
-        raise FileNotFoundError(missing_message(f"the download of {url} failed: {error}")) from error
+    errors = []
+    for url in [urls] if isinstance(urls, str) else urls:
+        try:
+            return keras.utils.get_file(
+                name,
+                url,
+                file_hash=file_hash,
+                hash_algorithm=hash_algorithm,
+                cache_dir=os.path.abspath(folder),
+                cache_subdir=".",
+            )
+        except ValueError:  # it arrived with the wrong hash: Keras' message names it; Keras keeps the file
+            target = os.path.join(folder, name)
+            if os.path.exists(target):
+                os.remove(target)  # so it never passes for the data set next time
+            raise
+        except Exception as error:  # noqa: BLE001 - URLError, HTTPError, OSError: try the next mirror
+            errors.append(f"{url}: {error}")
+    raise FileNotFoundError(missing_message(f"the download failed: {'; '.join(errors)}"))
 
 
 def check_md5(archive, expected, what, url):

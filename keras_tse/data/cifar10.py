@@ -37,11 +37,12 @@ def load_cifar10(data_dir=None, download=True):
     folder = os.path.join(data_dir, FOLDER)
     if not os.path.isdir(folder):
         archive = os.path.join(data_dir, ARCHIVE)
-        if not os.path.exists(archive):
-            if not download:
-                raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
-            _download.download([URL], archive, functools.partial(_missing_message, data_dir))
-        _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
+        if os.path.exists(archive):  # fetched by hand: checked, never replaced behind the user's back
+            _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
+        elif not download:
+            raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
+        else:
+            _download.get_file(ARCHIVE, URL, data_dir, MD5, "md5", functools.partial(_missing_message, data_dir))
         with tarfile.open(archive, "r:gz") as tar:
             tar.extractall(data_dir, filter="data")
     return _read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)

@@ -60,11 +60,12 @@ def load_wikitext103(data_dir=None, download=True):
 
 def _fetch(data_dir, download):
     archive = os.path.join(data_dir, ARCHIVE)
-    if not os.path.exists(archive):
-        if not download:
-            raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
-        _download.download(URLS, archive, functools.partial(_missing_message, data_dir))
-    _download.check_md5(archive, MD5, "the WikiText-103 word-level release", URLS[0])
+    if os.path.exists(archive):  # fetched by hand: checked, never replaced behind the user's back
+        _download.check_md5(archive, MD5, "the WikiText-103 word-level release", URLS[0])
+    elif not download:
+        raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
+    else:
+        _download.get_file(ARCHIVE, URLS, data_dir, MD5, "md5", functools.partial(_missing_message, data_dir))
     with zipfile.ZipFile(archive) as z:
         z.extractall(data_dir)
 

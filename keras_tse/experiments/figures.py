@@ -262,19 +262,12 @@ def figure_8(draws=50, dims=(10, 20, 40), n=100, ts=FIGURE_8_TS, seed=0):
     return result
 
 
+# --quick: Figure 1 with 6-block BERT and ALBERT models of width 32 (seconds on a CPU)
+_FIGURE_1_QUICK = dict(depth=6, hidden_dim=32, num_heads=2, intermediate_dim=64, embedding_dim=16)
+_FIGURE_1_QUICK.update(vocabulary_size=100, sequence_length=16)
+
 FIGURES = {
-    "1": (
-        figure_1,
-        dict(
-            depth=6,
-            hidden_dim=32,
-            num_heads=2,
-            intermediate_dim=64,
-            vocabulary_size=100,
-            embedding_dim=16,
-            sequence_length=16,
-        ),
-    ),
+    "1": (figure_1, _FIGURE_1_QUICK),
     "2": (figure_2, dict(trials=2, depth=6)),
     "3": (figure_3, dict(draws=50, depth=6)),
     "4": (figure_4, dict(trials=2, depth=6)),

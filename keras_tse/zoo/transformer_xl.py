@@ -80,28 +80,17 @@ class TransformerXL(keras.Model):
         Dai et al. 2019, "Transformer-XL"; Yu & Zhang, Sec. 3.4.
     """
 
+    # The keywords grouped by what they set, one group a line.
+    # fmt: off
     def __init__(
-        self,
-        depth=60,
-        norm="deescalate",
-        vocab_size=267735,
-        hidden_dim=410,
-        num_heads=10,
-        head_dim=41,
-        ffn_dim=820,
-        segment_len=150,
-        mem_len=150,
-        batch_size=40,
-        cutoffs=(20000, 40000, 200000),
-        div_val=1,
-        dropout=0.0,
-        attention_dropout=0.0,
-        tau=1.0,
-        trainable_tau=False,
-        initializer="transformer_xl",
-        name=None,
-        **kwargs,
+        self, depth=60, norm="deescalate", vocab_size=267735,
+        hidden_dim=410, num_heads=10, head_dim=41, ffn_dim=820,  # blocks
+        segment_len=150, mem_len=150, batch_size=40,  # the segment stream and its memory
+        cutoffs=(20000, 40000, 200000), div_val=1,  # adaptive input and softmax
+        dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, initializer="transformer_xl",
+        name=None, **kwargs,
     ):
+        # fmt: on
         _checks.positive_int("depth", depth)
         _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
         _checks.positive_int("segment_len", segment_len)

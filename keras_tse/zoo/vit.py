@@ -11,28 +11,16 @@ POOLS = ("cls", "mean")
 BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")
 
 
+# The keywords grouped by what they set, one group a line.
+# fmt: off
 def vit(
-    depth=80,
-    norm="deescalate",
-    *,
-    image_size=32,
-    patch_size=4,
-    channels=3,
-    hidden_dim=192,
-    ffn_dim=384,
-    num_heads=8,
-    num_classes=10,
-    tau=1.0,
-    trainable_tau=False,
-    deescalate_at="output",
-    pool="cls",
-    dropout=0.0,
-    activation="relu",
-    alpha=1.0,
-    initializer="torch",
-    embedding_initializer="timm",
-    name=None,
+    depth=80, norm="deescalate", *,
+    image_size=32, patch_size=4, channels=3, num_classes=10, pool="cls",  # input and head
+    hidden_dim=192, ffn_dim=384, num_heads=8, activation="relu", alpha=1.0, dropout=0.0,  # blocks (Table 1)
+    tau=1.0, trainable_tau=False, deescalate_at="output",  # de-escalation, eq. (21)
+    initializer="torch", embedding_initializer="timm", name=None,
 ):
+    # fmt: on
     """A ViT classifier, images `[batch, image_size, image_size, channels]` to class logits.
 
     Patch embedding (strided convolution), a learned class token and learned

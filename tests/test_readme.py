@@ -25,7 +25,7 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python")
-    assert len(snippets) == 2
+    assert len(snippets) == 3  # the layers, the zoo and callbacks, the presets (issue 16)
     for snippet in snippets:
         exec(compile(snippet, "README.md", "exec"), {})
     assert (tmp_path / "blocks.keras").exists()

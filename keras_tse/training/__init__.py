@@ -1,6 +1,6 @@
 """Training a model into a run folder: the one runner (`train_in_folder`) and its two configurations,
 a classifier (`fit_variant`, Fig. 6) and a Transformer-XL language model (`fit_language_model`,
-Fig. 7), with the scale options, the command-line flag types and the curves of a study.
+Fig. 7), with the scale options, the run-folder check and the curves of a study.
 
 Built on the library (`keras_tse.layers`, `zoo`, `callbacks`, `run_files`); imports nothing from
 `keras_tse.experiments`.

@@ -1,6 +1,7 @@
 """Transformer-XL training on the offline corpus: data path, fit with memory, checkpoints, resume."""
 
 import csv
+import hashlib
 import os
 import zipfile
 
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_tse import data, losses, zoo
-from keras_tse.data import _download, wikitext
+from keras_tse.data import wikitext
 from keras_tse.training import LMTrainConfig, fit_language_model, read_history, read_steps
 
 SMALL = dict(
@@ -108,17 +109,24 @@ def test_wikitext_zip_with_wrong_checksum_is_refused(tmp_path):
         data.load_wikitext103(str(tmp_path))
 
 
-def test_wikitext_failed_download_tries_every_mirror(tmp_path, monkeypatch):
-    tried = []
+def test_wikitext_download_tries_every_mirror_through_get_file(tmp_path, monkeypatch):
+    """file:// mirrors: none answers -> the message names the failure and leaves nothing behind; the
+    first missing and the second serving -> keras.utils.get_file fetches from the second."""
+    missing = [(tmp_path / f"mirror{i}" / wikitext.ARCHIVE).as_uri() for i in (1, 2)]
+    monkeypatch.setattr(wikitext, "URLS", tuple(missing))
+    with pytest.raises(FileNotFoundError, match=r"the download failed: .*mirror1.*mirror2"):
+        data.load_wikitext103(str(tmp_path / "data"))
+    assert not (tmp_path / "data" / wikitext.ARCHIVE).exists()
 
-    def offline(url, path):
-        tried.append(url)
-        raise OSError("no network")
-
-    monkeypatch.setattr(_download.urllib.request, "urlretrieve", offline)
-    with pytest.raises(FileNotFoundError, match="the download failed"):
-        data.load_wikitext103(str(tmp_path))
-    assert tried == list(wikitext.URLS) and list(tmp_path.iterdir()) == []
+    served = tmp_path / "served"
+    served.mkdir()
+    with zipfile.ZipFile(served / wikitext.ARCHIVE, "w") as z:
+        for split in ("train", "valid", "test"):
+            z.writestr(f"wikitext-103/wiki.{split}.tokens", " = Title = \n the cat sat on the mat \n")
+    monkeypatch.setattr(wikitext, "URLS", (missing[0], (served / wikitext.ARCHIVE).as_uri()))
+    monkeypatch.setattr(wikitext, "MD5", hashlib.md5((served / wikitext.ARCHIVE).read_bytes()).hexdigest())
+    ids, vocab = data.load_wikitext103(str(tmp_path / "data"))
+    assert len(ids["train"]) == len(ids["test"]) > 0 and "cat" in vocab.symbols
 
 
 # --- fit with memory ----------------------------------------------------------------------------

@@ -124,12 +124,12 @@ def train_in_folder(
     reach `history.csv`.
     """
     os.makedirs(run_dir, exist_ok=True)
+    summary_path = os.path.join(run_dir, "summary.json")
     if _open_run_folder(run_dir, run_config) == "finished":
-        with open(os.path.join(run_dir, "summary.json")) as f:
+        with open(summary_path) as f:
             return json.load(f)
     for sub in ("checkpoints", "plots"):
         os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
-    summary_path = os.path.join(run_dir, "summary.json")
 
     history_path = os.path.join(run_dir, "history.csv")
     last_path = os.path.join(run_dir, "checkpoints", "last.keras")
@@ -232,7 +232,8 @@ def _open_run_folder(run_dir, run_config):
         return state
     with open(os.path.join(run_dir, "config.json")) as f:
         stored = json.load(f)
-    changed = {k: v for k, v in flatten(run_config).items() if k in INCIDENTAL and flatten(stored).get(k) != v}
+    before = flatten(stored)
+    changed = {k: v for k, v in flatten(run_config).items() if k in INCIDENTAL and before.get(k) != v}
     if state == "finished":
         print(f"{run_dir}: finished, skipping (its summary.json is kept)", flush=True)
     elif changed:

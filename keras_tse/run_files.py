@@ -145,6 +145,16 @@ def read_history(path):
     return columns
 
 
+def similarity_start_end(path):
+    """Token similarity per block at the first measurement of a `similarity.csv` (before any resume)
+    and at its last epoch end: the start and end that summaries and cards report."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    columns = sorted(k for k in rows[0] if k.startswith("tsim_"))
+    ends = [r for r in rows if r["when"] == "epoch_end"] or rows
+    return [float(rows[0][c]) for c in columns], [float(ends[-1][c]) for c in columns]
+
+
 def read_steps(path):
     """`steps.csv` as (steps, losses) NumPy arrays; a resumed run's repeated steps: last wins."""
     rows = {}

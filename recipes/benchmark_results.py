@@ -15,7 +15,6 @@ The card's tables are printed from the file (`markdown_table`), never typed.
 """
 
 import argparse
-import csv
 import glob
 import json
 import math
@@ -49,7 +48,7 @@ def collect(runs_root):
                 summary = json.load(f)
             with open(os.path.join(run_dir, "config.json")) as f:
                 config = json.load(f)
-            start, end = _similarity(os.path.join(run_dir, "similarity.csv"))
+            start, end = run_files.similarity_start_end(os.path.join(run_dir, "similarity.csv"))
             runs.setdefault(os.path.basename(run_dir), []).append(
                 {
                     "seed": _seed(seed_dir),
@@ -74,15 +73,6 @@ def collect(runs_root):
 def _seed(seed_dir):
     match = re.search(r"seed_(\d+)$", seed_dir.rstrip(os.sep))
     return int(match.group(1)) if match else -1
-
-
-def _similarity(path):
-    """t_sim per block at the first measurement and at the last epoch end of similarity.csv."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    columns = sorted(k for k in rows[0] if k.startswith("tsim_"))
-    ends = [r for r in rows if r["when"] == "epoch_end"] or rows
-    return [float(rows[0][c]) for c in columns], [float(ends[-1][c]) for c in columns]
 
 
 def markdown_table(results):

@@ -40,9 +40,11 @@ def test_callback_logs_and_csv_during_fit(tmp_path):
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     callback = AttentionDiagnostics(x[:4], csv_path=str(tmp_path / "attention.csv"))
     history = model.fit(x, y, batch_size=8, epochs=2, verbose=0, callbacks=[callback])
-    assert len(history.history["entropy_0"]) == 2 and len(history.history["qk_variance_1"]) == 2
+    assert sorted(k for k in history.history if k != "loss") == ["entropy_last", "qk_variance_last"]
     with open(tmp_path / "attention.csv") as f:
         rows = list(csv.DictReader(f))
+    second = [float(r["entropy"]) for r in rows if r["epoch"] == "1" and r["block"] == "1"]
+    assert history.history["entropy_last"][-1] == pytest.approx(np.mean(second), rel=1e-5)
     assert len(rows) == 3 * 2 * 2  # train begin + 2 epoch ends, x 2 blocks x 2 heads
     assert {r["when"] for r in rows} == {"train_begin", "epoch_end"}
     final = block_diagnostics(model, x[:4])
@@ -74,6 +76,21 @@ def test_transformer_xl_probe_leaves_the_memory_as_found():
     assert all(np.isfinite(s["entropy"]).all() and s["entropy"].shape == (2,) for s in stats)
     # with a filled memory, query rows see up to 12 keys: entropy may exceed log(6) but not log(12)
     assert all((s["entropy"] <= np.log(12) + 1e-5).all() for s in stats)
+
+
+def test_logs_all_and_tensorboard(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    model = _tiny_vit()
+    x = np.random.default_rng(1).standard_normal((8, 8, 8, 1)).astype("float32")
+    model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    callback = AttentionDiagnostics(x[:4], logs="all", tensorboard_dir=str(tmp_path / "tb"))
+    history = model.fit(x, np.zeros(8, "int32"), batch_size=8, epochs=1, verbose=0, callbacks=[callback])
+    assert {"entropy_0", "entropy_1", "qk_variance_0", "qk_variance_1"} <= set(history.history)
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    values = [e.value for e in events.Scalars("entropy/block_1")]  # train begin, epoch end
+    assert len(values) == 2 and values[-1] == pytest.approx(history.history["entropy_1"][-1], rel=1e-6)
 
 
 def test_bad_frequency_is_refused():

@@ -25,25 +25,57 @@ def _model(norm="post"):
     return model
 
 
-def test_values_equal_the_profile_and_reach_history_csv(tmp_path):
+def _fit(metric, history_path, epochs=2):
     x, y = _data()
-    probe = x[:16]
     model = _model()
+    callbacks = [metric, keras.callbacks.CSVLogger(str(history_path))]
+    return model, model.fit(x, y, batch_size=16, epochs=epochs, verbose=0, callbacks=callbacks)
+
+
+def _rows(path):
+    with open(path) as f:
+        return list(csv.DictReader(f))
+
+
+def test_values_equal_the_profile_and_the_logs_get_the_last_block(tmp_path):
+    probe = _data()[0][:16]
     metric = TokenSimilarityMetric(probe, csv_path=str(tmp_path / "similarity.csv"))
-    history_path = tmp_path / "history.csv"
-    history = model.fit(
-        x, y, batch_size=16, epochs=2, verbose=0, callbacks=[metric, keras.callbacks.CSVLogger(str(history_path))]
-    )
+    model, history = _fit(metric, tmp_path / "history.csv")
     last = [metric.records[-1][f"tsim_{i}"] for i in range(3)]
     np.testing.assert_allclose(last, token_similarity_profile(model, probe), rtol=1e-5)
-    with open(history_path) as f:
-        rows = list(csv.DictReader(f))
-    assert {"tsim_0", "tsim_2", "tcos_0", "tcos_2"} <= set(rows[0])
-    assert float(rows[-1]["tsim_2"]) == pytest.approx(last[2], rel=1e-6)
-    assert history.history["tsim_1"][-1] == pytest.approx(last[1], rel=1e-6)
-    assert [r["when"] for r in metric.records] == ["train_begin", "epoch_end", "epoch_end"]
-    with open(tmp_path / "similarity.csv") as f:
-        assert [r["when"] for r in csv.DictReader(f)] == ["train_begin", "epoch_end", "epoch_end"]
+    # every block in similarity.csv, one row per measurement ...
+    rows = _rows(tmp_path / "similarity.csv")
+    assert [r["when"] for r in rows] == ["train_begin", "epoch_end", "epoch_end"]
+    assert float(rows[-1]["tsim_1"]) == pytest.approx(last[1], rel=1e-6)
+    # ... and only the last block's values in fit's logs (the progress line, History, history.csv)
+    (row,) = _rows(tmp_path / "history.csv")[-1:]
+    assert {k for k in row if k.startswith(("tsim", "tcos"))} == {"tsim_last", "tcos_last"}
+    assert float(row["tsim_last"]) == pytest.approx(last[2], rel=1e-6)
+    assert history.history["tcos_last"][-1] == pytest.approx(metric.records[-1]["tcos_2"], rel=1e-6)
+
+
+def test_logs_all_puts_every_block_in_history_and_none_puts_none(tmp_path):
+    probe = _data()[0][:16]
+    _, history = _fit(TokenSimilarityMetric(probe, logs="all"), tmp_path / "all.csv", epochs=1)
+    assert {"tsim_0", "tsim_2", "tcos_0", "tcos_2"} <= set(history.history)
+    _, history = _fit(TokenSimilarityMetric(probe, logs="none"), tmp_path / "none.csv", epochs=1)
+    assert not [k for k in history.history if k.startswith(("tsim", "tcos"))]
+    with pytest.raises(ValueError, match=r"Received: logs='every'"):
+        TokenSimilarityMetric(probe, logs="every")
+
+
+def test_tensorboard_scalars_equal_the_csv(tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    probe = _data()[0][:16]
+    metric = TokenSimilarityMetric(probe, tensorboard_dir=str(tmp_path / "tb"), every_n_batches=2)
+    _fit(metric, tmp_path / "history.csv")
+    events = EventAccumulator(str(tmp_path / "tb"))
+    events.Reload()
+    assert {f"{m}/block_{b}" for m in ("tsim", "tcos") for b in range(3)} == set(events.Tags()["scalars"])
+    scalars = events.Scalars("tsim/block_2")
+    assert [e.step for e in scalars] == [r["step"] for r in metric.records]  # 0, 2, 4, 4, 6, 8, 8
+    np.testing.assert_allclose([e.value for e in scalars], [r["tsim_2"] for r in metric.records], rtol=1e-6)
 
 
 def test_mid_epoch_measurements_see_current_weights():

@@ -30,6 +30,8 @@ def test_python_snippets_run(tmp_path, monkeypatch):
         exec(compile(snippet, "README.md", "exec"), {})
     assert (tmp_path / "blocks.keras").exists()
     with open(tmp_path / "history.csv") as f:
+        assert "tsim_last" in f.readline()
+    with open(tmp_path / "similarity.csv") as f:
         assert "tsim_3" in f.readline()
     assert (tmp_path / "plots" / "token_similarity_heatmap.png").exists()
 

@@ -3,6 +3,7 @@ import numpy as np
 
 from keras_tse import _checks
 from keras_tse.analysis.diagnostics import block_diagnostics
+from keras_tse.callbacks._probe_logs import ScalarWriter, check_logs, for_logs
 from keras_tse.run_files import append_row
 
 
@@ -19,10 +20,12 @@ class AttentionDiagnostics(keras.callbacks.Callback):
 
     At train begin, each epoch end and, with `every_n_batches`, every N
     batches, it runs the probe batch up to each keras_tse block and calls the
-    block's probe path (explicit softmax) for its attention matrices. The
-    epoch logs get `entropy_XX` and `qk_variance_XX` (head means per block
-    `XX`), so History and CSVLogger carry them (list this callback before
-    CSVLogger); `csv_path` gets every measurement per block and head. The
+    block's probe path (explicit softmax) for its attention matrices. Its
+    values are `entropy_XX` and `qk_variance_XX` (head means per block `XX`):
+    fit's logs, and so History and CSVLogger (list this callback before
+    CSVLogger), get the last block's (`entropy_last`, `qk_variance_last`)
+    unless `logs="all"`; `tensorboard_dir` gets every one as a scalar, and
+    `csv_path` every measurement per block and head. The
     model's state is restored after each measurement (Transformer-XL blocks
     write their memory when called); with `warmup_inputs`, the segment before
     the probe runs first so that memory models are probed with a filled memory.
@@ -32,15 +35,21 @@ class AttentionDiagnostics(keras.callbacks.Callback):
         every_n_batches: int or `None`. Defaults to `None`.
         csv_path: file to append each measurement to, or `None`.
         warmup_inputs: a batch run (unmeasured) before the probe, or `None`.
+        logs: `"last"`, `"all"` or `"none"`, as in TokenSimilarityMetric.
+        tensorboard_dir: folder for TensorBoard scalars, or `None`.
 
     Reference:
         Bao, Hataya & Karakida, "Self-attention networks localize when
         QK-eigenspectrum concentrates", ICML 2024.
     """
 
-    def __init__(self, probe_inputs, every_n_batches=None, csv_path=None, warmup_inputs=None):
+    def __init__(
+        self, probe_inputs, every_n_batches=None, csv_path=None, warmup_inputs=None, logs="last", tensorboard_dir=None
+    ):
         super().__init__()
         every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
+        self.logs = check_logs(logs)
+        self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
         self.probe_inputs, self.every_n_batches = probe_inputs, every_n_batches
         self.csv_path, self.warmup_inputs = csv_path, warmup_inputs
         self.records = []  # one dict per (measurement, block, head)
@@ -57,12 +66,12 @@ class AttentionDiagnostics(keras.callbacks.Callback):
         if self.every_n_batches and self._step % self.every_n_batches == 0:
             values = self.measure("batch")
             if logs is not None:
-                logs.update(values)
+                logs.update(for_logs(values, self.logs))
 
     def on_epoch_end(self, epoch, logs=None):
         values = self.measure("epoch_end")
         if logs is not None:
-            logs.update(values)
+            logs.update(for_logs(values, self.logs))
 
     def measure(self, when="now"):
         """Measure now; returns the per-block head means that go into the logs."""
@@ -84,4 +93,6 @@ class AttentionDiagnostics(keras.callbacks.Callback):
                 self.records.append(record)
                 if self.csv_path:
                     append_row(self.csv_path, record)
+        if self._tensorboard is not None:
+            self._tensorboard.write(self._step, values)
         return values

@@ -11,6 +11,7 @@ from keras_tse.analysis.similarity import (
     measure_blocks,
     token_similarity,
 )
+from keras_tse.callbacks._probe_logs import ScalarWriter, check_logs, for_logs
 from keras_tse.run_files import append_row
 
 
@@ -22,12 +23,15 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     At train begin, at each epoch end and, with `every_n_batches`, every N
     training batches, runs the model's blocks on `probe_inputs` and measures
     token similarity (Definition 1) and cosine similarity (eq. 1) after each
-    block, averaged over the probe batch. The values go into `logs` as
-    `tsim_00, tsim_01, ...` and `tcos_00, ...` (block index), so `History`,
-    `CSVLogger` and `TensorBoard` carry them: list this callback *before*
-    `CSVLogger`, which writes the logs as it receives them. Every measurement
-    is also appended, as it is made, to `csv_path` (one row per measurement:
-    epoch, step, when, then the values), so an interrupted run keeps all of
+    block, averaged over the probe batch, named `tsim_00, tsim_01, ...` and
+    `tcos_00, ...` (block index). Every measurement is appended, as it is
+    made, to `csv_path` (one row per measurement: epoch, step, when, then the
+    values), so an interrupted run keeps all of them; with `tensorboard_dir`,
+    each value is also a TensorBoard scalar (`tsim/block_07`) at the
+    optimizer's step. fit's logs, and so its progress line, `History` and
+    `CSVLogger`, get the last block's values only (`tsim_last`, `tcos_last`)
+    unless `logs="all"`: a depth-80 model has 160 values per measurement. List
+    this callback *before* `CSVLogger`, which writes the logs as it receives
     them. With `plot_dir`, train end writes `token_similarity_heatmap.png`
     (block x measurement) and `token_similarity_curves.png` (one curve per
     block).
@@ -55,18 +59,36 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
             so that the probe runs with a filled memory as in training (the
             model's state is restored after each measurement). Defaults to
             `None`.
+        logs: what goes into fit's logs: `"last"` (the last block's values,
+            `tsim_last` and `tcos_last`), `"all"` (every block's) or
+            `"none"`. Defaults to `"last"`.
+        tensorboard_dir: folder for TensorBoard event files of every value,
+            or `None`. Needs the `tensorboard` package, not TensorFlow.
+            Defaults to `None`.
 
     Example:
 
     >>> probe = x_train[:64]
-    >>> model.fit(x_train, y_train, callbacks=[TokenSimilarityMetric(probe), keras.callbacks.CSVLogger("h.csv")])
+    >>> metric = TokenSimilarityMetric(probe, csv_path="similarity.csv", tensorboard_dir="tb")
+    >>> model.fit(x_train, y_train, callbacks=[metric, keras.callbacks.CSVLogger("h.csv")])
     """
 
     def __init__(
-        self, probe_inputs, every_n_batches=None, layers=None, plot_dir=None, csv_path=None, warmup_inputs=None
+        self,
+        probe_inputs,
+        every_n_batches=None,
+        layers=None,
+        plot_dir=None,
+        csv_path=None,
+        warmup_inputs=None,
+        logs="last",
+        tensorboard_dir=None,
     ):
         super().__init__()
         every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
+        self.logs = check_logs(logs)
+        self.tensorboard_dir = tensorboard_dir
+        self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
         self.probe_inputs = probe_inputs
         self.every_n_batches = every_n_batches
         self.layers = layers
@@ -109,14 +131,14 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
             self._tick()
             values = self._measure("batch")
             if logs is not None:
-                logs.update(values)
+                logs.update(for_logs(values, self.logs))
             self._clock = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
         self._tick()
         values = self._measure("epoch_end")
         if logs is not None:
-            logs.update(values)
+            logs.update(for_logs(values, self.logs))
         self._clock = time.perf_counter()
 
     def on_train_end(self, logs=None):
@@ -141,6 +163,8 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         self.records.append(record)
         if self.csv_path:
             append_row(self.csv_path, record)
+        if self._tensorboard is not None:
+            self._tensorboard.write(step, values)
         self._seconds_measuring += time.perf_counter() - start
         return values
 

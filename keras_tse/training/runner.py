@@ -1,15 +1,14 @@
 """Training one model variant into a run folder, the way every recipe and the demo do it.
 
-A run folder holds `config.json`, `history.csv` (CSVLogger: loss, accuracy, val_*, and the per-block
-similarity columns), `similarity.csv` (every similarity measurement), `checkpoints/{best,last}.keras`,
-`plots/` and, once finished, `summary.json`. While training, `backup/` (`RunBackup`) lets the
-same command resume from the last finished epoch after an interruption, killed at any moment: every
-file is written whole (`keras_tse.run_files`) and the CSVs are trimmed to the restored epoch. A NaN or
-infinite loss stops the run (`StopOnNonFinite`: `stopped.json`, the last finite checkpoint kept).
-A finished folder is not trained again.
+A run folder holds `config.json`, `history.csv` (CSVLogger: loss, accuracy, val_*, and the last
+block's similarity `tsim_last`, `tcos_last`), `similarity.csv` (every block at every measurement),
+`checkpoints/{best,last}.keras`, `plots/` and, once finished, `summary.json`. While training,
+`backup/` (`RunBackup`) lets the same command resume from the last finished epoch after an
+interruption, killed at any moment: every file is written whole (`keras_tse.run_files`) and the CSVs
+are trimmed to the restored epoch. A NaN or infinite loss stops the run (`StopOnNonFinite`:
+`stopped.json`, the last finite checkpoint kept). A finished folder is not trained again.
 """
 
-import csv
 import dataclasses
 import functools
 import json
@@ -243,14 +242,6 @@ def _open_run_folder(run_dir, run_config):
     return state
 
 
-def _last_block_similarity(history, similarity):
-    """Token similarity of the last block at the run's first measurement and at its last epoch."""
-    last_block = sorted(k for k in history if k.startswith("tsim_"))[-1]
-    with open(similarity.csv_path, newline="") as f:
-        first = next(csv.DictReader(f))  # the run's first measurement, before any resume
-    return float(first[last_block]), history[last_block][-1]
-
-
 # What a run's summary.json reports besides the common fields, per configuration of the runner:
 # summary key -> (history.csv column, which value: its last, or the best over the run).
 CLASSIFIER_SUMMARY = {
@@ -269,7 +260,7 @@ LANGUAGE_MODEL_SUMMARY = {
 def summarize(history, similarity, seconds, fields):
     """The summary of a finished run: epochs, final training loss, the last block's token similarity
     at the run's first measurement and at its end, time and the probe's overhead, then `fields`."""
-    start, end = _last_block_similarity(history, similarity)
+    start, end = (per_block[-1] for per_block in run_files.similarity_start_end(similarity.csv_path))
     summary = {
         "epochs": len(history["loss"]),
         "train_loss": history["loss"][-1],

@@ -1,22 +1,44 @@
 """`keras-tse figures --quick`: every figure regenerates, and the paper's statements hold on its numbers."""
 
-import csv
-
 import numpy as np
 import pytest
 
 from keras_tse.experiments import cli
-from keras_tse.experiments.figures import figure_3, figure_5, make_figures
+from keras_tse.experiments.figures import draw, figure_3, figure_5, make_figures, read_csv
 
 
 def test_quick_figures_write_png_and_csv(tmp_path, capsys):
     assert cli.main(["figures", "--which", "2,8", "--quick", "--out", str(tmp_path)]) == 0
     for name in ("2", "8"):
         assert (tmp_path / f"fig{name}.png").stat().st_size > 0
-    with open(tmp_path / "fig2.csv") as f:
-        rows = list(csv.DictReader(f))
-    assert len(rows) == 6 and float(rows[-1]["t_sim"]) > float(rows[0]["t_sim"])  # escalation
-    assert 1.5 < float(rows[0]["xi_ratio_step1"]) < 2.5  # "the mean of xi_1/xi_2 stays around 2"
+    columns = read_csv(tmp_path / "fig2.csv")
+    assert len(columns["t_sim"]) == 6 and columns["t_sim"][-1] > columns["t_sim"][0]  # escalation
+    assert 1.5 < columns["xi_ratio_step1"][0] < 2.5  # "the mean of xi_1/xi_2 stays around 2"
+    # the settings that made it head the CSV; every mean has its spread over the 2 trials
+    caption = (tmp_path / "fig2.csv").read_text().splitlines()[0]
+    assert caption.startswith("# Yu & Zhang, Fig. 2 (--quick): trials=2 depth=6 seed=0 n=64 d=512 h=8")
+    assert {"t_sim_sd", "delta_sd", "omega_sd"} <= set(columns) and np.all(columns["t_sim_sd"] >= 0)
+    assert columns["t_sim_sd"][-1] > 0  # two trials of random weights differ
+    out = capsys.readouterr().out
+    assert "Fig. 8 written:" in out and out.rstrip().splitlines()[-1].endswith("fig2.png/.csv, fig8.png/.csv")
+
+
+def test_one_trial_has_zero_spread_and_figures_are_labelled_in_words():
+    columns = figure_5(trials=1, depth=3, taus=(0.0, 0.4))
+    np.testing.assert_array_equal(columns["tau_0.4_sd"], 0.0)  # one trial: no spread
+    fig = draw("5", columns, "trials=1 depth=3")
+    (ax,) = fig.axes
+    assert ax.get_xlabel() == "block" and ax.get_ylabel() == "token diversity"
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["tau = 0.0", "tau = 0.4"]
+    assert len(ax.collections) == 2  # a band per curve
+    assert "trials=1 depth=3" in fig.get_suptitle() and "sd over the trials" in fig.get_suptitle()
+    figure_2 = draw("2", {"block": np.arange(1, 3), **{c: np.ones(2) for c in _FIGURE_2_COLUMNS}}, "")
+    assert all(ax.get_xlabel() and ax.get_ylabel() for ax in figure_2.axes)
+    legends = [t.get_text() for ax in figure_2.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert "step 3: FFN + residual" in legends and not [t for t in legends if "_" in t]
+
+
+_FIGURE_2_COLUMNS = ("t_sim", "xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4", "delta", "omega")
 
 
 def test_pre_norm_residual_grows_and_its_normalised_input_does_not():

@@ -104,8 +104,9 @@ def _figures(args):
 
     which = [w.strip() for w in args.which.split(",") if w.strip()]
     start = time.perf_counter()
-    make_figures(which, args.out, quick=args.quick)
-    print(f"wrote {', '.join(f'fig{w}.png/.csv' for w in which)} to {args.out} in {time.perf_counter() - start:.0f} s")
+    make_figures(which, args.out, quick=args.quick, verbose=1)
+    names = ", ".join(f"fig{w}.png/.csv" for w in which)
+    print(f"{time.perf_counter() - start:.0f} s; outputs in {args.out}/: {names}")
     return 0
 
 

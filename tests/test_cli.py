@@ -73,3 +73,15 @@ def test_import_keras_tse_alone_imports_no_keras():
 def test_version_names_the_package():
     out = _fresh("from keras_tse.experiments import cli\ncli.main(['--version'])\n", backend="jax")
     assert re.search(r"keras-tse \S+", out.stdout)
+
+
+@pytest.mark.parametrize("save", [True, False])
+def test_escalation_ends_by_saying_where_its_output_is(tmp_path, capsys, save):
+    csv_path = str(tmp_path / "escalation.csv")
+    argv = ["escalation", "--depth", "2", "--hidden", "16", "--heads", "2", "--ffn", "32", "--tokens", "8"]
+    assert cli.main(argv + ["--seeds", "1"] + (["--csv", csv_path] if save else [])) == 0
+    last = capsys.readouterr().out.rstrip().splitlines()[-1]
+    if save:
+        assert last.endswith(f"outputs in {csv_path}") and os.path.getsize(csv_path) > 0
+    else:
+        assert last.endswith("the table above is the output (--csv FILE saves it)")

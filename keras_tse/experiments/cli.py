@@ -47,7 +47,7 @@ def _escalation(args):
         initializer=args.init,
     )
     start = time.perf_counter()
-    profiles = similarity_at_init(tuple(args.kinds.split(",")), config)
+    profiles = similarity_at_init(tuple(args.kinds.split(",")), config, verbose=1)
     print(
         f"Token similarity t_sim (Definition 1) of random tokens X ~ N(0, 1) after each freshly "
         f"initialised block,\nmean of {args.seeds} seeds; n={config.num_tokens}, d={config.hidden_dim}, "
@@ -56,10 +56,10 @@ def _escalation(args):
         f"(Yu & Zhang, Sec. 2.4).\n"
     )
     print(format_table(profiles))
-    print(f"\nbackend {keras.backend.backend()}, {time.perf_counter() - start:.1f} s")
     if args.csv:
         write_csv(args.csv, profiles)
-        print(f"wrote {args.csv}")
+    where = f"outputs in {args.csv}" if args.csv else "the table above is the output (--csv FILE saves it)"
+    print(f"\nbackend {keras.backend.backend()}, {time.perf_counter() - start:.1f} s; {where}")
     return 0
 
 
@@ -184,7 +184,11 @@ def _parser():
         "--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated training seeds (default: 0,1,2)"
     )
     demo.add_argument(
-        "--verbose", type=int, choices=(0, 1, 2), default=0, help="fit's progress output: 0, 1 or 2 (default: 0)"
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=2,
+        help="fit's progress output: 0 (none), 1 (a bar) or 2 (a line per epoch; the default)",
     )
     demo.set_defaults(run=_demo)
 

@@ -45,12 +45,12 @@ class DemoConfig:
             raise ValueError(f"`seeds` must be distinct integers, at least one. Received: seeds={self.seeds!r}")
 
 
-def run_demo(out="runs/demo", config=None, verbose=0):
+def run_demo(out="runs/demo", config=None, verbose=2):
     """Train the three variants, once per seed, into `out/<norm>/seed_<s>/`; returns the results dict.
 
     The results (every run's numbers and the settings) also go to `out/demo.json`, from which
-    `markdown_table` prints the README's table. `verbose` is `fit`'s: 0 (default) prints one line
-    per run, 1 or 2 `fit`'s progress too.
+    `markdown_table` prints the README's table. `verbose` is `fit`'s: 2 (default) adds fit's line
+    per epoch to the one line per run, 1 its progress bar, 0 nothing more.
     """
     config = config or DemoConfig()
     start = time.perf_counter()
@@ -132,7 +132,7 @@ def report(results):
         [
             "",
             f"Token similarity after each block at initialisation (Definition 1; {config['probe_size']} test digits, "
-            f"mean over {len(config['seeds'])} seeds):",
+            f"mean over {len(config['seeds'])} seed{'s' if len(config['seeds']) > 1 else ''}):",
             similarity_table(results),
             "",
             f"After {config['epochs']} epochs (AdamW, lr {config['learning_rate']:g}, "

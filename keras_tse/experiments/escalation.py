@@ -44,12 +44,14 @@ class EscalationConfig:
     initializer: str = "glorot"
 
 
-def similarity_at_init(kinds=PAPER_NORMS, config=None):
+def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
     """Mean token similarity at the input and after each block, per block kind.
 
     Args:
         kinds: names from `BLOCK_KINDS`.
         config: an `EscalationConfig`. Defaults to the paper's Sec. 2.4.
+        verbose: 1 for a Keras progress bar over the (kind, seed) stacks.
+            Defaults to 0.
 
     Returns:
         dict kind -> NumPy array `[depth + 1]`: entry 0 is the input's
@@ -60,7 +62,15 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None):
     unknown = [k for k in kinds if k not in BLOCK_KINDS]
     if unknown:
         raise ValueError(f"Unknown block kind(s) {unknown}; choose from {tuple(BLOCK_KINDS)}. Received: kinds={kinds}")
-    return {kind: np.mean([_one_trial(kind, config, seed) for seed in config.seeds], axis=0) for kind in kinds}
+    bar = keras.utils.Progbar(len(kinds) * len(config.seeds), verbose=verbose)
+    profiles = {}
+    for kind in kinds:
+        trials = []
+        for seed in config.seeds:
+            trials.append(_one_trial(kind, config, seed))
+            bar.add(1)
+        profiles[kind] = np.mean(trials, axis=0)
+    return profiles
 
 
 def _one_trial(kind, config, seed):

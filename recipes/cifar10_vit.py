@@ -97,7 +97,9 @@ def load_data(args):
     if args.smoke and args.dataset == "cifar10":
         return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)  # CIFAR-10 cannot be fetched offline
     try:
-        (x, y), (x_test, y_test) = DATASETS[args.dataset]["load"](args.data_dir, download=not args.no_download)
+        (x, y), (x_test, y_test) = DATASETS[args.dataset]["load"](
+            args.data_dir, download=not args.no_download, source=args.data_source, tfds_dir=args.tfds_dir
+        )
     except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
         sys.exit(f"cifar10_vit: {error}")
     if args.smoke:
@@ -240,6 +242,14 @@ def parse_args(argv=None):
         help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
     )
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
+    parser.add_argument(
+        "--data-source",
+        choices=data.tfds_source.SOURCES,
+        default="auto",
+        help="auto (default): --data-dir files, else a prepared TensorFlow Datasets copy, else download; "
+        "files: never TFDS; tfds: TFDS only (its own shuffled order)",
+    )
+    parser.add_argument("--tfds-dir", default=None, help="TFDS's data folder (default: $TFDS_DATA_DIR or TFDS's own)")
     parser.add_argument("--out", default="runs/cifar10_vit", help="run folder (default: runs/cifar10_vit)")
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")

@@ -10,6 +10,12 @@ from keras_tse import data
 from keras_tse.data import cifar10
 
 
+@pytest.fixture(autouse=True)
+def _fake_cifar_counts(monkeypatch):
+    """The fake release below: labels 0-3, one each per batch (5 training batches, 1 test batch)."""
+    monkeypatch.setattr(cifar10, "COUNTS", {"train": [5] * 4 + [0] * 6, "test": [1] * 4 + [0] * 6})
+
+
 def _write_fake_cifar(folder, n=4):
     folder.mkdir(parents=True)
     rng = np.random.default_rng(0)
@@ -27,6 +33,18 @@ def test_reads_the_extracted_python_release(tmp_path):
     # channel-first rows of 1024 values become HWC: pixel (0, 1) of channel 2 is value 2048 + 1
     assert x_test[0, 0, 1, 2] == last[b"data"][0, 2048 + 1]
     np.testing.assert_array_equal(y_test, [0, 1, 2, 3])
+
+
+def test_a_release_with_other_class_counts_is_refused(tmp_path, monkeypatch):
+    _write_fake_cifar(tmp_path / cifar10.FOLDER)
+    monkeypatch.setattr(cifar10, "COUNTS", {"train": [5000] * 10, "test": [1000] * 10})  # the real release's
+    with pytest.raises(ValueError, match=r"CIFAR-10 train from .* per-class counts \[5, 5, 5, 5, 0"):
+        data.load_cifar10(str(tmp_path), download=False, source="files")
+
+
+def test_unknown_source_is_refused(tmp_path):
+    with pytest.raises(ValueError, match=r"Received: source='tfds2'"):
+        data.load_cifar10(str(tmp_path), source="tfds2")
 
 
 def test_no_files_and_no_download_names_the_file_and_place(tmp_path):

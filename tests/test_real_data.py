@@ -54,6 +54,49 @@ def test_fashion_mnist_is_the_standard_split(fashion):
     assert abs(x.mean() / 255 - mnist.FASHION_MEAN[0]) < 1e-4 and abs((x / 255).std() - mnist.FASHION_STD[0]) < 1e-4
 
 
+def _store_in_tfds_format(split, tfds_dir):
+    """Fashion-MNIST written as TFDS's own `fashion_mnist` 3.0.1 (its feature spec), offline: what
+    `tfds build fashion_mnist` leaves, made from the same files."""
+    import tensorflow as tf
+    import tensorflow_datasets as tfds
+
+    label = tfds.features.ClassLabel(names=mnist.FASHION_CLASSES)
+    features = tfds.features.FeaturesDict({"image": tfds.features.Image(shape=(28, 28, 1)), "label": label})
+    tfds.dataset_builders.store_as_tfds_dataset(
+        name="fashion_mnist",
+        version="3.0.1",
+        features=features,
+        split_datasets={
+            part: tf.data.Dataset.from_tensor_slices({"image": x, "label": y.astype("int64")})
+            for part, (x, y) in zip(("train", "test"), split)
+        },
+        data_dir=str(tfds_dir),
+    )
+
+
+def test_tensorflow_datasets_is_a_source_after_the_data_dir_files(fashion, tmp_path):
+    _store_in_tfds_format(fashion, tmp_path / "tfds")
+    empty, tfds_dir = str(tmp_path / "empty"), str(tmp_path / "tfds")
+
+    def per_class_sums(split):  # the same images and labels whatever the order
+        return [np.stack([x[y == c].sum(axis=0, dtype="int64") for c in range(10)]) for x, y in split]
+
+    # no files in --data-dir: "auto" reads TFDS's prepared copy (checked: the standard counts)
+    from_tfds = data.load_fashion_mnist(empty, download=False, tfds_dir=tfds_dir)
+    for ours, theirs in zip(per_class_sums(from_tfds), per_class_sums(fashion)):
+        np.testing.assert_array_equal(ours, theirs)
+    assert not np.array_equal(from_tfds[0][1], fashion[0][1])  # TFDS's own shuffled order: it came from TFDS
+    # files present: they come first under "auto"; "tfds" asks for TFDS; "files" never looks at it
+    first = data.load_fashion_mnist(download=False, tfds_dir=tfds_dir)
+    np.testing.assert_array_equal(first[0][1], fashion[0][1])
+    asked = data.load_fashion_mnist(download=False, source="tfds", tfds_dir=tfds_dir)
+    np.testing.assert_array_equal(asked[0][1], from_tfds[0][1])
+    with pytest.raises(FileNotFoundError, match="Fashion-MNIST is not available"):
+        data.load_fashion_mnist(empty, download=False, source="files", tfds_dir=tfds_dir)
+    with pytest.raises(FileNotFoundError, match=r"TFDS holds no prepared fashion_mnist .*tfds build fashion_mnist"):
+        data.load_fashion_mnist(empty, download=False, source="tfds", tfds_dir=empty)
+
+
 def test_mnist_is_the_standard_split():
     (x, y), (x_test, y_test) = _real(data.load_mnist)
     assert x.shape == (60000, 28, 28, 1) and x_test.shape == (10000, 28, 28, 1)

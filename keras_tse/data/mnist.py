@@ -23,9 +23,8 @@ import os
 
 import numpy as np
 
-from keras_tse.data import _download, tfds_source
-from keras_tse.data._split import checked
-from keras_tse.data.cifar10 import default_data_dir
+from keras_tse.data import _download
+from keras_tse.data._image_set import ImageSet, load_image_set
 
 IDX_FILES = {
     "train_images": "train-images-idx3-ubyte.gz",
@@ -74,16 +73,7 @@ def load_fashion_mnist(data_dir=None, download=True, source="auto", tfds_dir=Non
     """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9.
 
     `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
-    data_dir = data_dir or default_data_dir()
-    split, origin = tfds_source.first_source(
-        "fashion_mnist",
-        source,
-        tfds_dir,
-        download,
-        files=lambda: _fashion_files(data_dir),
-        fetch=lambda: _fashion_download(data_dir, download),
-    )
-    return checked(split, FASHION_COUNTS, "Fashion-MNIST", origin, (28, 28, 1))
+    return load_image_set(FASHION_SET, data_dir, download, source, tfds_dir)
 
 
 def _fashion_files(data_dir):
@@ -103,23 +93,14 @@ def _fashion_download(data_dir, download):
     folder = os.path.join(data_dir, FASHION_FOLDER)
     for name, md5 in FASHION_MD5.items():
         _download.get_file(name, FASHION_URL + name, folder, md5, "md5", lambda why: _fashion_missing(data_dir, why))
-    return _read_idx_set(folder), folder
+    return _fashion_files(data_dir)
 
 
 def load_mnist(data_dir=None, download=True, source="auto", tfds_dir=None):
     """`(x_train, y_train), (x_test, y_test)`: uint8 `[N, 28, 28, 1]` images, int32 labels 0-9.
 
     `source` and `tfds_dir`: where TensorFlow Datasets comes in (`keras_tse.data.tfds_source`)."""
-    data_dir = data_dir or default_data_dir()
-    split, origin = tfds_source.first_source(
-        "mnist",
-        source,
-        tfds_dir,
-        download,
-        files=lambda: _mnist_files(data_dir),
-        fetch=lambda: _mnist_download(data_dir, download),
-    )
-    return checked(split, MNIST_COUNTS, "MNIST", origin, (28, 28, 1))
+    return load_image_set(MNIST_SET, data_dir, download, source, tfds_dir)
 
 
 def _mnist_files(data_dir):
@@ -139,8 +120,7 @@ def _mnist_download(data_dir, download):
         raise FileNotFoundError(_mnist_missing(data_dir, "downloading is off"))
     folder = os.path.join(data_dir, MNIST_FOLDER)
     _download.get_file(MNIST_NPZ, MNIST_URL, folder, MNIST_SHA256, "sha256", lambda why: _mnist_missing(data_dir, why))
-    npz = os.path.join(folder, MNIST_NPZ)
-    return _read_npz(npz), npz
+    return _mnist_files(data_dir)
 
 
 def _read_npz(path):
@@ -149,6 +129,10 @@ def _read_npz(path):
             (f["x_train"][..., None], f["y_train"].astype("int32")),
             (f["x_test"][..., None], f["y_test"].astype("int32")),
         )
+
+
+FASHION_SET = ImageSet("fashion_mnist", "Fashion-MNIST", FASHION_COUNTS, (28, 28, 1), _fashion_files, _fashion_download)
+MNIST_SET = ImageSet("mnist", "MNIST", MNIST_COUNTS, (28, 28, 1), _mnist_files, _mnist_download)
 
 
 def _idx_folder(candidates):

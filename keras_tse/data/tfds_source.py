@@ -54,17 +54,6 @@ def from_tfds(name, source, tfds_dir=None, download=True):
     return _split(tfds, builder, "train"), _split(tfds, builder, "test")
 
 
-def first_source(name, source, tfds_dir, download, files, fetch):
-    """`(split, origin)` from the first source the order above allows: `files()` (a split and where it
-    came from, or None), TFDS, then `fetch()` (the loader's own download, or its error)."""
-    check_source(source)
-    found = None if source == "tfds" else files()
-    if found is None:
-        split = from_tfds(name, source, tfds_dir, download)
-        found = (split, f"tensorflow-datasets {name}") if split is not None else fetch()
-    return found
-
-
 def _split(tfds, builder, split):
     """One split as NumPy: uint8 images `[N, H, W, C]`, int32 labels (TFDS's are int64)."""
     images, labels = tfds.as_numpy(builder.as_dataset(split=split, as_supervised=True, batch_size=-1))

@@ -18,7 +18,7 @@ import zipfile
 import numpy as np
 
 from keras_tse.data import _download
-from keras_tse.data.cifar10 import default_data_dir
+from keras_tse.data._image_set import default_data_dir
 from keras_tse.data.text import Vocabulary
 
 URLS = (

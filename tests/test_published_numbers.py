@@ -217,3 +217,35 @@ def test_the_ptb_card_leak_claims_hold_in_the_committed_results():
     for variant in ("deescalate", leaky):
         for record in results["runs"][variant]:
             assert abs(record["valid_perplexity"] / record["train_perplexity"] - 1) < 0.15
+
+
+# zoo/analysis_figures.md quotes these values of the committed figure CSVs (zoo/figures/), written by
+# `KERAS_BACKEND=jax keras-tse figures --out ...`: (figure, column, block or row, as the card prints it).
+ANALYSIS_QUOTES = (
+    ("1", "bert_t_sim", 100, "**0.9855 (100)**"),
+    ("2", "t_sim", 1, "0.0156 (block 1)"),
+    ("2", "t_sim", 10, "0.9817 (10)"),
+    ("2", "t_sim", 15, "0.9994 (15)"),
+    ("4", "t_sim", 5, "0.399 (5)"),
+    ("4", "t_sim", 40, "0.913 (40)"),
+    ("5", "tau_0.3", 40, "0.3: 0.384"),
+    ("5", "tau_0.4", 40, "**0.4: 0.897"),
+    ("5", "tau_0.5", 40, "0.5: 0.958**"),
+)
+
+
+def test_the_analysis_figures_card_quotes_the_committed_csvs():
+    from keras_tse.experiments.figures import read_csv
+
+    with open(os.path.join(ROOT, "zoo", "analysis_figures.md")) as f:
+        card = f.read()
+    for figure, column, block, quoted in ANALYSIS_QUOTES:
+        path = os.path.join(ROOT, "zoo", "figures", f"analysis_fig{figure}.csv")
+        with open(path) as f:
+            assert f.readline().startswith(f"# Yu & Zhang, Fig. {figure}: "), path  # the settings line
+        columns = read_csv(path)
+        value = columns[column][list(columns["block"]).index(block)]
+        number = quoted.strip("*").split(": ")[-1].split(" (")[0]
+        assert f"{value:.{len(number.split('.')[1])}f}" == number, (figure, column, block, value)
+        assert quoted in card, quoted
+        assert f"{column}_sd" in columns or figure == "1"  # the trial spread the PNG draws as a band

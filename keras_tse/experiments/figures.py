@@ -446,6 +446,8 @@ def label(column):
 def draw(name, columns, used, quick=False):
     """The figure as a matplotlib `Figure` (no pyplot): a panel per PANELS entry, every axis labelled,
     legends in words outside the curves, and a band of +-1 sd wherever a `_sd` column exists."""
+    import matplotlib.ticker
+
     x_name, x_label, panels = PANELS[name]
     width = max(6.5, 5.2 * len(panels))
     fig, axes = run_files.new_figure((width, 4.4), len(panels))
@@ -458,6 +460,8 @@ def draw(name, columns, used, quick=False):
                 ax.fill_between(columns[x_name], low, high, color=line.get_color(), alpha=0.2, linewidth=0)
         ax.set(xlabel=x_label, ylabel=y_label, title=title)
         ax.title.set_fontsize(10)
+        if x_name == "block":
+            ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
         if len(names) > 1:
             ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=min(3, len(names)))
     spread = f" Bands: mean +- 1 sd over the {SPREAD_OVER[name]}." if name in SPREAD_OVER else ""

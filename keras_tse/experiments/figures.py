@@ -49,6 +49,17 @@ def _bar(total, verbose):
     return keras.utils.Progbar(total, verbose=1 if verbose else 0)
 
 
+def _trials(trials, seed, verbose):
+    """Per trial: `(trial, X)`, Keras' seed set first (the trial's fresh weights) and X ~ N(0, 1) of
+    shape [1, n, d] (Sec. 2.4); a progress bar over the trials."""
+    bar = _bar(trials, verbose)
+    for trial in range(trials):
+        keras.utils.set_random_seed(seed + trial)
+        x = np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32")
+        yield trial, ops.convert_to_tensor(x)
+        bar.add(1)
+
+
 def _mean_sd(values, names, axis=0):
     """{name: mean over `axis`, name_sd: standard deviation over it}, one per last-axis column."""
     mean, sd = values.mean(axis=axis), values.std(axis=axis)
@@ -154,10 +165,7 @@ def figure_1(
 def figure_2(trials=50, depth=20, seed=0, verbose=0):
     """Columns per block: t_sim, xi ratio of steps 1-4, delta, omega (means and sds over trials)."""
     rows = np.zeros((trials, depth, 7))
-    bar = _bar(trials, verbose)
-    for trial in range(trials):
-        keras.utils.set_random_seed(seed + trial)
-        x = ops.convert_to_tensor(np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32"))
+    for trial, x in _trials(trials, seed, verbose):
         for layer in range(depth):
             p, ys = _steps(_block(), x)
             ratios = [_xi_ratio(a, b) for a, b in zip(ys[:-1], ys[1:])]
@@ -168,7 +176,6 @@ def figure_2(trials=50, depth=20, seed=0, verbose=0):
                 _np(spectral.omega(x[0], p)).mean(),
             ]
             x = ys[-1]
-        bar.add(1)
     columns = ["t_sim", "xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step3", "xi_ratio_step4", "delta", "omega"]
     return {"block": np.arange(1, depth + 1), **_mean_sd(rows, columns)}
 
@@ -230,10 +237,7 @@ def figure_4(trials=20, depth=40, seed=0, verbose=0):
     """Pre-norm (eq. 19): per block, t_sim of the block input and the Frobenius norms of X, LN(X)
     and the attention branch P(LN X) LN(X) W (eq. 20: the residual grows, the branch does not)."""
     rows = np.zeros((trials, depth, 4))
-    bar = _bar(trials, verbose)
-    for trial in range(trials):
-        keras.utils.set_random_seed(seed + trial)
-        x = ops.convert_to_tensor(np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32"))
+    for trial, x in _trials(trials, seed, verbose):
         for layer in range(depth):
             block = PreNormBlock(H, FFN)
             block.build((1, N, D))
@@ -243,7 +247,6 @@ def figure_4(trials=20, depth=40, seed=0, verbose=0):
                 *(_np(ops.sqrt(ops.sum(ops.square(t)))) for t in (x, steps["x_hat"], steps["attention_branch"])),
             ]
             x = steps["outputs"]
-        bar.add(1)
     names = ["t_sim", "norm_x", "norm_ln_x", "norm_attention_branch"]
     return {"block": np.arange(1, depth + 1), **_mean_sd(rows, names)}
 
@@ -251,18 +254,14 @@ def figure_4(trials=20, depth=40, seed=0, verbose=0):
 def figure_5(trials=20, depth=40, taus=(0.0, 0.1, 0.2, 0.3, 0.4, 0.5), seed=0, verbose=0):
     """Token diversity after each block, one column per tau, mean (and sd) over trials."""
     values = np.zeros((trials, depth, len(taus)))
-    bar = _bar(trials, verbose)
-    for trial in range(trials):
-        keras.utils.set_random_seed(seed + trial)
+    for trial, x0 in _trials(trials, seed, verbose):
         blocks = [_block(deescalate="output") for _ in range(depth)]
-        x0 = np.random.default_rng(seed + trial).standard_normal((1, N, D)).astype("float32")
         for j, tau in enumerate(taus):
-            x = ops.convert_to_tensor(x0)
+            x = x0
             for layer, block in enumerate(blocks):
                 block.de_escalation.tau = tau  # same weights for every tau within a run
                 x = block(x)
                 values[trial, layer, j] = _np(token_diversity(x))[0]
-        bar.add(1)
     return {"block": np.arange(1, depth + 1), **_mean_sd(values, [f"tau_{tau:.1f}" for tau in taus])}
 
 

@@ -13,12 +13,6 @@ import time
 LOGS = ("last", "all", "none")
 
 
-def check_logs(logs):
-    if logs not in LOGS:
-        raise ValueError(f"`logs` must be one of {LOGS}. Received: logs={logs!r}")
-    return logs
-
-
 def for_logs(values, logs):
     """The part of `{"<measure>_<block>": value}` that goes into fit's logs under `logs`."""
     if logs == "all":

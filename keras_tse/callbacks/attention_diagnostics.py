@@ -3,7 +3,7 @@ import numpy as np
 
 from keras_tse import _checks
 from keras_tse.analysis.diagnostics import block_diagnostics
-from keras_tse.callbacks._probe_logs import ScalarWriter, check_logs, for_logs
+from keras_tse.callbacks._probe_logs import LOGS, ScalarWriter, for_logs
 from keras_tse.run_files import append_row
 
 
@@ -48,7 +48,7 @@ class AttentionDiagnostics(keras.callbacks.Callback):
     ):
         super().__init__()
         every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
-        self.logs = check_logs(logs)
+        self.logs = _checks.one_of("logs", logs, LOGS)
         self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
         self.probe_inputs, self.every_n_batches = probe_inputs, every_n_batches
         self.csv_path, self.warmup_inputs = csv_path, warmup_inputs

@@ -11,7 +11,7 @@ from keras_tse.analysis.similarity import (
     measure_blocks,
     token_similarity,
 )
-from keras_tse.callbacks._probe_logs import ScalarWriter, check_logs, for_logs
+from keras_tse.callbacks._probe_logs import LOGS, ScalarWriter, for_logs
 from keras_tse.run_files import append_row
 
 
@@ -86,8 +86,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
     ):
         super().__init__()
         every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
-        self.logs = check_logs(logs)
-        self.tensorboard_dir = tensorboard_dir
+        self.logs = _checks.one_of("logs", logs, LOGS)
         self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
         self.probe_inputs = probe_inputs
         self.every_n_batches = every_n_batches

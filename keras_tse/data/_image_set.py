@@ -6,6 +6,7 @@ import os
 
 import numpy as np
 
+from keras_tse import _checks
 from keras_tse.data import tfds_source
 
 # A data set as a loader describes it: TFDS's name for it, the name errors use, the standard release's
@@ -24,7 +25,7 @@ def load_image_set(image_set, data_dir, download, source, tfds_dir):
     """`(x_train, y_train), (x_test, y_test)` from the first source `source` allows (see
     `tfds_source`: files, TFDS, then the download), checked against the standard release."""
     data_dir = data_dir or default_data_dir()
-    tfds_source.check_source(source)
+    _checks.one_of("source", source, tfds_source.SOURCES)
     found = None if source == "tfds" else image_set.files(data_dir)
     if found is None:
         split = tfds_source.from_tfds(image_set.tfds_name, source, tfds_dir, download)

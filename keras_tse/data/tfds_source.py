@@ -17,13 +17,9 @@ import importlib.util
 
 import numpy as np
 
+from keras_tse import _checks
+
 SOURCES = ("auto", "files", "tfds")
-
-
-def check_source(source):
-    if source not in SOURCES:
-        raise ValueError(f"`source` must be one of {SOURCES}. Received: source={source!r}")
-    return source
 
 
 def from_tfds(name, source, tfds_dir=None, download=True):
@@ -32,7 +28,7 @@ def from_tfds(name, source, tfds_dir=None, download=True):
     `"tfds"` always uses it (and downloads through TFDS when `download`); `"auto"` only when
     tensorflow-datasets is installed and holds `name` prepared; `"files"` never.
     """
-    check_source(source)
+    _checks.one_of("source", source, SOURCES)
     if source == "files" or (source == "auto" and importlib.util.find_spec("tensorflow_datasets") is None):
         return None
     try:

@@ -37,3 +37,17 @@ def recipe_module(name):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def run_recipe_here(name, argv, capsys):
+    """`python recipes/<name>.py argv` run in this process, as its `__main__` runs it: the exit code and
+    what it printed (no interpreter and backend start-up to pay; the tests that need a fresh process,
+    a kill or another backend start one)."""
+    from keras_tse.experiments import flags
+    from keras_tse.training.runner import RunFolderMismatch
+
+    recipe = recipe_module(name)
+    capsys.readouterr()  # what came before is not the recipe's
+    code = flags.exit_code_of(name, lambda: recipe.run(recipe.parse_args(argv)), RunFolderMismatch)
+    out, err = capsys.readouterr()
+    return code, out, err

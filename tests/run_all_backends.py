@@ -1,35 +1,98 @@
-"""Run the whole test suite once per Keras backend, each in its own process.
+"""Run the test suite once per Keras backend, each in its own process, the processes side by side.
 
     python tests/run_all_backends.py [pytest args...]
 
-KERAS_BACKEND is set per process, never per test (Keras picks its backend at import). Exits non-zero
-if any backend fails, including pytest's exit 5 ("no tests collected").
+KERAS_BACKEND is set per process, never per test (Keras picks its backend at import). The tests whose
+result cannot depend on the backend (tests/conftest.py says which) run in one process only: PyTorch's
+when PyTorch is among the backends, else the first one's. Each process prints its slowest tests
+(pytest's --durations) and the summary gives each backend's wall time, so a change that adds
+minutes is seen the day it lands. Exits non-zero if any backend fails, pytest's exit 5 ("no tests
+collected") included.
+
+Environment: KERAS_TSE_BACKENDS (default tensorflow,jax,torch) picks the backends;
+KERAS_TSE_TEST_JOBS (default 3) how many run at once. On the 2-core CI machine three at once ran the
+suite in less wall time than two at once (README, "Tests", has the measurements).
 """
 
 import os
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 BACKENDS = ("tensorflow", "jax", "torch")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DURATIONS = ["--durations=15", "--durations-min=1.0"]
+WITH_ONCE = " (with the backend-independent tests)"
+_print_lock = threading.Lock()
+
+
+def _say(text):
+    with _print_lock:
+        print(text, flush=True)
+
+
+def one_backend_process(backends):
+    """The backend whose process also runs the backend-independent tests: PyTorch's when it is there
+    (the cheapest start-up for the recipe processes many of them launch), else the first one's."""
+    return "torch" if "torch" in backends else backends[0]
+
+
+def launch_order(backends, once):
+    """The process with the most to do starts first, so the last one to start is a short one."""
+    return sorted(backends, key=lambda b: (b != once, b != "jax", b != "tensorflow"))
+
+
+# With processes side by side, PyTorch's OpenMP pool and TensorFlow's op pools are cut to one thread:
+# a pool sized to every core, sharing them with other processes, spins on threads that are not
+# running. XLA keeps its own: cut to one thread, JAX's pre-norm step measured 1.54x its post-norm one
+# beside two other processes (tests/test_bench.py's bar is 1.5x; its docstring has 1.08x alone).
+ONE_THREAD = {"OMP_NUM_THREADS": "1", "TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
+
+
+def run_backend(backend, once, pytest_args, side_by_side):
+    """pytest under one backend, its output kept in a file and printed whole when it ends."""
+    env = {**os.environ, "KERAS_BACKEND": backend, "KERAS_TSE_ONE_BACKEND_TESTS": "run" if backend == once else "skip"}
+    if side_by_side:
+        env.update(ONE_THREAD)
+    _say(f"===== KERAS_BACKEND={backend} started{WITH_ONCE if backend == once else ''}")
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as log:
+        code = subprocess.call(
+            [sys.executable, "-m", "pytest", "tests", *DURATIONS, *pytest_args],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        seconds = time.perf_counter() - start
+        log.seek(0)
+        _say(f"\n===== KERAS_BACKEND={backend}: {seconds:.0f} s =====\n{log.read()}")
+    return code, seconds
 
 
 def main(pytest_args):
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    results = {}
-    for backend in os.environ.get("KERAS_TSE_BACKENDS", ",".join(BACKENDS)).split(","):
-        print(f"\n===== KERAS_BACKEND={backend} =====", flush=True)
-        start = time.perf_counter()
-        code = subprocess.call(
-            [sys.executable, "-m", "pytest", "tests", *pytest_args],
-            cwd=root,
-            env={**os.environ, "KERAS_BACKEND": backend},
-        )
-        results[backend] = (code, time.perf_counter() - start)
-    print("\n===== summary =====")
-    for backend, (code, seconds) in results.items():
+    backends = [b for b in os.environ.get("KERAS_TSE_BACKENDS", ",".join(BACKENDS)).split(",") if b]
+    unknown = sorted(set(backends) - set(BACKENDS))
+    if unknown:
+        sys.exit(f"KERAS_TSE_BACKENDS names {unknown}; expected some of {', '.join(BACKENDS)}")
+    jobs = os.environ.get("KERAS_TSE_TEST_JOBS", "3")
+    if not jobs.isdigit() or int(jobs) < 1:
+        sys.exit(f"KERAS_TSE_TEST_JOBS must be a positive integer. Received: {jobs!r}")
+    jobs = int(jobs)
+    once = one_backend_process(backends)
+    start = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = {b: pool.submit(run_backend, b, once, pytest_args, jobs > 1) for b in launch_order(backends, once)}
+        results = {b: f.result() for b, f in futures.items()}
+    print(f"\n===== summary ({jobs} at a time on {os.cpu_count()} cores) =====")
+    for backend in backends:
+        code, seconds = results[backend]
         verdict = "passed" if code == 0 else f"FAILED (pytest exit {code})"
-        print(f"{backend:>10}: {verdict}, {seconds:.0f} s")
+        print(f"{backend:>10}: {verdict}, {seconds:.0f} s{WITH_ONCE if backend == once else ''}")
+    print(f"{'wall':>10}: {time.perf_counter() - start:.0f} s")
     return 0 if all(code == 0 for code, _ in results.values()) else 1
 
 

@@ -93,6 +93,7 @@ def test_logs_all_and_tensorboard(tmp_path):
     assert len(values) == 2 and values[-1] == pytest.approx(history.history["entropy_1"][-1], rel=1e-6)
 
 
+@pytest.mark.one_backend
 def test_bad_frequency_is_refused():
     with pytest.raises(ValueError, match="Received: every_n_batches=0"):
         AttentionDiagnostics(np.zeros((1, 8, 8, 1)), every_n_batches=0)

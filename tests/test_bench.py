@@ -1,9 +1,6 @@
 """`keras-tse bench` (issue 6): FLOP counts, ratios, the CLI on every backend, and the pre-norm speed fix."""
 
 import json
-import os
-import subprocess
-import sys
 
 import keras
 import numpy as np
@@ -16,6 +13,7 @@ from keras_tse.layers._residual import residual_stream
 BACKEND = keras.backend.backend()
 
 
+@pytest.mark.one_backend
 def test_vit_forward_flops_hand_computed():
     # one block, one image: per token 2(4*192^2 + 2*192*384) + 2*2*65*192 = 639,744; x 65 tokens
     # = 41,583,360; patch conv 2*64*48*192 = 1,179,648; head 2*192*10 = 3,840
@@ -23,6 +21,7 @@ def test_vit_forward_flops_hand_computed():
     assert bench.vit_forward_flops(depth=80, batch=128) == 128 * (80 * 41_583_360 + 1_179_648 + 3_840)
 
 
+@pytest.mark.one_backend
 def test_txl_forward_flops_hand_computed():
     # depth 1, batch 1, segment 2, memory 2 (4 keys), hidden 4, inner 4, ffn 8, vocab 10:
     # per token 2(4*4*4 + 2*4*8) + 3*2*4*4 = 352, x 2 tokens = 704; position projection 2*4*4*4 = 128;
@@ -30,6 +29,7 @@ def test_txl_forward_flops_hand_computed():
     assert bench.txl_forward_flops(1, 1, 2, 2, 4, 4, 8, 10) == 704 + 128 + 160
 
 
+@pytest.mark.one_backend
 def test_ratios_pair_the_right_cases():
     results = [
         dict(case="vit_post", step_ms=100.0),
@@ -41,6 +41,7 @@ def test_ratios_pair_the_right_cases():
     assert r == {"ours/peer post-norm (vit_post / peer_post)": 1.25, "ViT deescalate / post": 1.02}
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("field, value", [("cases", ("vit_post", "resnet")), ("dtype", "float8"), ("steps", 0)])
 def test_bad_settings_name_the_value(field, value):
     with pytest.raises(ValueError, match="Received"):
@@ -69,44 +70,24 @@ def test_pre_norm_train_step_is_not_slower_than_post_norm_on_jax():
         )
         model.compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
         clock = bench._fit_steps(model, (x, y), 12)
-        times[norm] = np.median(clock.durations[2:])
+        # the fastest step: a step slowed by another process on the same cores (the suite runs the
+        # backends side by side) says nothing of the model
+        times[norm] = np.min(clock.durations[2:])
     assert times["pre"] < 1.5 * times["post"], times
 
 
 @pytest.mark.large
-def test_cli_prints_ratios_and_writes_json(tmp_path):
+def test_cli_prints_ratios_and_writes_json(tmp_path, capsys):
+    from keras_tse.experiments import cli
+
     out = tmp_path / "bench.json"
     cases = "vit_post,vit_deescalate,peer_post,txl_post"
-    env = {**os.environ, "KERAS_BACKEND": BACKEND}
-    process = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "keras_tse.experiments.cli",
-            "bench",
-            "--quick",
-            "--cases",
-            cases,
-            "--vit-depth",
-            "2",
-            "--steps",
-            "2",
-            "--rounds",
-            "1",
-            "--warmup",
-            "1",
-            "--out",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stdout[-2000:] + process.stderr[-2000:]
-    assert "step-time ratio ours/peer post-norm (vit_post / peer_post)" in process.stdout
-    assert "step-time ratio ViT deescalate / post" in process.stdout
-    assert "TokenSimilarityMetric at its default frequency" in process.stdout
+    argv = ["bench", "--quick", "--cases", cases, "--vit-depth", "2", "--txl-depth", "1", "--steps", "2"]
+    assert cli.main([*argv, "--rounds", "1", "--warmup", "1", "--out", str(out)]) == 0  # in this process's backend
+    stdout = capsys.readouterr().out
+    assert "step-time ratio ours/peer post-norm (vit_post / peer_post)" in stdout
+    assert "step-time ratio ViT deescalate / post" in stdout
+    assert "TokenSimilarityMetric at its default frequency" in stdout
     report = json.loads(out.read_text())
     by_case = {r["case"]: r for r in report["results"]}
     assert set(by_case) == set(cases.split(","))

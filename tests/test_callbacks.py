@@ -115,6 +115,7 @@ def test_named_layers_in_a_plain_functional_model():
         token_similarity_profile(model, x)
 
 
+@pytest.mark.one_backend
 @pytest.mark.parametrize("every", [0, 2.5, "1"])
 def test_bad_frequency_is_rejected(every):
     with pytest.raises(ValueError, match=f"Received: every_n_batches={every!r}"):

@@ -83,10 +83,9 @@ def _epochs(path):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(
-    keras.backend.backend() == "tensorflow",
-    reason="a chain of recipe processes: JAX and PyTorch (TensorFlow's start-up makes it the costliest)",
-)
+# Once: what is killed is os.replace and zipfile writes, the same code whatever the backend; that a
+# checkpoint one backend wrote loads under another is test_recipes' killed run, on every backend.
+@pytest.mark.one_backend
 def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows(tmp_path):
     import keras_tse  # noqa: F401 - registers the layers for load_model
 

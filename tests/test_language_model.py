@@ -38,6 +38,7 @@ def _model(norm, vocab_size=600, **kwargs):
 # --- data ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.one_backend
 def test_vocabulary_orders_by_count_with_eos_first():
     vocab = data.Vocabulary.build(["b a b", "c b a", ""])
     assert vocab.symbols == ["<eos>", "b", "a", "c"]
@@ -49,6 +50,7 @@ def test_vocabulary_orders_by_count_with_eos_first():
         vocab.encode(["zebra"])
 
 
+@pytest.mark.one_backend
 def test_lm_segments_is_transformer_xl_ordered_iterator():
     ids = np.arange(23)  # 2 streams of 11 tokens (one dropped); windows of 3: (11 - 1) // 3 = 3 windows
     x, y = data.lm_segments(ids, batch_size=2, segment_len=3)
@@ -58,6 +60,7 @@ def test_lm_segments_is_transformer_xl_ordered_iterator():
         data.lm_segments(np.arange(5), batch_size=2, segment_len=3)
 
 
+@pytest.mark.one_backend
 def test_segment_stream_reads_on_across_epochs_and_wraps():
     x, y = data.lm_segments(np.arange(23), batch_size=2, segment_len=3)  # 3 windows
     stream = data.SegmentStream(x, y, batch_size=2, steps_per_epoch=2)
@@ -69,6 +72,7 @@ def test_segment_stream_reads_on_across_epochs_and_wraps():
     assert firsts == [0, 3, 6, 0, 3, 6]  # global steps 0..5 read windows 0, 1, 2, 0, 1, 2
 
 
+@pytest.mark.one_backend
 def test_python_docs_corpus_is_real_text_split_in_three(corpus):
     ids, vocab = corpus
     assert len(vocab) == 600 and vocab.symbols[:3] == ["<eos>", "<unk>", "the"]
@@ -83,6 +87,7 @@ def _fake_wikitext(folder):
             f.write(text)
 
 
+@pytest.mark.one_backend
 def test_wikitext_from_the_standard_layout_and_then_from_its_cache(tmp_path):
     _fake_wikitext(tmp_path / "wikitext-103")
     ids, vocab = data.load_wikitext103(str(tmp_path), download=False)
@@ -95,11 +100,13 @@ def test_wikitext_from_the_standard_layout_and_then_from_its_cache(tmp_path):
     np.testing.assert_array_equal(again["train"], ids["train"])
 
 
+@pytest.mark.one_backend
 def test_wikitext_missing_names_the_zip_and_the_place(tmp_path):
     with pytest.raises(FileNotFoundError, match=rf"wikitext-103-v1.zip.*{wikitext.MD5}.*put it at {tmp_path}"):
         data.load_wikitext103(str(tmp_path), download=False)
 
 
+@pytest.mark.one_backend
 def test_wikitext_zip_with_wrong_checksum_is_refused(tmp_path):
     _fake_wikitext(tmp_path / "src" / "wikitext-103")
     with zipfile.ZipFile(tmp_path / wikitext.ARCHIVE, "w") as z:
@@ -109,6 +116,7 @@ def test_wikitext_zip_with_wrong_checksum_is_refused(tmp_path):
         data.load_wikitext103(str(tmp_path))
 
 
+@pytest.mark.one_backend
 def test_wikitext_download_tries_every_mirror_through_get_file(tmp_path, monkeypatch):
     """file:// mirrors: none answers -> the message names the failure and leaves nothing behind; the
     first missing and the second serving -> keras.utils.get_file fetches from the second."""

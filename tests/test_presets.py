@@ -12,8 +12,8 @@ from keras_tse.experiments.preset_sizes import model_sizes
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SMALL = sorted(n for n, e in zoo.presets().items() if e["params"] < 2_000_000)
-# The paper-sized presets take 5-10 s each to build; their counts do not depend on the backend (one
-# code path makes every shape), so they are rebuilt on JAX only.
+# The paper-sized presets take 5-10 s each to build. No count depends on the backend (one code path
+# makes every shape): the file is in conftest's ONE_BACKEND group.
 LARGE = sorted(set(zoo.presets()) - set(SMALL))
 
 
@@ -31,8 +31,6 @@ def test_small_preset_parameter_counts_match_count_params(name):
 
 @pytest.mark.parametrize("name", LARGE)
 def test_paper_sized_preset_parameter_counts_match_count_params(name):
-    if keras.backend.backend() != "jax":
-        pytest.skip("counted on JAX only (5-10 s per model; the count is backend-independent)")
     _check_counts(name)
     keras.backend.clear_session(free_memory=True)
 

@@ -1,6 +1,7 @@
 """`keras-tse probe`: the profile of a saved model, equal to the library's measures."""
 
 import numpy as np
+import pytest
 
 from keras_tse import zoo
 from keras_tse.analysis.probe import probe_model, random_inputs
@@ -41,6 +42,7 @@ def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
     assert "2 blocks" in out and len([line for line in out.splitlines() if line.strip().startswith(("0 ", "1 "))]) == 2
 
 
+@pytest.mark.one_backend
 def test_probe_command_names_a_missing_file(tmp_path, capsys):
     assert cli.main(["probe", str(tmp_path / "none.keras")]) == 2
     assert "Received: model=" in capsys.readouterr().err

@@ -17,13 +17,6 @@ from keras_tse import data
 from keras_tse.data import mnist, ptb
 from tests.helpers import recipe_module
 
-# The loaders are NumPy and files, the same on every backend, and the recipe slices are the recipes'
-# own smoke runs on real data: the module runs once, on JAX (the backend the cards use).
-pytestmark = pytest.mark.skipif(
-    __import__("keras").backend.backend() != "jax",
-    reason="backend-independent loaders and one recipe slice: run once, on JAX",
-)
-
 
 def _real(loader):
     try:

@@ -10,6 +10,7 @@ import keras
 import pytest
 
 import keras_tse  # noqa: F401  registers the classes the checkpoints name
+from tests.helpers import run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
@@ -26,9 +27,10 @@ def _run(args, timeout=600):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the three-variant smoke runs once, on JAX")
+@pytest.mark.one_backend  # the folder layout of three variants; test_smoke_one_variant_on_this_backend trains on each
 def test_smoke_all_variants_writes_the_run_folder(tmp_path):
-    result = _run(["--smoke", "--norm", "all", "--out", str(tmp_path)])
+    # one block: this is the run folder of every variant; the depth of the smoke model changes none of it
+    result = _run(["--smoke", "--norm", "all", "--depth", "1", "--out", str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
     summary_lines = [line for line in result.stdout.splitlines() if "valid ppl" in line]
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
@@ -53,14 +55,16 @@ def test_smoke_all_variants_writes_the_run_folder(tmp_path):
     assert (tmp_path / "plots" / "loss_curves.png").exists()
 
 
-def test_smoke_one_variant_on_this_backend(tmp_path):
-    result = _run(["--smoke", "--norm", "deescalate", "--steps", "20", "--out", str(tmp_path)])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "deescalate: 1 evaluations" in result.stdout
+def test_smoke_one_variant_on_this_backend(tmp_path, capsys):
+    argv = ["--smoke", "--norm", "deescalate", "--steps", "20", "--out", str(tmp_path)]
+    code, out, err = run_recipe_here("wikitext103_txl", argv, capsys)
+    assert code == 0, err[-3000:]
+    assert "deescalate: 1 evaluations" in out
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
     assert model.input.shape == (8, 32) and model.output.shape == (8, 32, 4000)
 
 
+@pytest.mark.one_backend
 def test_no_data_stops_with_the_file_to_fetch(tmp_path):
     result = _run(["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")])
     assert result.returncode != 0
@@ -72,7 +76,7 @@ def test_no_data_stops_with_the_file_to_fetch(tmp_path):
 @pytest.mark.parametrize("recipe", ["wikitext103_txl.py", "cifar10_vit.py"])
 def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, recipe):
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    budget = ["--steps", "10"] if recipe.startswith("wikitext") else ["--epochs", "1"]
+    budget = ["--steps", "10", "--depth", "1"] if recipe.startswith("wikitext") else ["--epochs", "1", "--depth", "1"]
     result = subprocess.run(
         [
             sys.executable,

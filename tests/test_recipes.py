@@ -16,6 +16,7 @@ from keras_tse.data import (  # also registers the layers for loading
     normalized,
     synthetic_cifar10,
 )
+from tests.helpers import run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
@@ -37,9 +38,10 @@ def _epochs(history_csv):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="the three-variant smoke runs once, on JAX")
+@pytest.mark.one_backend  # the folder layout of three variants; each backend's training is the tests below
 def test_smoke_all_variants_writes_the_run_folder(tmp_path):
-    result = _run(["--smoke", "--norm", "all", "--out", str(tmp_path)])
+    # one block: this is the run folder of every variant; the depth of the smoke model changes none of it
+    result = _run(["--smoke", "--norm", "all", "--depth", "1", "--out", str(tmp_path)])
     assert result.returncode == 0, result.stderr[-3000:]
     summary_lines = [line for line in result.stdout.splitlines() if "test acc" in line]
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
@@ -65,9 +67,10 @@ def _curve_variants(out):
         return sorted({row["variant"] for row in csv.DictReader(f)})
 
 
-def test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot(tmp_path):
-    result = _run(["--smoke", "--norm", "deescalate", "--epochs", "1", "--out", str(tmp_path)])
-    assert result.returncode == 0, result.stderr[-3000:]
+def test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot(tmp_path, capsys):
+    argv = ["--smoke", "--norm", "deescalate", "--epochs", "1", "--depth", "1", "--out", str(tmp_path)]
+    code, _, err = run_recipe_here("cifar10_vit", argv, capsys)
+    assert code == 0, err[-3000:]
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
     (x, y), _ = synthetic_cifar10(num_train=64, num_test=1)
     x = normalized(x, cifar10.MEAN, cifar10.STD)
@@ -77,21 +80,24 @@ def test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot(
 
     # issue 16: the usual cluster way, one job per variant; the second call's plot holds both variants
     assert _curve_variants(tmp_path) == ["deescalate"]
-    result = _run(["--smoke", "--norm", "post", "--epochs", "1", "--depth", "1", "--out", str(tmp_path)])
-    assert result.returncode == 0, result.stderr[-3000:]
+    argv = ["--smoke", "--norm", "post", "--epochs", "1", "--depth", "1", "--out", str(tmp_path)]
+    code, out, err = run_recipe_here("cifar10_vit", argv, capsys)
+    assert code == 0, err[-3000:]
     assert _curve_variants(tmp_path) == ["deescalate", "post"]
-    assert "the curves of post, deescalate" in result.stdout
+    assert "the curves of post, deescalate" in out
 
 
 def _other_backend():
     return "torch" if keras.backend.backend() != "torch" else "jax"
 
 
-def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_path):
+def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_path, capsys):
     """Killed under one backend, resumed under the current one (issue 16: the backend does not change
     the model or the data, and every checkpoint loads on any backend); then a finished folder is
     skipped, and one of other settings stops before any data with one line naming the setting."""
-    args = [RECIPE, "--smoke", "--norm", "deescalate", "--epochs", "5", "--out", str(tmp_path)]
+    # one block: the kill, the resume and the checks do not depend on depth, and each epoch still writes
+    # two checkpoints and a backup, so the poll below sees epoch 2 long before epoch 5
+    args = [RECIPE, "--smoke", "--norm", "deescalate", "--epochs", "5", "--depth", "1", "--out", str(tmp_path)]
     history = tmp_path / "deescalate" / "history.csv"
     process = subprocess.Popen(
         [sys.executable, *args],
@@ -109,10 +115,10 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
     done_before_kill = _epochs(history)
     assert 2 <= len(done_before_kill) < 5, done_before_kill  # killed mid-way, not before or after
 
-    result = _run(args[1:])
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert f"now {{'backend': '{keras.backend.backend()}'}}" in result.stdout
-    first_epoch_rerun = int(result.stdout.split("Epoch ")[1].split("/")[0])
+    code, out, err = run_recipe_here("cifar10_vit", args[1:], capsys)  # resumed here, under this test's backend
+    assert code == 0, err[-3000:]
+    assert f"now {{'backend': '{keras.backend.backend()}'}}" in out
+    first_epoch_rerun = int(out.split("Epoch ")[1].split("/")[0])
     # "Epoch 3/5": it did not start over; a kill after an epoch's rows but before its backup repeats that epoch
     assert first_epoch_rerun in (len(done_before_kill), len(done_before_kill) + 1)
     assert _epochs(history) == [0, 1, 2, 3, 4]  # each epoch's row once: the repeated epoch's old row was trimmed
@@ -125,16 +131,17 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
     assert config["backend"] == _other_backend()
     assert config["resumed_with"] == [{"backend": keras.backend.backend()}]
 
-    again = _run(args[1:])
-    assert again.returncode == 0 and "finished, skipping" in again.stdout
-    other = _run([*args[1:], "--learning-rate", "0.5"])
-    assert other.returncode == 2
-    assert "Traceback" not in other.stderr
-    message = other.stderr.strip().splitlines()[-1]  # after TensorFlow's C++ start-up notices, if any
+    code, out, _ = run_recipe_here("cifar10_vit", args[1:], capsys)
+    assert code == 0 and "finished, skipping" in out
+    code, out, err = run_recipe_here("cifar10_vit", [*args[1:], "--learning-rate", "0.5"], capsys)
+    assert code == 2
+    assert "Traceback" not in err
+    message = err.strip().splitlines()[-1]
     assert message.startswith("cifar10_vit: ") and "train.learning_rate: stored 0.001, now 0.5" in message, message
-    assert "===" not in other.stdout  # stopped before any data was loaded or model built
+    assert "===" not in out  # stopped before any data was loaded or model built
 
 
+@pytest.mark.one_backend
 def test_no_data_stops_with_the_file_to_fetch(tmp_path):
     result = _run(["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")])
     assert result.returncode != 0

@@ -83,9 +83,6 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
 # --- 3: a sweep row cut short is recomputed; a foreign CSV is named ---------------------------------------
 
 
-@pytest.mark.skipif(
-    keras.backend.backend() != "jax", reason="the CSV healing is backend-free; one backend keeps CI short"
-)
 def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
     config = sweep.SweepConfig.quick(depths=(2,), norms=("post",))
     out = str(tmp_path)
@@ -126,6 +123,7 @@ TINY_XL = dict(
 )
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize(
     "x_change, y_change, message",
     [
@@ -175,6 +173,7 @@ class _NanPixelFromSecondEpoch(keras.utils.PyDataset):
         return x, self.y[index * 8 : (index + 1) * 8]
 
 
+@pytest.mark.every_backend
 def test_a_nan_input_stops_the_run_and_keeps_the_last_finite_checkpoint(tmp_path, capsys):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((16, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 16)

@@ -15,15 +15,17 @@ from tests.helpers import randomise_weights
 
 BACKENDS = ("tensorflow", "jax", "torch")
 
-# What a user on another backend runs: nothing but `import keras_tse` before loading.
+# What a user on another backend runs: nothing but `import keras_tse` before loading. One process
+# loads every kind (argv: the backend's name check, then model, input and output paths in threes).
 LOAD_AND_PREDICT = textwrap.dedent(
     """
     import sys
     import numpy as np
     import keras_tse  # registers the layers
     import keras
-    model = keras.saving.load_model(sys.argv[1])
-    np.save(sys.argv[3], keras.ops.convert_to_numpy(model(np.load(sys.argv[2]))))
+    for model_path, x_path, y_path in zip(*[iter(sys.argv[1:])] * 3):
+        model = keras.saving.load_model(model_path)
+        np.save(y_path, keras.ops.convert_to_numpy(model(np.load(x_path))))
     print(keras.backend.backend())
     """
 )
@@ -97,35 +99,35 @@ MODELS = {
 }
 
 
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """Each kind built (and trained) once, saved, with its inputs and this backend's outputs."""
+    folder = tmp_path_factory.mktemp("saved")
+    models = {}
+    for kind, (build, make_inputs) in MODELS.items():
+        model, x = build(), make_inputs()
+        model.save(folder / f"{kind}.keras")
+        np.save(folder / f"{kind}_x.npy", x)
+        models[kind] = (model, x, keras.ops.convert_to_numpy(model(x)))
+    return folder, models
+
+
 @pytest.mark.parametrize("kind", sorted(MODELS))
-def test_round_trip_on_this_backend(tmp_path, kind):
-    build, make_inputs = MODELS[kind]
-    model, x = build(), make_inputs()
-    path = str(tmp_path / "model.keras")
-    model.save(path)
-    loaded = keras.saving.load_model(path)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), keras.ops.convert_to_numpy(model(x)), atol=1e-6)
+def test_round_trip_on_this_backend(saved, kind):
+    folder, models = saved
+    model, x, expected = models[kind]
+    loaded = keras.saving.load_model(folder / f"{kind}.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), expected, atol=1e-6)
     assert [type(layer).__name__ for layer in loaded.layers] == [type(layer).__name__ for layer in model.layers]
 
 
-@pytest.mark.parametrize("kind", sorted(MODELS))
 @pytest.mark.parametrize("other", [b for b in BACKENDS if b != keras.backend.backend()])
-def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other, kind):
-    build, make_inputs = MODELS[kind]
-    model, x = build(), make_inputs()
-    model.save(tmp_path / "model.keras")
-    np.save(tmp_path / "x.npy", x)
-    env = {**os.environ, "KERAS_BACKEND": other}
+def test_loads_and_predicts_the_same_on_another_backend(saved, tmp_path, other):
+    folder, models = saved
+    paths = {kind: (folder / f"{kind}.keras", folder / f"{kind}_x.npy", tmp_path / f"{kind}_y.npy") for kind in models}
     run = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            LOAD_AND_PREDICT,
-            str(tmp_path / "model.keras"),
-            str(tmp_path / "x.npy"),
-            str(tmp_path / "y.npy"),
-        ],
-        env=env,
+        [sys.executable, "-c", LOAD_AND_PREDICT, *(str(p) for kind in sorted(models) for p in paths[kind])],
+        env={**os.environ, "KERAS_BACKEND": other},
         capture_output=True,
         text=True,
         timeout=300,
@@ -133,4 +135,5 @@ def test_loads_and_predicts_the_same_on_another_backend(tmp_path, other, kind):
     )
     assert run.returncode == 0, run.stderr[-3000:]
     assert run.stdout.strip().splitlines()[-1] == other
-    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), keras.ops.convert_to_numpy(model(x)), atol=1e-5)
+    for kind, (_, _, expected) in models.items():
+        np.testing.assert_allclose(np.load(paths[kind][2]), expected, atol=1e-5, err_msg=kind)

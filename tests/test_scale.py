@@ -114,7 +114,7 @@ def test_jit_compile_true_trains_like_the_default():
     results = []
     for jit_compile in ("auto", True):
         keras.utils.set_random_seed(0)
-        model = tiny_vit()
+        model = tiny_vit(depth=1)  # one block: torch.compile's time grows with the blocks, the property does not
         model.compile(
             keras.optimizers.SGD(0.1),
             keras.losses.SparseCategoricalCrossentropy(from_logits=True),

@@ -4,14 +4,12 @@ import os
 import subprocess
 import sys
 
-import keras
 import pytest
 
 from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-pytestmark = pytest.mark.skipif(keras.backend.backend() != "jax", reason="backend-free scripts; run once, on JAX")
 
 
 def _run(script, *args):

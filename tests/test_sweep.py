@@ -211,6 +211,7 @@ def test_bad_grid_names_the_value():
         sweep.SweepConfig(taus=(1.5,))
 
 
+@pytest.mark.every_backend
 @pytest.mark.parametrize("norm", ["deescalate", "rezero"])
 def test_one_cell_measures_every_column_on_this_backend(norm):
     config = sweep.SweepConfig.quick(steps=4)
@@ -237,7 +238,6 @@ def test_one_cell_measures_every_column_on_this_backend(norm):
 
 
 @pytest.mark.large
-@pytest.mark.skipif(BACKEND != "jax", reason="the resume logic is backend-free; one backend keeps CI short")
 def test_killed_sweep_resumes_without_recomputing_finished_cells(tmp_path):
     out = tmp_path / "sweep"
     command = [sys.executable, "-m", "keras_tse.experiments.cli", "sweep", "--quick", "--out", str(out)]

@@ -245,6 +245,7 @@ def test_adaptive_embedding_looks_up_each_cluster_and_scales():
     np.testing.assert_allclose(_numpy(layer(ids))[0], expected, rtol=1e-6)
 
 
+@pytest.mark.one_backend
 def test_paper_size_model_has_about_201m_parameters():
     model = zoo.from_preset("transformer_xl60_wt103_deescalate")
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)
@@ -269,6 +270,7 @@ def test_preset_forward_pass_is_normalised(name, overrides):
     np.testing.assert_allclose(np.exp(log_probs.astype("float64")).sum(-1), 1.0, atol=1e-4)
 
 
+@pytest.mark.one_backend
 def test_paper_presets_are_the_three_variants_of_sec_3_4():
     p = presets()
     paper = ("post", "pre", "deescalate")

@@ -14,9 +14,23 @@ def _images(shape=(4, 8, 8, 1), seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype("float32")
 
 
+@pytest.fixture(scope="module")
+def preset_model():
+    """Each preset built once for this module: an 80-block model takes seconds to build on TensorFlow."""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = from_preset(name)
+        return built[name]
+
+    yield get
+    built.clear()
+
+
 @pytest.mark.parametrize("norm", ["post", "pre", "deescalate"])
-def test_paper_vit80_size_and_escalation_at_init(norm):
-    model = vit(depth=80, norm=norm)
+def test_paper_vit80_size_and_escalation_at_init(norm, preset_model):
+    model = preset_model(f"vit80_cifar10_{norm}")  # Table 1's ViT at depth 80, the paper's variant
     assert 22e6 <= model.count_params() <= 26e6, model.count_params()
     assert tuple(model.output.shape) == (None, 10)
     blocks = [layer for layer in model.layers if isinstance(layer, (PostNormBlock, PreNormBlock))]
@@ -30,6 +44,7 @@ def test_paper_vit80_size_and_escalation_at_init(norm):
         assert all(b.deescalate == "output" and b.tau == 1.0 for b in blocks)
 
 
+@pytest.mark.one_backend
 def test_table1_defaults():
     model = vit(depth=2)
     embedding = model.get_layer("patch_embedding")
@@ -75,14 +90,15 @@ def test_bad_arguments_fail_up_front(kwargs, pattern):
 
 
 @pytest.mark.parametrize("name", sorted(n for n, p in presets().items() if p["builder"] == "vit"))
-def test_every_vit_preset_forward_pass_is_finite(name):
+def test_every_vit_preset_forward_pass_is_finite(name, preset_model):
     config = presets()[name]["config"]
-    model = from_preset(name)
+    model = preset_model(name)
     x = _images((2, config["image_size"], config["image_size"], config.get("channels", 3)))
     logits = model.predict(x, verbose=0)
     assert logits.shape == (2, config["num_classes"]) and np.all(np.isfinite(logits))
 
 
+@pytest.mark.one_backend
 def test_paper_presets_are_the_three_variants():
     p = presets()
     assert {p[f"vit80_cifar10_{n}"]["config"]["norm"] for n in ("post", "pre", "deescalate")} == {

@@ -1,0 +1,74 @@
+"""The suite's own rule (tests/conftest.py): every test file says whether its result can depend on
+the backend, and a run with KERAS_TSE_ONE_BACKEND_TESTS=skip leaves out exactly the one-backend tests."""
+
+import os
+import pathlib
+import subprocess
+import sys
+
+import pytest
+
+from tests import conftest
+from tests.run_all_backends import launch_order, one_backend_process
+
+TESTS = os.path.dirname(os.path.abspath(__file__))
+
+
+def test_every_test_file_is_in_exactly_one_group():
+    assert conftest.classification_errors(TESTS) == []
+
+
+def test_a_new_file_in_neither_group_is_named(tmp_path):
+    for name in conftest.EVERY_BACKEND | conftest.ONE_BACKEND:
+        (tmp_path / name).write_text("")
+    (tmp_path / "test_new_feature.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "helpers_new.py").write_text("")  # not a test file: needs no group
+    assert conftest.classification_errors(str(tmp_path)) == [
+        "test_new_feature.py: in neither EVERY_BACKEND nor ONE_BACKEND (tests/conftest.py)"
+    ]
+    os.remove(tmp_path / "test_vit.py")
+    assert conftest.classification_errors(str(tmp_path))[-1].startswith("test_vit.py: listed, but no such file")
+
+
+class _Item:
+    def __init__(self, file, marker=None):
+        self.path = pathlib.Path(TESTS) / file
+        self.marker = marker
+
+    def get_closest_marker(self, name):
+        return pytest.Mark(name, (), {}) if name == self.marker else None
+
+
+def test_a_marker_moves_one_test_out_of_its_files_group():
+    assert conftest.runs_on_every_backend(_Item("test_vit.py"))
+    assert not conftest.runs_on_every_backend(_Item("test_data.py"))
+    assert not conftest.runs_on_every_backend(_Item("test_vit.py", "one_backend"))
+    assert conftest.runs_on_every_backend(_Item("test_data.py", "every_backend"))
+
+
+def test_skip_mode_deselects_the_one_backend_tests_and_keeps_the_rest():
+    files = ["tests/test_training.py", "tests/test_recipes.py"]
+    counts = {}
+    for mode in ("run", "skip"):
+        env = {**os.environ, conftest.ONE_BACKEND_TESTS: mode}
+        result = subprocess.run(
+            [sys.executable, "-m", "pytest", "--collect-only", "-q", *files],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(TESTS),
+            env=env,
+        )
+        assert result.returncode == 0, result.stdout[-2000:]
+        counts[mode] = [line for line in result.stdout.splitlines() if "::" in line]
+    assert any("test_training.py" in line for line in counts["run"])
+    assert not any("test_training.py" in line for line in counts["skip"])  # a one-backend file
+    kept = {line.split("::")[1] for line in counts["skip"]}
+    assert "test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend" in kept  # an every-backend test
+    assert "test_no_data_stops_with_the_file_to_fetch" not in kept  # marked one_backend inside that file
+
+
+def test_the_runner_gives_the_one_backend_tests_to_one_process_and_starts_it_first():
+    assert one_backend_process(["tensorflow", "jax", "torch"]) == "torch"
+    assert one_backend_process(["jax", "tensorflow"]) == "jax"
+    assert launch_order(["tensorflow", "jax", "torch"], "torch") == ["torch", "jax", "tensorflow"]
+    assert launch_order(["tensorflow", "jax"], "tensorflow") == ["tensorflow", "jax"]

@@ -1,4 +1,5 @@
-"""`.keras` files saved before the layout move (issue 17) load on every backend and predict as then."""
+"""`.keras` files saved before a refactor (the layout move; the Transformer-XL block rebuilt on the shared
+block bodies) load on every backend and predict as then: every norm of both families."""
 
 import os
 
@@ -9,7 +10,14 @@ import pytest
 import keras_tse  # noqa: F401  (registers the serializable classes)
 
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
-NAMES = ("vit_deescalate", "transformer_xl_deescalate")
+VIT_NORMS = ("deescalate", "post", "pre", "deepnorm", "rezero", "layerscale")
+NAMES = tuple(f"vit_{norm}" for norm in VIT_NORMS) + tuple(
+    f"transformer_xl_{norm}" for norm in (*VIT_NORMS, "deescalate_leaky_global")
+)
+
+
+def test_every_fixture_file_is_checked():
+    assert sorted(f[: -len(".keras")] for f in os.listdir(HERE) if f.endswith(".keras")) == sorted(NAMES)
 
 
 @pytest.mark.parametrize("name", NAMES)

@@ -1,7 +1,6 @@
 import keras
 
 from keras_tse import _checks
-from keras_tse.layers.baselines import deepnorm_initialize
 from keras_tse.layers.post_norm_block import PostNormBlock
 
 
@@ -37,8 +36,7 @@ class DeepNormBlock(PostNormBlock):
 
     def build(self, input_shape):
         super().build(input_shape)
-        deepnorm_initialize(self, self.init_gain)
-        self._residual_factor = self.residual_scale  # DeepNet's x_{l+1} = LN(alpha x_l + G(x_l))
+        self._use_deepnorm(self.residual_scale, self.init_gain)
 
     def get_config(self):
         return {**super().get_config(), "residual_scale": self.residual_scale, "init_gain": self.init_gain}

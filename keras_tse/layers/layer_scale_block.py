@@ -1,6 +1,6 @@
 import keras
 
-from keras_tse.layers.baselines import add_layer_scales, check_layer_scale_init
+from keras_tse.layers.baselines import check_layer_scale_init
 from keras_tse.layers.pre_norm_block import PreNormBlock
 
 
@@ -30,7 +30,7 @@ class LayerScaleBlock(PreNormBlock):
 
     def build(self, input_shape):
         super().build(input_shape)
-        self.branch_scales = add_layer_scales(self, input_shape[-1], self.layer_scale_init)
+        self._use_layer_scale(self.layer_scale_init)
 
     def get_config(self):
         return {**super().get_config(), "layer_scale_init": self.layer_scale_init}

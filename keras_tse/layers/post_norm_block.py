@@ -1,3 +1,5 @@
+import functools
+
 import keras
 
 from keras_tse import _checks
@@ -92,24 +94,18 @@ class PostNormBlock(TransformerBlock):
             )
             self.de_escalation.build(input_shape)
 
-    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
-        steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
-        return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
-
     def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
-        """Algorithm 1 step by step: a dict of `y1` ... `y4`, the block's `outputs` (`y4`, de-escalated
-        at `"output"`) and `scores` (P, or `None` unless asked). Fig. 2 reads the steps from here."""
-        attended, scores = self._attention(inputs, training, return_attention_scores, mask=mask)
-        y1 = self._residual(inputs) + attended  # step 1: X + alpha * P X W
-        y2 = self.attention_norm(y1)  # step 2
-        if self.deescalate == "pre_ffn":
-            y2 = self.de_escalation(y2, mask=mask)  # eq. (21) at the FFN input (Sec. 3.4)
-        y3 = self._residual(y2) + self._feed_forward(y2, training)  # step 3
-        y4 = self.ffn_norm(y3)  # step 4
-        outputs = y4
-        if self.deescalate == "output":
-            outputs = self.de_escalation(y4, mask=mask)  # eq. (21) at the block output (Sec. 3.3)
-        return {"y1": y1, "y2": y2, "y3": y3, "y4": y4, "outputs": outputs, "scores": scores}
+        """Algorithm 1 step by step (`TransformerBlock._post_norm_steps`), de-escalated where `deescalate`
+        says: a dict of `y1` ... `y4`, `ffn_input`, `outputs` and `scores`. Fig. 2 reads it."""
+        deescalate = {self.deescalate: functools.partial(self.de_escalation, mask=mask)} if self.deescalate else {}
+        return self._post_norm_steps(
+            inputs,
+            training,
+            return_attention_scores,
+            ffn_input=deescalate.get("pre_ffn"),  # eq. (21) at the FFN input (Sec. 3.4)
+            output=deescalate.get("output"),  # eq. (21) at the block output (Sec. 3.3)
+            mask=mask,
+        )
 
     def get_config(self):
         return {

@@ -1,6 +1,5 @@
 import keras
 
-from keras_tse.layers._residual import residual_stream
 from keras_tse.layers.transformer_block import TransformerBlock
 
 
@@ -59,19 +58,7 @@ class PreNormBlock(TransformerBlock):
         Yu & Zhang, Sec. 3.1, eqs. (19)-(20); Xiong et al. 2020.
     """
 
-    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
-        steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
-        return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
-
     def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
-        """Eq. (19) step by step: a dict of `x_hat` (LN X), `attention_branch` (P(X_hat) X_hat W, as it
-        joins the stream), `y`, the block's `outputs` (Z) and `scores` (P, or `None` unless asked).
-        Fig. 4 reads the norms of eq. (20) from here."""
-        inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
-        x_hat = self._normalize(self.attention_norm, inputs)
-        attended, scores = self._attention(x_hat, training, return_attention_scores, mask=mask)
-        branch = self._branch_scale(0, attended)
-        y = inputs + branch  # eq. (19): Y = X + P(X_hat) X_hat W
-        # Z = Y + phi(LN(Y) W_1) W_2
-        z = y + self._branch_scale(1, self._feed_forward(self._normalize(self.ffn_norm, y), training))
-        return {"x_hat": x_hat, "attention_branch": branch, "y": y, "outputs": z, "scores": scores}
+        """Eq. (19) step by step (`TransformerBlock._pre_norm_steps`): a dict of `x_hat`,
+        `attention_branch`, `y`, `outputs` and `scores`. Fig. 4 reads the norms of eq. (20) from here."""
+        return self._pre_norm_steps(inputs, training, return_attention_scores, mask=mask)

@@ -1,6 +1,5 @@
 import keras
 
-from keras_tse.layers.baselines import add_rezero_weight
 from keras_tse.layers.pre_norm_block import PreNormBlock
 
 
@@ -28,5 +27,4 @@ class ReZeroBlock(PreNormBlock):
 
     def build(self, input_shape):
         super().build(input_shape)
-        self.resweight = add_rezero_weight(self)
-        self.branch_scales = (self.resweight, self.resweight)  # one a for both branches
+        self._use_rezero()

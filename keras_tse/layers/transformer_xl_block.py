@@ -1,14 +1,10 @@
+import functools
+
 import keras
 from keras import ops
 
 from keras_tse import _checks
-from keras_tse.layers._residual import residual_stream
-from keras_tse.layers.baselines import (
-    add_layer_scales,
-    add_rezero_weight,
-    check_layer_scale_init,
-    deepnorm_initialize,
-)
+from keras_tse.layers.baselines import check_layer_scale_init
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.norms import DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
@@ -146,8 +142,6 @@ class TransformerXLBlock(TransformerBlock):
         )
 
     def build(self, input_shape):
-        _checks.rank3(self, input_shape)
-        self._head_dim = self.head_dim or input_shape[-1] // self.num_heads
         super().build(input_shape)
         self.de_escalation = None
         if self.norm in DEESCALATED:
@@ -159,15 +153,12 @@ class TransformerXLBlock(TransformerBlock):
                 name="de_escalation",
             )
             self.de_escalation.build(input_shape)
-        # the baselines fill the base class's hooks exactly as DeepNormBlock, ReZeroBlock, LayerScaleBlock do
         if self.norm == "deepnorm":
-            deepnorm_initialize(self, self.init_gain)
-            self._residual_factor = self.residual_scale
+            self._use_deepnorm(self.residual_scale, self.init_gain)
         elif self.norm == "rezero":
-            self.resweight = add_rezero_weight(self)
-            self.branch_scales = (self.resweight, self.resweight)
+            self._use_rezero()
         elif self.norm == "layerscale":
-            self.branch_scales = add_layer_scales(self, input_shape[-1], self.layer_scale_init)
+            self._use_layer_scale(self.layer_scale_init)
         if self.mem_len:
             self._build_memory(input_shape)
 
@@ -198,32 +189,39 @@ class TransformerXLBlock(TransformerBlock):
 
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
-        if self.norm not in POST_NORMS:  # pre, layerscale, rezero: the stream is never normalised
-            inputs = residual_stream(inputs)  # XLA:CPU gradient in linear time (see _residual.py)
-            normed_memory = None if memory is None else self._normalize(self.attention_norm, memory)
-            x_hat = self._normalize(self.attention_norm, inputs)
-            attended, scores = self._attention(
-                x_hat, training, return_attention_scores, memory=normed_memory, memory_length=filled
+        if self.norm in POST_NORMS:
+            steps = self._post_norm_steps(
+                inputs,
+                training,
+                return_attention_scores,
+                ffn_input=self._ffn_input_deescalation(filled),
+                memory=memory,
+                memory_length=filled,
             )
-            y2 = inputs + self._branch_scale(0, attended)  # eq. (19)
-            outputs = y2 + self._branch_scale(1, self._feed_forward(self._normalize(self.ffn_norm, y2), training))
-        else:
-            attended, scores = self._attention(
-                inputs, training, return_attention_scores, memory=memory, memory_length=filled
-            )
-            y2 = self.attention_norm(self._residual(inputs) + attended)  # Algorithm 1, steps 1-2
-            ffn_input = y2
-            if self.norm == "deescalate":
-                ffn_input = self._deescalate(y2, filled)  # eq. (21) at the FFN input (Sec. 3.4)
-            elif self.norm == "deescalate_leaky_global":
-                ffn_input = self.de_escalation(y2)  # eq. (21) literally: the segment mean, later tokens included
-            outputs = self.ffn_norm(self._residual(ffn_input) + self._feed_forward(ffn_input, training))  # steps 3-4
-            if self.mem_len and self.norm == "deescalate":
-                self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, y2))
+        else:  # the reference's pre_lnorm: attention reads LN of memory and segment alike
+            memory = None if memory is None else self._normalize(self.attention_norm, memory)
+            steps = self._pre_norm_steps(inputs, training, return_attention_scores, memory=memory, memory_length=filled)
         if self.mem_len:
-            self.memory.assign(self._newest(self.memory, inputs))
-            self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
-        return (outputs, scores) if return_attention_scores else outputs
+            self._remember(inputs, steps, filled)
+        return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
+
+    def _ffn_input_deescalation(self, filled):
+        """Eq. (21) on the FFN input (Sec. 3.4): causal over memory and segment, or the leaky global mean."""
+        if self.norm == "deescalate_leaky_global":
+            return self.de_escalation  # eq. (21) literally: the segment mean, later tokens included
+        if self.norm != "deescalate":
+            return None
+        if not self.mem_len:
+            return self.de_escalation
+        memory = _snapshot(self.ffn_input_memory, self.compute_dtype)
+        return functools.partial(self.de_escalation, memory=memory, memory_mask=filled_slots(self.mem_len, filled))
+
+    def _remember(self, inputs, steps, filled):
+        """The newest `mem_len` inputs (and, de-escalated, the FFN inputs `Y2` before eq. (21)) as memory."""
+        self.memory.assign(self._newest(self.memory, inputs))
+        self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
+        if self.norm == "deescalate":
+            self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, steps["y2"]))
 
     def _read_memory(self, inputs):
         if not self.mem_len:
@@ -234,13 +232,6 @@ class TransformerXLBlock(TransformerBlock):
                 f"that size (drop the remainder). Received: inputs.shape={tuple(inputs.shape)}"
             )
         return _snapshot(self.memory, inputs.dtype), ops.convert_to_tensor(self.memory_length)
-
-    def _deescalate(self, y2, filled):
-        """Causal eq. (21) over memory + segment: the mean at `t` covers the filled memory and `<= t`."""
-        if not self.mem_len:
-            return self.de_escalation(y2)
-        memory = _snapshot(self.ffn_input_memory, y2.dtype)
-        return self.de_escalation(y2, memory=memory, memory_mask=filled_slots(self.mem_len, filled))
 
     def _newest(self, memory, states):
         """The last `mem_len` positions of memory followed by `states`, without gradient."""

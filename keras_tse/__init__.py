@@ -6,7 +6,7 @@ experiments behind the `keras-tse` command (`keras_tse.experiments`) build on it
 only by whoever uses them: `import keras_tse` loads neither (tests/test_layout.py).
 
 `import keras_tse` is cheap: the subpackages load on first use (PEP 562), so `keras-tse --help`
-starts without Keras and its backend (issue 16: 10 of its 12-15 s were that import on TensorFlow).
+starts without Keras and its backend (measured: 10 of its 12-15 s were that import on TensorFlow).
 What must not wait is the registration of the serializable classes, which `keras.saving.load_model`
 needs before it reads a `.keras` file: it happens as soon as Keras is imported, whichever of the two
 comes first (`_register_with_keras`).
@@ -17,7 +17,7 @@ import sys
 
 __version__ = "0.1.0"
 
-SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "losses", "similarity", "spectral", "zoo")
+SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "losses", "zoo")
 __all__ = [*SUBPACKAGES, "__version__"]
 
 

@@ -1,4 +1,4 @@
-"""Run-folder I/O, the one place every run file is written and read (issues 15, 17).
+"""Run-folder I/O, the one place every run file is written and read .
 
 Files written whole or not at all: a temporary file in the same folder, flushed to disk, then renamed.
 `os.replace` within one folder is atomic on POSIX and Windows, so a kill at any moment leaves either

@@ -1,4 +1,4 @@
-"""Collect the seeds of a benchmark study into one committed result file, and print its table (issue 14).
+"""Collect the seeds of a benchmark study into one committed result file, and print its table.
 
 A study is one recipe command per seed, each into `<runs>/seed_<s>/` (the recipe writes one folder per
 variant under it), for example

@@ -14,7 +14,7 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
 downloaded there and checked against its MD5.
 
-Other data sets (issue 14): `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
+Other data sets: `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
 one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
 mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
 `--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of

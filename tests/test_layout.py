@@ -6,6 +6,7 @@ training nor experiments.
 """
 
 import ast
+import glob
 import os
 import subprocess
 import sys
@@ -102,3 +103,87 @@ def test_import_keras_tse_loads_no_training_or_experiment_module():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def _vocabulary():
+    from keras_tse.layers import norms
+
+    return set(norms.ESCALATION_KINDS) | set(norms.TRANSFORMER_XL_NORMS)
+
+
+def _elements(node):
+    """The items of a tuple, list or set literal, the keys of a dict literal; else nothing."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return node.elts
+    return node.keys if isinstance(node, ast.Dict) else []
+
+
+def _norm_lists_outside_the_vocabulary(package=PACKAGE, root=ROOT):
+    """Module-level containers holding two or more norm names, and comma-joined lists of them, anywhere
+    but `keras_tse/layers/norms.py`: a second list of norms that would drift from the first."""
+    names = _vocabulary()
+    vocabulary = os.path.join(package, "layers", "norms.py")
+    wrong = []
+    for folder, _, files in os.walk(package):
+        for file in sorted(f for f in files if f.endswith(".py")):
+            path = os.path.join(folder, file)
+            if os.path.abspath(path) == os.path.abspath(vocabulary):
+                continue
+            tree = ast.parse(open(path).read())
+            where = os.path.relpath(path, root)
+            for node in tree.body:
+                if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                    found = {
+                        c.value
+                        for container in ast.walk(node.value)
+                        for c in _elements(container)
+                        if isinstance(c, ast.Constant) and c.value in names
+                    }
+                    if len(found) >= 2:
+                        wrong.append(f"{where}:{node.lineno} lists {sorted(found)}")
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str) and "," in node.value:
+                    parts = set(node.value.split(","))
+                    if len(parts & names) >= 2:
+                        wrong.append(f"{where}:{node.lineno} lists {node.value!r}")
+    return wrong
+
+
+def test_every_norm_name_list_is_the_vocabulary_modules():
+    wrong = _norm_lists_outside_the_vocabulary()
+    assert not wrong, "norm names listed outside keras_tse/layers/norms.py:\n" + "\n".join(wrong)
+
+
+def test_the_norm_rule_catches_a_second_list(tmp_path):
+    (tmp_path / "layers").mkdir()
+    (tmp_path / "layers" / "norms.py").write_text('NORMS = ("post", "pre")\n')
+    (tmp_path / "sweep.py").write_text(
+        'KINDS = {"post": 1, "deepnorm": 2}\nDEFAULT = "post,pre"\nONE = "post"\nARMS = (("pre", 1), ("rezero", 2))\n'
+    )
+    assert _norm_lists_outside_the_vocabulary(str(tmp_path), str(tmp_path)) == [
+        "sweep.py:1 lists ['deepnorm', 'post']",
+        "sweep.py:4 lists ['pre', 'rezero']",
+        "sweep.py:2 lists 'post,pre'",
+    ]
+
+
+def _imports_inside_functions(folder):
+    wrong = []
+    for path in sorted(glob.glob(os.path.join(folder, "**", "*.py"), recursive=True)):
+        for node in ast.walk(ast.parse(open(path).read())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                for inner in ast.walk(node):
+                    if isinstance(inner, (ast.Import, ast.ImportFrom)):
+                        wrong.append(f"{os.path.relpath(path, folder)}:{inner.lineno} {ast.unparse(inner)}")
+    return wrong
+
+
+def test_no_import_inside_a_function_under_layers():
+    """The layers are the ground floor: a function-level import there hides an upward or circular one."""
+    wrong = _imports_inside_functions(os.path.join(PACKAGE, "layers"))
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_import_rule_catches_a_function_level_import(tmp_path):
+    (tmp_path / "block.py").write_text("import keras\n\n\ndef make():\n    from keras_tse import zoo\n    return zoo\n")
+    assert _imports_inside_functions(str(tmp_path)) == ["block.py:5 from keras_tse import zoo"]

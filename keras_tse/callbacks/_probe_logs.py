@@ -2,8 +2,8 @@
 progress line, History and CSVLogger) and TensorBoard. Shared by TokenSimilarityMetric and
 AttentionDiagnostics, whose values are named `<measure>_<block>` (`tsim_07`, `qk_variance_12`).
 
-A depth-80 model has 160 similarity values per measurement: on the progress line they bury the loss
-(issue 16). So the logs get the last block's value of each measure by default (`tsim_last`), and every
+A depth-80 model has 160 similarity values per measurement: on the progress line they bury the loss.
+So the logs get the last block's value of each measure by default (`tsim_last`), and every
 value goes to the callback's CSV and, when asked, to TensorBoard as one scalar per block.
 """
 

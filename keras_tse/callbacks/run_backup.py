@@ -1,4 +1,4 @@
-"""Resumable runs that survive a kill at any moment (issue 15): backup, restore, and the run's CSVs trimmed.
+"""Resumable runs that survive a kill at any moment: backup, restore, and the run's CSVs trimmed.
 
 Keras' `BackupAndRestore` writes its weights file and its epoch file in place and one after the
 other, so a kill inside either write leaves a backup that cannot be read or that disagrees with the

@@ -1,4 +1,4 @@
-"""`best.keras` and `last.keras` of a run folder, each written whole (issue 15).
+"""`best.keras` and `last.keras` of a run folder, each written whole.
 
 Keras' `ModelCheckpoint` writes the target in place: a kill during the write leaves a truncated zip
 that Keras then reports as "File not found". Here each file goes through a temporary sibling and a

@@ -1,4 +1,4 @@
-"""Stop training at the first NaN or infinite loss, say where, and leave a note in the run folder (issue 15).
+"""Stop training at the first NaN or infinite loss, say where, and leave a note in the run folder.
 
 Like `keras.callbacks.TerminateOnNaN`, plus the reason: one printed line and `stopped.json`
 (`{"reason", "epoch", "batch", "loss"}`) in the run folder, so a finished-looking run says why it

@@ -16,6 +16,7 @@ import time
 import zipfile
 
 from keras_tse.experiments import flags
+from keras_tse.layers.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
 
 
 def _demo(args):
@@ -155,7 +156,7 @@ def _version():
 # keras-tse sweep's grid axes: (flags, type of one element, help); the first flag names the SweepConfig field
 SWEEP_AXES = (
     (("--depths",), flags.positive_int, "comma-separated depths (default: 12,24,48)"),
-    (("--norms",), str, "comma-separated norms (default: post,pre,deescalate; also deepnorm,rezero,layerscale)"),
+    (("--norms",), str, f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})"),
     (("--taus",), flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
     (("--initializers", "--inits"), str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
     (("--learning-rates",), flags.positive_float, "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
@@ -205,8 +206,8 @@ def _parser():
     escalation.add_argument("--init", default="glorot", help="weight scheme: glorot (default), torch, normal")
     escalation.add_argument(
         "--kinds",
-        default="post,pre,deescalate,deescalate_pre_ffn",
-        help="comma-separated block kinds (default: post,pre,deescalate,deescalate_pre_ffn)",
+        default=",".join(FIG2_KINDS),
+        help=f"comma-separated block kinds, of {', '.join(ESCALATION_KINDS)} (default: {','.join(FIG2_KINDS)})",
     )
     escalation.add_argument("--csv", help="also write the table to this CSV file")
     escalation.set_defaults(run=_escalation)

@@ -14,16 +14,8 @@ import numpy as np
 
 from keras_tse import run_files
 from keras_tse.analysis.similarity import token_similarity
-from keras_tse.layers import PostNormBlock, PreNormBlock
-from keras_tse.layers.norms import PAPER_NORMS
-
-# A block kind: the keyword arguments that turn the shared signature into it.
-BLOCK_KINDS = {
-    "post": (PostNormBlock, {}),
-    "pre": (PreNormBlock, {}),
-    "deescalate": (PostNormBlock, {"deescalate": "output"}),
-    "deescalate_pre_ffn": (PostNormBlock, {"deescalate": "pre_ffn"}),
-}
+from keras_tse.layers.norms import ESCALATION_KINDS, ESCALATION_LABELS, PAPER_NORMS
+from keras_tse.zoo.blocks import escalation_block
 
 
 @dataclasses.dataclass
@@ -48,7 +40,7 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
     """Mean token similarity at the input and after each block, per block kind.
 
     Args:
-        kinds: names from `BLOCK_KINDS`.
+        kinds: names from `keras_tse.layers.norms.ESCALATION_KINDS`.
         config: an `EscalationConfig`. Defaults to the paper's Sec. 2.4.
         verbose: 1 for a Keras progress bar over the (kind, seed) stacks.
             Defaults to 0.
@@ -59,9 +51,9 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
         over seeds and examples.
     """
     config = config or EscalationConfig()
-    unknown = [k for k in kinds if k not in BLOCK_KINDS]
+    unknown = [k for k in kinds if k not in ESCALATION_KINDS]
     if unknown:
-        raise ValueError(f"Unknown block kind(s) {unknown}; choose from {tuple(BLOCK_KINDS)}. Received: kinds={kinds}")
+        raise ValueError(f"Unknown block kind(s) {unknown}; choose from {ESCALATION_KINDS}. Received: kinds={kinds}")
     bar = keras.utils.Progbar(len(kinds) * len(config.seeds), verbose=verbose)
     profiles = {}
     for kind in kinds:
@@ -75,15 +67,14 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
 
 def _one_trial(kind, config, seed):
     keras.utils.set_random_seed(seed)
-    block_class, extra = BLOCK_KINDS[kind]
     x = np.random.default_rng(seed).standard_normal((config.batch_size, config.num_tokens, config.hidden_dim))
     x = keras.ops.convert_to_tensor(x.astype("float32"))
     profile = [token_similarity(x)]
-    kwargs = {"alpha": config.alpha, "initializer": config.initializer, **extra}
-    if "deescalate" in extra:
-        kwargs["tau"] = config.tau
+    options = dict(
+        num_heads=config.num_heads, ffn_dim=config.ffn_dim, alpha=config.alpha, initializer=config.initializer
+    )
     for _ in range(config.depth):
-        x = block_class(config.num_heads, config.ffn_dim, **kwargs)(x)
+        x = escalation_block(kind, config.depth, config.tau, **options)(x)
         profile.append(token_similarity(x))
     return np.mean([keras.ops.convert_to_numpy(p) for p in profile], axis=-1)
 
@@ -100,7 +91,7 @@ def format_table(profiles):
 
 # The rows of the README's table (entry 0 is the input) and the column names of the kinds.
 README_BLOCKS = (0, 1, 2, 4, 6, 8, 10, 15, 20)
-COLUMN_NAMES = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "deescalate (pre_ffn)"}
+COLUMN_NAMES = ESCALATION_LABELS
 
 
 def write_csv(path, profiles):

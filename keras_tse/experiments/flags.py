@@ -1,4 +1,4 @@
-"""Command-line flags checked where they enter (issue 15): the CLI and the recipes share these.
+"""Command-line flags checked where they enter: the CLI and the recipes share these.
 
 Each `type=` below rejects a bad value with a message naming what it received, and `Parser` reports
 any flag error as one line (no usage block, no traceback) and exit status 2. `--epochs 0` is an error,

@@ -30,7 +30,7 @@ import numpy as np
 
 from keras_tse import _checks, run_files
 from keras_tse.layers import initializers
-from keras_tse.layers.norms import NORMS, PAPER_NORMS
+from keras_tse.layers.norms import DEESCALATED, NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
@@ -42,7 +42,7 @@ LEGACY_INITIALIZER = "glorot"
 class SweepConfig:
     """The grid and the per-cell training; the defaults are the committed CPU study (zoo/depth_study.md)."""
 
-    # The committed grid (issue 13): depths where post-norm trains (12), is marginal and fails (24, 48).
+    # The committed grid: depths where post-norm trains (12), is marginal and fails (24, 48).
     depths: tuple = (12, 24, 48)
     norms: tuple = PAPER_NORMS
     # De-escalation strengths (eq. 21); the other norms have no tau. 1 is the paper's setting (Sec. 3.3);
@@ -367,7 +367,9 @@ def markdown_table(rows):
 
 
 # The arms of the committed grid, in table order (norm, tau).
-STUDY_ARMS = (("post", ""), ("pre", ""), ("deescalate", "1.0"), ("deescalate", "0.5"))
+STUDY_ARMS = tuple((norm, "") for norm in PAPER_NORMS if norm not in DEESCALATED) + tuple(
+    ("deescalate", tau) for tau in ("1.0", "0.5")
+)
 
 
 def best_over_learning_rates(rows):

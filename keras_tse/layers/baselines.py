@@ -1,4 +1,4 @@
-"""The published depth-enabling methods the depth study compares with de-escalation (issue 7).
+"""The published depth-enabling methods the depth study compares with de-escalation.
 
 Shared by the ViT blocks (DeepNormBlock, ReZeroBlock, LayerScaleBlock) and TransformerXLBlock, so
 each method's constants and weights are defined once:
@@ -20,30 +20,12 @@ import keras
 
 from keras_tse import _checks
 
-DEEPNORM_ARCHITECTURES = ("encoder", "decoder", "encoder_decoder_encoder", "encoder_decoder_decoder")
 
-
-def deepnorm_constants(num_layers, architecture="encoder", other_layers=None):
-    """(alpha, beta) of DeepNet's Fig. 2 / Table 1.
-
-    Encoder-only (N layers): alpha = (2N)^(1/4), beta = (8N)^(-1/4); decoder-only (M layers): the
-    same with M. Encoder-decoder, N encoder and M decoder layers: the encoder takes
-    alpha = 0.81 (N^4 M)^(1/16), beta = 0.87 (N^4 M)^(-1/16), the decoder alpha = (3M)^(1/4),
-    beta = (12M)^(-1/4). For `"encoder_decoder_*"` pass the other stack's depth as `other_layers`.
-    """
-    if architecture not in DEEPNORM_ARCHITECTURES:
-        raise ValueError(
-            f"`architecture` must be one of {DEEPNORM_ARCHITECTURES}. Received: architecture={architecture!r}"
-        )
-    n = num_layers
-    if architecture in ("encoder", "decoder"):
-        return (2 * n) ** 0.25, (8 * n) ** -0.25
-    if other_layers is None:
-        raise ValueError(f"An encoder-decoder needs both depths. Received: other_layers=None ({architecture})")
-    if architecture == "encoder_decoder_encoder":
-        product = n**4 * other_layers
-        return 0.81 * product ** (1 / 16), 0.87 * product ** (-1 / 16)
-    return (3 * n) ** 0.25, (12 * n) ** -0.25
+def deepnorm_constants(num_layers):
+    """(alpha, beta) of DeepNet's Fig. 2 / Table 1 for an encoder-only or a decoder-only stack of N
+    layers (the ViT, Transformer-XL): alpha = (2N)^(1/4), beta = (8N)^(-1/4)."""
+    n = _checks.positive_int("num_layers", num_layers)
+    return (2 * n) ** 0.25, (8 * n) ** -0.25
 
 
 def xavier_normal(gain):

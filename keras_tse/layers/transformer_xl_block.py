@@ -50,7 +50,7 @@ class TransformerXLBlock(TransformerBlock):
       all `T` positions of the segment (no memory), so position `t` reads
       positions after `t` through the mean and the next-token loss can fall
       for a reason that is not language modelling. It exists to measure how
-      much of a training curve that leak explains (issue 14); never use it to
+      much of a training curve that leak explains; never use it to
       report a perplexity.
 
     Args:

@@ -17,8 +17,15 @@ BACKEND = keras.backend.backend()
 def test_vit_forward_flops_hand_computed():
     # one block, one image: per token 2(4*192^2 + 2*192*384) + 2*2*65*192 = 639,744; x 65 tokens
     # = 41,583,360; patch conv 2*64*48*192 = 1,179,648; head 2*192*10 = 3,840
-    assert bench.vit_forward_flops(depth=1, batch=1) == 41_583_360 + 1_179_648 + 3_840
-    assert bench.vit_forward_flops(depth=80, batch=128) == 128 * (80 * 41_583_360 + 1_179_648 + 3_840)
+    # (the sizes are read from the model: zoo.vit's defaults are Table 1's)
+    assert bench.vit_forward_flops(zoo.vit(depth=1), batch=1) == 41_583_360 + 1_179_648 + 3_840
+    assert bench.vit_forward_flops(zoo.vit(depth=3), batch=128) == 128 * (3 * 41_583_360 + 1_179_648 + 3_840)
+    # a smaller one: 8x8 grey images, 2x2 patches (16 + 1 tokens), hidden 16, FFN 32, 3 classes:
+    # per token 2(4*256 + 2*16*32) + 2*2*17*16 = 5,184, x 17 = 88,128; conv 2*16*4*16 = 2,048; head 2*16*3 = 96
+    small = zoo.vit(
+        depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3
+    )
+    assert bench.vit_forward_flops(small, batch=1) == 2 * 88_128 + 2_048 + 96
 
 
 @pytest.mark.one_backend

@@ -49,42 +49,6 @@ def test_committed_study_grid_meets_the_issue():
     assert set(config.learning_rates) >= {1e-3, 3e-4, 1e-4} and len(config.seeds) >= 3
 
 
-def test_legacy_csv_gets_the_initializer_column_and_keeps_its_rows(tmp_path):
-    path = str(tmp_path / "sweep.csv")
-    legacy = dict(
-        depth=6,
-        norm="post",
-        tau="",
-        learning_rate=0.001,
-        seed=0,
-        steps=300,
-        batch_size=64,
-        hidden_dim=32,
-        final_loss=0.5,
-    )
-    sweep.append_row(path, legacy)
-    sweep.upgrade_csv(path)
-    with open(path) as f:
-        assert f.readline().strip() == (
-            "depth,norm,tau,initializer,learning_rate,seed,steps,batch_size,hidden_dim,final_loss"
-        )
-    new = dict(
-        depth=6,
-        norm="post",
-        tau="",
-        initializer="torch",
-        learning_rate=0.001,
-        seed=0,
-        steps=300,
-        batch_size=64,
-        hidden_dim=32,
-        final_loss=0.25,
-    )
-    sweep.append_row(path, new)
-    rows = sweep.read_rows(path)
-    assert [(r["initializer"], r["final_loss"]) for r in rows] == [("glorot", "0.5"), ("torch", "0.25")]
-
-
 def test_batch_losses_are_recovered_from_running_means():
     recorder = sweep._BatchLosses()
     losses = [2.0, 1.0, 4.0, 0.5]

@@ -1,6 +1,7 @@
-"""Where a probing callback's per-block values go besides its own CSV: the epoch logs (and so fit's
-progress line, History and CSVLogger) and TensorBoard. Shared by TokenSimilarityMetric and
-AttentionDiagnostics, whose values are named `<measure>_<block>` (`tsim_07`, `qk_variance_12`).
+"""When a probing callback measures, and where its per-block values go besides its own CSV: the
+epoch logs (and so fit's progress line, History and CSVLogger) and TensorBoard. Shared by
+TokenSimilarityMetric and AttentionDiagnostics (`ProbeSchedule`), whose values are named
+`<measure>_<block>` (`tsim_07`, `qk_variance_12`).
 
 A depth-80 model has 160 similarity values per measurement: on the progress line they bury the loss.
 So the logs get the last block's value of each measure by default (`tsim_last`), and every
@@ -10,7 +11,68 @@ value goes to the callback's CSV and, when asked, to TensorBoard as one scalar p
 import os
 import time
 
+import keras
+
+from keras_tse import _checks
+
 LOGS = ("last", "all", "none")
+
+
+class ProbeSchedule(keras.callbacks.Callback):
+    """Measure at train begin, every `every_n_batches` training batches and at each epoch end; put the
+    values into fit's logs (as `logs` says) and TensorBoard; count the seconds spent measuring.
+
+    A subclass writes `_measure(when)`, returning `(step, {"<measure>_<block>": value})` after keeping
+    its own records, and may write `_start()`, run at train begin before the first measurement.
+    """
+
+    def __init__(self, every_n_batches=None, logs="last", tensorboard_dir=None):
+        super().__init__()
+        self.every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
+        self.logs = _checks.one_of("logs", logs, LOGS)
+        self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
+        self._step, self._epoch = 0, 0
+        self._seconds_measuring, self._seconds_training, self._clock = 0.0, 0.0, None
+
+    @property
+    def overhead(self):
+        """Seconds measuring / seconds training (fit time outside this callback), so far."""
+        return self._seconds_measuring / max(self._seconds_training, 1e-9)
+
+    def on_train_begin(self, logs=None):
+        self._start()
+        self._timed("train_begin")
+        self._clock = time.perf_counter()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._epoch = epoch
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._step += 1
+        if self.every_n_batches and self._step % self.every_n_batches == 0:
+            self._into_logs(logs, "batch")
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._into_logs(logs, "epoch_end")
+
+    def _start(self):
+        pass
+
+    def _into_logs(self, logs, when):
+        if self._clock is not None:
+            self._seconds_training += time.perf_counter() - self._clock
+        values = self._timed(when)
+        if logs is not None:
+            logs.update(for_logs(values, self.logs))
+        self._clock = time.perf_counter()
+
+    def _timed(self, when):
+        start = time.perf_counter()
+        step, values = self._measure(when)
+        if self._tensorboard is not None:
+            self._tensorboard.write(step, values)
+        self._seconds_measuring += time.perf_counter() - start
+        return values
 
 
 def for_logs(values, logs):

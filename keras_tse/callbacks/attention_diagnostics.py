@@ -1,14 +1,12 @@
-import keras
 import numpy as np
 
-from keras_tse import _checks
 from keras_tse.analysis.diagnostics import block_diagnostics
-from keras_tse.callbacks._probe_logs import LOGS, ScalarWriter, for_logs
+from keras_tse.callbacks._probe_logs import ProbeSchedule
 from keras_tse.run_files import append_row
 
 
 # Not registered for serialization, like TokenSimilarityMetric: a probe batch is data, not configuration.
-class AttentionDiagnostics(keras.callbacks.Callback):
+class AttentionDiagnostics(ProbeSchedule):
     """Attention entropy and QK eigenspectrum per block and head, tracked during `fit`.
 
     The two lenses of Bao, Hataya & Karakida (ICML 2024): the entropy of
@@ -46,35 +44,16 @@ class AttentionDiagnostics(keras.callbacks.Callback):
     def __init__(
         self, probe_inputs, every_n_batches=None, csv_path=None, warmup_inputs=None, logs="last", tensorboard_dir=None
     ):
-        super().__init__()
-        every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
-        self.logs = _checks.one_of("logs", logs, LOGS)
-        self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
-        self.probe_inputs, self.every_n_batches = probe_inputs, every_n_batches
+        super().__init__(every_n_batches, logs, tensorboard_dir)
+        self.probe_inputs = probe_inputs
         self.csv_path, self.warmup_inputs = csv_path, warmup_inputs
         self.records = []  # one dict per (measurement, block, head)
-        self._step, self._epoch = 0, 0
-
-    def on_train_begin(self, logs=None):
-        self.measure("train_begin")
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self.every_n_batches and self._step % self.every_n_batches == 0:
-            values = self.measure("batch")
-            if logs is not None:
-                logs.update(for_logs(values, self.logs))
-
-    def on_epoch_end(self, epoch, logs=None):
-        values = self.measure("epoch_end")
-        if logs is not None:
-            logs.update(for_logs(values, self.logs))
 
     def measure(self, when="now"):
         """Measure now; returns the per-block head means that go into the logs."""
+        return self._timed(when)
+
+    def _measure(self, when):
         per_block = block_diagnostics(self.model, self.probe_inputs, self.warmup_inputs)
         width = len(str(len(per_block) - 1))
         values = {}
@@ -93,6 +72,4 @@ class AttentionDiagnostics(keras.callbacks.Callback):
                 self.records.append(record)
                 if self.csv_path:
                     append_row(self.csv_path, record)
-        if self._tensorboard is not None:
-            self._tensorboard.write(self._step, values)
-        return values
+        return self._step, values

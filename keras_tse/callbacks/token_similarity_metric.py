@@ -1,23 +1,22 @@
 import os
-import time
 
 import keras
 import numpy as np
 
-from keras_tse import _checks, run_files
+from keras_tse import run_files
 from keras_tse.analysis.similarity import (
     block_outputs_model,
     cosine_similarity,
     measure_blocks,
     token_similarity,
 )
-from keras_tse.callbacks._probe_logs import LOGS, ScalarWriter, for_logs
+from keras_tse.callbacks._probe_logs import ProbeSchedule
 from keras_tse.run_files import append_row
 
 
 # Not registered for serialization: `.keras` files hold no callbacks, and a probe batch is data,
 # not configuration.
-class TokenSimilarityMetric(keras.callbacks.Callback):
+class TokenSimilarityMetric(ProbeSchedule):
     """Per-block token similarity of a fixed probe batch, tracked during `fit`.
 
     At train begin, at each epoch end and, with `every_n_batches`, every N
@@ -84,30 +83,16 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         logs="last",
         tensorboard_dir=None,
     ):
-        super().__init__()
-        every_n_batches = _checks.positive_int("every_n_batches", every_n_batches, allow_none=True)
-        self.logs = _checks.one_of("logs", logs, LOGS)
-        self._tensorboard = ScalarWriter(tensorboard_dir) if tensorboard_dir else None
+        super().__init__(every_n_batches, logs, tensorboard_dir)
         self.probe_inputs = probe_inputs
-        self.every_n_batches = every_n_batches
         self.layers = layers
         self.plot_dir = plot_dir
         self.csv_path = csv_path
         self.warmup_inputs = warmup_inputs
         self.records = []  # one dict per measurement: epoch, step, when, tsim_*, tcos_*
         self._probe = None
-        self._step = 0
-        self._epoch = 0
-        self._seconds_measuring = 0.0
-        self._seconds_training = 0.0
-        self._clock = None
 
-    @property
-    def overhead(self):
-        """Seconds measuring / seconds training (fit time outside this callback), so far."""
-        return self._seconds_measuring / max(self._seconds_training, 1e-9)
-
-    def on_train_begin(self, logs=None):
+    def _start(self):
         expected = tuple(self.model.inputs[0].shape[1:]) if getattr(self.model, "inputs", None) else None
         received = tuple(getattr(self.probe_inputs, "shape", ())[1:])
         if expected is not None and (
@@ -118,38 +103,12 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
                 f"[batch, *{expected}]. Received: probe_inputs.shape={(len(self.probe_inputs), *received)}"
             )
         self._probe = block_outputs_model(self.model, self.layers)
-        self._measure("train_begin")
-        self._clock = time.perf_counter()
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self._epoch = epoch
-
-    def on_train_batch_end(self, batch, logs=None):
-        self._step += 1
-        if self.every_n_batches and self._step % self.every_n_batches == 0:
-            self._tick()
-            values = self._measure("batch")
-            if logs is not None:
-                logs.update(for_logs(values, self.logs))
-            self._clock = time.perf_counter()
-
-    def on_epoch_end(self, epoch, logs=None):
-        self._tick()
-        values = self._measure("epoch_end")
-        if logs is not None:
-            logs.update(for_logs(values, self.logs))
-        self._clock = time.perf_counter()
 
     def on_train_end(self, logs=None):
         if self.plot_dir and self.records:
             self.plot(self.plot_dir)
 
-    def _tick(self):
-        if self._clock is not None:
-            self._seconds_training += time.perf_counter() - self._clock
-
     def _measure(self, when):
-        start = time.perf_counter()
         step = self._global_step()  # reads self.model first: under JAX that syncs the weights in
         tsim, tcos = measure_blocks(
             self._probe, self.probe_inputs, (token_similarity, cosine_similarity), self.warmup_inputs
@@ -162,10 +121,7 @@ class TokenSimilarityMetric(keras.callbacks.Callback):
         self.records.append(record)
         if self.csv_path:
             append_row(self.csv_path, record)
-        if self._tensorboard is not None:
-            self._tensorboard.write(step, values)
-        self._seconds_measuring += time.perf_counter() - start
-        return values
+        return step, values
 
     def _global_step(self):
         """The optimizer's step count (right after a resume too); batches seen here otherwise."""

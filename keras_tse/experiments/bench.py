@@ -263,14 +263,22 @@ def _train_flops(case, config, model):
             c["ffn_dim"],
             c["vocab_size"],
         )
-    return 3 * vit_forward_flops(config.vit_depth, config.vit_batch)
+    return 3 * vit_forward_flops(model, config.vit_batch)
 
 
-def vit_forward_flops(depth, batch, tokens=65, hidden=192, ffn=384, patch_inputs=48, num_classes=10):
-    """Forward matmul FLOPs of our ViT: patch conv, 4 projections, 2 attention products, FFN, head."""
+def vit_forward_flops(model, batch):
+    """Forward matmul FLOPs of a ViT laid out as `zoo.vit` lays it out (the peer too): patch conv, 4
+    projections, 2 attention products, FFN, head. The sizes are read from the model's layers."""
+    embedding = model.get_layer("patch_embedding").get_config()
+    hidden, patch = embedding["hidden_dim"], embedding["patch_size"]
+    patches = (embedding["image_size"] // patch) ** 2
+    tokens = patches + int(embedding["use_class_token"])
+    blocks = [layer.get_config() for layer in model.layers if layer.name.startswith("block_")]
+    ffn = blocks[0].get("ffn_dim", blocks[0].get("intermediate_dim"))  # ours, KerasHub's TransformerEncoder
     per_token_block = 2 * (4 * hidden * hidden + 2 * hidden * ffn) + 2 * 2 * tokens * hidden
-    embedding = 2 * (tokens - 1) * patch_inputs * hidden
-    return batch * (depth * tokens * per_token_block + embedding + 2 * hidden * num_classes)
+    patch_conv = 2 * patches * patch * patch * model.inputs[0].shape[-1] * hidden
+    head = 2 * hidden * model.get_layer("head").units
+    return batch * (len(blocks) * tokens * per_token_block + patch_conv + head)
 
 
 def txl_forward_flops(depth, batch, segment, memory, hidden, inner, ffn, vocab):

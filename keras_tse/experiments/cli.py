@@ -174,7 +174,7 @@ def _parser():
     parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = _command(commands, "demo", "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
-    # defaults live in DemoConfig (None = not given); the help repeats them, tests/test_cli_speed.py checks it
+    # defaults live in DemoConfig (None = not given); the help repeats them (tests/test_cli.py checks it)
     demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
     demo.add_argument("--depth", type=flags.positive_int, help="blocks (default: 24)")
     demo.add_argument("--epochs", type=flags.positive_int, help="epochs (default: 10)")

@@ -19,7 +19,6 @@ was in. `plots/` gets the final loss against depth per norm (mean over seeds, ba
 to the highest seed) and a depth x norm heatmap, one panel per learning rate.
 """
 
-import csv
 import dataclasses
 import os
 import time
@@ -34,8 +33,6 @@ from keras_tse.layers.norms import DEESCALATED, NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
-# Rows written before the initializer axis existed (issue 13) were all Glorot: read them as such.
-LEGACY_INITIALIZER = "glorot"
 
 
 @dataclasses.dataclass
@@ -121,17 +118,13 @@ def read_rows(path, heal=False):
     if not os.path.exists(path):
         return []
     fields, whole, cut = read_logged_rows(path)
-    missing = [k for k in KEY if k not in fields and k != "initializer"] + [
-        c for c in ("final_loss",) if c not in fields
-    ]
+    missing = [k for k in KEY if k not in fields] + [c for c in ("final_loss",) if c not in fields]
     if missing:
         raise ValueError(
             f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass another --out."
         )
     rows, bad = [], list(cut)
     for number, row in whole:
-        if not row.get("initializer"):
-            row["initializer"] = LEGACY_INITIALIZER
         if _parses(row):
             rows.append(row)
         else:
@@ -165,24 +158,12 @@ def _is_float(text):
     return True
 
 
-def upgrade_csv(path):
-    """Give a `sweep.csv` from before the initializer axis that column (Glorot), written atomically."""
-    rows = read_rows(path)
-    with open(path, newline="") as f:
-        header = next(csv.reader(f), [])
-    if not rows or "initializer" in header:
-        return
-    fields = [*header[: header.index("tau") + 1], "initializer", *header[header.index("tau") + 1 :]]
-    run_files.write_csv(path, fields, rows)
-
-
 def run_sweep(config, out, log=print):
     """Run every cell of `config` not yet in `out/sweep.csv`; returns all rows of the file."""
     os.makedirs(out, exist_ok=True)
     path = os.path.join(out, "sweep.csv")
     if os.path.exists(path):
         read_rows(path, heal=True)  # a row cut short by a kill is dropped and its cell run again
-        upgrade_csv(path)
     done = {cell_key(row) for row in read_rows(path)}
     todo = [cell for cell in cells(config) if cell_key(cell) not in done]
     wanted = {cell_key(cell) for cell in cells(config)}

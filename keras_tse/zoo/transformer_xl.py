@@ -10,7 +10,7 @@ from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.norms import TRANSFORMER_XL_NORMS
-from keras_tse.zoo import blocks
+from keras_tse.zoo.blocks import transformer_xl_block
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -104,7 +104,7 @@ class TransformerXL(keras.Model):
             vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
         )
         blocks = [
-            blocks.transformer_xl_block(norm, depth, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}")
+            transformer_xl_block(norm, depth, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}")
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")

@@ -6,7 +6,7 @@ from keras_tse import _checks
 from keras_tse.layers import PatchEmbedding, initializers
 from keras_tse.layers.norms import DEESCALATE_AT, NORMS
 from keras_tse.layers.self_attention import resolve_head_dim
-from keras_tse.zoo import blocks
+from keras_tse.zoo.blocks import vit_block
 
 POOLS = ("cls", "mean")
 BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")
@@ -111,7 +111,7 @@ def vit(
         name="patch_embedding",
     )
     blocks = [
-        blocks.vit_block(norm, depth, place, tau, trainable_tau, **block_options, name=f"block_{i:02d}")
+        vit_block(norm, depth, place, tau, trainable_tau, **block_options, name=f"block_{i:02d}")
         for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
     ]
 

@@ -40,7 +40,6 @@ import numpy as np
 
 from keras_tse import data, zoo
 from keras_tse.experiments import flags
-from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, scale
 from keras_tse.training.runner import RunFolderMismatch, check_run_folder, summary_line
 
@@ -229,19 +228,13 @@ def run(args):
 
 def parse_args(argv=None):
     parser = flags.Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all")
+    parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all", help="the variant(s) to train")
     parser.add_argument(
         "--dataset",
         choices=list(DATASETS),
         default="cifar10",
         help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)",
     )
-    parser.add_argument(
-        "--data-dir",
-        default=None,
-        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
-    )
-    parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.add_argument(
         "--data-source",
         choices=data.tfds_source.SOURCES,
@@ -250,13 +243,8 @@ def parse_args(argv=None):
         "files: never TFDS; tfds: TFDS only (its own shuffled order)",
     )
     parser.add_argument("--tfds-dir", default=None, help="TFDS's data folder (default: $TFDS_DATA_DIR or TFDS's own)")
-    parser.add_argument("--out", default="runs/cifar10_vit", help="run folder (default: runs/cifar10_vit)")
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")
-    parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
-    parser.add_argument(
-        "--hidden-dim", type=flags.positive_int, default=None, help="override the width (FFN 2x, 8 heads)"
-    )
     parser.add_argument(
         "--train-size",
         type=flags.positive_int,
@@ -269,22 +257,12 @@ def parse_args(argv=None):
         default=None,
         help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
     )
-    parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override every variant's lr")
-    parser.add_argument(
-        "--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches"
-    )
-    parser.add_argument("--seed", type=flags.non_negative_int, default=0)
-    parser.add_argument(
-        "--init",
-        choices=INITIALIZERS,
-        default=None,
-        help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
-    )
-    scale.add_arguments(parser)
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
+    flags.add_run_arguments(
+        parser,
+        out="runs/cifar10_vit",
+        hidden_help="override the width (FFN 2x, 8 heads)",
+        init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
+        smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
     )
     return parser.parse_args(argv)
 

@@ -41,7 +41,6 @@ import numpy as np
 
 from keras_tse import data, zoo
 from keras_tse.experiments import flags
-from keras_tse.layers.initializers import INITIALIZERS
 from keras_tse.training import LMTrainConfig, fit_language_model, plot_training_loss, scale
 from keras_tse.training.language_model import summary_line
 from keras_tse.training.runner import RunFolderMismatch, check_run_folder
@@ -208,35 +207,14 @@ def parse_args(argv=None):
         default="wikitext103",
         help="wikitext103 (the paper's run) or ptb (Penn Treebank, Mikolov split)",
     )
-    parser.add_argument(
-        "--data-dir",
-        default=None,
-        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
-    )
-    parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
-    parser.add_argument("--out", default="runs/wikitext103_txl", help="run folder (default: runs/wikitext103_txl)")
     parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
     parser.add_argument("--eval-interval", type=flags.positive_int, default=None, help="steps between validations")
-    parser.add_argument("--depth", type=flags.positive_int, default=None, help="override the number of blocks")
-    parser.add_argument(
-        "--hidden-dim", type=flags.positive_int, default=None, help="override the width (same heads, FFN 4x)"
-    )
-    parser.add_argument("--learning-rate", type=flags.positive_float, default=None, help="override the learning rate")
-    parser.add_argument(
-        "--similarity-every", type=flags.positive_int, default=None, help="also measure every N batches"
-    )
-    parser.add_argument("--seed", type=flags.non_negative_int, default=0)
-    parser.add_argument(
-        "--init",
-        choices=INITIALIZERS,
-        default=None,
-        help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))",
-    )
-    scale.add_arguments(parser)
-    parser.add_argument(
-        "--smoke",
-        action="store_true",
-        help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
+    flags.add_run_arguments(
+        parser,
+        out="runs/wikitext103_txl",
+        hidden_help="override the width (same heads, FFN 4x)",
+        init_help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))",
+        smoke_help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
     )
     return parser.parse_args(argv)
 

@@ -106,7 +106,7 @@ def test_import_keras_tse_loads_no_training_or_experiment_module():
 
 
 def _vocabulary():
-    from keras_tse.layers import norms
+    from keras_tse import norms
 
     return set(norms.ESCALATION_KINDS) | set(norms.TRANSFORMER_XL_NORMS)
 
@@ -120,9 +120,9 @@ def _elements(node):
 
 def _norm_lists_outside_the_vocabulary(package=PACKAGE, root=ROOT):
     """Module-level containers holding two or more norm names, and comma-joined lists of them, anywhere
-    but `keras_tse/layers/norms.py`: a second list of norms that would drift from the first."""
+    but `keras_tse/norms.py`: a second list of norms that would drift from the first."""
     names = _vocabulary()
-    vocabulary = os.path.join(package, "layers", "norms.py")
+    vocabulary = os.path.join(package, "norms.py")
     wrong = []
     for folder, _, files in os.walk(package):
         for file in sorted(f for f in files if f.endswith(".py")):
@@ -151,12 +151,11 @@ def _norm_lists_outside_the_vocabulary(package=PACKAGE, root=ROOT):
 
 def test_every_norm_name_list_is_the_vocabulary_modules():
     wrong = _norm_lists_outside_the_vocabulary()
-    assert not wrong, "norm names listed outside keras_tse/layers/norms.py:\n" + "\n".join(wrong)
+    assert not wrong, "norm names listed outside keras_tse/norms.py:\n" + "\n".join(wrong)
 
 
 def test_the_norm_rule_catches_a_second_list(tmp_path):
-    (tmp_path / "layers").mkdir()
-    (tmp_path / "layers" / "norms.py").write_text('NORMS = ("post", "pre")\n')
+    (tmp_path / "norms.py").write_text('NORMS = ("post", "pre")\n')
     (tmp_path / "sweep.py").write_text(
         'KINDS = {"post": 1, "deepnorm": 2}\nDEFAULT = "post,pre"\nONE = "post"\nARMS = (("pre", 1), ("rezero", 2))\n'
     )

@@ -16,7 +16,7 @@ import time
 import zipfile
 
 from keras_tse.experiments import flags
-from keras_tse.layers.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
+from keras_tse.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
 
 
 def _demo(args):

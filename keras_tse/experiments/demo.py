@@ -18,7 +18,7 @@ import numpy as np
 
 from keras_tse import _checks, data, run_files
 from keras_tse.analysis.similarity import token_similarity_profile
-from keras_tse.layers.norms import PAPER_NORMS
+from keras_tse.norms import PAPER_NORMS
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
 from keras_tse.zoo import from_preset
 

@@ -75,3 +75,26 @@ def exit_code_of(prog, function, errors):
         print(f"{prog}: {message}", file=sys.stderr)
         return 2
     return result if isinstance(result, int) else 0
+
+
+def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
+    """The flags both training recipes take: where the data and the run go, the model-size and
+    optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""
+    from keras_tse.layers.initializers import INITIALIZERS  # imported on use: `keras-tse --help` stays fast
+    from keras_tse.training import scale
+
+    parser.add_argument(
+        "--data-dir",
+        default=None,
+        help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
+    )
+    parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
+    parser.add_argument("--out", default=out, help=f"run folder (default: {out})")
+    parser.add_argument("--depth", type=positive_int, default=None, help="override the number of blocks")
+    parser.add_argument("--hidden-dim", type=positive_int, default=None, help=hidden_help)
+    parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")
+    parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout (default 0)")
+    parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
+    scale.add_arguments(parser)
+    parser.add_argument("--smoke", action="store_true", help=smoke_help)

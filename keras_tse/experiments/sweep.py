@@ -29,7 +29,7 @@ import numpy as np
 
 from keras_tse import _checks, run_files
 from keras_tse.layers import initializers
-from keras_tse.layers.norms import DEESCALATED, NORMS, PAPER_NORMS
+from keras_tse.norms import DEESCALATED, NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")

@@ -4,8 +4,8 @@ import keras
 
 from keras_tse import _checks
 from keras_tse.layers.de_escalation import DeEscalation
-from keras_tse.layers.norms import DEESCALATE_AT
 from keras_tse.layers.transformer_block import TransformerBlock
+from keras_tse.norms import DEESCALATE_AT
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")

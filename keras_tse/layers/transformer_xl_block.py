@@ -6,9 +6,9 @@ from keras import ops
 from keras_tse import _checks
 from keras_tse.layers.baselines import check_layer_scale_init
 from keras_tse.layers.de_escalation import DeEscalation
-from keras_tse.layers.norms import DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 from keras_tse.layers.transformer_block import TransformerBlock
+from keras_tse.norms import DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")

@@ -1,4 +1,4 @@
-"""The block of each norm name (`keras_tse.layers.norms`) in a stack of a given depth, for the two
+"""The block of each norm name (`keras_tse.norms`) in a stack of a given depth, for the two
 model families: the baselines' depth-dependent constants are chosen here, beside the models."""
 
 from keras_tse import _checks
@@ -11,7 +11,7 @@ from keras_tse.layers import (
     TransformerXLBlock,
 )
 from keras_tse.layers.baselines import cait_layer_scale_init, deepnorm_constants
-from keras_tse.layers.norms import ESCALATION_KINDS, NORMS, TRANSFORMER_XL_NORMS
+from keras_tse.norms import ESCALATION_KINDS, NORMS, TRANSFORMER_XL_NORMS
 
 
 def block_arguments(norm, depth):

@@ -9,7 +9,7 @@ from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
-from keras_tse.layers.norms import TRANSFORMER_XL_NORMS
+from keras_tse.norms import TRANSFORMER_XL_NORMS
 from keras_tse.zoo.blocks import transformer_xl_block
 
 

@@ -4,8 +4,8 @@ import keras
 
 from keras_tse import _checks
 from keras_tse.layers import PatchEmbedding, initializers
-from keras_tse.layers.norms import DEESCALATE_AT, NORMS
 from keras_tse.layers.self_attention import resolve_head_dim
+from keras_tse.norms import DEESCALATE_AT, NORMS
 from keras_tse.zoo.blocks import vit_block
 
 POOLS = ("cls", "mean")

@@ -41,7 +41,7 @@ import numpy as np
 from keras_tse import data, zoo
 from keras_tse.experiments import flags
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history, scale
-from keras_tse.training.runner import RunFolderMismatch, check_run_folder, summary_line
+from keras_tse.training.runner import RunFolderMismatch, check_run_folder, finish_recipe, summary_line
 
 # === Model: the paper's three variants, each a preset with its learning rate ===
 VARIANTS = {
@@ -61,6 +61,13 @@ SMOKE_SLICE = (512, 256)  # --smoke on a real data set: its first training and t
 PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
 
 # === Data sets: loader, image geometry and the normalisation statistics each model sees ===
+
+
+def _grey_28x28(load, mean, std, title):
+    """A 28x28 grey set: no RandAugment, whose colour operations mean little on garments and digits."""
+    return dict(load=load, image_size=28, channels=1, augment=False, mean=mean, std=std, title=title)
+
+
 DATASETS = {
     "cifar10": dict(
         load=data.load_cifar10,
@@ -71,24 +78,10 @@ DATASETS = {
         std=data.cifar10.STD,
         title="CIFAR-10",
     ),
-    "fashion_mnist": dict(
-        load=data.load_fashion_mnist,
-        image_size=28,
-        channels=1,
-        augment=False,
-        mean=data.mnist.FASHION_MEAN,
-        std=data.mnist.FASHION_STD,
-        title="Fashion-MNIST",
+    "fashion_mnist": _grey_28x28(
+        data.load_fashion_mnist, data.mnist.FASHION_MEAN, data.mnist.FASHION_STD, "Fashion-MNIST"
     ),
-    "mnist": dict(
-        load=data.load_mnist,
-        image_size=28,
-        channels=1,
-        augment=False,
-        mean=data.mnist.MNIST_MEAN,
-        std=data.mnist.MNIST_STD,
-        title="MNIST",
-    ),
+    "mnist": _grey_28x28(data.load_mnist, data.mnist.MNIST_MEAN, data.mnist.MNIST_STD, "MNIST"),
 }
 
 
@@ -207,23 +200,16 @@ def run(args):
         summaries[norm] = fit_variant(
             model, train, test, run_dir, config, probe, steps_per_epoch, extra_config={**settings, **sizes}
         )
-    # every variant folder under --out, whichever call trained it: variants run as separate jobs share one plot
-    histories = {
-        norm: read_history(os.path.join(args.out, norm, "history.csv"))
-        for norm in VARIANTS
-        if os.path.exists(os.path.join(args.out, norm, "history.csv"))
-    }
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
-    curves = os.path.join(args.out, "plots", "loss_curves.png")
-    plot_losses(
-        histories, curves, f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
-    )
-    print()
-    for norm, summary in summaries.items():
-        print(summary_line(norm, summary))
-    folders = ", ".join(os.path.join(args.out, norm) for norm in summaries)
-    print(f"\nrun folders: {folders}; the curves of {', '.join(histories)}: {curves} (+ .csv)")
+    title = f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
+    finish_recipe(summaries, summary_line, args.out, VARIANTS, "history.csv", _plot_histories, title)
     return summaries
+
+
+def _plot_histories(folders, path, title):
+    plot_losses(
+        {norm: read_history(os.path.join(folder, "history.csv")) for norm, folder in folders.items()}, path, title
+    )
 
 
 def parse_args(argv=None):
@@ -234,6 +220,13 @@ def parse_args(argv=None):
         choices=list(DATASETS),
         default="cifar10",
         help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)",
+    )
+    flags.add_run_arguments(
+        parser,
+        out="runs/cifar10_vit",
+        hidden_help="override the width (FFN 2x, 8 heads)",
+        init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
+        smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
     )
     parser.add_argument(
         "--data-source",
@@ -256,13 +249,6 @@ def parse_args(argv=None):
         type=flags.positive_int,
         default=None,
         help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
-    )
-    flags.add_run_arguments(
-        parser,
-        out="runs/cifar10_vit",
-        hidden_help="override the width (FFN 2x, 8 heads)",
-        init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
-        smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
     )
     return parser.parse_args(argv)
 

@@ -43,7 +43,7 @@ from keras_tse import data, zoo
 from keras_tse.experiments import flags
 from keras_tse.training import LMTrainConfig, fit_language_model, plot_training_loss, scale
 from keras_tse.training.language_model import summary_line
-from keras_tse.training.runner import RunFolderMismatch, check_run_folder
+from keras_tse.training.runner import RunFolderMismatch, check_run_folder, finish_recipe
 
 # === Model: the paper's three depth-60 variants ===
 VARIANTS = {norm: f"transformer_xl60_wt103_{norm}" for norm in ("post", "pre", "deescalate")}
@@ -173,23 +173,10 @@ def run(args):
             test_ids=ids["test"],
             extra_config={"overrides": overrides, **settings},
         )
-    # every variant folder under --out, whichever call trained it: variants run as separate jobs share one plot
-    run_dirs = {
-        norm: os.path.join(args.out, norm)
-        for norm in [*VARIANTS, LEAKY]
-        if os.path.exists(os.path.join(args.out, norm, "steps.csv"))
-    }
-    title = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
+    name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
-    curves = os.path.join(args.out, "plots", "loss_curves.png")
-    plot_training_loss(
-        run_dirs, curves, f"Transformer-XL on {title} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
-    )
-    print()
-    for norm, summary in summaries.items():
-        print(summary_line(norm, summary))
-    folders = ", ".join(os.path.join(args.out, norm) for norm in summaries)
-    print(f"\nrun folders: {folders}; the curves of {', '.join(run_dirs)}: {curves} (+ .csv)")
+    title = f"Transformer-XL on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
+    finish_recipe(summaries, summary_line, args.out, [*VARIANTS, LEAKY], "steps.csv", plot_training_loss, title)
     return summaries
 
 

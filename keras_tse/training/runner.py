@@ -274,6 +274,20 @@ def summarize(history, similarity, seconds, fields):
     return summary
 
 
+def finish_recipe(summaries, line, out, variants, log_file, plot, title):
+    """A recipe's end: one plot of every variant folder under `out` holding `log_file`, whichever call
+    trained it (variants run as separate jobs share one plot), drawn by `plot(folders, path, title)`;
+    then `line(variant, summary)` per variant this call trained, and where the folders and curves are."""
+    folders = {v: os.path.join(out, v) for v in variants if os.path.exists(os.path.join(out, v, log_file))}
+    curves = os.path.join(out, "plots", "loss_curves.png")
+    plot(folders, curves, title)
+    print()
+    for variant, summary in summaries.items():
+        print(line(variant, summary))
+    trained = ", ".join(os.path.join(out, variant) for variant in summaries)
+    print(f"\nrun folders: {trained}; the curves of {', '.join(folders)}: {curves} (+ .csv)")
+
+
 def summary_line(variant, s):
     return (
         f"{variant:>11}: {s['epochs']} epochs, train loss {s['train_loss']:.4f}, test loss "

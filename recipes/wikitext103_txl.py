@@ -33,6 +33,7 @@ PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visib
 """
 
 import dataclasses
+import functools
 import os
 import sys
 
@@ -41,6 +42,7 @@ import numpy as np
 
 from keras_tse import data, zoo
 from keras_tse.experiments import flags
+from keras_tse.norms import DEESCALATE_AT, DEESCALATED
 from keras_tse.training import LMTrainConfig, fit_language_model, plot_training_loss, scale
 from keras_tse.training.language_model import summary_line
 from keras_tse.training.runner import RunFolderMismatch, check_run_folder, finish_recipe
@@ -134,6 +136,7 @@ def variant_settings(args, norm):
         overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
     if args.init:
         overrides["initializer"] = args.init
+    overrides.update(_deescalation_overrides(args, norm))
     settings = {
         "preset": preset,
         "smoke": args.smoke,
@@ -144,6 +147,33 @@ def variant_settings(args, norm):
         "data_parallel": args.data_parallel,
     }
     return preset, overrides, settings
+
+
+def _deescalation_overrides(args, norm):
+    """The builder keywords of the eq. (21) flags; only those given, so older run folders still match."""
+    flags_given = {
+        "--tau": ("tau", args.tau),
+        "--trainable-tau": ("trainable_tau", args.trainable_tau or None),
+        "--deescalate-at": ("deescalate_at", args.deescalate_at),
+        "--segment-mean": ("deescalate_memory", False if args.segment_mean else None),
+    }
+    flags_given = {flag: pair for flag, pair in flags_given.items() if pair[1] is not None}
+    if not flags_given:
+        return {}
+    placed = any(flag in flags_given for flag in ("--deescalate-at", "--segment-mean"))
+    allowed = ("deescalate",) if placed else DEESCALATED  # the leaky arm is measured at Sec. 3.4's place only
+    if norm not in allowed:
+        raise SystemExit(
+            f"wikitext103_txl: {', '.join(flags_given)} set(s) eq. (21), so --norm must be {' or '.join(allowed)}. "
+            f"Received: --norm {norm}"
+        )
+    return dict(flags_given.values())
+
+
+def _causal_twin(preset, overrides):
+    """The leaky model's causal counterpart: its weights read there show how much of its perplexity
+    was the leak of later tokens."""
+    return zoo.from_preset(preset, **{**overrides, "norm": "deescalate"})
 
 
 def run(args):
@@ -172,6 +202,7 @@ def run(args):
             config,
             test_ids=ids["test"],
             extra_config={"overrides": overrides, **settings},
+            causal_twin=functools.partial(_causal_twin, preset, overrides) if norm == LEAKY else None,
         )
     name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
@@ -195,6 +226,21 @@ def parse_args(argv=None):
         help="wikitext103 (the paper's run) or ptb (Penn Treebank, Mikolov split)",
     )
     parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
+    parser.add_argument(
+        "--tau", type=flags.unit_float, default=None, help="eq. (21)'s strength in [0, 1] (default 1, the paper's)"
+    )
+    parser.add_argument("--trainable-tau", action="store_true", help="learn tau (starting at --tau)")
+    parser.add_argument(
+        "--deescalate-at",
+        choices=DEESCALATE_AT,
+        default=None,
+        help="where deescalate applies eq. (21): pre_ffn (Sec. 3.4, the default) or output (the ViT's, Sec. 3.3)",
+    )
+    parser.add_argument(
+        "--segment-mean",
+        action="store_true",
+        help="deescalate's causal mean over the segment's positions <= t only, not the memory",
+    )
     parser.add_argument("--eval-interval", type=flags.positive_int, default=None, help="steps between validations")
     flags.add_run_arguments(
         parser,

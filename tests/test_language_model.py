@@ -274,3 +274,32 @@ def test_fit_empties_the_memory_at_each_epoch_start(corpus):
     model.fit(x[:40], y[:40], batch_size=4, epochs=2, verbose=0, callbacks=[spy])  # ResetMemory runs first
     assert spy.filled == [0, 0]
     assert int(keras.ops.convert_to_numpy(model.get_layer("block_00").memory_length)) == 16  # kept within
+
+
+def test_a_leaky_model_is_also_read_causally_with_its_own_weights(corpus, tmp_path):
+    """`causal_twin`: the leaky model's trained weights, evaluated in the causal model, give the second
+    test perplexity; it is what an independent causal model holding those weights computes."""
+    from keras_tse.training.language_model import evaluate_stream
+
+    ids, _ = corpus
+    config = LMTrainConfig(steps=8, eval_interval=8, batch_size=4, learning_rate=1e-3, log_interval=4)
+    keras.utils.set_random_seed(0)
+    leaky = _model("deescalate_leaky_global")
+    test = ids["test"][: 4 * 16 * 3 + 1]
+    summary = fit_language_model(
+        leaky,
+        ids["train"],
+        ids["valid"],
+        str(tmp_path / "run"),
+        config,
+        verbose=0,
+        test_ids=test,
+        causal_twin=lambda: _model("deescalate"),
+    )
+    independent = _model("deescalate")
+    for source, target in zip(leaky.trainable_weights, independent.trainable_weights):
+        target.assign(keras.ops.convert_to_numpy(source))
+    independent.compile(loss=losses.LogProbabilityCrossentropy())
+    assert summary["test_loss_causal"] == pytest.approx(evaluate_stream(independent, test), rel=1e-5)
+    assert abs(summary["test_loss_causal"] - summary["test_loss"]) > 1e-3  # the mean is not the same mean
+    assert summary["test_perplexity_causal"] == pytest.approx(np.exp(summary["test_loss_causal"]))

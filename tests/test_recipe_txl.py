@@ -10,7 +10,7 @@ import keras
 import pytest
 
 import keras_tse  # noqa: F401  registers the classes the checkpoints name
-from tests.helpers import run_recipe_here
+from tests.helpers import recipe_module, run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
@@ -104,3 +104,43 @@ def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, reci
     with open(tmp_path / "deescalate" / "summary.json") as f:
         summary = json.load(f)
     assert all(isinstance(v, (int, float)) and v == v for v in summary.values() if isinstance(v, float))
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "argv, expected",
+    [
+        (["--norm", "post", "--tau", "0.5"], "--tau set(s) eq. (21), so --norm must be deescalate or "),
+        (
+            ["--norm", "deescalate_leaky_global", "--segment-mean"],
+            "--segment-mean set(s) eq. (21), so --norm must be deescalate. Received: --norm ",
+        ),
+    ],
+)
+def test_eq_21_flags_on_a_norm_without_it_stop_in_one_line(argv, expected, tmp_path):
+    recipe = recipe_module("wikitext103_txl")
+    with pytest.raises(SystemExit) as stop:  # its message is what Python prints, one line, exit status 1
+        recipe.run(recipe.parse_args([*argv, "--smoke", "--out", str(tmp_path)]))
+    assert expected in str(stop.value.code) and "\n" not in str(stop.value.code)
+    assert not os.listdir(tmp_path)  # stopped before any folder was made
+
+
+@pytest.mark.large
+@pytest.mark.one_backend  # flags to config; the blocks' numerics are tests/test_transformer_xl.py's
+def test_eq_21_flags_reach_every_block_and_the_run_config(tmp_path, capsys):
+    argv = ["--smoke", "--norm", "deescalate", "--tau", "0.5", "--trainable-tau", "--deescalate-at", "output"]
+    argv += ["--segment-mean", "--steps", "4", "--eval-interval", "2", "--depth", "1", "--out", str(tmp_path)]
+    code, out, err = run_recipe_here("wikitext103_txl", argv, capsys)
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "deescalate" / "config.json") as f:
+        overrides = json.load(f)["overrides"]
+    expected = dict(tau=0.5, trainable_tau=True, deescalate_at="output", deescalate_memory=False)
+    assert {key: overrides[key] for key in expected} == expected
+    model = keras.saving.load_model(tmp_path / "deescalate" / "checkpoints" / "last.keras")
+    block = model.get_layer("block_00")
+    assert (block.tau, block.trainable_tau, block.deescalate_at, block.deescalation_memory) == (
+        0.5,
+        True,
+        "output",
+        None,
+    )

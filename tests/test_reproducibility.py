@@ -43,7 +43,7 @@ def test_a_short_training_twice_gives_identical_losses_and_weights():
     assert _train_once(4)[0] != first[0]  # ... and the seed does matter
 
 
-def test_a_sweep_cell_twice_gives_the_same_row():
+def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
     config = sweep.SweepConfig.quick(steps=6)
     cell = dict(
         depth=2,
@@ -57,7 +57,7 @@ def test_a_sweep_cell_twice_gives_the_same_row():
         hidden_dim=16,
     )
     data = sweep._digits()
-    rows = [sweep.run_cell(cell, config, data) for _ in range(2)]
+    rows = [sweep.run_cell(cell, config, data, str(tmp_path / f"run_{i}")) for i in range(2)]
     for row in rows:
         row.pop("wall_s")
     assert rows[0] == rows[1]

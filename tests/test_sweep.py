@@ -177,7 +177,7 @@ def test_bad_grid_names_the_value():
 
 @pytest.mark.every_backend
 @pytest.mark.parametrize("norm", ["deescalate", "rezero"])
-def test_one_cell_measures_every_column_on_this_backend(norm):
+def test_one_cell_measures_every_column_on_this_backend(norm, tmp_path):
     config = sweep.SweepConfig.quick(steps=4)
     cell = dict(
         depth=2,
@@ -190,7 +190,7 @@ def test_one_cell_measures_every_column_on_this_backend(norm):
         batch_size=32,
         hidden_dim=16,
     )
-    row = sweep.run_cell(cell, config, sweep._digits())
+    row = sweep.run_cell(cell, config, sweep._digits(), str(tmp_path / "cell"))
     assert row["diverged"] == 0 and np.isfinite(row["final_loss"]) and row["best_loss"] <= row["final_loss"] + 1.0
     tsim_init = [float(v) for v in row["tsim_init"].split(";")]
     grads = [float(v) for v in row["grad_init"].split(";")]

@@ -13,6 +13,10 @@ from keras_tse.zoo import presets
 from tests import reference
 
 NORMS = ("post", "pre", "deescalate")
+# eq. (21)'s other causal settings: at the block output, and the mean over the segment only
+OUTPUT = dict(deescalate_at="output")
+SEGMENT_MEAN = dict(deescalate_memory=False)
+ARMS = [(norm, {}) for norm in NORMS] + [("deescalate", OUTPUT), ("deescalate", SEGMENT_MEAN)]
 TINY = dict(depth=2, vocab_size=60, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=24, cutoffs=(12, 30), batch_size=2)
 
 
@@ -128,12 +132,12 @@ def test_relative_attention_matches_reference(filled, probe):
     np.testing.assert_allclose(_numpy(outputs), expected, atol=1e-4)
 
 
-@pytest.mark.parametrize("norm", NORMS)
-def test_two_segments_with_memory_equal_one_pass_over_both(norm):
+@pytest.mark.parametrize("norm, options", ARMS[:4])
+def test_two_segments_with_memory_equal_one_pass_over_both(norm, options):
     # With mem_len = segment_len, segment 2 attends to exactly the states segment 1 produced, so the
     # recurrence must reproduce a memory-less pass over the concatenated context.
-    model = _tiny(norm)
-    single = zoo.transformer_xl(norm=norm, segment_len=10, mem_len=0, **TINY)
+    model = _tiny(norm, **options)
+    single = zoo.transformer_xl(norm=norm, segment_len=10, mem_len=0, **TINY, **options)
     for a, b in zip(single.trainable_weights, model.trainable_weights):
         assert a.path == b.path
         a.assign(b)
@@ -150,10 +154,10 @@ def _two_segments(model, ids):
     return np.concatenate([_numpy(model(ids[:, :5])), _numpy(model(ids[:, 5:]))], axis=1)
 
 
-@pytest.mark.parametrize("norm", NORMS)
+@pytest.mark.parametrize("norm, options", ARMS)
 @pytest.mark.parametrize("position", [2, 5, 8])  # inside segment 1, first of segment 2, inside segment 2
-def test_no_future_leakage_within_and_across_segments(norm, position):
-    model = _tiny(norm)
+def test_no_future_leakage_within_and_across_segments(norm, options, position):
+    model = _tiny(norm, **options)
     ids = np.random.default_rng(1).integers(0, 60, (2, 10)).astype("int32")
     changed = ids.copy()
     changed[:, position:] = (changed[:, position:] + 7) % 60  # the token at `position` and every later one
@@ -178,9 +182,9 @@ def test_leaky_global_deescalation_reads_later_tokens_and_equals_literal_eq_21()
     assert zoo.transformer_xl(norm="deescalate_leaky_global", **TINY).get_config()["norm"] == "deescalate_leaky_global"
 
 
-@pytest.mark.parametrize("norm", NORMS)
-def test_memory_carries_context_and_reset_forgets_it(norm):
-    model = _tiny(norm)
+@pytest.mark.parametrize("norm, options", ARMS)
+def test_memory_carries_context_and_reset_forgets_it(norm, options):
+    model = _tiny(norm, **options)
     rng = np.random.default_rng(2)
     first_a, first_b, second = (rng.integers(0, 60, (2, 5)).astype("int32") for _ in range(3))
     model.reset_memory()
@@ -194,6 +198,28 @@ def test_memory_carries_context_and_reset_forgets_it(norm):
     fresh = _numpy(model(second))
     model.reset_memory()
     np.testing.assert_allclose(_numpy(model(second)), fresh, atol=1e-6)
+
+
+def test_segment_mean_leaves_the_memory_out_of_eq_21_only():
+    """The segment-only mean keeps no memory of eq. (21)'s inputs; on a first segment (empty memory) it
+    is the memory mean, after it the two differ by the mean alone."""
+    with_memory, segment_only = _tiny("deescalate"), _tiny("deescalate", **SEGMENT_MEAN)
+    assert segment_only.get_layer("block_00").deescalation_memory is None
+    assert with_memory.get_layer("block_00").deescalation_memory.path.endswith("ffn_input_memory")
+    assert _tiny("deescalate", **OUTPUT).get_layer("block_00").deescalation_memory.path.endswith("output_memory")
+    for a, b in zip(segment_only.trainable_weights, with_memory.trainable_weights):
+        a.assign(b)
+    ids = np.random.default_rng(5).integers(0, 60, (2, 10)).astype("int32")
+    first, second = _two_segments(with_memory, ids), _two_segments(segment_only, ids)
+    np.testing.assert_allclose(second[:, :5], first[:, :5], atol=1e-6)
+    assert np.abs(second[:, 5:] - first[:, 5:]).max() > 1e-3
+
+
+def test_eq_21_options_are_checked():
+    with pytest.raises(ValueError, match="Received: deescalate_at='input'"):
+        TransformerXLBlock(2, 24, norm="deescalate", deescalate_at="input")
+    with pytest.raises(ValueError, match="Received: norm='deescalate_leaky_global', deescalate_at='output'"):
+        TransformerXLBlock(2, 24, norm="deescalate_leaky_global", deescalate_at="output")
 
 
 def test_adaptive_softmax_matches_reference_and_sums_to_one():

@@ -13,9 +13,12 @@ of 2x2 pixels) and writes one row to `sweep.csv` as soon as it finishes:
   block's weights on the first batch), each as `;`-separated values, first block first;
 - `wall_s`, the cell's wall time (build, measurements and training).
 
-A rerun of the same command skips every cell already in `sweep.csv` (the key is depth, norm, tau,
-learning rate, seed and the training settings), so an interrupted sweep loses at most the cell it
-was in. `plots/` gets the final loss against depth per norm (mean over seeds, bars from the lowest
+Each cell trains through the runner (`keras_tse.training.runner.train_in_folder`), the loop every
+recipe uses, in its own run folder `cells/<cell>/` (config, history, per-block similarity, the last
+checkpoint, the summary with the cell's measures). A rerun of the same command skips every cell
+already in `sweep.csv` (the key is depth, norm, tau, learning rate, seed and the training settings)
+and takes a finished cell folder's stored measures, so an interrupted sweep loses at most the cell
+it was in. `plots/` gets the final loss against depth per norm (mean over seeds, bars from the lowest
 to the highest seed) and a depth x norm heatmap, one panel per learning rate.
 """
 
@@ -27,10 +30,13 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tse import _checks, run_files
+from keras_tse import _checks, run_files, zoo
+from keras_tse.analysis.gradients import block_gradient_norms
+from keras_tse.data import load_digits
 from keras_tse.layers import initializers
 from keras_tse.norms import DEESCALATED, NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
+from keras_tse.training.runner import train_in_folder
 
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
 
@@ -170,7 +176,7 @@ def run_sweep(config, out, log=print):
     log(f"{len(wanted)} cells, skipping {len(done & wanted)} finished, {len(todo)} to run -> {path}")
     data = _digits()
     for number, cell in enumerate(todo, 1):
-        row = {**cell, **run_cell(cell, config, data)}
+        row = {**cell, **run_cell(cell, config, data, cell_folder(out, cell))}
         append_row(path, row)  # flushed to disk before the next cell starts
         log(
             f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
@@ -184,26 +190,81 @@ def run_sweep(config, out, log=print):
 
 
 def _digits():
-    from keras_tse.data import load_digits
-
     (x, y), (x_val, y_val) = load_digits()
     return x.reshape(-1, 8, 8, 1).astype("float32"), y, x_val.reshape(-1, 8, 8, 1).astype("float32"), y_val
 
 
-def run_cell(cell, config, data):
-    """Build, measure, train and measure again one cell; returns its measured columns."""
-    from keras_tse import zoo
-    from keras_tse.analysis.gradients import block_gradient_norms
-    from keras_tse.analysis.similarity import token_similarity_profile
+def cell_folder(out, cell):
+    """The run folder of `cell` under the sweep's `out`: every key field in its name."""
+    tau = f"_tau{cell['tau']}" if cell["tau"] != "" else ""
+    name = (
+        f"depth{cell['depth']}_{cell['norm']}{tau}_{cell['initializer']}_lr{cell['learning_rate']:g}_seed{cell['seed']}"
+        f"_steps{cell['steps']}_batch{cell['batch_size']}_hidden{cell['hidden_dim']}"
+    )
+    return os.path.join(out, "cells", name)
 
+
+MEASURES = ("final_loss", "best_loss", "val_accuracy", "diverged", "steps_to_threshold")
+MEASURES += ("tsim_init", "tsim_end", "grad_init", "wall_s")
+
+
+def run_cell(cell, config, data, run_dir):
+    """Build, measure, train and measure again one cell, in the run folder `run_dir` (the runner's:
+    config, history, similarity, the last checkpoint, the summary); returns its measured columns.
+    A finished folder returns its stored measures without training again."""
     start = time.perf_counter()
     x, y, x_val, y_val = data
     keras.utils.set_random_seed(cell["seed"])
-    tau = 1.0 if cell["tau"] == "" else cell["tau"]
-    model = zoo.vit(
+    model = _cell_model(cell, config)
+    names = [f"block_{i:02d}" for i in range(cell["depth"])]
+    probe = x_val[: config.probe_size]
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    grad_init = block_gradient_norms(model, x[: config.batch_size], y[: config.batch_size], loss, names)
+    model.compile(
+        keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss, metrics=["accuracy"]
+    )
+    recorder = _BatchLosses()
+
+    def measures(history, similarity, seconds):
+        losses = np.array(recorder.losses)
+        diverged = not np.all(np.isfinite(losses)) or len(losses) < config.steps
+        tsim_init, tsim_end = run_files.similarity_start_end(similarity.csv_path)
+        return dict(
+            final_loss=float(np.mean(losses[-max(1, len(losses) // 10) :])) if not diverged else float("nan"),
+            best_loss=_best_window(losses),
+            val_accuracy=float("nan") if diverged else float(history["val_accuracy"][-1]),
+            diverged=int(diverged),
+            steps_to_threshold=_steps_to(losses, config.loss_threshold),
+            tsim_init=_joined(tsim_init),
+            tsim_end=_joined(np.full(cell["depth"], np.nan) if diverged else tsim_end),
+            grad_init=_joined(grad_init),
+            wall_s=round(time.perf_counter() - start, 2),
+        )
+
+    summary = train_in_folder(
+        model,
+        run_dir,
+        {"model": model.name, "cell": cell, "sweep": _cell_settings(config)},
+        dict(
+            x=_batches(x, y, config.batch_size, cell["seed"]),
+            steps_per_epoch=config.steps,
+            epochs=1,
+            validation_data=(x_val, y_val),
+        ),
+        probe,
+        measures,
+        checkpoints=False,  # one epoch: nothing to resume inside a cell; last.keras is kept
+        extra_callbacks=(recorder,),
+        verbose=0,
+    )
+    return {k: summary[k] for k in MEASURES}
+
+
+def _cell_model(cell, config):
+    return zoo.vit(
         depth=cell["depth"],
         norm=cell["norm"],
-        tau=tau,
+        tau=1.0 if cell["tau"] == "" else cell["tau"],
         image_size=8,
         patch_size=2,
         channels=1,
@@ -212,37 +273,12 @@ def run_cell(cell, config, data):
         num_heads=config.num_heads,
         initializer=cell["initializer"],
     )
-    names = [f"block_{i:02d}" for i in range(cell["depth"])]
-    probe = x_val[: config.probe_size]
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    tsim_init = token_similarity_profile(model, probe)
-    grad_init = block_gradient_norms(model, x[: config.batch_size], y[: config.batch_size], loss, names)
-    model.compile(
-        keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss, metrics=["accuracy"]
-    )
-    recorder = _BatchLosses()
-    model.fit(
-        _batches(x, y, config.batch_size, cell["seed"]),
-        steps_per_epoch=config.steps,
-        epochs=1,
-        verbose=0,
-        callbacks=[recorder, keras.callbacks.TerminateOnNaN()],
-    )
-    losses = np.array(recorder.losses)
-    diverged = not np.all(np.isfinite(losses)) or len(losses) < config.steps
-    val_accuracy = float("nan") if diverged else model.evaluate(x_val, y_val, verbose=0, return_dict=True)["accuracy"]
-    tsim_end = np.full(cell["depth"], np.nan) if diverged else token_similarity_profile(model, probe)
-    return dict(
-        final_loss=float(np.mean(losses[-max(1, len(losses) // 10) :])) if not diverged else float("nan"),
-        best_loss=_best_window(losses),
-        val_accuracy=float(val_accuracy),
-        diverged=int(diverged),
-        steps_to_threshold=_steps_to(losses, config.loss_threshold),
-        tsim_init=_joined(tsim_init),
-        tsim_end=_joined(tsim_end),
-        grad_init=_joined(grad_init),
-        wall_s=round(time.perf_counter() - start, 2),
-    )
+
+
+def _cell_settings(config):
+    """The settings of a cell's training that its key does not hold."""
+    names = ("num_heads", "ffn_dim", "weight_decay", "loss_threshold", "probe_size")
+    return {name: getattr(config, name) for name in names}
 
 
 class _BatchLosses(keras.callbacks.Callback):

@@ -8,7 +8,7 @@ from keras_tse.layers.baselines import check_layer_scale_init
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 from keras_tse.layers.transformer_block import TransformerBlock
-from keras_tse.norms import DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
+from keras_tse.norms import DEESCALATE_AT, DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -44,7 +44,10 @@ class TransformerXLBlock(TransformerBlock):
       causal form: position `t` subtracts `tau` times the mean of `Y2` over the
       memory and positions `<= t`. The `Y2` of the memory positions are kept in
       a second variable `ffn_input_memory`, so the mean covers the same context
-      as the attention and reads no later token.
+      as the attention and reads no later token. `deescalate_at="output"`
+      moves it to the block output (the ViT's placement, Sec. 3.3; memory
+      variable `output_memory`), and `deescalate_memory=False` takes the
+      causal mean over the segment's positions `<= t` only, not the memory.
     - `"deescalate_leaky_global"`: **leaks future tokens; for measurement
       only.** The literal eq. (21), `Y2 - tau * mean(Y2)` with the mean over
       all `T` positions of the segment (no memory), so position `t` reads
@@ -64,6 +67,10 @@ class TransformerXLBlock(TransformerBlock):
             `"rezero"`, `"layerscale"`. Defaults to `"post"`.
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool, whether `tau` is learned. Defaults to `False`.
+        deescalate_at: `"pre_ffn"` (Sec. 3.4, the default) or `"output"`,
+            where `"deescalate"` applies eq. (21).
+        deescalate_memory: bool, whether the causal mean of `"deescalate"`
+            also covers the memory positions. Defaults to `True`.
         residual_scale: float > 0, DeepNet's alpha (`"deepnorm"` only).
             Defaults to `1.0`.
         init_gain: float > 0, DeepNet's beta (`"deepnorm"` only). Defaults to
@@ -102,6 +109,8 @@ class TransformerXLBlock(TransformerBlock):
         norm="post",
         tau=1.0,
         trainable_tau=False,
+        deescalate_at="pre_ffn",
+        deescalate_memory=True,
         residual_scale=1.0,
         init_gain=1.0,
         layer_scale_init=0.1,
@@ -125,6 +134,13 @@ class TransformerXLBlock(TransformerBlock):
         self.norm = _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
         self.tau = _checks.unit_interval("tau", tau)
         self.trainable_tau = bool(trainable_tau)
+        self.deescalate_at = _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
+        self.deescalate_memory = bool(deescalate_memory)
+        if self.norm == "deescalate_leaky_global" and self.deescalate_at != "pre_ffn":
+            raise ValueError(
+                "The leaky global mean is measured at the FFN input only. "
+                f"Received: norm={norm!r}, deescalate_at={deescalate_at!r}"
+            )
         self.residual_scale = _checks.positive_float("residual_scale", residual_scale)
         self.init_gain = _checks.positive_float("init_gain", init_gain)
         self.layer_scale_init = check_layer_scale_init(layer_scale_init)
@@ -159,6 +175,7 @@ class TransformerXLBlock(TransformerBlock):
             self._use_rezero()
         elif self.norm == "layerscale":
             self._use_layer_scale(self.layer_scale_init)
+        self.deescalation_memory = None
         if self.mem_len:
             self._build_memory(input_shape)
 
@@ -172,10 +189,16 @@ class TransformerXLBlock(TransformerBlock):
         state = dict(initializer="zeros", trainable=False)
         self.memory = self.add_weight(name="memory", shape=(batch, self.mem_len, hidden), **state)
         self.memory_length = self.add_weight(name="memory_length", shape=(), dtype="int32", **state)
-        if self.norm == "deescalate":
-            self.ffn_input_memory = self.add_weight(
-                name="ffn_input_memory", shape=(batch, self.mem_len, hidden), **state
+        if self._remembers_deescalation_input():
+            self.deescalation_memory = self.add_weight(
+                name="ffn_input_memory" if self.deescalate_at == "pre_ffn" else "output_memory",
+                shape=(batch, self.mem_len, hidden),
+                **state,
             )
+
+    def _remembers_deescalation_input(self):
+        """Causal eq. (21) over memory and segment keeps the memory positions' inputs to eq. (21)."""
+        return self.norm == "deescalate" and self.deescalate_memory and self.mem_len > 0
 
     def reset_memory(self):
         """Forget the cached states (the next segment starts a new context)."""
@@ -185,16 +208,18 @@ class TransformerXLBlock(TransformerBlock):
 
     def _memory_variables(self):
         variables = [self.memory, self.memory_length]
-        return variables + ([self.ffn_input_memory] if self.norm == "deescalate" else [])
+        return variables + ([self.deescalation_memory] if self.deescalation_memory is not None else [])
 
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
         if self.norm in POST_NORMS:
+            deescalate = {self.deescalate_at: self._deescalation(filled)}
             steps = self._post_norm_steps(
                 inputs,
                 training,
                 return_attention_scores,
-                ffn_input=self._ffn_input_deescalation(filled),
+                ffn_input=deescalate.get("pre_ffn"),  # Sec. 3.4's placement
+                output=deescalate.get("output"),  # Sec. 3.3's
                 memory=memory,
                 memory_length=filled,
             )
@@ -205,23 +230,26 @@ class TransformerXLBlock(TransformerBlock):
             self._remember(inputs, steps, filled)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
-    def _ffn_input_deescalation(self, filled):
-        """Eq. (21) on the FFN input (Sec. 3.4): causal over memory and segment, or the leaky global mean."""
+    def _deescalation(self, filled):
+        """Eq. (21) at `deescalate_at`: causal over memory and segment (or the segment alone), the leaky
+        global mean, or `None` for a block that does not de-escalate."""
         if self.norm == "deescalate_leaky_global":
             return self.de_escalation  # eq. (21) literally: the segment mean, later tokens included
         if self.norm != "deescalate":
             return None
-        if not self.mem_len:
+        if self.deescalation_memory is None:
             return self.de_escalation
-        memory = _snapshot(self.ffn_input_memory, self.compute_dtype)
+        memory = _snapshot(self.deescalation_memory, self.compute_dtype)
         return functools.partial(self.de_escalation, memory=memory, memory_mask=filled_slots(self.mem_len, filled))
 
     def _remember(self, inputs, steps, filled):
-        """The newest `mem_len` inputs (and, de-escalated, the FFN inputs `Y2` before eq. (21)) as memory."""
+        """The newest `mem_len` inputs (and, de-escalated over the memory, the inputs of eq. (21): `Y2` at
+        the FFN input, `Y4` at the output) as memory."""
         self.memory.assign(self._newest(self.memory, inputs))
         self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
-        if self.norm == "deescalate":
-            self.ffn_input_memory.assign(self._newest(self.ffn_input_memory, steps["y2"]))
+        if self.deescalation_memory is not None:
+            placed = steps["y2"] if self.deescalate_at == "pre_ffn" else steps["y4"]
+            self.deescalation_memory.assign(self._newest(self.deescalation_memory, placed))
 
     def _read_memory(self, inputs):
         if not self.mem_len:
@@ -254,6 +282,8 @@ class TransformerXLBlock(TransformerBlock):
             "norm": self.norm,
             "tau": self.tau,
             "trainable_tau": self.trainable_tau,
+            "deescalate_at": self.deescalate_at,
+            "deescalate_memory": self.deescalate_memory,
             "residual_scale": self.residual_scale,
             "init_gain": self.init_gain,
             "layer_scale_init": self.layer_scale_init,

@@ -72,13 +72,25 @@ def make_lm_optimizer(config):
 
 
 def fit_language_model(
-    model, train_ids, valid_ids, run_dir, config, extra_config=None, checkpoints=True, verbose="auto", test_ids=None
+    model,
+    train_ids,
+    valid_ids,
+    run_dir,
+    config,
+    extra_config=None,
+    checkpoints=True,
+    verbose="auto",
+    test_ids=None,
+    causal_twin=None,
 ):
     """Train Transformer-XL `model` on the token stream `train_ids` into `run_dir`; return its summary.
 
     The model's `batch_size` and `segment_len` cut the streams (`lm_segments`). A resumed run
     continues the training stream where its last finished epoch left it. Returns the stored
     summary without training if the folder holds a finished run.
+
+    `causal_twin`, a function building a model with the same weights' shapes (a leaky model's causal
+    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model.
     """
     batch, segment = model.input.shape[0], model.input.shape[1]
     vocab_size = model.get_config()["vocab_size"]
@@ -108,6 +120,9 @@ def fit_language_model(
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
             summary["test_loss"] = evaluate_stream(model, test_ids)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
+        if test_ids is not None and causal_twin is not None:
+            summary["test_loss_causal"] = evaluate_stream(_with_weights_of(model, causal_twin()), test_ids)
+            summary["test_perplexity_causal"] = math.exp(min(summary["test_loss_causal"], 700.0))
         return summary
 
     return train_in_folder(
@@ -123,6 +138,16 @@ def fit_language_model(
         verbose=verbose,
         probe_warmup=x_valid[:batch],
     )
+
+
+def _with_weights_of(model, twin):
+    """`twin`, compiled, holding `model`'s trained weights (the same list of shapes, in order)."""
+    if [tuple(w.shape) for w in model.trainable_weights] != [tuple(w.shape) for w in twin.trainable_weights]:
+        raise ValueError(f"{twin.name} does not have {model.name}'s weights; it cannot evaluate them.")
+    for source, target in zip(model.trainable_weights, twin.trainable_weights):
+        target.assign(keras.ops.convert_to_numpy(source))  # a copy: JAX may donate the source's buffer
+    twin.compile(loss=LogProbabilityCrossentropy())
+    return twin
 
 
 def evaluate_stream(model, ids):
@@ -186,5 +211,6 @@ def summary_line(variant, s):
         f"{variant:>11}: {s['epochs']} evaluations, train loss {s['train_loss']:.4f}, valid loss "
         f"{s['valid_loss']:.4f}, valid ppl {s['valid_perplexity']:.2f} (best {s['best_valid_perplexity']:.2f}), "
         + (f"test ppl {s['test_perplexity']:.2f}, " if "test_perplexity" in s else "")
+        + (f"read causally {s['test_perplexity_causal']:.2f}, " if "test_perplexity_causal" in s else "")
         + f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
     )

@@ -65,6 +65,10 @@ class TransformerXL(keras.Model):
         attention_dropout: float, on P. Defaults to `0.0`.
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool. Defaults to `False`.
+        deescalate_at: `"pre_ffn"` (Sec. 3.4) or `"output"`, where
+            `"deescalate"` applies eq. (21). Defaults to `"pre_ffn"`.
+        deescalate_memory: bool, whether the causal mean also covers the
+            memory positions. Defaults to `True`.
         initializer: weight scheme of every layer, one of
             `keras_tse.layers.initializers.INITIALIZERS`. Defaults to
             `"transformer_xl"`, the reference code's `N(0, 0.02)` (Sec. 3.4
@@ -88,7 +92,8 @@ class TransformerXL(keras.Model):
         hidden_dim=410, num_heads=10, head_dim=41, ffn_dim=820,  # blocks
         segment_len=150, mem_len=150, batch_size=40,  # the segment stream and its memory
         cutoffs=(20000, 40000, 200000), div_val=1,  # adaptive input and softmax
-        dropout=0.0, attention_dropout=0.0, tau=1.0, trainable_tau=False, initializer="transformer_xl",
+        dropout=0.0, attention_dropout=0.0, initializer="transformer_xl",
+        tau=1.0, trainable_tau=False, deescalate_at="pre_ffn", deescalate_memory=True,  # eq. (21)
         name=None, **kwargs,
     ):
         # fmt: on
@@ -166,7 +171,7 @@ _BUILDER_KEYS = tuple(
     k for k in inspect.signature(TransformerXL.__init__).parameters if k not in ("self", "name", "kwargs")
 )
 BLOCK_KEYS = ("num_heads", "ffn_dim", "head_dim", "mem_len", "tau", "trainable_tau", "dropout")
-BLOCK_KEYS += ("attention_dropout", "initializer")
+BLOCK_KEYS += ("attention_dropout", "initializer", "deescalate_at", "deescalate_memory")
 
 
 def check_token_ids(name, ids, vocab_size, segment_len=None):

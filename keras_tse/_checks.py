@@ -91,3 +91,17 @@ def config_fields(config, positive_ints=(), positive_floats=()):
         setattr(config, name, positive_int(name, getattr(config, name)))
     for name in positive_floats:
         setattr(config, name, positive_float(name, getattr(config, name)))
+
+
+def unused_options(norm, uses, given, defaults):
+    """A ValueError naming the options of `given` that differ from `defaults` when `norm` (not in
+    `uses`) would ignore them: a setting that silently does nothing is worse than an error."""
+    if norm in uses:
+        return
+    changed = {key: value for key, value in given.items() if value != defaults[key]}
+    if changed:
+        settings = ", ".join(f"{key}={value!r}" for key, value in changed.items())
+        raise ValueError(
+            f"{', '.join(changed)} set(s) de-escalation (eq. 21), which norm={norm!r} does not apply; "
+            f"leave them at their defaults or use norm in {uses}. Received: norm={norm!r}, {settings}"
+        )

@@ -16,7 +16,7 @@ from keras_tse.data import (  # also registers the layers for loading
     normalized,
     synthetic_cifar10,
 )
-from tests.helpers import run_recipe_here
+from tests.helpers import recipe_module, run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
@@ -146,3 +146,14 @@ def test_no_data_stops_with_the_file_to_fetch(tmp_path):
     result = _run(["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")])
     assert result.returncode != 0
     assert "cifar-10-python.tar.gz" in result.stderr and str(tmp_path) in result.stderr
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "recipe, folder", [("cifar10_vit", "runs/cifar10_vit"), ("wikitext103_txl", "runs/wikitext103_txl")]
+)
+def test_a_smoke_run_has_its_own_default_folder(recipe, folder):
+    module = recipe_module(recipe)
+    assert module.parse_args([]).out == folder
+    assert module.parse_args(["--smoke"]).out == folder + "_smoke"  # never the real run's folder
+    assert module.parse_args(["--smoke", "--out", "mine"]).out == "mine"

@@ -267,3 +267,44 @@ def test_resume_trims_the_rows_of_a_repeated_epoch_and_a_cut_line(tmp_path):
     untouched.write_text("step,loss\n10,5.0\n")
     trim_epochs(str(untouched), keep_below=0)
     assert untouched.read_text() == "step,loss\n10,5.0\n"
+
+
+def test_a_run_killed_in_its_first_epoch_keeps_no_train_begin_row_to_repeat(tmp_path):
+    """Nothing restored: the run starts over and measures its start again, so the old row goes; with an
+    epoch restored, the start of the run is kept (it is the card's "start")."""
+    from keras_tse.callbacks.run_backup import trim_epochs
+
+    header = "epoch,step,when,tsim_0\n"
+    path = tmp_path / "similarity.csv"
+    path.write_text(header + ",0,train_begin,0.5\n")
+    trim_epochs(str(path), keep_below=0)
+    assert path.read_text() == header
+    path.write_text(header + ",0,train_begin,0.5\n0,10,epoch_end,0.6\n1,20,epoch_end,0.7\n")
+    trim_epochs(str(path), keep_below=1)
+    assert path.read_text() == header + ",0,train_begin,0.5\n0,10,epoch_end,0.6\n"
+
+
+@pytest.mark.one_backend
+def test_out_naming_a_file_stops_in_one_line_before_any_work(tmp_path, capsys):
+    vit = recipe_module("cifar10_vit")
+    path = tmp_path / "notes.txt"
+    path.write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        vit.parse_args(["--smoke", "--out", str(path)])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert f"--out must be a folder (it holds one run folder per variant). Received: --out {path}, a file" in err
+    assert path.read_text() == "mine"
+
+
+@pytest.mark.one_backend
+def test_a_run_folder_without_its_config_is_refused_not_overwritten(tmp_path):
+    from keras_tse.training.runner import RunFolderMismatch, check_run_folder
+
+    run = tmp_path / "deescalate"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "history.csv").write_text("epoch,loss\n0,1.5\n")
+    with pytest.raises(RunFolderMismatch, match=r"holds a run's files \(checkpoints, history.csv\) but no config.json"):
+        check_run_folder(str(run), {"model": "vit"})
+    assert (run / "history.csv").read_text() == "epoch,loss\n0,1.5\n"
+    assert check_run_folder(str(tmp_path / "empty"), {"model": "vit"}) == "new"

@@ -331,3 +331,11 @@ def test_log_probability_crossentropy_reads_the_targets_entries():
     log_probs = np.log(np.array([[[0.5, 0.25, 0.25], [0.1, 0.1, 0.8]]], "float32"))
     value = _numpy(losses.LogProbabilityCrossentropy()(np.array([[0, 2]]), log_probs))
     np.testing.assert_allclose(value, -(np.log(0.5) + np.log(0.8)) / 2, rtol=1e-6)
+
+
+def test_eq_21_options_on_a_norm_that_ignores_them_are_refused():
+    with pytest.raises(ValueError, match=r"tau set\(s\) de-escalation .* Received: norm='post', tau=0.3"):
+        zoo.transformer_xl(norm="post", tau=0.3, **TINY)
+    with pytest.raises(ValueError, match="Received: norm='deescalate_leaky_global', deescalate_memory=False"):
+        zoo.transformer_xl(norm="deescalate_leaky_global", deescalate_memory=False, **TINY)
+    zoo.transformer_xl(norm="deescalate_leaky_global", tau=0.5, **TINY)  # the leaky arm has a tau

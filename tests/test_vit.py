@@ -115,3 +115,11 @@ def test_from_preset_overrides_and_rejects_unknown():
         from_preset("vit12_cifar10_small", layers=4)
     with pytest.raises(ValueError, match="Received: preset='vit1000'"):
         from_preset("vit1000")
+
+
+def test_de_escalation_options_on_a_norm_that_ignores_them_are_refused():
+    with pytest.raises(ValueError, match=r"tau set\(s\) de-escalation .* Received: norm='post', tau=0.3"):
+        vit(depth=1, norm="post", tau=0.3)
+    with pytest.raises(ValueError, match="Received: norm='pre', trainable_tau=True, deescalate_at='pre_ffn'"):
+        vit(depth=1, norm="pre", trainable_tau=True, deescalate_at="pre_ffn")
+    assert vit(depth=1, norm="post", tau=1.0).count_params() > 0  # the defaults, given, are fine

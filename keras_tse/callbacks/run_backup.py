@@ -117,8 +117,9 @@ def finite_logs(logs):
 def trim_epochs(path, keep_below):
     """Rewrite `path` (atomically) without rows of epoch >= `keep_below` and without rows a kill cut short.
 
-    Rows whose `epoch` is empty (the measurement before training) are kept. Files without an `epoch`
-    column are left alone.
+    Rows whose `epoch` is empty (the measurement before training) are kept when an epoch was restored;
+    with `keep_below` 0 the run starts over and measures them again, so they go too. Files without an
+    `epoch` column are left alone.
     """
     fields, whole, cut = read_logged_rows(path)
     if "epoch" not in fields:
@@ -127,6 +128,10 @@ def trim_epochs(path, keep_below):
     for number in cut:
         where = "the last line" if number == last_line else f"line {number}"
         warnings.warn(f"{path}: {where} is incomplete (an interrupted write); dropped", stacklevel=2)
-    kept = [row for _, row in whole if row["epoch"] == "" or int(row["epoch"]) < keep_below]
+    kept = [row for _, row in whole if (row["epoch"] == "" and keep_below > 0) or _before(row["epoch"], keep_below)]
     if cut or len(kept) != len(whole):
         run_files.write_csv(path, fields, kept)
+
+
+def _before(epoch, keep_below):
+    return epoch != "" and int(epoch) < keep_below

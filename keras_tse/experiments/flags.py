@@ -6,15 +6,29 @@ not "use the default".
 """
 
 import argparse
+import os
 import sys
 
 
 class Parser(argparse.ArgumentParser):
     """argparse, with an error reported on one line: `<prog>: error: <what>` and exit status 2."""
 
+    run_folder = None  # set by add_run_arguments: --out's default, with "_smoke" added under --smoke
+
     def error(self, message):
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
+
+    def parse_args(self, args=None, namespace=None):
+        parsed = super().parse_args(args, namespace)
+        if self.run_folder is not None and parsed.out is None:
+            # a smoke run never lands in the real run's folder, which would then refuse the real settings
+            parsed.out = self.run_folder + ("_smoke" if parsed.smoke else "")
+        if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
+            self.error(
+                f"--out must be a folder (it holds one run folder per variant). Received: --out {parsed.out}, a file"
+            )
+        return parsed
 
 
 def positive_int(text):
@@ -89,7 +103,8 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
         help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
     )
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
-    parser.add_argument("--out", default=out, help=f"run folder (default: {out})")
+    parser.run_folder = out
+    parser.add_argument("--out", default=None, help=f"run folder (default: {out}; {out}_smoke with --smoke)")
     parser.add_argument("--depth", type=positive_int, default=None, help="override the number of blocks")
     parser.add_argument("--hidden-dim", type=positive_int, default=None, help=hidden_help)
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")

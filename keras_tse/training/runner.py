@@ -184,6 +184,10 @@ def run_config(model_name, config, extra_config):
 INCIDENTAL = ("backend", "data_parallel", "train.jit_compile", "resumed_with")
 
 
+# What a run folder holds once a run has begun in it (besides config.json).
+RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
+
+
 class RunFolderMismatch(ValueError):
     """A run folder holds a run of other settings: one paragraph naming the keys that differ."""
 
@@ -205,6 +209,12 @@ def check_run_folder(run_dir, run_config, partial=False):
     before it loads any data); the keys it lacks are not compared."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
+        found = sorted(name for name in RUN_FILES if os.path.exists(os.path.join(run_dir, name)))
+        if found:  # someone's run whose settings cannot be checked: never train over it
+            raise RunFolderMismatch(
+                f"{run_dir} holds a run's files ({', '.join(found)}) but no config.json, so its settings cannot "
+                f"be compared with these. Pass another output folder, or move {run_dir} away to start over."
+            )
         return "new"
     with open(path) as f:
         stored = flatten(json.load(f))

@@ -9,7 +9,7 @@ from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
-from keras_tse.norms import TRANSFORMER_XL_NORMS
+from keras_tse.norms import DEESCALATED, TRANSFORMER_XL_NORMS
 from keras_tse.zoo.blocks import transformer_xl_block
 
 
@@ -102,6 +102,9 @@ class TransformerXL(keras.Model):
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
+        _checks.unused_options(norm, DEESCALATED, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
+        placement = dict(deescalate_at=deescalate_at, deescalate_memory=deescalate_memory)
+        _checks.unused_options(norm, ("deescalate",), placement, EQ_21_DEFAULTS)
         # get_config returns the builder's keywords as given (`name` is the layer's own)
         config = {key: value for key, value in locals().items() if key in _BUILDER_KEYS}
         config.update(cutoffs=tuple(cutoffs), initializer=initializers.check(initializer))
@@ -170,6 +173,7 @@ class TransformerXL(keras.Model):
 _BUILDER_KEYS = tuple(
     k for k in inspect.signature(TransformerXL.__init__).parameters if k not in ("self", "name", "kwargs")
 )
+EQ_21_DEFAULTS = dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn", deescalate_memory=True)
 BLOCK_KEYS = ("num_heads", "ffn_dim", "head_dim", "mem_len", "tau", "trainable_tau", "dropout")
 BLOCK_KEYS += ("attention_dropout", "initializer", "deescalate_at", "deescalate_memory")
 

@@ -97,6 +97,8 @@ def vit(
     _checks.one_of("norm", norm, NORMS)
     _checks.one_of("pool", pool, POOLS)
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
+    given = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
+    _checks.unused_options(norm, ("deescalate",), given, dict(tau=1.0, trainable_tau=False, deescalate_at="output"))
     _checks.positive_int("num_classes", num_classes)
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front

@@ -46,3 +46,22 @@ def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
 def test_probe_command_names_a_missing_file(tmp_path, capsys):
     assert cli.main(["probe", str(tmp_path / "none.keras")]) == 2
     assert "Received: model=" in capsys.readouterr().err
+
+
+def test_probe_command_reads_a_plain_keras_model_through_layers(tmp_path, capsys):
+    """A model of plain Keras layers: `--layers` names the blocks; t_sim is the library's measure."""
+    import keras
+
+    inputs = keras.Input((5, 8))
+    x = keras.layers.Dense(8, name="mix_0")(inputs)
+    x = keras.layers.Dense(8, name="mix_1")(keras.layers.LayerNormalization()(x))
+    model = keras.Model(inputs, x, name="plain")
+    path = str(tmp_path / "plain.keras")
+    model.save(path)
+    assert cli.main(["probe", path, "--layers", "mix_0,mix_1"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    _, x = random_inputs(model)
+    expected = token_similarity_profile(model, x, layers=["mix_0", "mix_1"])
+    np.testing.assert_allclose([float(row[1]) for row in rows], expected, atol=1e-3)
+    assert cli.main(["probe", path, "--layers", "mix_0,nope"]) == 2
+    assert "--layers names no layer of plain: ['nope']" in capsys.readouterr().err

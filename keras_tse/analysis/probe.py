@@ -34,14 +34,19 @@ def random_inputs(model, batch_size=8, seed=0):
     return (warmup if spec.shape[0] else None), probe
 
 
-def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0):
-    """One row per block: t_sim, t_cos, head-mean attention entropy, QK variance and xi."""
+def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0, layers=None):
+    """One row per block: t_sim, t_cos, head-mean attention entropy, QK variance and xi.
+
+    `layers` names the blocks of a model not built from keras_tse blocks (see `block_outputs_model`);
+    the attention columns need keras_tse blocks and are NaN there.
+    """
     if inputs is None:
         warmup_inputs, inputs = random_inputs(model, batch_size, seed)
     tsim, tcos = measure_blocks(
-        block_outputs_model(model), inputs, (token_similarity, cosine_similarity), warmup_inputs
+        block_outputs_model(model, layers), inputs, (token_similarity, cosine_similarity), warmup_inputs
     )
-    attention = block_diagnostics(model, inputs, warmup_inputs)
+    unknown = {"entropy": [np.nan], "mean": [np.nan], "variance": [np.nan], "xi": np.array([np.nan])}
+    attention = [unknown] * len(tsim) if layers is not None else block_diagnostics(model, inputs, warmup_inputs)
     return [
         {
             "block": i,

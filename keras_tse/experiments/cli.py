@@ -76,7 +76,11 @@ def _probe(args):
         model = keras.saving.load_model(args.model)
     except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
         raise ValueError(f"{args.model} is not a readable .keras model ({type(error).__name__}: {error})") from None
-    rows = probe_model(model, batch_size=args.batch_size, seed=args.seed)
+    layers = args.layers.split(",") if args.layers else None
+    missing = [name for name in layers or () if name not in {layer.name for layer in model.layers}]
+    if missing:
+        raise ValueError(f"--layers names no layer of {model.name}: {missing}. Received: --layers {args.layers}")
+    rows = probe_model(model, batch_size=args.batch_size, seed=args.seed, layers=layers)
     print(
         f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
         f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
@@ -213,11 +217,17 @@ def _parser():
     escalation.set_defaults(run=_escalation)
 
     probe = _command(commands, "probe", "per-block similarity and attention diagnostics of a .keras model")
-    probe.add_argument("model", help="a saved .keras model built from keras_tse blocks")
+    probe.add_argument("model", help="a saved .keras model (keras_tse blocks, or any with --layers)")
     probe.add_argument(
         "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
     )
-    probe.add_argument("--seed", type=flags.non_negative_int, default=0)
+    probe.add_argument("--seed", type=flags.non_negative_int, default=0, help="seed of the random inputs (default 0)")
+    probe.add_argument(
+        "--layers",
+        default=None,
+        help="comma-separated names of the block layers, for a model not built from keras_tse blocks "
+        "(similarity only; the attention columns need keras_tse blocks)",
+    )
     probe.set_defaults(run=_probe)
 
     presets = _command(commands, "presets", "every model preset: parameters, input, card (from the preset metadata)")

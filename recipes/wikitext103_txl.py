@@ -26,6 +26,12 @@ to measure how much of a training curve the leak explains (it is not part of `--
     KERAS_BACKEND=jax python recipes/wikitext103_txl.py --dataset ptb --norm all --steps 2000 --seed 0 \
         --out runs/ptb_txl16/seed_0
 
+Where and how much to de-escalate (`--norm deescalate` only, unless said): `--tau` (eq. 21's strength,
+also for the leaky arm), `--trainable-tau`, `--deescalate-at output` (the block output, the ViT's place,
+instead of the FFN input) and `--segment-mean` (the causal mean over the segment's positions <= t, not
+the memory). A `deescalate_leaky_global` run also reports its trained weights read by the causal model
+(`test_perplexity_causal`): how much of its perplexity was the leak.
+
 Speed and scale (keras_tse.training.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
 PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
 

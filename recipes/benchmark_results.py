@@ -53,6 +53,7 @@ def collect(runs_root):
                 {
                     "seed": _seed(seed_dir),
                     "learning_rate": config.get("train", {}).get("learning_rate"),
+                    "overrides": config.get("overrides", {}),  # an arm's own settings (tau, placement, ...)
                     **summary,
                     "tsim_start": start,
                     "tsim_end": end,
@@ -149,6 +150,68 @@ def leak_table(results, causal="deescalate", leaky="deescalate_leaky_global"):
             np.mean([r[k] for r in records]) for k in ("train_perplexity", "valid_perplexity", "test_perplexity")
         )
         lines.append(f"| {variant} | {train:.2f} | {valid:.2f} | {test:.2f} | {valid / train:.3f} |")
+    return "\n".join(lines)
+
+
+# The language-model study's arms: eq. (21) moved, weakened, learned, or with its mean over the segment
+# only, and the leaky global mean trained again (then read causally); beside the card's first study.
+STUDY_ARMS = {
+    "deescalate_output": "causal eq. (21) at the block output",
+    "deescalate_segment_mean": "causal eq. (21), mean over the segment only (no memory)",
+    "deescalate_tau0.5": "causal eq. (21), tau 0.5",
+    "deescalate_trainable_tau": "causal eq. (21), tau learned (from 1)",
+    "deescalate_leaky_global": "the leaky global mean, trained again",
+}
+
+
+def _mean_range(records, key):
+    values = np.array([r[key] for r in records], "float64")
+    return f"{values.mean():.2f} [{values.min():.2f}, {values.max():.2f}]"
+
+
+def study_table(base, study):
+    """The first study's variants and the new arms in one table: seeds, train loss, validation and test
+    perplexity (seed mean [min, max]), and for the leaky arm its weights read by the causal model."""
+    lines = [
+        "| variant | what | seeds | train loss | valid ppl | test ppl | test ppl read causally |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = [(v, "first study", r) for v, r in base["runs"].items()]
+    rows += [(v, STUDY_ARMS[v], r) for v, r in study["runs"].items()]
+    for variant, what, records in rows:
+        causal = _mean_range(records, "test_perplexity_causal") if "test_perplexity_causal" in records[0] else ""
+        loss = np.mean([r["train_loss"] for r in records])
+        lines.append(
+            f"| {variant} | {what} | {len(records)} | {loss:.4f} | {_mean_range(records, 'valid_perplexity')} "
+            f"| {_mean_range(records, 'test_perplexity')} | {causal} |"
+        )
+    return "\n".join(lines)
+
+
+def study_verdicts(base, study, leaky="deescalate_leaky_global"):
+    """The best causal de-escalation (lowest seed-mean test perplexity, first study's `deescalate`
+    included) and its gap to pre-norm; the leaky arm's perplexity read leaky and read causally."""
+    causal = {"deescalate": base["runs"]["deescalate"]}
+    causal.update({v: r for v, r in study["runs"].items() if v != leaky})
+    mean = {v: float(np.mean([r["test_perplexity"] for r in records])) for v, records in causal.items()}
+    best = min(mean, key=mean.get)
+    pre = float(np.mean([r["test_perplexity"] for r in base["runs"]["pre"]]))
+    standing = compare(
+        {"kind": "language_model", "runs": {best: causal[best], "pre": base["runs"]["pre"]}}, best, "pre"
+    )
+    lines = [
+        f"- The best causal setting is {best} ({STUDY_ARMS.get(best, 'the first study')}): test perplexity "
+        f"{mean[best]:.2f} against pre-norm's {pre:.2f}, {mean[best] - pre:+.2f} ({standing['test_perplexity']} "
+        f"pre over the seeds; {len(causal[best])} and {len(base['runs']['pre'])} seeds)."
+    ]
+    if leaky in study["runs"]:
+        records = study["runs"][leaky]
+        read_leaky = np.mean([r["test_perplexity"] for r in records])
+        read_causal = np.mean([r["test_perplexity_causal"] for r in records])
+        lines.append(
+            f"- The leaky global mean, trained again: test perplexity {read_leaky:.2f} read as trained, "
+            f"{read_causal:.2f} with the same weights in the causal model ({len(records)} seeds)."
+        )
     return "\n".join(lines)
 
 

@@ -17,6 +17,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
+| ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 """
 
 import json
@@ -38,6 +39,8 @@ BENCHMARKS = {
     "fmnist_vit48": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit48.json"),
     "ptb_txl16": os.path.join("zoo", "ptb_transformer_xl16", "ptb_txl16.json"),
 }
+# The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
+LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 
 
@@ -72,6 +75,11 @@ def _demo():
         return json.load(f)
 
 
+def _lm_study():
+    with open(_path(*LM_STUDY)) as f:
+        return json.load(f)
+
+
 def benchmark(study):
     """A committed issue-14 result file (`recipes/benchmark_results.py`)."""
     with open(_path(BENCHMARKS[study])) as f:
@@ -85,6 +93,9 @@ def render(name):
             return getattr(_recipe("benchmark_results"), function)(benchmark(name[: -len(suffix)]))
     if name in BENCHMARKS:
         return _recipe("benchmark_results").markdown_table(benchmark(name))
+    if name in ("ptb_lm_study", "ptb_lm_study_verdicts"):
+        function = "study_table" if name == "ptb_lm_study" else "study_verdicts"
+        return getattr(_recipe("benchmark_results"), function)(benchmark("ptb_txl16"), _lm_study())
     if name == "demo":
         from keras_tse.experiments.demo import markdown_table
 

@@ -249,3 +249,20 @@ def test_the_analysis_figures_card_quotes_the_committed_csvs():
         assert f"{value:.{len(number.split('.')[1])}f}" == number, (figure, column, block, value)
         assert quoted in card, quoted
         assert f"{column}_sd" in columns or figure == "1"  # the trial spread the PNG draws as a band
+
+
+def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
+    """zoo/depth_study.md, Reproducibility: the rerun of one cell (its own committed sweep.csv) has the
+    committed row's initialisation measures and another training result, as the card says."""
+    from keras_tse.experiments import sweep
+
+    key = ("12", "post", "", "torch", "0.001", "0")
+    pick = lambda rows: next(r for r in rows if tuple(r[k] for k in sweep.KEY[:6]) == key)  # noqa: E731
+    committed = pick(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv")))
+    rerun = pick(sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "rerun_2026-11-23", "sweep.csv")))
+    assert committed["tsim_init"] == rerun["tsim_init"] and committed["grad_init"] == rerun["grad_init"]
+    numbers = [f"{float(row[k]):.4f}" for row in (rerun, committed) for k in ("final_loss", "val_accuracy")]
+    assert numbers == ["0.3844", "0.8217", "0.3559", "0.8245"]
+    with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
+        card = " ".join(f.read().split())
+    assert "a final loss of 0.3844 against 0.3559 in `sweep.csv` (validation accuracy 0.8217 against 0.8245)" in card

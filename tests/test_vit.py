@@ -123,3 +123,31 @@ def test_de_escalation_options_on_a_norm_that_ignores_them_are_refused():
     with pytest.raises(ValueError, match="Received: norm='pre', trainable_tau=True, deescalate_at='pre_ffn'"):
         vit(depth=1, norm="pre", trainable_tau=True, deescalate_at="pre_ffn")
     assert vit(depth=1, norm="post", tau=1.0).count_params() > 0  # the defaults, given, are fine
+
+
+def test_a_vit_composed_from_public_layers_saves_and_loads_in_safe_mode(tmp_path):
+    import keras
+
+    from keras_tse.layers import ClassTokenPooling, PatchEmbedding
+
+    model = keras.Sequential(
+        [
+            keras.Input((8, 8, 1)),
+            PatchEmbedding(8, 2, 16),
+            *[PostNormBlock(2, 32, deescalate="output") for _ in range(2)],
+            keras.layers.LayerNormalization(epsilon=1e-5),
+            ClassTokenPooling(),
+            keras.layers.Dense(3),
+        ]
+    )
+    images = np.random.default_rng(0).normal(size=(4, 8, 8, 1)).astype("float32")
+    tokens = keras.Sequential(model.layers[:-2])(images)
+    np.testing.assert_allclose(ops.convert_to_numpy(model.layers[-2](tokens)), ops.convert_to_numpy(tokens)[:, 0])
+    path = str(tmp_path / "composed.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path, safe_mode=True)  # no Lambda: nothing unsafe to refuse
+    np.testing.assert_allclose(loaded.predict(images, verbose=0), model.predict(images, verbose=0), atol=1e-6)
+    with pytest.raises(
+        ValueError, match=r"ClassTokenPooling expects inputs of rank 3.*Received: inputs.shape=\(4, 16\)"
+    ):
+        ClassTokenPooling()(np.zeros((4, 16), "float32"))

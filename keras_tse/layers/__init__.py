@@ -2,6 +2,7 @@
 
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.baselines import cait_layer_scale_init, deepnorm_constants
+from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
 from keras_tse.layers.layer_scale_block import LayerScaleBlock
@@ -16,6 +17,7 @@ from keras_tse.layers.transformer_xl_block import TransformerXLBlock
 
 __all__ = [
     "AdaptiveEmbedding",
+    "ClassTokenPooling",
     "DeEscalation",
     "DeepNormBlock",
     "LayerScaleBlock",

@@ -198,7 +198,15 @@ def run(args):
         )
         sizes = {"train_size": len(y_train), "test_size": len(y_test)}
         summaries[norm] = fit_variant(
-            model, train, test, run_dir, config, probe, steps_per_epoch, extra_config={**settings, **sizes}
+            model,
+            train,
+            test,
+            run_dir,
+            config,
+            probe,
+            steps_per_epoch,
+            extra_config={**settings, **sizes},
+            verbose=args.verbose,
         )
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
     title = f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")

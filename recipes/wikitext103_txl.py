@@ -207,6 +207,7 @@ def run(args):
             run_dir,
             config,
             test_ids=ids["test"],
+            verbose=args.verbose,
             extra_config={"overrides": overrides, **settings},
             causal_twin=functools.partial(_causal_twin, preset, overrides) if norm == LEAKY else None,
         )

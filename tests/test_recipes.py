@@ -157,3 +157,10 @@ def test_a_smoke_run_has_its_own_default_folder(recipe, folder):
     assert module.parse_args([]).out == folder
     assert module.parse_args(["--smoke"]).out == folder + "_smoke"  # never the real run's folder
     assert module.parse_args(["--smoke", "--out", "mine"]).out == "mine"
+
+
+@pytest.mark.one_backend
+def test_verbose_defaults_to_a_line_per_epoch_off_a_terminal():
+    module = recipe_module("cifar10_vit")
+    assert module.parse_args([]).verbose == 2  # pytest's stdout is not a terminal
+    assert module.parse_args(["--verbose", "0"]).verbose == 0

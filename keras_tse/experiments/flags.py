@@ -24,6 +24,8 @@ class Parser(argparse.ArgumentParser):
         if self.run_folder is not None and parsed.out is None:
             # a smoke run never lands in the real run's folder, which would then refuse the real settings
             parsed.out = self.run_folder + ("_smoke" if parsed.smoke else "")
+        if self.run_folder is not None and parsed.verbose is None:
+            parsed.verbose = 1 if sys.stdout.isatty() else 2  # a progress bar on a terminal, a line per epoch in a file
         if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
             self.error(
                 f"--out must be a folder (it holds one run folder per variant). Received: --out {parsed.out}, a file"
@@ -113,3 +115,10 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
     scale.add_arguments(parser)
     parser.add_argument("--smoke", action="store_true", help=smoke_help)
+    parser.add_argument(
+        "--verbose",
+        type=int,
+        choices=(0, 1, 2),
+        default=None,
+        help="fit's output: 1 a progress bar, 2 one line per epoch, 0 none (default: 1 on a terminal, else 2)",
+    )

@@ -85,7 +85,12 @@ DATASETS = {
 }
 
 
+OWN_DATA = ("folder", "npz")  # a user's own: an image folder (one subfolder per class) or .npz arrays
+
+
 def load_data(args):
+    if args.dataset in OWN_DATA:
+        return _own_data(args)
     if args.smoke and args.dataset == "cifar10":
         return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)  # CIFAR-10 cannot be fetched offline
     try:
@@ -106,6 +111,48 @@ def load_data(args):
     return (x, y), (x_test, y_test)
 
 
+def _own_data(args):
+    """A user's images: (train, test), a slice of each with --smoke; --train-size and --test-size apply."""
+    try:
+        if args.dataset == "folder":
+            train, test, _ = data.load_image_folder(args.data_dir, args.image_size, seed=args.seed)
+        else:
+            train, test = data.load_npz(args.data_dir)
+    except (FileNotFoundError, ValueError) as error:
+        sys.exit(f"cifar10_vit: {error}")
+    if args.smoke:
+        (n_train, n_test) = SMOKE_SLICE
+        return (train[0][:n_train], train[1][:n_train]), (test[0][:n_test], test[1][:n_test])
+    return train, test
+
+
+def own_geometry(args):
+    """(image size, channels, classes) of a user's data set, known before its images are read."""
+    if args.data_dir is None:
+        sys.exit(f"cifar10_vit: --dataset {args.dataset} reads --data-dir, which is missing")
+    if args.dataset == "folder":
+        top = (
+            os.path.join(args.data_dir, "train")
+            if os.path.isdir(os.path.join(args.data_dir, "train"))
+            else args.data_dir
+        )
+        classes = [d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))] if os.path.isdir(top) else []
+        return args.image_size, 3, len(classes)
+    if not os.path.isfile(args.data_dir):
+        sys.exit(f"cifar10_vit: No .npz file at {args.data_dir}. Received: --data-dir {args.data_dir}")
+    with np.load(args.data_dir) as arrays:
+        shape, labels = arrays["x_train"].shape, arrays["y_train"]
+        return shape[1], shape[3] if len(shape) == 4 else 1, int(labels.max()) + 1
+
+
+def normalization_of(args, x_train):
+    """The per-channel mean and std each model sees: the benchmark's constants, or a user's training images'."""
+    if args.dataset not in OWN_DATA:
+        return dict(mean=DATASETS[args.dataset]["mean"], std=DATASETS[args.dataset]["std"])
+    pixels = x_train.reshape(-1, x_train.shape[-1]).astype("float64") / 255.0  # image_dataset's units
+    return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
+
+
 def balanced_subset(labels, size, seed, flag="--train-size"):
     """Indices of `size` examples, the same number from each class (seeded), in their original order."""
     classes = np.unique(labels)
@@ -123,7 +170,10 @@ def balanced_subset(labels, size, seed, flag="--train-size"):
 def model_overrides(args, norm):
     """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init."""
     overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
-    if args.dataset != "cifar10":
+    if args.dataset in OWN_DATA:
+        image_size, channels, classes = own_geometry(args)
+        overrides.update(image_size=image_size, channels=channels, num_classes=classes)
+    elif args.dataset != "cifar10":
         dataset = DATASETS[args.dataset]
         overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
     if args.depth is not None:
@@ -173,13 +223,12 @@ def run(args):
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
     (x_train, y_train), (x_test, y_test) = load_data(args)
-    dataset = DATASETS[args.dataset]
-    normalization = dict(mean=dataset["mean"], std=dataset["std"])
+    normalization = normalization_of(args, x_train)
     train = data.image_dataset(
         x_train,
         y_train,
         train_config.batch_size,
-        augment=dataset["augment"],
+        augment=DATASETS.get(args.dataset, {}).get("augment", False),  # none on a user's own images
         shuffle=True,
         seed=args.seed,
         **normalization,
@@ -209,7 +258,8 @@ def run(args):
             verbose=args.verbose,
         )
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
-    title = f"ViT on {dataset['title']} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
+    name = DATASETS[args.dataset]["title"] if args.dataset in DATASETS else os.path.basename(args.data_dir.rstrip("/"))
+    title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
     finish_recipe(summaries, summary_line, args.out, VARIANTS, "history.csv", _plot_histories, title)
     return summaries
 
@@ -225,9 +275,14 @@ def parse_args(argv=None):
     parser.add_argument("--norm", choices=[*VARIANTS, "all"], default="all", help="the variant(s) to train")
     parser.add_argument(
         "--dataset",
-        choices=list(DATASETS),
+        choices=[*DATASETS, *OWN_DATA],
         default="cifar10",
-        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey)",
+        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey); your own: folder (--data-dir holds "
+        "one subfolder per class, or train/ and test/ of them) or npz (--data-dir is a .npz with x_train, "
+        "y_train, x_test, y_test)",
+    )
+    parser.add_argument(
+        "--image-size", type=flags.positive_int, default=32, help="--dataset folder: the size images are resized to"
     )
     flags.add_run_arguments(
         parser,

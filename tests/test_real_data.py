@@ -7,15 +7,17 @@ The files come the way the README tells a user to get them (`.ci/run` does the s
 
 import gzip
 import hashlib
+import json
 import os
 import shutil
 
+import keras
 import numpy as np
 import pytest
 
 from keras_tse import data
 from keras_tse.data import mnist, ptb
-from tests.helpers import recipe_module
+from tests.helpers import recipe_module, run_recipe_here
 
 
 def _real(loader):
@@ -275,3 +277,61 @@ def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, 
     ids, _ = penn
     test = ids["test"][: txl.SMOKE_PTB_TOKENS[1]]
     np.testing.assert_allclose(evaluate_stream(model, test), summary["test_loss"], rtol=1e-5)
+
+
+def _write_image_folder(root, classes=("cat", "dog"), per_class=12, size=20):
+    """PNG files, one subfolder per class; class k is brighter than class k-1 (learnable)."""
+    import keras
+
+    rng = np.random.default_rng(0)
+    for k, name in enumerate(classes):
+        os.makedirs(root / name, exist_ok=True)
+        for i in range(per_class):
+            image = np.clip(60 + 120 * k + rng.normal(0, 20, (size, size, 3)), 0, 255).astype("uint8")
+            keras.utils.save_img(str(root / name / f"{i}.png"), image)
+
+
+@pytest.mark.one_backend
+def test_own_image_folder_and_npz_train_the_vit_recipes_smoke_run(tmp_path, capsys):
+    from keras_tse.data import load_image_folder
+
+    _write_image_folder(tmp_path / "pets")
+    (x, y), (x_test, y_test), names = load_image_folder(str(tmp_path / "pets"), 16, seed=0)
+    assert names == ["cat", "dog"] and x.shape == (20, 16, 16, 3) and x_test.shape == (4, 16, 16, 3)
+    assert x.dtype == np.uint8 and sorted(set(y.tolist()) | set(y_test.tolist())) == [0, 1]
+    argv = ["--smoke", "--norm", "deescalate", "--epochs", "1", "--depth", "1"]
+    code, out, err = run_recipe_here(
+        "cifar10_vit",
+        [
+            *argv,
+            "--dataset",
+            "folder",
+            "--data-dir",
+            str(tmp_path / "pets"),
+            "--image-size",
+            "16",
+            "--out",
+            str(tmp_path / "run_folder"),
+        ],
+        capsys,
+    )
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "run_folder" / "deescalate" / "config.json") as f:
+        overrides = json.load(f)["overrides"]
+    assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (16, 3, 2)
+
+    rng = np.random.default_rng(1)
+    arrays = dict(x_train=rng.integers(0, 255, (40, 12, 12), dtype=np.uint8), y_train=np.arange(40) % 3)
+    arrays.update(x_test=rng.integers(0, 255, (9, 12, 12), dtype=np.uint8), y_test=np.arange(9) % 3)
+    np.savez(tmp_path / "mine.npz", **arrays)
+    code, out, err = run_recipe_here(
+        "cifar10_vit",
+        [*argv, "--dataset", "npz", "--data-dir", str(tmp_path / "mine.npz"), "--out", str(tmp_path / "run_npz")],
+        capsys,
+    )
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "run_npz" / "deescalate" / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["epochs"] == 1 and np.isfinite(summary["train_loss"])
+    model = keras.saving.load_model(tmp_path / "run_npz" / "deescalate" / "checkpoints" / "last.keras")
+    assert model.input.shape[1:] == (12, 12, 1) and model.output.shape[-1] == 3

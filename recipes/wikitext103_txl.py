@@ -91,9 +91,12 @@ SMOKE_VOCAB = 4000
 def load_data(args):
     if args.smoke and args.dataset == "wikitext103":
         return data.load_python_docs(max_vocab=SMOKE_VOCAB)
-    load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
     try:
-        ids, vocab = load(args.data_dir, download=not args.no_download)
+        if args.dataset == "text":  # a user's own: train.txt, valid.txt, test.txt
+            ids, vocab = data.load_text_folder(args.data_dir or ".")
+        else:
+            load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
+            ids, vocab = load(args.data_dir, download=not args.no_download)
     except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
         sys.exit(f"wikitext103_txl: {error}")
     if args.smoke:
@@ -106,7 +109,7 @@ def base_config(args):
     """(preset, its builder overrides, training settings) of one variant before the command's overrides."""
     if args.smoke:
         return SMOKE_PRESET, dict(SMOKE_MODEL), SMOKE_TRAIN
-    if args.dataset == "ptb":
+    if args.dataset in ("ptb", "text"):  # a word-level model sized for a CPU (a user's text: its own vocabulary)
         return VARIANTS["post"], dict(PTB_MODEL), PTB_TRAIN
     return None, {}, TRAIN
 
@@ -133,8 +136,10 @@ def variant_settings(args, norm):
     overrides["norm"] = norm
     if args.smoke:
         overrides["name"] = f"smoke_{norm}"
-    elif args.dataset == "ptb":
-        overrides["name"] = f"transformer_xl_ptb_{norm}"
+    elif args.dataset in ("ptb", "text"):
+        overrides["name"] = f"transformer_xl_{args.dataset}_{norm}"
+    if args.dataset == "text":
+        overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
     if args.depth is not None:
         overrides["depth"] = args.depth
     if args.hidden_dim is not None:
@@ -211,7 +216,7 @@ def run(args):
             extra_config={"overrides": overrides, **settings},
             causal_twin=functools.partial(_causal_twin, preset, overrides) if norm == LEAKY else None,
         )
-    name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}[args.dataset]
+    name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}.get(args.dataset, "text in " + str(args.data_dir))
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
     title = f"Transformer-XL on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
     finish_recipe(summaries, summary_line, args.out, [*VARIANTS, LEAKY], "steps.csv", plot_training_loss, title)
@@ -228,9 +233,10 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--dataset",
-        choices=["wikitext103", "ptb"],
+        choices=["wikitext103", "ptb", "text"],
         default="wikitext103",
-        help="wikitext103 (the paper's run) or ptb (Penn Treebank, Mikolov split)",
+        help="wikitext103 (the paper's run), ptb (Penn Treebank, Mikolov split), or text: your own, --data-dir "
+        "holding train.txt, valid.txt and test.txt (PTB's model size, your vocabulary)",
     )
     parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
     parser.add_argument(

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import keras
+import numpy as np
 import pytest
 
 import keras_tse  # noqa: F401  registers the classes the checkpoints name
@@ -145,3 +146,25 @@ def test_eq_21_flags_reach_every_block_and_the_run_config(tmp_path, capsys):
         "output",
         None,
     )
+
+
+@pytest.mark.large
+@pytest.mark.one_backend
+def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, capsys):
+    from keras_tse.data import load_text_folder
+
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(40)]
+    for split, lines in (("train", 400), ("valid", 60), ("test", 60)):
+        text = "\n".join(" ".join(rng.choice(words, 8)) for _ in range(lines))
+        (tmp_path / f"{split}.txt").write_text(text + ("\nnever_in_training" if split == "test" else ""))
+    ids, vocab = load_text_folder(str(tmp_path))
+    assert len(vocab) == 42 and vocab.decode(ids["test"][-2:]) == "<unk> <eos>"  # 40 words, <eos>, <unk>
+    argv = ["--smoke", "--norm", "deescalate", "--dataset", "text", "--data-dir", str(tmp_path), "--steps", "4"]
+    code, out, err = run_recipe_here(
+        "wikitext103_txl", [*argv, "--eval-interval", "2", "--out", str(tmp_path / "r")], capsys
+    )
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "r" / "deescalate" / "summary.json") as f:
+        summary = json.load(f)
+    assert np.isfinite(summary["test_perplexity"]) and summary["test_perplexity"] < 42 * 3  # near 42 words, untrained

@@ -26,7 +26,7 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python")
-    assert len(snippets) == 3  # the layers, the zoo and callbacks, the presets (issue 16)
+    assert len(snippets) == 4  # the layers, the zoo and callbacks, your own data in a run folder, the presets
     for snippet in snippets:
         exec(compile(snippet, "README.md", "exec"), {})
     assert (tmp_path / "blocks.keras").exists()
@@ -35,6 +35,7 @@ def test_python_snippets_run(tmp_path, monkeypatch):
     with open(tmp_path / "similarity.csv") as f:
         assert "tsim_3" in f.readline()
     assert (tmp_path / "plots" / "token_similarity_heatmap.png").exists()
+    assert (tmp_path / "my_run" / "deescalate" / "checkpoints" / "last.keras").exists()
 
 
 def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypatch):

@@ -266,3 +266,46 @@ def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
     with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
         card = " ".join(f.read().split())
     assert "a final loss of 0.3844 against 0.3559 in `sweep.csv` (validation accuracy 0.8217 against 0.8245)" in card
+
+
+# Every generated block each document must keep: removing one (and with it the numbers and verdicts it
+# prints from a result file) fails here, not only editing one.
+GENERATED_BLOCKS = {
+    "README.md": {"demo", "escalation", "depth_study", "depth_study_verdicts", "bench"},
+    "zoo/depth_study.md": {
+        "depth_study_progress",
+        "depth_study",
+        "depth_study_verdicts",
+        "depth_study_cells",
+        "depth_study_init",
+        "gradients",
+        "depth_study_earlier",
+    },
+    "zoo/vit24_digits.md": {"demo_similarity", "demo"},
+    "zoo/fashion_mnist_vit.md": {f"fmnist_vit{d}{s}" for d in (24, 48) for s in ("", "_verdicts", "_similarity")},
+    "zoo/ptb_transformer_xl16.md": {
+        "ptb_txl16",
+        "ptb_txl16_verdicts",
+        "ptb_txl16_leak",
+        "ptb_txl16_similarity",
+        "ptb_lm_study",
+        "ptb_lm_study_verdicts",
+    },
+}
+
+
+def _missing_blocks(document, text):
+    names = {match[1] for match in recipe_module("generated_tables").BLOCK.findall(text)}
+    return sorted(GENERATED_BLOCKS[document] - names)
+
+
+def test_every_card_keeps_its_generated_blocks():
+    assert set(GENERATED_BLOCKS) == set(recipe_module("generated_tables").DOCUMENTS)
+    for document in GENERATED_BLOCKS:
+        with open(os.path.join(ROOT, document)) as f:
+            assert _missing_blocks(document, f.read()) == [], document
+    with open(os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")) as f:
+        text = f.read()
+    start = text.index("<!-- generated: ptb_lm_study_verdicts -->")
+    cut = text[:start] + text[text.index("<!-- end generated -->", start) + len("<!-- end generated -->") :]
+    assert _missing_blocks("zoo/ptb_transformer_xl16.md", cut) == ["ptb_lm_study_verdicts"]

@@ -34,6 +34,7 @@ PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visib
 import dataclasses
 import os
 import sys
+import time
 
 import keras
 import numpy as np
@@ -222,7 +223,14 @@ def run(args):
         check_run_folder(os.path.join(args.out, norm), {"train": dataclasses.asdict(config), **settings}, partial=True)
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
+    start = time.perf_counter()
+    print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)
+    print(
+        f"loaded {len(y_train):,} training and {len(y_test):,} test images in {time.perf_counter() - start:.1f} s; "
+        "the first training step also compiles the model",
+        flush=True,
+    )
     normalization = normalization_of(args, x_train)
     train = data.image_dataset(
         x_train,

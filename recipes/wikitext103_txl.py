@@ -42,6 +42,7 @@ import dataclasses
 import functools
 import os
 import sys
+import time
 
 import keras
 import numpy as np
@@ -196,7 +197,14 @@ def run(args):
         known = {"train": dataclasses.asdict(config), "overrides": overrides, **settings}
         check_run_folder(os.path.join(args.out, norm), known, partial=True)
 
+    start = time.perf_counter()
+    print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     ids, vocab = load_data(args)
+    print(
+        f"loaded {len(ids['train']):,} training tokens, vocabulary {len(vocab):,}, in "
+        f"{time.perf_counter() - start:.1f} s; the first training step also compiles the model",
+        flush=True,
+    )
     summaries = {}
     for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)

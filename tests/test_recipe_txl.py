@@ -61,6 +61,7 @@ def test_smoke_one_variant_on_this_backend(tmp_path, capsys):
     code, out, err = run_recipe_here("wikitext103_txl", argv, capsys)
     assert code == 0, err[-3000:]
     assert "deescalate: 1 evaluations" in out
+    assert out.index("loading wikitext103 (smoke slice) ...") < out.index("loaded ") < out.index("=== deescalate")
     assert "\x1b[" not in out and "\r" not in out  # not a terminal: one plain line per epoch (--verbose 2)
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
     assert model.input.shape == (8, 32) and model.output.shape == (8, 32, 4000)

@@ -309,3 +309,36 @@ def test_every_card_keeps_its_generated_blocks():
     start = text.index("<!-- generated: ptb_lm_study_verdicts -->")
     cut = text[:start] + text[text.index("<!-- end generated -->", start) + len("<!-- end generated -->") :]
     assert _missing_blocks("zoo/ptb_transformer_xl16.md", cut) == ["ptb_lm_study_verdicts"]
+
+
+def test_the_lm_study_claims_hold_in_the_committed_results():
+    """zoo/ptb_transformer_xl16.md, "Where and how much to de-escalate", points 1-6."""
+    import json
+
+    import numpy as np
+
+    _, base = _benchmark("ptb_txl16")
+    with open(os.path.join(ROOT, "zoo", "ptb_transformer_xl16", "lm_study.json")) as f:
+        runs = json.load(f)["runs"]
+    test = lambda records: [r["test_perplexity"] for r in records]  # noqa: E731
+    mean = lambda records: float(np.mean(test(records)))  # noqa: E731
+    causal = {v: r for v, r in runs.items() if v != "deescalate_leaky_global"}
+    worst_pre = max(test(base["runs"]["pre"]))
+    assert all(min(test(records)) > worst_pre for records in causal.values())  # 1
+    assert min(causal, key=lambda v: mean(causal[v])) == "deescalate_tau0.5"
+    assert 130 < mean(causal["deescalate_tau0.5"]) - mean(base["runs"]["pre"]) < 140
+    output = runs["deescalate_output"]  # 2
+    assert len(output) == 2 and all(1500 < p < 1700 for p in test(output)) and min(test(output)) > 2 * 649.0
+    assert all(r["tsim_end"][-1] < 0.05 for r in output)
+    assert (
+        f"{mean(causal['deescalate_tau0.5']):.1f}" == "397.7" and f"{mean(base['runs']['deescalate']):.1f}" == "452.7"
+    )
+    assert f"{mean(causal['deescalate_segment_mean']):.1f}" == "441.0"  # 4
+    leaky = runs["deescalate_leaky_global"]  # 5
+    causal_read = [r["test_perplexity_causal"] for r in leaky]
+    assert len(leaky) == 2 and 2300 < np.mean(causal_read) < 2400 and min(causal_read) > 3 * 649.0
+    assert f"{mean(leaky):.1f}" == "231.2" and mean(leaky) < mean(base["runs"]["pre"])
+    first = {r["seed"]: r["test_perplexity"] for r in base["runs"]["deescalate_leaky_global"]}  # 6
+    again = {r["seed"]: r["test_perplexity"] for r in leaky}
+    assert [f"{again[s]:.2f}" for s in (0, 1)] == ["227.45", "234.90"]
+    assert [f"{first[s]:.2f}" for s in (0, 1)] == ["220.31", "235.90"]

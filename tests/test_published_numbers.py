@@ -342,3 +342,6 @@ def test_the_lm_study_claims_hold_in_the_committed_results():
     again = {r["seed"]: r["test_perplexity"] for r in leaky}
     assert [f"{again[s]:.2f}" for s in (0, 1)] == ["227.45", "234.90"]
     assert [f"{first[s]:.2f}" for s in (0, 1)] == ["220.31", "235.90"]
+    assert f"{max(abs(again[s] - first[s]) for s in (0, 1)):.1f}" == "7.1"
+    assert f"{mean(base['runs']['deescalate']) - mean(causal['deescalate_tau0.5']):.1f}" == "55.0"
+    assert f"{mean(base['runs']['deescalate']) - mean(causal['deescalate_segment_mean']):.1f}" == "11.7"

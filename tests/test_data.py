@@ -119,6 +119,27 @@ def test_pipeline_normalises_augments_and_batches():
     assert augmented.shape == (32, 32, 32, 3) and not np.allclose(augmented, np.asarray(plain[0][0]))
 
 
+@pytest.mark.every_backend
+@pytest.mark.skipif(keras.backend.backend() != "jax", reason="Keras' Equalization branches on JAX only")
+def test_equalization_traced_for_tf_data_gives_the_same_images_with_tensorflows_histogram():
+    import tensorflow as tf
+
+    from keras_tse.data import pipeline
+
+    images = np.random.default_rng(0).integers(0, 256, (4, 16, 16, 3)).astype("float32")
+    layer = keras.layers.Equalization(value_range=(0, 255))
+    spec = tf.TensorSpec([None, 16, 16, 3], tf.float32)
+    looped = tf.function(lambda x: layer(x)).get_concrete_function(spec)
+    with pipeline.equalization_as_in_tensorflow():
+        counted = tf.function(lambda x: layer(x)).get_concrete_function(spec)
+    # the loop over 256 bins is gone from the graph; the images are the same
+    assert len(counted.graph.get_operations()) < len(looped.graph.get_operations()) / 5
+    np.testing.assert_array_equal(counted(tf.constant(images)).numpy(), looped(tf.constant(images)).numpy())
+    from keras.src.layers.preprocessing.image_preprocessing import equalization
+
+    assert equalization.backend.backend() == "jax"  # put back
+
+
 def test_numpy_pipeline_matches_tf_pipeline_without_shuffling():
     (x, y), _ = data.synthetic_cifar10(num_train=40, num_test=10)
     scale = dict(mean=cifar10.MEAN, std=cifar10.STD)

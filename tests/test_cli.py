@@ -85,3 +85,26 @@ def test_escalation_ends_by_saying_where_its_output_is(tmp_path, capsys, save):
         assert last.endswith(f"outputs in {csv_path}") and os.path.getsize(csv_path) > 0
     else:
         assert last.endswith("the table above is the output (--csv FILE saves it)")
+
+
+@pytest.mark.parametrize("backend", ["jax", "torch", "tensorflow"])
+def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
+    """`keras-tse info` in a fresh process per backend: what it prints is what that backend reports."""
+    from importlib.metadata import version
+
+    shown = subprocess.run(
+        [sys.executable, "-m", "keras_tse.experiments.cli", "info"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        check=True,
+    ).stdout
+    facts = dict(line.strip().split(": ", 1) for line in shown.splitlines())
+    assert facts["backend"] == backend
+    assert facts["backend_version"] == version(backend)
+    assert facts["keras"] == version("keras") and facts["dtype_policy"] == "float32"
+    devices = facts["devices"].split(", ")
+    assert any(d.startswith("cpu:") for d in devices), devices
+    accelerators = [d for d in devices if not d.startswith("cpu:")]
+    assert facts["accelerator"] == (accelerators[0] if accelerators else "none (CPU only)")

@@ -7,6 +7,7 @@ keras-tse presets         every model preset with its parameter count, input and
 keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
 keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
 keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
+keras-tse info            versions, backend, the devices it sees (is the GPU used?), dtype policy
 """
 
 import dataclasses
@@ -145,6 +146,13 @@ def _sweep(args):
         f"\n{markdown_table(rows)}\n\n{len(rows)} cells in {args.out}/sweep.csv, plots in {args.out}/plots "
         f"({time.perf_counter() - start:.0f} s this run)"
     )
+    return 0
+
+
+def _info(args):
+    from keras_tse.experiments.info import environment, format_environment
+
+    print(format_environment(environment()))
     return 0
 
 
@@ -293,6 +301,9 @@ def _parser():
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     sweep.set_defaults(run=_sweep)
+
+    info = _command(commands, "info", "versions, the backend and the devices it sees, the dtype policy")
+    info.set_defaults(run=_info)
     return parser
 
 

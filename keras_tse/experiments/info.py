@@ -1,0 +1,67 @@
+"""`keras-tse info`: what this install trains on: versions, the backend, the devices it sees, the dtype.
+
+The one check a user needs after a GPU install: `accelerator` is the first non-CPU device the backend
+reports, or `none (CPU only)` when training would run on the CPU. It imports Keras and its backend
+(that is what it checks) and nothing else of keras_tse's.
+"""
+
+import importlib
+import platform
+import sys
+from importlib.metadata import PackageNotFoundError, version
+
+import keras
+
+
+def package_version(name):
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def backend_devices(backend):
+    """The devices the backend itself lists, as `kind:index name` strings, accelerators first."""
+    if backend == "jax":
+        jax = importlib.import_module("jax")
+        return [f"{d.platform}:{d.id} {d.device_kind}" for d in jax.devices()]
+    if backend == "torch":
+        torch = importlib.import_module("torch")
+        found = [f"cuda:{i} {torch.cuda.get_device_name(i)}" for i in range(torch.cuda.device_count())]
+        if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+            found.append("mps:0 Apple GPU")
+        return [*found, "cpu:0"]
+    if backend == "tensorflow":
+        tf = importlib.import_module("tensorflow")
+        listed = tf.config.list_physical_devices()
+        listed = sorted(listed, key=lambda d: d.device_type == "CPU")
+        return [f"{d.device_type.lower()}:{d.name.rsplit(':', 1)[-1]} {d.name}" for d in listed]
+    return ["cpu:0"]  # numpy: no devices of its own
+
+
+def environment():
+    """The facts `keras-tse info` prints, as a dict of strings (and the device list)."""
+    backend = keras.backend.backend()
+    module = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}.get(backend, "numpy")
+    devices = backend_devices(backend)
+    accelerators = [d for d in devices if not d.startswith("cpu")]
+    return {
+        "keras_tse": package_version("keras_tse"),
+        "keras": keras.__version__,
+        "backend": backend,
+        "backend_version": getattr(sys.modules.get(module) or importlib.import_module(module), "__version__", "?"),
+        "devices": devices,
+        "accelerator": accelerators[0] if accelerators else "none (CPU only)",
+        "dtype_policy": keras.config.dtype_policy().name,
+        "image_data_format": keras.config.image_data_format(),
+        "python": platform.python_version(),
+    }
+
+
+def format_environment(facts):
+    width = max(len(key) for key in facts)
+    lines = []
+    for key, value in facts.items():
+        shown = ", ".join(value) if isinstance(value, list) else value
+        lines.append(f"{key:>{width}}: {shown}")
+    return "\n".join(lines)

@@ -24,7 +24,7 @@ def _demo(args):
     from keras_tse.experiments.demo import DemoConfig, run_demo
 
     config = _settings(DemoConfig, args)
-    run_demo(args.out, config, verbose=args.verbose)
+    run_demo(args.out or ("runs/demo_quick" if args.quick else "runs/demo"), config, verbose=args.verbose)
     return 0
 
 
@@ -187,7 +187,10 @@ def _parser():
     commands = parser.add_subparsers(dest="command", required=True)
     demo = _command(commands, "demo", "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
     # defaults live in DemoConfig (None = not given); the help repeats them (tests/test_cli.py checks it)
-    demo.add_argument("--out", default="runs/demo", help="run folder (default: runs/demo)")
+    demo.add_argument("--out", help="run folder (default: runs/demo; with --quick runs/demo_quick)")
+    demo.add_argument(
+        "--quick", action="store_true", help="seed 0 only, 3 epochs: the variants side by side in a minute"
+    )
     demo.add_argument("--depth", type=flags.positive_int, help="blocks (default: 24)")
     demo.add_argument("--epochs", type=flags.positive_int, help="epochs (default: 10)")
     demo.add_argument(

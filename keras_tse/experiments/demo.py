@@ -38,6 +38,11 @@ class DemoConfig:
     split_seed: int = 0
     probe_size: int = 64
 
+    @classmethod
+    def quick(cls, **overrides):
+        """The first run: every variant once (seed 0) for 3 epochs, the same model and data (about a minute)."""
+        return cls(**{"epochs": 3, "seeds": (0,), **overrides})
+
     def __post_init__(self):
         for name in ("depth", "epochs", "batch_size", "probe_size"):
             setattr(self, name, _checks.positive_int(name, getattr(self, name)))

@@ -18,6 +18,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
+| ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python recipes/ci_times.py ci.log ...` |
 """
 
 import json
@@ -28,6 +29,8 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOCUMENTS = (
     "README.md",
+    os.path.join("zoo", "escalation.md"),
+    os.path.join("zoo", "speed.md"),
     os.path.join("zoo", "depth_study.md"),
     os.path.join("zoo", "vit24_digits.md"),
     os.path.join("zoo", "fashion_mnist_vit.md"),
@@ -138,6 +141,9 @@ def render(name):
             with open(_path("zoo", "figures", f"bench_quick_{backend}.json")) as f:
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
+    if name == "ci":
+        ci_times = _recipe("ci_times")
+        return ci_times.markdown_table(ci_times.read()[-2:])  # the latest two runs; the file keeps them all
     raise ValueError(f"No generated README table is called {name!r}.")
 
 

@@ -26,7 +26,7 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python")
-    assert len(snippets) == 4  # the layers, the zoo and callbacks, your own data in a run folder, the presets
+    assert len(snippets) == 5  # the main API, the layers, the zoo and callbacks, your own data, the presets
     for snippet in snippets:
         exec(compile(snippet, "README.md", "exec"), {})
     assert (tmp_path / "blocks.keras").exists()

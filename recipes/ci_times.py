@@ -1,0 +1,85 @@
+"""Keep a CI run's measured times: parse the output of `.ci/run` into tests/ci_times.json.
+
+    CI=true bash .ci/run > ci.log 2>&1
+    python recipes/ci_times.py ci.log --date 2026-11-23 --machine "2-core AMD EPYC CPU, 24 GiB" \
+        --commit $(git rev-parse --short HEAD) [--note "..."]
+
+`.ci/run` prints each backend's wall time and pytest's summary (tests/run_all_backends.py) and, last,
+its own total; this script appends one record per run, and README.md's `ci` table is printed from the
+file (recipes/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
+takes `--total` from the CI service's report.
+"""
+
+import argparse
+import json
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TIMES = os.path.join(ROOT, "tests", "ci_times.json")
+BACKENDS = ("tensorflow", "jax", "torch")
+WALL = re.compile(r"^===== KERAS_BACKEND=(\w+): (\d+) s =====$", re.M)
+SUMMARY = re.compile(r"^=+ (.*?) in [\d.]+s(?: \([\d:]+\))? =+$", re.M)
+TOTAL = re.compile(r"^ci total: (\d+) s$", re.M)
+
+
+def parse(log, total=None):
+    """{backend: {"wall_s", "tests"}} and the total seconds, from the text of one `.ci/run`."""
+    walls = {backend: int(seconds) for backend, seconds in WALL.findall(log)}
+    if sorted(walls) != sorted(BACKENDS):
+        raise ValueError(f"the log names the backends {sorted(walls)}; expected {sorted(BACKENDS)}")
+    # each backend's output follows its wall-time header and ends with pytest's summary line
+    sections = re.split(r"^===== KERAS_BACKEND=(\w+): \d+ s =====$", log, flags=re.M)
+    backends = {}
+    for backend, text in zip(sections[1::2], sections[2::2]):
+        summary = SUMMARY.findall(text)
+        backends[backend] = {"wall_s": walls[backend], "tests": summary[-1] if summary else "no summary"}
+    found = TOTAL.findall(log)
+    if total is None and not found:
+        raise ValueError("the log has no 'ci total: N s' line; give --total")
+    return backends, int(total if total is not None else found[-1])
+
+
+def markdown_table(records):
+    lines = [
+        "| date | commit | machine | total | TensorFlow | JAX | PyTorch (+ the run-once tests) |",
+        "|---|---|---|---:|---|---|---|",
+    ]
+    for r in records:
+        cells = [f"{r['backends'][b]['wall_s']:,} s ({r['backends'][b]['tests']})" for b in BACKENDS]
+        lines.append(f"| {r['date']} | {r['commit']} | {r['machine']} | **{r['total_s']:,} s** | {' | '.join(cells)} |")
+    return "\n".join(lines)
+
+
+def read(path=TIMES):
+    with open(path) as f:
+        return json.load(f)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("log", help="the output of one `bash .ci/run`")
+    parser.add_argument("--date", required=True)
+    parser.add_argument("--machine", required=True)
+    parser.add_argument("--commit", required=True)
+    parser.add_argument("--total", type=int, help="seconds, where the log has no total line")
+    parser.add_argument("--out", default=TIMES)
+    args = parser.parse_args(argv)
+    with open(args.log) as f:
+        log = f.read()
+    try:
+        backends, total = parse(log, args.total)
+    except ValueError as error:
+        sys.exit(f"ci_times: {args.log}: {error}")
+    records = read(args.out) if os.path.exists(args.out) else []
+    record = {"date": args.date, "commit": args.commit, "machine": args.machine, "total_s": total}
+    records.append({**record, "backends": backends})
+    with open(args.out, "w") as f:
+        json.dump(records, f, indent=1)
+        f.write("\n")
+    print(markdown_table(records[-1:]))
+
+
+if __name__ == "__main__":
+    main()

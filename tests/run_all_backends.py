@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 BACKENDS = ("tensorflow", "jax", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DURATIONS = ["--durations=15", "--durations-min=1.0"]
+DURATIONS = ["--durations=30", "--durations-min=1.0"]
 WITH_ONCE = " (with the backend-independent tests)"
 _print_lock = threading.Lock()
 

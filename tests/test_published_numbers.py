@@ -328,14 +328,19 @@ def test_the_lm_study_claims_hold_in_the_committed_results():
     worst_pre = max(test(base["runs"]["pre"]))
     assert all(min(test(records)) > worst_pre for records in causal.values())  # 1
     assert min(causal, key=lambda v: mean(causal[v])) == "deescalate_tau0.5"
-    assert 130 < mean(causal["deescalate_tau0.5"]) - mean(base["runs"]["pre"]) < 140
+    assert 161 < mean(causal["deescalate_tau0.5"]) - mean(base["runs"]["pre"]) < 162
     output = runs["deescalate_output"]  # 2
     assert len(output) == 2 and all(1500 < p < 1700 for p in test(output)) and min(test(output)) > 2 * 649.0
     assert all(r["tsim_end"][-1] < 0.05 for r in output)
-    assert (
-        f"{mean(causal['deescalate_tau0.5']):.1f}" == "397.7" and f"{mean(base['runs']['deescalate']):.1f}" == "452.7"
-    )
-    assert f"{mean(causal['deescalate_segment_mean']):.1f}" == "441.0"  # 4
+    spread = lambda v: [f"{p:.1f}" for p in [mean(causal[v]), *sorted(test(causal[v]))]]  # noqa: E731
+    assert spread("deescalate_tau0.5") == ["424.1", "397.7", "450.4"]  # 3
+    assert spread("deescalate_trainable_tau") == ["437.7", "434.0", "441.5"]
+    assert f"{mean(base['runs']['deescalate']):.1f}" == "452.7"
+    assert sorted(f"{p:.1f}" for p in test(base["runs"]["deescalate"])) == ["452.2", "453.2"]
+    assert max(test(causal["deescalate_trainable_tau"])) < min(test(base["runs"]["deescalate"]))
+    assert 0 < min(test(base["runs"]["deescalate"])) - max(test(causal["deescalate_tau0.5"])) < 2  # no order claimed
+    assert spread("deescalate_segment_mean") == ["450.3", "441.0", "459.6"]  # 4
+    assert all(len(records) == 2 for records in runs.values())
     leaky = runs["deescalate_leaky_global"]  # 5
     causal_read = [r["test_perplexity_causal"] for r in leaky]
     assert len(leaky) == 2 and 2300 < np.mean(causal_read) < 2400 and min(causal_read) > 3 * 649.0
@@ -345,5 +350,3 @@ def test_the_lm_study_claims_hold_in_the_committed_results():
     assert [f"{again[s]:.2f}" for s in (0, 1)] == ["227.45", "234.90"]
     assert [f"{first[s]:.2f}" for s in (0, 1)] == ["220.31", "235.90"]
     assert f"{max(abs(again[s] - first[s]) for s in (0, 1)):.1f}" == "7.1"
-    assert f"{mean(base['runs']['deescalate']) - mean(causal['deescalate_tau0.5']):.1f}" == "55.0"
-    assert f"{mean(base['runs']['deescalate']) - mean(causal['deescalate_segment_mean']):.1f}" == "11.7"

@@ -110,10 +110,11 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
     assert facts["accelerator"] == (accelerators[0] if accelerators else "none (CPU only)")
 
 
-def test_demo_quick_is_one_seed_for_three_epochs_and_keeps_what_the_user_gave():
+def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():
     from keras_tse.experiments.demo import DemoConfig
 
     quick = cli._settings(DemoConfig, cli._parser().parse_args(["demo", "--quick"]))
-    assert (quick.epochs, quick.seeds, quick.depth) == (3, (0,), DemoConfig().depth)
-    given = cli._settings(DemoConfig, cli._parser().parse_args(["demo", "--quick", "--epochs", "5", "--seeds", "1,2"]))
-    assert (given.epochs, given.seeds) == (5, (1, 2))
+    assert (quick.epochs, quick.seeds, quick.depth) == (3, (0,), 12)
+    argv = ["demo", "--quick", "--epochs", "5", "--seeds", "1,2", "--depth", "24"]
+    given = cli._settings(DemoConfig, cli._parser().parse_args(argv))
+    assert (given.epochs, given.seeds, given.depth) == (5, (1, 2), 24)

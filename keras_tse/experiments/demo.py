@@ -40,8 +40,13 @@ class DemoConfig:
 
     @classmethod
     def quick(cls, **overrides):
-        """The first run: every variant once (seed 0) for 3 epochs, the same model and data (about a minute)."""
-        return cls(**{"epochs": 3, "seeds": (0,), **overrides})
+        """The first run: every variant once (seed 0), 12 blocks for 3 epochs, the same data.
+
+        Half the depth halves the compile time, most of a short run on a CPU (measured on 2 cores, JAX:
+        82 s against 148 s at depth 24); post-norm's similarity after the last block at init is
+        already 0.72, and the order of the three is the full demo's.
+        """
+        return cls(**{"depth": 12, "epochs": 3, "seeds": (0,), **overrides})
 
     def __post_init__(self):
         for name in ("depth", "epochs", "batch_size", "probe_size"):

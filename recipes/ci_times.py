@@ -34,7 +34,8 @@ def parse(log, total=None):
     backends = {}
     for backend, text in zip(sections[1::2], sections[2::2]):
         summary = SUMMARY.findall(text)
-        backends[backend] = {"wall_s": walls[backend], "tests": summary[-1] if summary else "no summary"}
+        tests = re.sub(r", \d+ warnings?", "", summary[-1]) if summary else "no summary"
+        backends[backend] = {"wall_s": walls[backend], "tests": tests}
     found = TOTAL.findall(log)
     if total is None and not found:
         raise ValueError("the log has no 'ci total: N s' line; give --total")

@@ -72,3 +72,36 @@ def test_the_runner_gives_the_one_backend_tests_to_one_process_and_starts_it_fir
     assert one_backend_process(["jax", "tensorflow"]) == "jax"
     assert launch_order(["tensorflow", "jax", "torch"], "torch") == ["torch", "jax", "tensorflow"]
     assert launch_order(["tensorflow", "jax"], "tensorflow") == ["tensorflow", "jax"]
+
+
+def _ci_log(backends, total="ci total: 1500 s"):
+    parts = []
+    for backend, seconds, summary in backends:
+        parts += [f"===== KERAS_BACKEND={backend}: {seconds} s =====", "....", f"=== {summary} in 9.5s (0:00:09) ==="]
+    return "\n".join([*parts, "All checks passed!", total, ""])
+
+
+def test_ci_times_reads_each_backends_wall_time_and_the_total_from_a_ci_log():
+    from tests.helpers import recipe_module
+
+    ci_times = recipe_module("ci_times")
+    log = _ci_log(
+        [
+            ("torch", 1029, "459 passed, 8 skipped, 30 warnings"),
+            ("tensorflow", 1046, "289 passed, 8 skipped, 170 deselected, 1 warning"),
+            ("jax", 1306, "296 passed, 1 skipped, 170 deselected"),
+        ]
+    )
+    backends, total = ci_times.parse(log)
+    assert total == 1500
+    assert backends["jax"] == {"wall_s": 1306, "tests": "296 passed, 1 skipped, 170 deselected"}
+    assert backends["tensorflow"]["tests"] == "289 passed, 8 skipped, 170 deselected"
+    assert backends["torch"] == {"wall_s": 1029, "tests": "459 passed, 8 skipped"}
+    record = {"date": "d", "commit": "c", "machine": "m", "total_s": total, "backends": backends}
+    row = ci_times.markdown_table([record])
+    assert "| d | c | m | **1,500 s** | 1,046 s (289 passed, 8 skipped, 170 deselected) | 1,306 s" in row
+    with pytest.raises(ValueError, match="no 'ci total: N s' line"):
+        ci_times.parse(log.replace("ci total: 1500 s", ""))
+    assert ci_times.parse(log.replace("ci total: 1500 s", ""), total=2143)[1] == 2143
+    with pytest.raises(ValueError, match=r"the log names the backends \['jax', 'torch'\]"):
+        ci_times.parse(_ci_log([("torch", 1, "1 passed"), ("jax", 2, "2 passed")]))

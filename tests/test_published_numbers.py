@@ -350,3 +350,16 @@ def test_the_lm_study_claims_hold_in_the_committed_results():
     assert [f"{again[s]:.2f}" for s in (0, 1)] == ["227.45", "234.90"]
     assert [f"{first[s]:.2f}" for s in (0, 1)] == ["220.31", "235.90"]
     assert f"{max(abs(again[s] - first[s]) for s in (0, 1)):.1f}" == "7.1"
+
+
+def test_the_demo_file_replaced_differs_in_training_only():
+    """zoo/vit24_digits.md: the 2026-11-22 file and today's share the initialisation to the last digit
+    and differ in the trained numbers the card quotes."""
+    import json
+
+    files = [os.path.join(ROOT, "zoo", "vit24_digits", name) for name in ("demo_2026-11-22.json", "demo.json")]
+    old, new = (json.load(open(path))["runs"] for path in files)
+    for norm in ("post", "pre", "deescalate"):
+        assert [r["tsim_init"] for r in old[norm]] == [r["tsim_init"] for r in new[norm]]
+    losses = [[f"{r['train_loss']:.4f}" for r in runs["post"]] for runs in (old, new)]
+    assert losses == [["0.7487", "0.8692", "0.8767"], ["0.7426", "0.9051", "0.8595"]]

@@ -17,6 +17,7 @@ import time
 import zipfile
 
 from keras_tse.experiments import flags
+from keras_tse.experiments.info import environment, format_environment, package_version
 from keras_tse.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
 
 
@@ -150,19 +151,8 @@ def _sweep(args):
 
 
 def _info(args):
-    from keras_tse.experiments.info import environment, format_environment
-
     print(format_environment(environment()))
     return 0
-
-
-def _version():
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("keras_tse")
-    except PackageNotFoundError:  # run from a checkout without installing
-        return "unknown (not installed)"
 
 
 # keras-tse sweep's grid axes: (flags, type of one element, help); the first flag names the SweepConfig field
@@ -183,13 +173,13 @@ def _command(commands, name, text):
 
 def _parser():
     parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=f"keras-tse {_version()}")
+    parser.add_argument("--version", action="version", version=f"keras-tse {package_version('keras_tse')}")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = _command(commands, "demo", "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)")
     # defaults live in DemoConfig (None = not given); the help repeats them (tests/test_cli.py checks it)
     demo.add_argument("--out", help="run folder (default: runs/demo; with --quick runs/demo_quick)")
     demo.add_argument(
-        "--quick", action="store_true", help="seed 0 only, 3 epochs: the variants side by side in a minute"
+        "--quick", action="store_true", help="12 blocks, seed 0, 3 epochs: the three variants in about 90 s on a CPU"
     )
     demo.add_argument("--depth", type=flags.positive_int, help="blocks (default: 24)")
     demo.add_argument("--epochs", type=flags.positive_int, help="epochs (default: 10)")

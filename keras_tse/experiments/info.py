@@ -1,23 +1,21 @@
 """`keras-tse info`: what this install trains on: versions, the backend, the devices it sees, the dtype.
 
 The one check a user needs after a GPU install: `accelerator` is the first non-CPU device the backend
-reports, or `none (CPU only)` when training would run on the CPU. It imports Keras and its backend
-(that is what it checks) and nothing else of keras_tse's.
+reports, or `none (CPU only)` when training would run on the CPU. `environment()` imports Keras and
+its backend (that is what it checks) and nothing else of keras_tse's; importing this module imports
+neither, so `keras-tse --version` reads `package_version` without them.
 """
 
 import importlib
 import platform
-import sys
 from importlib.metadata import PackageNotFoundError, version
-
-import keras
 
 
 def package_version(name):
     try:
         return version(name)
-    except PackageNotFoundError:
-        return "not installed"
+    except PackageNotFoundError:  # e.g. keras_tse run from a checkout without installing
+        return "unknown (not installed)"
 
 
 def backend_devices(backend):
@@ -41,15 +39,16 @@ def backend_devices(backend):
 
 def environment():
     """The facts `keras-tse info` prints, as a dict of strings (and the device list)."""
+    import keras
+
     backend = keras.backend.backend()
-    module = {"jax": "jax", "torch": "torch", "tensorflow": "tensorflow"}.get(backend, "numpy")
     devices = backend_devices(backend)
     accelerators = [d for d in devices if not d.startswith("cpu")]
     return {
         "keras_tse": package_version("keras_tse"),
         "keras": keras.__version__,
         "backend": backend,
-        "backend_version": getattr(sys.modules.get(module) or importlib.import_module(module), "__version__", "?"),
+        "backend_version": importlib.import_module(backend).__version__,  # numpy's too, under "numpy"
         "devices": devices,
         "accelerator": accelerators[0] if accelerators else "none (CPU only)",
         "dtype_policy": keras.config.dtype_policy().name,

@@ -2,7 +2,7 @@
 
     CI=true bash .ci/run > ci.log 2>&1
     python recipes/ci_times.py ci.log --date 2026-11-23 --machine "2-core AMD EPYC CPU, 24 GiB" \
-        --commit $(git rev-parse --short HEAD) [--note "..."]
+        --commit $(git rev-parse --short HEAD)
 
 `.ci/run` prints each backend's wall time and pytest's summary (tests/run_all_backends.py) and, last,
 its own total; this script appends one record per run, and README.md's `ci` table is printed from the
@@ -26,16 +26,15 @@ TOTAL = re.compile(r"^ci total: (\d+) s$", re.M)
 
 def parse(log, total=None):
     """{backend: {"wall_s", "tests"}} and the total seconds, from the text of one `.ci/run`."""
-    walls = {backend: int(seconds) for backend, seconds in WALL.findall(log)}
-    if sorted(walls) != sorted(BACKENDS):
-        raise ValueError(f"the log names the backends {sorted(walls)}; expected {sorted(BACKENDS)}")
     # each backend's output follows its wall-time header and ends with pytest's summary line
-    sections = re.split(r"^===== KERAS_BACKEND=(\w+): \d+ s =====$", log, flags=re.M)
+    parts = WALL.split(log)  # [before, backend, seconds, output, backend, seconds, output, ...]
     backends = {}
-    for backend, text in zip(sections[1::2], sections[2::2]):
+    for backend, seconds, text in zip(parts[1::3], parts[2::3], parts[3::3]):
         summary = SUMMARY.findall(text)
         tests = re.sub(r", \d+ warnings?", "", summary[-1]) if summary else "no summary"
-        backends[backend] = {"wall_s": walls[backend], "tests": tests}
+        backends[backend] = {"wall_s": int(seconds), "tests": tests}
+    if sorted(backends) != sorted(BACKENDS):
+        raise ValueError(f"the log names the backends {sorted(backends)}; expected {sorted(BACKENDS)}")
     found = TOTAL.findall(log)
     if total is None and not found:
         raise ValueError("the log has no 'ci total: N s' line; give --total")

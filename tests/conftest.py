@@ -17,9 +17,12 @@ to "run" in one process and "skip" in the others. A plain `pytest` (the variable
 """
 
 import os
+import tempfile
 
 import keras
 import pytest
+
+from keras_tse.training.compile_cache import ENVIRONMENT_VARIABLE, use_compile_cache
 
 EVERY_BACKEND = frozenset(
     {
@@ -28,6 +31,7 @@ EVERY_BACKEND = frozenset(
         "test_bench.py",
         "test_blocks.py",
         "test_callbacks.py",
+        "test_compile_cache.py",
         "test_de_escalation.py",
         "test_escalation.py",
         "test_fixtures.py",
@@ -65,6 +69,7 @@ ONE_BACKEND = frozenset(
     }
 )
 ONE_BACKEND_TESTS = "KERAS_TSE_ONE_BACKEND_TESTS"
+_RUN_FOLDERS = []
 
 
 def classification_errors(test_dir):
@@ -97,6 +102,13 @@ def pytest_configure(config):
     mode = os.environ.get(ONE_BACKEND_TESTS, "run")
     if mode not in ("run", "skip"):
         raise pytest.UsageError(f"{ONE_BACKEND_TESTS} must be 'run' or 'skip'. Received: {mode!r}")
+    # One compilation cache for the whole run (tests/run_all_backends.py shares it between its processes),
+    # never the user's: the suite builds the same small models again and again, in this process and in
+    # the recipe processes it starts, and JAX then compiles each program once (tests/README.md).
+    if not os.environ.get(ENVIRONMENT_VARIABLE):
+        _RUN_FOLDERS.append(tempfile.TemporaryDirectory(prefix="keras_tse_compile_cache_"))  # removed at exit
+        os.environ[ENVIRONMENT_VARIABLE] = _RUN_FOLDERS[-1].name
+    use_compile_cache()
     config.addinivalue_line("markers", "every_backend: run on every backend, whatever the file's group")
     config.addinivalue_line("markers", "one_backend: run in one backend's process only, whatever the file's group")
 

@@ -25,6 +25,7 @@ from concurrent.futures import ThreadPoolExecutor
 BACKENDS = ("tensorflow", "jax", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DURATIONS = ["--durations=30", "--durations-min=1.0"]
+COMPILE_CACHE = "KERAS_TSE_COMPILE_CACHE"  # keras_tse.training.compile_cache reads it
 WITH_ONCE = " (with the backend-independent tests)"
 _print_lock = threading.Lock()
 
@@ -74,6 +75,12 @@ def run_backend(backend, once, pytest_args, side_by_side):
 
 
 def main(pytest_args):
+    # one compilation cache for the three processes and every process they start (tests/conftest.py);
+    # a fresh one per run, so CI's times do not depend on an earlier run's cache
+    if not os.environ.get(COMPILE_CACHE):
+        with tempfile.TemporaryDirectory(prefix="keras_tse_compile_cache_") as cache:
+            os.environ[COMPILE_CACHE] = cache
+            return main(pytest_args)
     backends = [b for b in os.environ.get("KERAS_TSE_BACKENDS", ",".join(BACKENDS)).split(",") if b]
     unknown = sorted(set(backends) - set(BACKENDS))
     if unknown:

@@ -196,6 +196,7 @@ def _parser():
         default=2,
         help="fit's progress output: 0 (none), 1 (a bar) or 2 (a line per epoch; the default)",
     )
+    flags.add_compile_cache(demo)
     demo.set_defaults(run=_demo)
 
     escalation = _command(commands, "escalation", "token similarity at initialisation, per block kind")
@@ -284,6 +285,8 @@ def _parser():
         "--peak-tflops", type=flags.positive_float, help="the device's peak TFLOP/s for --dtype, to report MFU"
     )
     bench.add_argument("--out", help="also write the results to this JSON file")
+    # off by default: the bench reports compile times, which a warm cache would hide
+    flags.add_compile_cache(bench, default="off")
     bench.set_defaults(run=_bench)
 
     sweep = _command(commands, "sweep", "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits")
@@ -293,6 +296,7 @@ def _parser():
         sweep.add_argument(*names, type=flags.comma_list(kind), help=text)
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
+    flags.add_compile_cache(sweep)
     sweep.set_defaults(run=_sweep)
 
     info = _command(commands, "info", "versions, the backend and the devices it sees, the dtype policy")
@@ -306,7 +310,15 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
     errors = (ValueError, OSError, EOFError, zipfile.BadZipFile)
-    return flags.exit_code_of(f"keras-tse {args.command}", lambda: args.run(args), errors)
+    return flags.exit_code_of(f"keras-tse {args.command}", lambda: _run(args), errors)
+
+
+def _run(args):
+    if "compile_cache" in args:  # the commands that train
+        from keras_tse.training.compile_cache import use_compile_cache
+
+        use_compile_cache(args.compile_cache)
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -93,6 +93,18 @@ def exit_code_of(prog, function, errors):
     return result if isinstance(result, int) else 0
 
 
+def add_compile_cache(parser, default=None):
+    """`--compile-cache DIR|off`, read by `keras_tse.training.compile_cache.use_compile_cache`; its
+    default None there is $KERAS_TSE_COMPILE_CACHE, else ~/.cache/keras_tse/compile."""
+    where = "$KERAS_TSE_COMPILE_CACHE, else ~/.cache/keras_tse/compile" if default is None else default
+    parser.add_argument(
+        "--compile-cache",
+        default=default,
+        metavar="DIR",
+        help=f"persistent cache of compiled programs (JAX, torch.compile); 'off' compiles anew (default: {where})",
+    )
+
+
 def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     """The flags both training recipes take: where the data and the run go, the model-size and
     optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""
@@ -114,6 +126,7 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout (default 0)")
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
     scale.add_arguments(parser)
+    add_compile_cache(parser)
     parser.add_argument("--smoke", action="store_true", help=smoke_help)
     parser.add_argument(
         "--verbose",

@@ -11,6 +11,9 @@ Each recipe calls `add_arguments(parser)` and, before it builds a model, `config
 - `--jit-compile`: `compile(jit_compile=True)`; on PyTorch that is `torch.compile`. Without it
   Keras's default applies: XLA on JAX, and on TensorFlow when a GPU is
   present; eager PyTorch.
+- `--compile-cache DIR` (the flag is `keras_tse.experiments.flags`'s, shared with the CLI): the
+  backend's persistent compilation cache (`compile_cache.py`), on by default, so a resume or a
+  second seed loads its compiled programs instead of compiling them again.
 - `--data-parallel`: `keras.distribution.DataParallel` over every device JAX sees (GPUs, or CPU
   devices made with `XLA_FLAGS=--xla_force_host_platform_device_count=N` before JAX starts). Each
   device takes `batch / N` of every batch; variables are replicated and gradients all-reduced.
@@ -19,6 +22,8 @@ Each recipe calls `add_arguments(parser)` and, before it builds a model, `config
 """
 
 import keras
+
+from keras_tse.training import compile_cache
 
 MIXED_POLICY = "mixed_bfloat16"
 
@@ -42,8 +47,9 @@ def add_arguments(parser):
 
 
 def configure(args):
-    """Set the global policy and distribution the flags ask for; returns the `jit_compile` to use."""
+    """Set the global policy, compile cache and distribution the flags ask for; returns the `jit_compile` to use."""
     configure_precision(args.mixed_precision)
+    compile_cache.use_compile_cache(args.compile_cache)
     if args.data_parallel:
         use_data_parallel()
     return True if args.jit_compile else "auto"

@@ -1,0 +1,63 @@
+"""The persistent compilation cache (keras_tse.training.compile_cache, the `--compile-cache` flag)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from keras_tse.training.compile_cache import OFF, use_compile_cache
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_each_backend_gets_its_own_folder_or_none(tmp_path, monkeypatch):
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "unchanged")  # restored after the test
+    try:
+        path = use_compile_cache(tmp_path)
+        backend = keras.backend.backend()
+        if backend == "tensorflow":  # no cache wired: its CPU default runs graphs, not XLA programs
+            assert path is None and os.listdir(tmp_path) == []
+        else:
+            assert path == str(tmp_path / backend) and os.path.isdir(path)
+            assert (os.environ["TORCHINDUCTOR_CACHE_DIR"] == path) == (backend == "torch")
+        assert use_compile_cache(OFF) is None
+    finally:
+        use_compile_cache()  # back to the suite's own cache (tests/conftest.py)
+
+
+def test_a_folder_that_cannot_be_made_is_one_line_naming_it(tmp_path):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("TensorFlow has no cache wired, so no folder is made")
+    with pytest.raises(ValueError, match=f"{blocker}.*cannot be made.*'off'"):
+        use_compile_cache(blocker)
+
+
+@pytest.mark.one_backend  # it starts its own JAX processes
+def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
+    """The same ViT-12 in two fresh JAX processes sharing a cache: the second compiles nothing
+    (JAX reports the compile seconds it saved), trains to the same loss, and starts faster.
+
+    Measured (2-core CPU, nothing else running): first step 6.4 s cold, 3.1-3.3 s warm (2.0x); the
+    same model at width 192, 8.6 s and 3.0 s (2.8x); `keras-tse demo --epochs 2 --depth 2 --seeds 1`,
+    39-48 s cold and 12 s warm. What a warm first step still pays is tracing the model in Python
+    (1.2 s at 12 blocks) and loading the executables (0.9 s), which no cache removes.
+    """
+    runs = []
+    for _ in range(2):
+        printed = subprocess.run(
+            [sys.executable, os.path.join(ROOT, "tests", "first_step_worker.py"), str(tmp_path / "cache")],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT},
+        ).stdout
+        runs.append(json.loads(printed.strip().splitlines()[-1]))
+    cold, warm = runs
+    assert cold["saved_s"] == 0 and warm["saved_s"] > 1.0, runs
+    assert warm["loss"] == cold["loss"], runs
+    assert warm["first_step_s"] < cold["first_step_s"] / 1.5, runs

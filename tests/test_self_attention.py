@@ -1,3 +1,4 @@
+import keras
 import numpy as np
 import pytest
 from keras import ops
@@ -89,3 +90,16 @@ def test_hidden_size_that_does_not_divide_is_rejected():
 def test_bad_arguments_are_rejected(kwargs, received):
     with pytest.raises(ValueError, match=received):
         SelfAttention(**kwargs)
+
+
+@pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile is PyTorch's")
+def test_attention_compiles_as_one_graph_under_torch_compile():
+    """`fullgraph=True` fails on any graph break. Keras' flash-kernel check (a C++ `SDPAParams`) used to
+    break the graph in every block, and dynamo then recompiled per block until its recompile limit."""
+    import torch
+
+    layer = SelfAttention(num_heads=2)
+    x = ops.convert_to_tensor(_x())
+    eager = layer(x)
+    compiled = torch.compile(lambda inputs: layer(inputs), fullgraph=True)(x)
+    np.testing.assert_allclose(ops.convert_to_numpy(compiled), ops.convert_to_numpy(eager), atol=1e-5)

@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
+from keras_tse.layers._fused_attention import fused_attention
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -140,7 +141,7 @@ class RelativeAttention(keras.layers.Layer):
             attended = ops.einsum("bntk,bknh->btnh", weights, v)
         else:
             scores = None
-            attended = ops.dot_product_attention(query, k, v, bias=ops.cast(bias, q.dtype), scale=scale)
+            attended = fused_attention(query, k, v, bias=ops.cast(bias, q.dtype), scale=scale)
         batch = ops.shape(inputs)[0]
         outputs = self.output_dense(ops.reshape(attended, (batch, segment, self.num_heads * self.head_dim)))
         return (outputs, scores) if return_attention_scores else outputs

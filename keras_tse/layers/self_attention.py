@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
+from keras_tse.layers._fused_attention import fused_attention
 from keras_tse.layers._sequence_layer import SequenceLayer
 
 
@@ -114,7 +115,7 @@ class SelfAttention(SequenceLayer):
         if return_attention_scores or dropout_active:
             context, scores = self._explicit_attention(q, k, v, key_mask, training)
         else:
-            context = ops.dot_product_attention(q, k, v, mask=key_mask, is_causal=self.causal)
+            context = fused_attention(q, k, v, mask=key_mask, is_causal=self.causal)
             scores = None
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
         outputs = self.output_dense(ops.reshape(context, (batch, tokens, -1)))

@@ -1,6 +1,7 @@
 """The command line starts fast (issue 16): `keras-tse --help` imports no Keras and no backend,
 while `import keras_tse` still registers the serializable classes before any `.keras` load."""
 
+import json
 import os
 import re
 import subprocess
@@ -118,3 +119,34 @@ def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_th
     argv = ["demo", "--quick", "--epochs", "5", "--seeds", "1,2", "--depth", "24"]
     given = cli._settings(DemoConfig, cli._parser().parse_args(argv))
     assert (given.epochs, given.seeds, given.depth) == (5, (1, 2), 24)
+
+
+@pytest.mark.parametrize(
+    "keras_json", [None, {"backend": "numpy", "floatx": "float64", "image_data_format": "channels_first"}]
+)
+@pytest.mark.parametrize("backend_variable", [None, "torch"])
+def test_info_reads_keras_settings_as_keras_does(tmp_path, keras_json, backend_variable):
+    """`keras-tse info` reads the backend, floatx and data format without importing Keras: what Keras
+    itself reports in a fresh process with the same keras.json and KERAS_BACKEND."""
+    from keras_tse.experiments.info import keras_settings
+
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env["KERAS_HOME"] = str(tmp_path)
+    if keras_json is not None:
+        (tmp_path / "keras.json").write_text(json.dumps(keras_json))
+    if backend_variable is not None:
+        env["KERAS_BACKEND"] = backend_variable
+    code = (
+        "import json, keras; from keras import config; print(json.dumps([keras.backend.backend(), "
+        "config.floatx(), config.image_data_format(), config.dtype_policy().name]))"
+    )
+    backend, floatx, data_format, policy = json.loads(
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True).stdout
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("KERAS_BACKEND", raising=False)
+        for name in ("KERAS_HOME", "KERAS_BACKEND"):
+            if name in env:
+                patch.setenv(name, env[name])
+        assert keras_settings() == (backend, floatx, data_format)
+    assert policy == floatx  # what info prints as the dtype policy

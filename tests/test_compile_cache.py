@@ -37,6 +37,21 @@ def test_a_folder_that_cannot_be_made_is_one_line_naming_it(tmp_path):
         use_compile_cache(blocker)
 
 
+def test_a_default_folder_that_cannot_be_made_warns_and_trains_without(tmp_path, monkeypatch):
+    if keras.backend.backend() == "tensorflow":
+        pytest.skip("TensorFlow has no cache wired, so no folder is made")
+    blocker = tmp_path / "a_file"
+    blocker.write_text("")
+    monkeypatch.delenv("KERAS_TSE_COMPILE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))  # a read-only home's stand-in
+    try:
+        with pytest.warns(UserWarning, match=f"{blocker}.*cannot be made.*Compiling without it"):
+            assert use_compile_cache() is None
+    finally:
+        monkeypatch.undo()
+        use_compile_cache()  # back to the suite's own cache (tests/conftest.py)
+
+
 @pytest.mark.one_backend  # it starts its own JAX processes
 def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
     """The same ViT-12 in two fresh JAX processes sharing a cache: the second compiles nothing

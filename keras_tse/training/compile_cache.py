@@ -17,6 +17,7 @@ The folder holds one subfolder per backend. Default: `$KERAS_TSE_COMPILE_CACHE`,
 
 import importlib
 import os
+import warnings
 
 ENVIRONMENT_VARIABLE = "KERAS_TSE_COMPILE_CACHE"
 OFF = "off"
@@ -33,11 +34,14 @@ def use_compile_cache(folder=None):
     """Point this process's backend at its persistent cache under `folder` (default: `default_folder()`).
 
     Returns the backend's cache folder, or None where it is off or the backend has none wired.
-    Call it before the first `fit`; programs compiled earlier are not written back.
+    Call it before the first `fit`; programs compiled earlier are not written back. A folder the user
+    named that cannot be made is an error; the default one (a read-only home) is a warning, and the
+    run goes on compiling as it would without the cache.
     """
     import keras  # here, not at the top: the CLI imports this module before it knows it will train
 
-    folder = default_folder() if folder is None else str(folder)
+    named = folder is not None
+    folder = str(folder) if named else default_folder()
     backend = keras.backend.backend()
     if folder == OFF or backend not in ("jax", "torch"):
         return None
@@ -46,7 +50,10 @@ def use_compile_cache(folder=None):
         os.makedirs(path, exist_ok=True)
     except OSError as error:
         message = f"The compile cache folder {path} cannot be made ({error}); name another, or '{OFF}'."
-        raise ValueError(message) from None
+        if named:
+            raise ValueError(message) from None
+        warnings.warn(message + " Compiling without it.", stacklevel=2)
+        return None
     if backend == "jax":
         config = importlib.import_module("jax").config
         config.update("jax_compilation_cache_dir", path)

@@ -1,8 +1,9 @@
 """Persistent compilation caches: a second run, a resume or another seed of the same model loads the
 backend's compiled programs from disk instead of compiling them again.
 
-Keras has no API for these caches, so this is the one place in keras_tse that reaches a backend
-module, and only to point the backend's own cache at a folder; nothing here computes.
+Keras has no API for these caches, so this module reaches the backend module itself (as
+`keras-tse info` does to list devices), only to point the backend's own cache at a folder; nothing
+here computes.
 
 - JAX: XLA executables, keyed by the program and its compile options (`jax_compilation_cache_dir`).
   Measured on the 2-core CPU (tests/test_compile_cache.py): the demo's 62 programs took 34 s of its

@@ -111,6 +111,55 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
     assert facts["accelerator"] == (accelerators[0] if accelerators else "none (CPU only)")
 
 
+def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_where_no_gpu_can_be_seen():
+    """Importing TensorFlow takes 3.4-4.5 s on the 2-core CPU, over info's 2 s; where no GPU driver
+    loads, info answers without it, and the answer is TensorFlow's own listing."""
+    from keras_tse.experiments import info
+
+    listing = (
+        "import tensorflow as tf\nfrom keras_tse.experiments.info import backend_devices\n"
+        "print(repr(backend_devices('tensorflow')))"
+    )
+    if info.tensorflow_could_see_a_gpu():
+        pytest.skip("a GPU driver loads here: info imports TensorFlow, the listing is its own")
+    env = {"TF_CPP_MIN_LOG_LEVEL": "3"}
+    with_tf = (
+        subprocess.run(
+            [sys.executable, "-c", listing],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env={**os.environ, **env},
+            check=True,
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    without = "from keras_tse.experiments.info import environment\nimport sys\nenvironment()\n"
+    without += "print(repr(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)))"
+    imported = _fresh(without, backend="tensorflow").stdout.strip()
+    assert imported == "[]"
+    assert repr(info.backend_devices("tensorflow")) == with_tf
+
+
+def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found(monkeypatch, tmp_path):
+    from keras_tse.experiments import info
+
+    if sys.platform != "linux":
+        pytest.skip("off Linux info always asks TensorFlow")
+    monkeypatch.setattr(info, "_loadable", lambda library: True)
+    assert info.tensorflow_could_see_a_gpu()
+    monkeypatch.setattr(info, "_loadable", lambda library: False)
+    assert not info.tensorflow_could_see_a_gpu()  # the CUDA build here, no driver
+    monkeypatch.setenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", str(tmp_path))
+    assert info.tensorflow_could_see_a_gpu()
+    monkeypatch.delenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
+    changed = tmp_path / "build_info.py"
+    changed.write_text("information = {}\n")  # a future TensorFlow renaming the dict: ask TensorFlow
+    assert info._tensorflow_build_info(str(changed)) == {"is_cuda_build": True}
+    assert info._tensorflow_build_info(str(tmp_path / "missing.py")) == {"is_cuda_build": True}
+
+
 def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():
     from keras_tse.experiments.demo import DemoConfig
 

@@ -5,13 +5,22 @@ reports, or `none (CPU only)` when training would run on the CPU. `environment()
 (that is what it checks) but not Keras: importing Keras took 2.2 s on JAX and 4 s on TensorFlow on
 the 2-core CPU, more than the whole answer should. Keras' settings are read the way Keras reads them
 at import (`keras_settings`; tests/test_cli.py checks that Keras agrees, keras.json included).
+
+TensorFlow is the exception: importing it takes 3.4-4.5 s on that CPU (3.4 s even with its eager load
+of Keras blocked), so on Linux it is imported only where it could see a device beyond the CPU: a CUDA
+or ROCm build with the GPU driver loadable, or a device plug-in installed. Without the driver a CUDA
+build lists the CPU alone ("Could not find cuda drivers on your machine, GPU will not be used", its
+own start-up line), and that is the answer given then, without the import.
 """
 
+import ctypes
 import importlib
+import importlib.util
 import json
 import os
 import platform
-from importlib.metadata import PackageNotFoundError, version
+import sys
+from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
 
 def package_version(name):
@@ -33,11 +42,64 @@ def backend_devices(backend):
             found.append("mps:0 Apple GPU")
         return [*found, "cpu:0"]
     if backend == "tensorflow":
+        if not tensorflow_could_see_a_gpu():
+            return ["cpu:0 /physical_device:CPU:0"]  # the name TensorFlow gives its CPU
         tf = importlib.import_module("tensorflow")
         listed = tf.config.list_physical_devices()
         listed = sorted(listed, key=lambda d: d.device_type == "CPU")
         return [f"{d.device_type.lower()}:{d.name.rsplit(':', 1)[-1]} {d.name}" for d in listed]
     return ["cpu:0"]  # numpy: no devices of its own
+
+
+def tensorflow_could_see_a_gpu():
+    """False only where TensorFlow, once imported, could list nothing but the CPU: Linux, no device
+    plug-in, and either a build for neither CUDA nor ROCm or no GPU driver to load."""
+    if sys.platform != "linux" or os.environ.get("TF_PLUGGABLE_DEVICE_LIBRARY_PATH"):
+        return True
+    spec = importlib.util.find_spec("tensorflow")
+    if spec is None or not spec.submodule_search_locations:
+        return True  # not a normal install: let the import say what it is
+    package = spec.submodule_search_locations[0]
+    if os.path.isdir(os.path.join(os.path.dirname(package), "tensorflow-plugins")):
+        return True
+    build = _tensorflow_build_info(os.path.join(package, "python", "platform", "build_info.py"))
+    if build.get("is_cuda_build"):
+        return _loadable("libcuda.so.1")
+    if build.get("is_rocm_build"):
+        return _loadable("libamdhip64.so")
+    return False
+
+
+def _tensorflow_build_info(path):
+    """The build's `build_info` dict, read from its one-line generated module without importing
+    TensorFlow; empty (so the caller imports TensorFlow) where the file is missing or changed."""
+    try:
+        loader = importlib.util.spec_from_file_location("_tensorflow_build_info", path)
+        module = importlib.util.module_from_spec(loader)
+        loader.loader.exec_module(module)
+        return dict(module.build_info)
+    except (OSError, ImportError, AttributeError, SyntaxError, TypeError):
+        return {"is_cuda_build": True}
+
+
+def _loadable(library):
+    try:
+        ctypes.CDLL(library)
+    except OSError:
+        return False
+    return True
+
+
+def backend_version(backend):
+    """The backend's version from its package's metadata, so TensorFlow need not be imported; the
+    distribution is whichever installed the module (tensorflow, tensorflow-cpu, tf-nightly...)."""
+    try:
+        return version(backend)
+    except PackageNotFoundError:
+        pass
+    for distribution in packages_distributions().get(backend, []):
+        return version(distribution)
+    return importlib.import_module(backend).__version__
 
 
 def keras_settings():
@@ -69,7 +131,7 @@ def environment():
         "keras_tse": package_version("keras_tse"),
         "keras": package_version("keras"),
         "backend": backend,
-        "backend_version": importlib.import_module(backend).__version__,  # numpy's too, under "numpy"
+        "backend_version": backend_version(backend),  # numpy's too, under "numpy"
         "devices": devices,
         "accelerator": accelerators[0] if accelerators else "none (CPU only)",
         "dtype_policy": floatx,  # a fresh process's global policy is floatx's until code sets another

@@ -15,6 +15,8 @@ comes first (`_register_with_keras`).
 import importlib
 import sys
 
+from keras_tse._lazy import load_all
+
 __version__ = "0.1.0"
 
 SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "losses", "zoo")
@@ -32,9 +34,10 @@ def __dir__():
 
 
 def _register():
-    """Import the modules that register keras_tse's classes with Keras (the whole library)."""
+    """Import the modules that register keras_tse's classes with Keras: the whole library, the names
+    of the lazy subpackages (`keras_tse._lazy`) included."""
     for name in SUBPACKAGES:
-        importlib.import_module(f"{__name__}.{name}")
+        load_all(importlib.import_module(f"{__name__}.{name}"))
 
 
 class _RegisterWithKeras:

@@ -17,6 +17,12 @@ import warnings
 import numpy as np
 
 
+class RunFolderMismatch(ValueError):
+    """A run folder holds a run of other settings (`keras_tse.training.check_run_folder`): one
+    paragraph naming the keys that differ. Here, not in the runner, so that a recipe can name it
+    before Keras is imported."""
+
+
 @contextlib.contextmanager
 def replacing(path, mode="w", suffix=".partial"):
     """Open a temporary sibling of `path` for writing; on a clean exit it is fsynced and renamed to `path`."""

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-import keras_tse  # noqa: F401  registers the classes the checkpoints name
+import keras_tse  # also registers the classes the checkpoints name
 from tests.helpers import recipe_module, run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -169,3 +169,27 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     with open(tmp_path / "r" / "deescalate" / "summary.json") as f:
         summary = json.load(f)
     assert np.isfinite(summary["test_perplexity"]) and summary["test_perplexity"] < 42 * 3  # near 42 words, untrained
+
+
+def test_size_paper_trains_fig_7s_model_on_ptb(capsys):
+    """Sec. 3.4's widths at depth 60 with PTB's plain softmax, and Transformer-XL's schedule."""
+    recipe = recipe_module("wikitext103_txl")
+    args = recipe.parse_args(["--dataset", "ptb", "--size", "paper", "--norm", "deescalate"])
+    preset, overrides, settings = recipe.variant_settings(args, "deescalate")
+    built = {**keras_tse.zoo.full_config(preset), **overrides}
+    widths = ("depth", "hidden_dim", "num_heads", "head_dim", "ffn_dim", "segment_len", "mem_len", "batch_size")
+    assert [built[k] for k in widths] == [60, 410, 10, 41, 820, 150, 150, 40]
+    assert (built["norm"], built["cutoffs"], built["dropout"], built["deescalate_at"]) == (
+        "deescalate",
+        (),
+        0.0,
+        "pre_ffn",
+    )
+    config = recipe.base_config(args)[2]
+    assert (config.steps, config.batch_size, config.learning_rate, config.clipnorm) == (4000, 40, 2.5e-4, None)
+    cpu = recipe.variant_settings(recipe.parse_args(["--dataset", "ptb"]), "post")
+    assert cpu[1]["depth"] == 16 and cpu[1]["hidden_dim"] == 128  # the CPU size stays the default
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--size", "paper"])
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--size paper is for --dataset ptb or text" in err

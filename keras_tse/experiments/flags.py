@@ -9,6 +9,8 @@ import argparse
 import os
 import sys
 
+from keras_tse.norms import INITIALIZERS
+
 
 class Parser(argparse.ArgumentParser):
     """argparse, with an error reported on one line: `<prog>: error: <what>` and exit status 2."""
@@ -74,6 +76,26 @@ def comma_list(kind):
     return parse
 
 
+def choice_list(choices, groups):
+    """A `type=` for one or more comma-separated names out of `choices`, in the order given; a name in
+    `groups` (e.g. "all") stands for its tuple of names."""
+
+    def parse(text):
+        names = []
+        for name in (n.strip() for n in text.split(",") if n.strip()):
+            if name not in (*choices, *groups):
+                raise argparse.ArgumentTypeError(
+                    f"must be one or more of {', '.join([*choices, *groups])}, comma-separated; received {name!r}"
+                )
+            names.extend(n for n in groups.get(name, (name,)) if n not in names)
+        if not names:
+            raise argparse.ArgumentTypeError(f"must name at least one of {', '.join(choices)}, received {text!r}")
+        return tuple(names)
+
+    parse.__name__ = "comma-separated names"
+    return parse
+
+
 def _number(text, kind, what):
     try:
         return kind(text)
@@ -105,12 +127,28 @@ def add_compile_cache(parser, default=None):
     )
 
 
+def add_scale_arguments(parser):
+    """The flags `keras_tse.training.scale.configure` reads: precision, compilation, data parallelism."""
+    parser.add_argument(
+        "--mixed-precision",
+        action="store_true",
+        help="train under the mixed_bfloat16 policy (float32 variables, bfloat16 compute)",
+    )
+    parser.add_argument(
+        "--jit-compile",
+        action="store_true",
+        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)",
+    )
+    parser.add_argument(
+        "--data-parallel",
+        action="store_true",
+        help="JAX only: keras.distribution.DataParallel over every visible device",
+    )
+
+
 def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     """The flags both training recipes take: where the data and the run go, the model-size and
     optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""
-    from keras_tse.layers.initializers import INITIALIZERS  # imported on use: `keras-tse --help` stays fast
-    from keras_tse.training import scale
-
     parser.add_argument(
         "--data-dir",
         default=None,
@@ -125,7 +163,7 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout (default 0)")
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
-    scale.add_arguments(parser)
+    add_scale_arguments(parser)
     add_compile_cache(parser)
     parser.add_argument("--smoke", action="store_true", help=smoke_help)
     parser.add_argument(

@@ -21,9 +21,7 @@ import math
 import keras
 
 from keras_tse import _checks
-
-INITIALIZERS = ("torch", "glorot", "normal", "transformer_xl")
-EMBEDDING_INITIALIZERS = ("timm", "vit_pytorch")
+from keras_tse.norms import EMBEDDING_INITIALIZERS, INITIALIZERS
 
 
 def check(name):

@@ -4,12 +4,26 @@ Fig. 7), with the scale options, the run-folder check and the curves of a study.
 
 Built on the library (`keras_tse.layers`, `zoo`, `callbacks`, `run_files`); imports nothing from
 `keras_tse.experiments`.
+
+Names load on first use (`keras_tse._lazy`): importing the package imports no Keras.
 """
 
-from keras_tse.run_files import read_history, read_steps
-from keras_tse.training.language_model import LMTrainConfig, evaluate_stream, fit_language_model
-from keras_tse.training.plots import plot_losses, plot_training_loss
-from keras_tse.training.runner import RunFolderMismatch, TrainConfig, check_run_folder, fit_variant, train_in_folder
+from keras_tse._lazy import lazy_exports
+
+_EXPORTS = {
+    "LMTrainConfig": "keras_tse.training.configs",
+    "RunFolderMismatch": "keras_tse.run_files",
+    "TrainConfig": "keras_tse.training.configs",
+    "check_run_folder": "keras_tse.training.runner",
+    "evaluate_stream": "keras_tse.training.language_model",
+    "fit_language_model": "keras_tse.training.language_model",
+    "fit_variant": "keras_tse.training.runner",
+    "plot_losses": "keras_tse.training.plots",
+    "plot_training_loss": "keras_tse.training.plots",
+    "read_history": "keras_tse.run_files",
+    "read_steps": "keras_tse.run_files",
+    "train_in_folder": "keras_tse.training.runner",
+}
 
 __all__ = [
     "LMTrainConfig",
@@ -25,3 +39,5 @@ __all__ = [
     "read_steps",
     "train_in_folder",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -11,14 +11,12 @@ run folder of `keras_tse.training.runner`, `steps.csv` holds the mean training l
 """
 
 import csv
-import dataclasses
 import math
 import os
 
 import keras
 import numpy as np
 
-from keras_tse import _checks
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training.runner import (
@@ -28,37 +26,6 @@ from keras_tse.training.runner import (
     train_in_folder,
 )
 from keras_tse.zoo.transformer_xl import check_token_ids
-
-
-@dataclasses.dataclass
-class LMTrainConfig:
-    """Optimisation settings; the defaults are Transformer-XL's WikiText-103 base run as Sec. 3.4 keeps it."""
-
-    steps: int = 50000  # Fig. 7's 50,000 iterations (the base run: 200,000)
-    eval_interval: int = 5000  # steps per Keras epoch; validation after each (the reference: 4000)
-    batch_size: int = 40  # Sec. 3.4 (the base run: 60)
-    learning_rate: float = 2.5e-4
-    min_learning_rate: float = 0.0  # cosine decay to this over `steps` (the reference's eta_min)
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    epsilon: float = 1e-8  # PyTorch's Adam default, which the reference uses
-    clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
-    log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
-    similarity_every_n_batches: int = None
-    jit_compile: object = (
-        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
-    )
-
-    def __post_init__(self):
-        _checks.config_fields(
-            self,
-            positive_ints=("steps", "eval_interval", "batch_size", "log_interval"),
-            positive_floats=("learning_rate",),
-        )
-
-    @property
-    def epochs(self):
-        return math.ceil(self.steps / self.eval_interval)
 
 
 def make_lm_optimizer(config):

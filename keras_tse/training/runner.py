@@ -19,35 +19,19 @@ import time
 
 import keras
 
-from keras_tse import _checks, run_files
+from keras_tse import run_files
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
     StopOnNonFinite,
     TokenSimilarityMetric,
 )
-from keras_tse.run_files import read_history
+from keras_tse.run_files import RunFolderMismatch, read_history
 
 
-@dataclasses.dataclass
-class TrainConfig:
-    """Optimisation settings; the defaults are the paper's ViT/CIFAR-10 run (Sec. 3.3)."""
-
-    epochs: int = 150
-    batch_size: int = 128
-    learning_rate: float = 1e-4  # the paper: 1e-4 for pre-norm and de-escalated, 5e-5 for post-norm
-    weight_decay: float = 0.1
-    beta_1: float = 0.9
-    beta_2: float = 0.999
-    decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
-    decay_factor: float = 0.2
-    similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
-    jit_compile: object = (
-        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
-    )
-
-    def __post_init__(self):
-        _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
+def backend_settings():
+    """What a run records of the process it trained in: the backend and the global dtype policy."""
+    return {"backend": keras.backend.backend(), "dtype_policy": keras.config.dtype_policy().name}
 
 
 def make_optimizer(config, steps_per_epoch):
@@ -186,10 +170,6 @@ INCIDENTAL = ("backend", "data_parallel", "train.jit_compile", "resumed_with")
 
 # What a run folder holds once a run has begun in it (besides config.json).
 RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
-
-
-class RunFolderMismatch(ValueError):
-    """A run folder holds a run of other settings: one paragraph naming the keys that differ."""
 
 
 def flatten(config, prefix=""):

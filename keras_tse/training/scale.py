@@ -1,6 +1,7 @@
 """Speed and scale settings the recipes share: mixed precision, XLA/torch.compile, data parallelism.
 
-Each recipe calls `add_arguments(parser)` and, before it builds a model, `configure(args)`:
+Each recipe takes the flags of `keras_tse.experiments.flags.add_scale_arguments` and, before it builds a
+model, calls `configure(args)`:
 
 - `--mixed-precision`: the global dtype policy `mixed_bfloat16` (bfloat16 compute, float32
   variables). The zoo keeps what must stay exact in float32: LayerNorm (Keras computes it in float32
@@ -26,24 +27,6 @@ import keras
 from keras_tse.training import compile_cache
 
 MIXED_POLICY = "mixed_bfloat16"
-
-
-def add_arguments(parser):
-    parser.add_argument(
-        "--mixed-precision",
-        action="store_true",
-        help=f"train under the {MIXED_POLICY} policy (float32 variables, bfloat16 compute)",
-    )
-    parser.add_argument(
-        "--jit-compile",
-        action="store_true",
-        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)",
-    )
-    parser.add_argument(
-        "--data-parallel",
-        action="store_true",
-        help="JAX only: keras.distribution.DataParallel over every visible device",
-    )
 
 
 def configure(args):

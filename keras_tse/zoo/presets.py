@@ -58,6 +58,14 @@ PRESETS = {
         tau=1.0,
         deescalate_at="output",
     ),
+    "vit80_cifar10_deepnorm": _vit80(
+        "deepnorm",
+        "Wang et al. 2022's DeepNorm (alpha = (2N)^(1/4), beta = (8N)^(-1/4)) on the 80-block ViT: a baseline.",
+    ),
+    "vit80_cifar10_layerscale": _vit80(
+        "layerscale",
+        "Touvron et al. 2021's LayerScale (CaiT's eps for its depth) on the 80-block pre-norm ViT: a baseline.",
+    ),
     "vit12_cifar10_small": _preset(
         "vit",
         {**_SMALL_VIT, "depth": 12, "image_size": 32, "patch_size": 4},

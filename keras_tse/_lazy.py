@@ -1,0 +1,33 @@
+"""Packages whose names load on first use (PEP 562): `import keras_tse.data` costs nothing until
+`data.load_cifar10` is read, so a recipe's `--help` or `keras-tse info` starts without Keras and its
+backend (2-4 s on the 2-core CPU, most of it TensorFlow's or JAX's own import)."""
+
+import importlib
+import importlib.util
+import sys
+
+
+def lazy_exports(package, exports):
+    """`(__getattr__, __dir__)` for `package`: `exports` maps each public name to the module (a full
+    dotted name) that defines it; any other name is tried as a submodule (`data.cifar10`)."""
+
+    def __getattr__(name):
+        if name in exports:
+            value = getattr(importlib.import_module(exports[name]), name)
+            # kept on the package: a submodule of the same name (zoo.presets) would shadow it on import
+            setattr(sys.modules[package], name, value)
+            return value
+        if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}") is not None:
+            return importlib.import_module(f"{package}.{name}")
+        raise AttributeError(f"module {package!r} has no attribute {name!r}")
+
+    def __dir__():
+        return sorted(exports)
+
+    return __getattr__, __dir__
+
+
+def load_all(module):
+    """Import every name `module.__all__` lists: the eager package it would otherwise be."""
+    for name in getattr(module, "__all__", ()):
+        getattr(module, name)

@@ -221,6 +221,8 @@ def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     import keras  # here, not at the top: see the imports
 
+    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
+
     jit_compile = training.scale.configure(args)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:

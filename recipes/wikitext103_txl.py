@@ -208,6 +208,8 @@ def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     import keras  # here, not at the top: see the imports
 
+    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
+
     config = train_settings(args)
     variants = list(VARIANTS) if args.norm == "all" else [args.norm]
     plans = {norm: variant_settings(args, norm) for norm in variants}

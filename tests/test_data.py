@@ -1,4 +1,5 @@
 import hashlib
+import os
 import pickle
 import tarfile
 
@@ -150,3 +151,19 @@ def test_numpy_pipeline_matches_tf_pipeline_without_shuffling():
         np.testing.assert_allclose(a, b, atol=1e-5)
     with pytest.raises(ValueError, match="Received: pipeline='torch'"):
         data.image_dataset(x, y, 16, pipeline="torch")
+
+
+def test_tf_cpp_min_log_level_silences_tensorflows_start_up_notices():
+    """TensorFlow 2.21 prints its start-up notices (twice) before absl's logging reads
+    TF_CPP_MIN_LOG_LEVEL; imported through the data package, the variable is obeyed."""
+    import importlib.util
+    import subprocess
+    import sys
+
+    if importlib.util.find_spec("tensorflow") is None:
+        pytest.skip("TensorFlow is not installed")
+    code = "from keras_tse import data\nimport sys\nprint(data.tensorflow_if_installed() is sys.modules['tensorflow'])"
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert done.stdout.strip() == "True"
+    assert "I0000" not in done.stderr and "absl::InitializeLog" not in done.stderr, done.stderr

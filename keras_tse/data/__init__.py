@@ -27,6 +27,7 @@ _EXPORTS = {
     "load_wikitext103": "keras_tse.data.wikitext",
     "normalized": "keras_tse.data.pipeline",
     "synthetic_cifar10": "keras_tse.data.cifar10",
+    "tensorflow_if_installed": "keras_tse.data.pipeline",
 }
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "load_wikitext103",
     "normalized",
     "synthetic_cifar10",
+    "tensorflow_if_installed",
     "tfds_source",
 ]
 

@@ -7,6 +7,8 @@ JAX or PyTorch (the GPU hosts, for instance).
 
 import contextlib
 import math
+import os
+import sys
 
 import keras
 import numpy as np
@@ -41,7 +43,7 @@ def image_dataset(
     """
     if pipeline not in ("auto", "tf", "numpy"):
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
-    tf = None if pipeline == "numpy" else _tensorflow(required=pipeline == "tf")
+    tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
     if tf is None:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
         return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed)
@@ -97,15 +99,38 @@ class _NamedTensorFlow:
         return getattr(self._module, name)
 
 
-def _tensorflow(required):
-    """The tensorflow module, or None when it is not installed and not `required`."""
+def tensorflow_if_installed(required=False):
+    """The tensorflow module, or None when it is not installed and not `required`. A recipe calls it
+    before anything else imports TensorFlow (`keras.utils.set_random_seed` does, to seed it too), so
+    that TF_CPP_MIN_LOG_LEVEL keeps the start-up notices quiet."""
     try:
-        import tensorflow as tf
+        with _native_stderr_silenced(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") not in ("", "0")):
+            import tensorflow as tf
     except ImportError:
         if required:
             raise
         return None
     return tf
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced(silence):
+    """TensorFlow 2.21 prints its start-up notices (oneDNN, CUDA drivers, CPU features; twice) from C++
+    before absl's logging starts, where TF_CPP_MIN_LOG_LEVEL does not reach them. A user who set that
+    variable asked for quiet, so the import runs with file descriptor 2 on /dev/null; a Python error of
+    the import still raises, after stderr is back."""
+    if not silence or "tensorflow" in sys.modules:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def normalized(images, mean, std, value_range=(0, 255)):

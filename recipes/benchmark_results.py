@@ -128,9 +128,17 @@ def compare(results, variant, other):
     return verdict
 
 
-def verdicts(results, variant="deescalate", others=("post", "pre")):
-    """One line per comparison: where de-escalation beat, matched or fell short of post- and pre-norm."""
+# What de-escalation is compared with, in this order, where a study trained them: the paper's two and
+# the published depth methods (the leaky arm is a measurement, compared in `leak_table` instead).
+COMPARED_WITH = ("post", "pre", "deepnorm", "layerscale", "rezero")
+
+
+def verdicts(results, variant="deescalate", others=None):
+    """One line per comparison: where de-escalation beat, matched or fell short of post- and pre-norm
+    and of every published depth method the study trained (`COMPARED_WITH`)."""
     names = {"train_loss": "train loss", "test_accuracy": "test accuracy", "test_perplexity": "test perplexity"}
+    if others is None:
+        others = [other for other in COMPARED_WITH if other in results["runs"]]
     lines = []
     for other in others:
         verdict = compare(results, variant, other)

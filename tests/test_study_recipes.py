@@ -162,6 +162,13 @@ def test_benchmark_verdicts_follow_the_seed_ranges():
         "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each).",
         "- deescalate matched pre on train loss; matched pre on test accuracy (2 seeds each).",
     ]
+    # a study with the published depth methods compares with each of them too, after the paper's two
+    results["runs"]["layerscale"] = runs((1.2, 0.58), (1.25, 0.57))
+    results["runs"]["deepnorm"] = runs((0.9, 0.66), (0.95, 0.65))
+    assert results_module.verdicts(results).splitlines()[2:] == [
+        "- deescalate fell short of deepnorm on train loss; fell short of deepnorm on test accuracy (2 seeds each).",
+        "- deescalate beat layerscale on train loss; beat layerscale on test accuracy (2 seeds each).",
+    ]
 
 
 def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():

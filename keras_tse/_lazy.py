@@ -14,7 +14,7 @@ def lazy_exports(package, exports):
     def __getattr__(name):
         if name in exports:
             value = getattr(importlib.import_module(exports[name]), name)
-            # kept on the package: a submodule of the same name (zoo.presets) would shadow it on import
+            # kept on the package, so later reads find it without this hook
             setattr(sys.modules[package], name, value)
             return value
         if not name.startswith("__") and importlib.util.find_spec(f"{package}.{name}") is not None:

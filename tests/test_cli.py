@@ -174,8 +174,10 @@ def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found
     monkeypatch.delenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
     changed = tmp_path / "build_info.py"
     changed.write_text("information = {}\n")  # a future TensorFlow renaming the dict: ask TensorFlow
-    assert info._tensorflow_build_info(str(changed)) == {"is_cuda_build": True}
-    assert info._tensorflow_build_info(str(tmp_path / "missing.py")) == {"is_cuda_build": True}
+    assert info._tensorflow_build_info(str(changed)) is None
+    assert info._tensorflow_build_info(str(tmp_path / "missing.py")) is None
+    monkeypatch.setattr(info, "_tensorflow_build_info", lambda path: None)
+    assert info.tensorflow_could_see_a_gpu()
 
 
 def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():

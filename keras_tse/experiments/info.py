@@ -63,6 +63,8 @@ def tensorflow_could_see_a_gpu():
     if os.path.isdir(os.path.join(os.path.dirname(package), "tensorflow-plugins")):
         return True
     build = _tensorflow_build_info(os.path.join(package, "python", "platform", "build_info.py"))
+    if build is None:
+        return True
     if build.get("is_cuda_build"):
         return _loadable("libcuda.so.1")
     if build.get("is_rocm_build"):
@@ -72,14 +74,14 @@ def tensorflow_could_see_a_gpu():
 
 def _tensorflow_build_info(path):
     """The build's `build_info` dict, read from its one-line generated module without importing
-    TensorFlow; empty (so the caller imports TensorFlow) where the file is missing or changed."""
+    TensorFlow; None (so TensorFlow is asked) where the file is missing or no longer holds it."""
     try:
         loader = importlib.util.spec_from_file_location("_tensorflow_build_info", path)
         module = importlib.util.module_from_spec(loader)
         loader.loader.exec_module(module)
         return dict(module.build_info)
-    except (OSError, ImportError, AttributeError, SyntaxError, TypeError):
-        return {"is_cuda_build": True}
+    except (OSError, ImportError, AttributeError, SyntaxError, TypeError, ValueError):
+        return None
 
 
 def _loadable(library):

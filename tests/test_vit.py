@@ -89,7 +89,18 @@ def test_bad_arguments_fail_up_front(kwargs, pattern):
         vit(**{**TINY, **kwargs})
 
 
-@pytest.mark.parametrize("name", sorted(n for n, p in presets().items() if p["builder"] == "vit"))
+# The baselines' 80-block presets once (20-30 s each): their blocks run on every backend at small size
+# (tests/test_baselines.py), and the preset adds only the depth.
+BASELINE_PRESETS = ("vit80_cifar10_deepnorm", "vit80_cifar10_layerscale")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.one_backend) if n in BASELINE_PRESETS else n
+        for n in sorted(n for n, p in presets().items() if p["builder"] == "vit")
+    ],
+)
 def test_every_vit_preset_forward_pass_is_finite(name, preset_model):
     config = presets()[name]["config"]
     model = preset_model(name)

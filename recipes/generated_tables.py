@@ -18,6 +18,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
+| scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python recipes/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python recipes/ci_times.py ci.log ...` |
 """
 
@@ -141,6 +142,9 @@ def render(name):
             with open(_path("zoo", "figures", f"bench_quick_{backend}.json")) as f:
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
+    if name == "scan_compile":
+        with open(_path("zoo", "figures", "scan_compile.json")) as f:
+            return _recipe("scan_compile_time").markdown_table(json.load(f))
     if name == "ci":
         ci_times = _recipe("ci_times")
         return ci_times.markdown_table(ci_times.read()[-1:])  # the latest run; the file keeps them all

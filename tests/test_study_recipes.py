@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from keras_tse.experiments import sweep
@@ -182,3 +183,16 @@ def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
     ).splitlines()
     assert table[2] == "| deescalate | 200.00 | 300.00 | 280.00 | 1.500 |"
     assert table[3] == "| deescalate_leaky_global | 100.00 | 400.00 | 390.00 | 4.000 |"
+
+
+def test_the_scanned_vit_is_the_unrolled_one_on_the_same_weights():
+    """The measuring device of recipes/scan_compile_time.py: the blocks' weights stacked and run by
+    `keras.ops.scan` give the zoo ViT's logits and, step by step, its training losses."""
+    from tests.helpers import recipe_module
+
+    scan = recipe_module("scan_compile_time")
+    unrolled = scan.measure("unrolled", depth=3, hidden_dim=16, batch_size=4, steps=2)
+    scanned = scan.measure("scanned", depth=3, hidden_dim=16, batch_size=4, steps=2)
+    assert scanned["max_logit_difference"] < 1e-5
+    np.testing.assert_allclose(scanned["losses"], unrolled["losses"], rtol=1e-5)
+    assert scanned["losses"][-1] < scanned["losses"][0]  # the gradients reach the stacked weights

@@ -4,7 +4,8 @@ The 80-block ViT compiles for about 100 s on JAX (an H100, measured by a user), 
 of the 80 blocks anew although they are the same program. JAX codebases run such stacks as one loop,
 `scan` over weights stacked along a leading depth axis, so the compiler sees one block. This measures
 that on the zoo's model before anything is built on it: the zoo ViT as it is ("unrolled") against the
-same embedding and head around one `keras.ops.scan` over its blocks' stacked weights ("scanned"),
+same embedding and head around one `keras.ops.scan` over its blocks' stacked weights ("scanned",
+`keras_tse.layers.ScannedBlocks`),
 each in a fresh process (the first compile of a process pays the compiler's own start-up), the
 persistent compile cache off. Printed and written to `--out`: the first train step (tracing + compile
 + the step), the median of the next steps, and the largest difference of the two models' logits on
@@ -13,8 +14,8 @@ steps on one batch (the same first loss; both falling shows the gradients reach 
 
     KERAS_BACKEND=jax python recipes/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json
 
-The scanned model here is a measuring device, not an option of the zoo: its blocks share one Python
-layer, so it has no per-block probes and no `.keras` layout of its own.
+The scanned model is `keras_tse.layers.ScannedBlocks.from_blocks` over the unrolled model's own blocks,
+so both start from the same weights; `zoo.vit(scan=True)` builds such a model directly.
 """
 
 import argparse
@@ -29,46 +30,11 @@ import numpy as np
 VARIANTS = ("unrolled", "scanned")
 
 
-def scanned_blocks_layer():
-    """A Keras layer running a template block over stacked weights with `keras.ops.scan` (defined
-    here, after `--help`, because it subclasses a Keras layer)."""
-    import keras
-
-    class ScannedBlocks(keras.layers.Layer):
-        def __init__(self, blocks, **kwargs):
-            super().__init__(**kwargs)
-            self.template = blocks[0]
-            self.template.trainable = False  # a structure only: the weights it runs with are `stacked`
-            self.initial = [np.stack([keras.ops.convert_to_numpy(v) for v in same]) for same in _aligned(blocks)]
-
-        def build(self, input_shape):
-            self.stacked = [
-                self.add_weight(shape=w.shape, initializer=keras.initializers.Constant(w), name=f"stacked_{i}")
-                for i, w in enumerate(self.initial)
-            ]
-
-        def call(self, x):
-            def step(carry, weights):
-                y, _ = self.template.stateless_call([], list(weights), carry)
-                return y, None
-
-            out, _ = keras.ops.scan(step, x, [w.value for w in self.stacked])
-            return out
-
-    return ScannedBlocks
-
-
-def _aligned(blocks):
-    """Per weight of the template, that weight in every block, in the template's variable order."""
-    names = [v.path.split("/", 1)[1] for v in blocks[0].variables]
-    per_block = [{v.path.split("/", 1)[1]: v for v in block.variables} for block in blocks]
-    return [[weights[name] for weights in per_block] for name in names]
-
-
 def build(variant, depth, hidden_dim):
     import keras
 
     from keras_tse import zoo
+    from keras_tse.layers import ScannedBlocks
 
     keras.utils.set_random_seed(0)
     model = zoo.vit(depth=depth, norm="deescalate", hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim, num_heads=8)
@@ -77,7 +43,7 @@ def build(variant, depth, hidden_dim):
     blocks = [model.get_layer(f"block_{i:02d}") for i in range(depth)]
     inputs = keras.Input(model.input_shape[1:])
     x = model.get_layer("embedding_dropout")(model.get_layer("patch_embedding")(inputs))
-    x = scanned_blocks_layer()(blocks, name="scanned_blocks")(x)
+    x = ScannedBlocks.from_blocks(blocks, name="scanned_blocks")(x)
     x = model.get_layer("final_norm")(x)
     return keras.Model(inputs, model.get_layer("head")(x[:, 0]), name="vit_scanned"), model
 

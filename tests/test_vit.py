@@ -162,3 +162,66 @@ def test_a_vit_composed_from_public_layers_saves_and_loads_in_safe_mode(tmp_path
         ValueError, match=r"ClassTokenPooling expects inputs of rank 3.*Received: inputs.shape=\(4, 16\)"
     ):
         ClassTokenPooling()(np.zeros((4, 16), "float32"))
+
+
+def _scanned_twin(unrolled, depth, **kwargs):
+    """`vit(scan=True)` holding `unrolled`'s weights: the blocks' stacked by `ScannedBlocks.from_blocks`."""
+    from keras_tse.layers import ScannedBlocks
+
+    scanned = vit(**{**TINY, "depth": depth, **kwargs}, scan=True)
+    for layer in scanned.layers:
+        if layer.name != "blocks" and layer.weights:
+            layer.set_weights(unrolled.get_layer(layer.name).get_weights())
+    stack = ScannedBlocks.from_blocks([unrolled.get_layer(f"block_{i:02d}") for i in range(depth)])
+    stack.build(unrolled.get_layer("block_00").input.shape)
+    scanned.get_layer("blocks").set_weights([ops.convert_to_numpy(w) for w in stack.weights])
+    return scanned
+
+
+@pytest.mark.parametrize("norm", ["deescalate", "pre", "layerscale"])
+def test_scan_is_the_same_model_its_probes_and_its_training_included(norm):
+    """`scan=True` (one `keras.ops.scan` over stacked block weights) on the same weights: the same
+    logits, the same per-block similarity, and the same losses over three AdamW steps."""
+    import keras
+
+    keras.utils.set_random_seed(0)
+    unrolled = vit(**TINY, norm=norm)
+    scanned = _scanned_twin(unrolled, TINY["depth"], norm=norm)
+    assert unrolled.count_params() == scanned.count_params()
+    x, y = _images(), np.arange(4) % 10
+    np.testing.assert_allclose(scanned.predict(x, verbose=0), unrolled.predict(x, verbose=0), atol=1e-5)
+    np.testing.assert_allclose(token_similarity_profile(scanned, x), token_similarity_profile(unrolled, x), atol=1e-5)
+    losses = []
+    for model in (unrolled, scanned):
+        model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        losses.append([float(model.train_on_batch(x, y)) for _ in range(3)])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    assert losses[1][-1] < losses[1][0]
+
+
+def test_scan_draws_each_block_like_a_block_and_saves_and_loads(tmp_path):
+    import keras
+
+    keras.utils.set_random_seed(0)
+    model = vit(**TINY, scan=True)
+    stack = model.get_layer("blocks")
+    kernel = next(ops.convert_to_numpy(w) for w in stack.weights if w.shape == (3, 16, 32))  # the FFN's first
+    assert not np.allclose(kernel[0], kernel[1])  # independent draws, one per block
+    assert np.abs(kernel).max() <= 1 / np.sqrt(16) and np.abs(kernel).max() > 0.9 / np.sqrt(16)  # torch's bound
+    path = str(tmp_path / "scanned.keras")
+    model.save(path)
+    loaded = keras.saving.load_model(path)
+    x = _images()
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, expected",
+    [
+        (dict(dropout=0.1), "scan=True needs identical blocks without dropout. Received: dropout=0.1"),
+        (dict(pool="mean"), "Received: pool='mean' with deescalate_at='output'"),
+    ],
+)
+def test_scan_refuses_blocks_that_differ_or_carry_random_state(kwargs, expected):
+    with pytest.raises(ValueError, match=expected.replace("(", r"\(").replace(")", r"\)")):
+        vit(**TINY, **kwargs, scan=True)

@@ -74,15 +74,16 @@ def block_outputs_model(model, layers=None):
 
     Args:
         model: a functional (or built Sequential) `keras.Model`.
-        layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`) among
-            `model.layers`, or a list of layer names / layers of any functional model (for example
+        layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`, ...; a
+            `ScannedBlocks` gives one output per block it runs) among `model.layers`, or a list of
+            layer names / layers of any functional model (for example
             `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`). A layer
             called at several depths (ALBERT's shared block) gives one output per call.
     """
-    from keras_tse.layers import TransformerBlock
+    from keras_tse.layers import ScannedBlocks, TransformerBlock
 
     if layers is None:
-        chosen = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+        chosen = [layer for layer in model.layers if isinstance(layer, (TransformerBlock, ScannedBlocks))]
         if not chosen:
             raise ValueError(
                 f"No keras_tse Transformer blocks among the layers of model {model.name!r}; name the "
@@ -101,9 +102,15 @@ def _call_outputs(model, chosen):
     calls one layer at every depth). Keras' `clone_model` re-runs the graph with the same layer
     objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function`
     records each chosen call."""
+    from keras_tse.layers import ScannedBlocks
+
     wanted, outputs = {id(layer) for layer in chosen}, []
 
     def call(layer, *args, **kwargs):
+        if id(layer) in wanted and isinstance(layer, ScannedBlocks):  # one layer, `depth` blocks
+            every = layer(*args, return_block_outputs=True, **kwargs)
+            outputs.extend(every[i] for i in range(layer.depth))
+            return every[-1]
         result = layer(*args, **kwargs)
         if id(layer) in wanted:
             outputs.append(result[0] if isinstance(result, (tuple, list)) else result)

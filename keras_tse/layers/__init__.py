@@ -11,6 +11,7 @@ from keras_tse.layers.post_norm_block import PostNormBlock
 from keras_tse.layers.pre_norm_block import PreNormBlock
 from keras_tse.layers.relative_attention import RelativeAttention
 from keras_tse.layers.rezero_block import ReZeroBlock
+from keras_tse.layers.scanned_blocks import ScannedBlocks
 from keras_tse.layers.self_attention import SelfAttention
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
@@ -26,6 +27,7 @@ __all__ = [
     "PreNormBlock",
     "RelativeAttention",
     "ReZeroBlock",
+    "ScannedBlocks",
     "SelfAttention",
     "TransformerBlock",
     "TransformerXLBlock",

@@ -3,7 +3,7 @@
 import keras
 
 from keras_tse import _checks
-from keras_tse.layers import PatchEmbedding, initializers
+from keras_tse.layers import PatchEmbedding, ScannedBlocks, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
 from keras_tse.norms import DEESCALATE_AT, NORMS
 from keras_tse.zoo.blocks import vit_block
@@ -19,7 +19,7 @@ def vit(
     image_size=32, patch_size=4, channels=3, num_classes=10, pool="cls",  # input and head
     hidden_dim=192, ffn_dim=384, num_heads=8, activation="relu", alpha=1.0, dropout=0.0,  # blocks (Table 1)
     tau=1.0, trainable_tau=False, deescalate_at="output",  # de-escalation, eq. (21)
-    initializer="torch", embedding_initializer="timm", name=None,
+    initializer="torch", embedding_initializer="timm", scan=False, name=None,
 ):
     # fmt: on
     """A ViT classifier, images `[batch, image_size, image_size, channels]` to class logits.
@@ -78,6 +78,11 @@ def vit(
         embedding_initializer: class token and positions, `"timm"` (std
             0.02) or `"vit_pytorch"` (N(0, 1), `torch.randn`). Defaults to
             `"timm"`.
+        scan: bool, run the blocks as one loop over stacked weights (`ScannedBlocks`): the same
+            model, compiled as one block (several times less compile time, zoo/speed.md);
+            the per-block probes read the loop's outputs. Needs identical blocks: no dropout, and
+            not `pool="mean"` with de-escalation at the output (the last block differs there).
+            Defaults to `False`: one layer per block.
         name: model name. Defaults to `f"vit{depth}_{norm}"`.
 
     Returns:
@@ -112,14 +117,20 @@ def vit(
         embedding_initializer=embedding_initializer,
         name="patch_embedding",
     )
+    places = _deescalate_places(norm, depth, deescalate_at, pool)
+    if scan and (dropout or len(set(places)) > 1):
+        raise ValueError(
+            "scan=True needs identical blocks without dropout. Received: "
+            + (f"dropout={dropout}" if dropout else "pool='mean' with deescalate_at='output' (the last block differs)")
+        )
     blocks = [
         vit_block(norm, depth, place, tau, trainable_tau, **block_options, name=f"block_{i:02d}")
-        for i, place in enumerate(_deescalate_places(norm, depth, deescalate_at, pool))
+        for i, place in enumerate(places[:1] if scan else places)
     ]
 
     inputs = keras.Input((image_size, image_size, channels), name="images")
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(inputs))
-    for block in blocks:
+    for block in [ScannedBlocks(blocks[0], depth, name="blocks")] if scan else blocks:
         x = block(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)

@@ -1,0 +1,112 @@
+import keras
+import numpy as np
+from keras import ops
+
+from keras_tse import _checks
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class ScannedBlocks(keras.layers.Layer):
+    """`depth` copies of one Transformer block run as one loop, `keras.ops.scan` over their weights
+    stacked along a leading depth axis.
+
+    The stack computes what `depth` separate blocks of the same configuration compute, but a compiler
+    sees one block: the 80-block ViT's train step compiles several times faster on JAX
+    (`recipes/scan_compile_time.py`; zoo/speed.md has the measurement). Each block's weights are
+    drawn as that block's own would be; `from_blocks` stacks the weights of built blocks instead (a
+    trained unrolled model's, for example).
+
+    The block must carry no state from call to call: no dropout (its seed generator advances per
+    call) and no memory (Transformer-XL's), so it is for the ViT's blocks.
+
+    Args:
+        block: a built or unbuilt block layer (`PostNormBlock`, `PreNormBlock`, `DeepNormBlock`,
+            `ReZeroBlock`, `LayerScaleBlock`), or its serialized config. Used as the template: its
+            own weights are not the stack's.
+        depth: int, the number of blocks.
+        initial_stack: `None` (draw the weights), or one NumPy array per template variable, stacked
+            along the depth axis (`from_blocks` passes them). Not part of the config: the weights
+            are saved.
+
+    Call arguments:
+        inputs: tokens `[batch, tokens, hidden]`.
+        return_block_outputs: bool; `True` returns every block's output, `[depth, batch, tokens,
+            hidden]`, first block first (the per-block probes use it). Defaults to `False`: the
+            last block's output.
+
+    Example:
+
+    >>> blocks = keras_tse.layers.ScannedBlocks(keras_tse.layers.PostNormBlock(8, 384, deescalate="output"), 80)
+    >>> model = keras_tse.zoo.vit(depth=80, norm="deescalate", scan=True)  # the same, inside the zoo's ViT
+    """
+
+    def __init__(self, block, depth, initial_stack=None, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(block, keras.layers.Layer):
+            block = keras.saving.deserialize_keras_object(block)
+        rates = {k: v for k, v in block.get_config().items() if k.endswith("dropout") and v}
+        if rates:
+            raise ValueError(
+                "ScannedBlocks runs blocks without dropout (its random state advances per call). "
+                f"Received: a block with {', '.join(f'{k}={v}' for k, v in rates.items())}"
+            )
+        object.__setattr__(self, "template", block)  # not tracked: its weights are not the stack's
+        self.depth = _checks.positive_int("depth", depth)
+        self.initial_stack = initial_stack
+
+    @classmethod
+    def from_blocks(cls, blocks, **kwargs):
+        """A stack holding the weights of `blocks`, built blocks of one configuration, in order."""
+        stacked = [np.stack([ops.convert_to_numpy(v) for v in same]) for same in _aligned(blocks)]
+        return cls(blocks[0], len(blocks), initial_stack=stacked, **kwargs)
+
+    def build(self, input_shape):
+        if not self.template.built:
+            self.template.build(input_shape)
+        initial = self.initial_stack if self.initial_stack is not None else self._drawn(input_shape)
+        self.stacked = [
+            self.add_weight(
+                shape=value.shape,
+                initializer=keras.initializers.Constant(value),
+                trainable=variable.trainable,
+                name=variable.path.split("/", 1)[1].replace("/", "_"),
+            )
+            for variable, value in zip(self.template.variables, initial)
+        ]
+        self.initial_stack = None  # held by the weights now
+
+    def _drawn(self, input_shape):
+        """Every block's weights drawn by its own initializers: `depth` fresh blocks of the template's
+        configuration, built and stacked."""
+        config = self.template.get_config()
+        blocks = []
+        for _ in range(self.depth):
+            block = self.template.__class__.from_config(config)
+            block.build(input_shape)
+            blocks.append(block)
+        return [np.stack([ops.convert_to_numpy(v) for v in same]) for same in _aligned(blocks)]
+
+    def call(self, inputs, return_block_outputs=False):
+        trainable = [w.value for w, v in zip(self.stacked, self.template.variables) if v.trainable]
+        frozen = [w.value for w, v in zip(self.stacked, self.template.variables) if not v.trainable]
+
+        def step(tokens, weights):
+            outputs, _ = self.template.stateless_call(list(weights[0]), list(weights[1]), tokens)
+            return outputs, outputs if return_block_outputs else None
+
+        last, every = ops.scan(step, inputs, (trainable, frozen))
+        return every if return_block_outputs else last
+
+    def get_config(self):
+        return {
+            **super().get_config(),
+            "block": keras.saving.serialize_keras_object(self.template),
+            "depth": self.depth,
+        }
+
+
+def _aligned(blocks):
+    """Per variable of the first block, that variable in every block, in the first block's order."""
+    names = [v.path.split("/", 1)[1] for v in blocks[0].variables]
+    per_block = [{v.path.split("/", 1)[1]: v for v in block.variables} for block in blocks]
+    return [[weights[name] for weights in per_block] for name in names]

@@ -29,6 +29,9 @@ Speed and scale (keras_tse.training.scale): --mixed-precision (mixed_bfloat16), 
 PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
 
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --norm deescalate --mixed-precision --data-parallel   # several GPUs
+
+`--scan` runs the 80 blocks as one loop over stacked weights (`zoo.vit(scan=True)`): the same model,
+compiled as one block (zoo/speed.md measures the compile time); its run folders are its own.
 """
 
 import dataclasses
@@ -192,6 +195,8 @@ def model_overrides(args, norm):
         overrides.update(hidden_dim=args.hidden_dim, ffn_dim=2 * args.hidden_dim)  # the paper's FFN ratio (Table 1)
     if args.init:
         overrides["initializer"] = args.init
+    if args.scan:
+        overrides["scan"] = True
     return overrides
 
 
@@ -329,6 +334,12 @@ def parse_args(argv=None):
         "files: never TFDS; tfds: TFDS only (its own shuffled order)",
     )
     parser.add_argument("--tfds-dir", default=None, help="TFDS's data folder (default: $TFDS_DATA_DIR or TFDS's own)")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="run the blocks as one loop over stacked weights (zoo.vit(scan=True)): the same model, compiled "
+        "as one block",
+    )
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")
     parser.add_argument(

@@ -182,3 +182,14 @@ def test_norm_takes_a_list_of_variants_with_the_baselines_at_their_presets(capsy
         recipe.parse_args(["--norm", "post,rezero"])
     err = capsys.readouterr().err.strip()
     assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "received 'rezero'" in err
+
+
+def test_scan_flag_builds_the_preset_as_one_loop():
+    from keras_tse.layers import ScannedBlocks
+
+    recipe = recipe_module("cifar10_vit")
+    args = recipe.parse_args(["--smoke", "--scan", "--norm", "deescalate"])
+    preset, overrides, _, settings = recipe.variant_settings(args, "deescalate", recipe.SMOKE_TRAIN)
+    assert overrides["scan"] is True and settings["overrides"]["scan"] is True  # a run folder of its own
+    model = keras_tse.zoo.from_preset(preset, **overrides)
+    assert isinstance(model.get_layer("blocks"), ScannedBlocks) and model.get_layer("blocks").depth == 4

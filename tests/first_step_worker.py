@@ -1,4 +1,5 @@
-"""Time the first training step of a zoo ViT-12 in a fresh process, with the compile cache in argv[1].
+"""Time the first training step of a zoo ViT-12 in a fresh process, with the compile cache in argv[1]
+and the blocks scanned where argv[2] is "True".
 
 Run by tests/test_compile_cache.py with `KERAS_BACKEND=jax`. Prints one JSON line: the first step's
 seconds, its loss, and the seconds of compiling JAX found in the cache (JAX's own
@@ -21,7 +22,16 @@ saved = []
 jax.monitoring.register_event_duration_secs_listener(lambda name, s, **_: saved.append(s) if name == SAVED else None)
 use_compile_cache(sys.argv[1])
 keras.utils.set_random_seed(0)
-model = zoo.vit(depth=12, image_size=8, patch_size=2, channels=1, hidden_dim=32, num_heads=2, ffn_dim=64)
+model = zoo.vit(
+    depth=12,
+    image_size=8,
+    patch_size=2,
+    channels=1,
+    hidden_dim=32,
+    num_heads=2,
+    ffn_dim=64,
+    scan=sys.argv[2:] == ["True"],
+)
 model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
 x = np.random.default_rng(0).normal(size=(16, 8, 8, 1)).astype("float32")
 start = time.perf_counter()

@@ -30,25 +30,6 @@ _EXPORTS = {
     "tensorflow_if_installed": "keras_tse.data.pipeline",
 }
 
-__all__ = [
-    "SegmentStream",
-    "Vocabulary",
-    "image_dataset",
-    "lm_segments",
-    "load_cifar10",
-    "load_digits",
-    "load_fashion_mnist",
-    "load_image_folder",
-    "load_mnist",
-    "load_npz",
-    "load_ptb",
-    "load_python_docs",
-    "load_text_folder",
-    "load_wikitext103",
-    "normalized",
-    "synthetic_cifar10",
-    "tensorflow_if_installed",
-    "tfds_source",
-]
+__all__ = sorted([*_EXPORTS, "tfds_source"])  # and the TFDS module itself
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

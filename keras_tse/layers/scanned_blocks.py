@@ -57,8 +57,7 @@ class ScannedBlocks(keras.layers.Layer):
     @classmethod
     def from_blocks(cls, blocks, **kwargs):
         """A stack holding the weights of `blocks`, built blocks of one configuration, in order."""
-        stacked = [np.stack([ops.convert_to_numpy(v) for v in same]) for same in _aligned(blocks)]
-        return cls(blocks[0], len(blocks), initial_stack=stacked, **kwargs)
+        return cls(blocks[0], len(blocks), initial_stack=_stacked(blocks), **kwargs)
 
     def build(self, input_shape):
         if not self.template.built:
@@ -84,7 +83,7 @@ class ScannedBlocks(keras.layers.Layer):
             block = self.template.__class__.from_config(config)
             block.build(input_shape)
             blocks.append(block)
-        return [np.stack([ops.convert_to_numpy(v) for v in same]) for same in _aligned(blocks)]
+        return _stacked(blocks)
 
     def call(self, inputs, return_block_outputs=False):
         trainable = [w.value for w, v in zip(self.stacked, self.template.variables) if v.trainable]
@@ -105,8 +104,9 @@ class ScannedBlocks(keras.layers.Layer):
         }
 
 
-def _aligned(blocks):
-    """Per variable of the first block, that variable in every block, in the first block's order."""
+def _stacked(blocks):
+    """Per variable of the first block, its values in every block stacked along a new first axis,
+    in the first block's variable order (variables matched by their path inside the block)."""
     names = [v.path.split("/", 1)[1] for v in blocks[0].variables]
     per_block = [{v.path.split("/", 1)[1]: v for v in block.variables} for block in blocks]
-    return [[weights[name] for weights in per_block] for name in names]
+    return [np.stack([ops.convert_to_numpy(weights[name]) for weights in per_block]) for name in names]

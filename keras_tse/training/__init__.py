@@ -25,19 +25,6 @@ _EXPORTS = {
     "train_in_folder": "keras_tse.training.runner",
 }
 
-__all__ = [
-    "LMTrainConfig",
-    "RunFolderMismatch",
-    "TrainConfig",
-    "check_run_folder",
-    "evaluate_stream",
-    "fit_language_model",
-    "fit_variant",
-    "plot_losses",
-    "plot_training_loss",
-    "read_history",
-    "read_steps",
-    "train_in_folder",
-]
+__all__ = sorted(_EXPORTS)
 
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

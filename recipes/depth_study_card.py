@@ -1,14 +1,17 @@
 """Write the tables of zoo/depth_study.md from the sweep's CSV (so the card quotes the CSV, not a hand copy).
 
-    KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the study (resumable)
+    KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the committed grid (resumable)
     python recipes/depth_study_card.py zoo/depth_study          # prints the tables the card holds
+    python recipes/depth_study_card.py zoo/depth_study --merge other/sweep.csv   # an extension's rows in
 
-The committed grid is `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5} x
-{torch, glorot} init x three learning rates x three seeds), all from today's code. The first study's
-rows (all Glorot, written by the sweep code of commits up to 86f315c) are in `first_study.csv`, printed apart.
+The study's grid is `STUDY_GRIDS`: `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5}
+x {torch, glorot} init x three learning rates x three seeds), then its extension under the paper's
+init, each part a sweep of its own (zoo/depth_study.md lists the commands); `--merge` appends their
+finished seed groups to the study's CSV. All from today's code. The first study's rows (all Glorot,
+written by the sweep code of commits up to 86f315c) are in `first_study.csv`, printed apart.
 """
 
-import sys
+import argparse
 
 import numpy as np
 
@@ -16,6 +19,7 @@ from keras_tse.experiments.sweep import (
     SweepConfig,
     arms_of,
     best_lr_table,
+    best_over_learning_rates,
     cell_key,
     cell_label,
     cells,
@@ -24,13 +28,81 @@ from keras_tse.experiments.sweep import (
     read_rows,
     verdicts,
 )
+from keras_tse.run_files import append_row
+
+# The study's grid: the committed one, then its extension under the paper's (torch) initialisation:
+# the published depth methods, and the learning rate widened wherever an arm's best rate sat at an
+# edge (3e-3 above every arm; 1e-2 above the arms best at 3e-3; 3e-5 below post-norm's 1e-4 at 48).
+PUBLISHED = ("deepnorm", "rezero", "layerscale")
+_TORCH = dict(initializers=("torch",))
+STUDY_GRIDS = {
+    "the first grid": SweepConfig(),
+    "DeepNorm, ReZero, LayerScale": SweepConfig(norms=PUBLISHED, **_TORCH),
+    "every arm at 3e-3": SweepConfig(norms=("post", "pre", "deescalate") + PUBLISHED, learning_rates=(3e-3,), **_TORCH),
+    "pre and de-escalation at 1e-2, depth 12": SweepConfig(
+        norms=("pre", "deescalate"), depths=(12,), learning_rates=(1e-2,), **_TORCH
+    ),
+    "DeepNorm, ReZero, LayerScale at 1e-2": SweepConfig(norms=PUBLISHED, learning_rates=(1e-2,), **_TORCH),
+    "pre at 1e-2, depth 24": SweepConfig(norms=("pre",), depths=(24,), learning_rates=(1e-2,), **_TORCH),
+    "post at 3e-5, depth 48": SweepConfig(norms=("post",), depths=(48,), learning_rates=(3e-5,), **_TORCH),
+}
 
 
-def split_by_grid(rows, config=None):
-    """(rows of the committed grid, the other rows)."""
-    grid = {cell_key(c) for c in cells(config or SweepConfig())}
+def grid_cells(grids=None):
+    """cell key -> cell, over the union of `grids` (default: the study's)."""
+    return {cell_key(c): c for config in (grids or STUDY_GRIDS).values() for c in cells(config)}
+
+
+def split_by_grid(rows, grids=None):
+    """(rows of the study's grid, the other rows)."""
+    grid = grid_cells(grids)
     inside = [r for r in rows if cell_key(r) in grid]
     return inside, [r for r in rows if cell_key(r) not in grid]
+
+
+def _group(cell):
+    """An arm at one depth and learning rate: the cells its seeds make."""
+    return (cell["norm"], str(cell["tau"]), cell["initializer"], int(cell["depth"]), float(cell["learning_rate"]))
+
+
+def merge(sources, target, grids=None):
+    """Append to `target` the rows of the sweep CSVs `sources` that the study's grid holds and `target`
+    lacks, a group (arm, depth, learning rate) only once all its seeds are in: the card's means then
+    always average the same seeds. Returns the number of rows appended."""
+    grid = grid_cells(grids)
+    kept = read_rows(target)
+    present, columns = {cell_key(r) for r in kept}, list(kept[0]) if kept else None
+    new = {}
+    for source in sources:
+        for row in read_rows(source):
+            if columns and list(row) != columns:
+                raise ValueError(f"{source} has other columns than {target}: {list(row)} against {columns}.")
+            if cell_key(row) in grid and cell_key(row) not in present:
+                new[cell_key(row)] = row
+    expected = {}
+    for key, cell in grid.items():
+        expected.setdefault(_group(cell), set()).add(key)
+    have = present | set(new)
+    complete = {group for group, keys in expected.items() if keys <= have}
+    merged = [row for key, row in new.items() if _group(grid[key]) in complete]
+    for row in merged:
+        append_row(target, row)
+    return len(merged)
+
+
+def edge_rates(rows):
+    """(norm, tau, init, depth) -> (best lr, "lowest" / "highest") for every arm and depth whose best
+    learning rate (lowest seed-mean final loss) is the lowest or highest that `rows` ran it at."""
+    rates = {}
+    for row in rows:
+        rates.setdefault((row["norm"], row["tau"], row["initializer"], int(row["depth"])), set()).add(
+            float(row["learning_rate"])
+        )
+    edges = {}
+    for key, (_, lr, _) in best_over_learning_rates(rows).items():
+        if lr in (min(rates[key]), max(rates[key])):
+            edges[key] = (lr, "lowest" if lr == min(rates[key]) else "highest")
+    return edges
 
 
 def initial_profile(rows):
@@ -56,26 +128,49 @@ def initial_profile(rows):
     return "\n".join(lines)
 
 
-def progress(rows):
-    total = len(list(cells(SweepConfig())))
-    seeds = {}
-    for row in rows:
-        seeds.setdefault(row["initializer"], set()).add(int(row["seed"]))
-    present = "; ".join(f"{init}: seeds {sorted(s)}" for init, s in sorted(seeds.items()))
-    return f"{len(rows)} of {total} cells of the committed grid finished ({present})"
+def progress(rows, grids=None):
+    """One line per part of the study's grid: how many of its cells `rows` holds."""
+    present = {cell_key(r) for r in rows}
+    lines = []
+    for name, config in (grids or STUDY_GRIDS).items():
+        keys = {cell_key(c) for c in cells(config)}
+        lines.append(f"- {name}: {len(keys & present)} of {len(keys)} cells")
+    return "\n".join(lines)
 
 
-def main(folder):
+def edges_summary(rows):
+    """The generated lines: which arms' best rate is at an edge of the rates run (none, once they bracket it)."""
+    edges = edge_rates(rows)
+    if not edges:
+        return "Every arm's best learning rate lies strictly inside the rates it was run at."
+    lines = ["Best learning rate at an edge of the rates run (the grid does not yet bracket it):"]
+    order = arms_of([dict(norm=n, tau=t, initializer=i) for n, t, i, _ in edges])
+    for (norm, tau, init, depth), (lr, side) in sorted(
+        edges.items(), key=lambda kv: (order.index(kv[0][:3]), kv[0][3])
+    ):
+        lines.append(f"- {cell_label(norm, tau, init)}, depth {depth}: {lr:g}, the {side} rate run")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", nargs="?", default="zoo/depth_study", help="the study's folder (its sweep.csv)")
+    parser.add_argument("--merge", nargs="+", default=[], help="sweep CSVs whose finished seed groups to append first")
+    args = parser.parse_args(argv)
+    folder = args.folder
+    if args.merge:
+        print(f"appended {merge(args.merge, f'{folder}/sweep.csv')} rows to {folder}/sweep.csv\n")
     rows = read_rows(f"{folder}/sweep.csv")
     grid, earlier = split_by_grid(rows)
     plot_sweep(grid, f"{folder}/plots")
     print(progress(grid), "\n")
+    print(edges_summary(grid), "\n")
     print(best_lr_table(grid), "\n")
     print(verdicts(grid), "\n")
     print(markdown_table(grid), "\n")
     print(initial_profile(grid))
     if earlier:
-        print(f"\nCells of sweep.csv outside the committed grid ({len(earlier)}):\n")
+        print(f"\nCells of sweep.csv outside the study's grid ({len(earlier)}):\n")
         print(markdown_table(earlier))
     first = read_rows(f"{folder}/first_study.csv")
     if first:
@@ -84,4 +179,4 @@ def main(folder):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1] if len(sys.argv) > 1 else "zoo/depth_study")
+    main()

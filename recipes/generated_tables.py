@@ -12,13 +12,14 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | demo | zoo/vit24_digits/demo.json | `KERAS_BACKEND=jax keras-tse demo --out runs/demo` (then copied) |
 | escalation | zoo/figures/escalation.csv | `KERAS_BACKEND=jax keras-tse escalation --csv zoo/figures/escalation.csv` |
 | demo_similarity | zoo/vit24_digits/demo.json | the same |
-| depth_study, depth_study_verdicts, depth_study_progress, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study` |
+| depth_study, depth_study_verdicts, depth_study_progress, depth_study_edges, depth_study_ordering, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study`, then the extension's sweeps merged by `recipes/depth_study_card.py --merge` |
 | depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
 | gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 | scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python recipes/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
+| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python recipes/torch_compile_time.py --out zoo/figures/torch_compile.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python recipes/ci_times.py ci.log ...` |
 """
 
@@ -45,6 +46,8 @@ BENCHMARKS = {
 }
 # The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
 LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")
+# The compile-time measurements: block name (= the JSON's name in zoo/figures/) -> the recipe that wrote it.
+TIMING_RECIPES = {"scan_compile": "scan_compile_time", "torch_compile": "torch_compile_time"}
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 
 
@@ -122,6 +125,12 @@ def render(name):
         return verdicts(_study())
     if name == "depth_study_progress":
         return _recipe("depth_study_card").progress(_study())
+    if name == "depth_study_ordering":
+        from keras_tse.experiments.sweep import orderings
+
+        return orderings(_study())
+    if name == "depth_study_edges":
+        return _recipe("depth_study_card").edges_summary(_study())
     if name == "depth_study_cells":
         from keras_tse.experiments.sweep import markdown_table
 
@@ -142,9 +151,9 @@ def render(name):
             with open(_path("zoo", "figures", f"bench_quick_{backend}.json")) as f:
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
-    if name == "scan_compile":
-        with open(_path("zoo", "figures", "scan_compile.json")) as f:
-            return _recipe("scan_compile_time").markdown_table(json.load(f))
+    if name in TIMING_RECIPES:
+        with open(_path("zoo", "figures", f"{name}.json")) as f:
+            return _recipe(TIMING_RECIPES[name]).markdown_table(json.load(f))
     if name == "ci":
         ci_times = _recipe("ci_times")
         return ci_times.markdown_table(ci_times.read()[-1:])  # the latest run; the file keeps them all

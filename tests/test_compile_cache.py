@@ -24,6 +24,9 @@ def test_each_backend_gets_its_own_folder_or_none(tmp_path, monkeypatch):
             assert path == str(tmp_path / backend) and os.path.isdir(path)
             assert (os.environ["TORCHINDUCTOR_CACHE_DIR"] == path) == (backend == "torch")
         assert use_compile_cache(OFF) is None
+        if backend == "torch":  # compiled anew: inductor's default folder would serve earlier programs
+            fresh = os.environ["TORCHINDUCTOR_CACHE_DIR"]
+            assert fresh != path and os.listdir(fresh) == []
     finally:
         use_compile_cache()  # back to the suite's own cache (tests/conftest.py)
 
@@ -77,6 +80,8 @@ def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path, scan, sp
         ).stdout
         runs.append(json.loads(printed.strip().splitlines()[-1]))
     cold, warm = runs
-    assert cold["saved_s"] == 0 and warm["saved_s"] > 1.0, runs
+    # JAX counts the compile seconds each cache hit saved: none cold, some warm (under a second for the
+    # scanned model, which compiles little: the ratio below is the bar)
+    assert cold["saved_s"] == 0 and warm["saved_s"] > 0, runs
     assert warm["loss"] == cold["loss"], runs
     assert warm["first_step_s"] < cold["first_step_s"] / speedup, runs

@@ -105,14 +105,44 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
             for init in ("torch", "glorot")
         }
         assert max(tsim["torch"]) < min(tsim["glorot"]), (depth, tsim)
-    for depth in (24, 48):
+    first_grid = {(norm, tau) for norm, tau in sweep.STUDY_ARMS}
+    for depth in (24, 48):  # point 5: pre-norm with Glorot, the best of the first grid's arms
         glorot_pre = best[("pre", "", "glorot", depth)][0]
         assert all(
             glorot_pre < entry[0]
             for key, entry in best.items()
-            if key[3] == depth and key != ("pre", "", "glorot", depth)
+            if key[3] == depth and key[:2] in first_grid and key != ("pre", "", "glorot", depth)
         )
     assert best[("pre", "", "torch", 48)][0] > 0.5
+    # point 5: 3e-3 is pre-norm's best rate at depths 12 and 24 under torch, de-escalation's (tau 1) at 12
+    assert [best[("pre", "", "torch", d)][1] for d in (12, 24)] == [3e-3, 3e-3]
+    assert best[("deescalate", "1.0", "torch", 12)][1] == 3e-3
+
+
+def test_the_published_methods_claims_hold():
+    """Point 6 of zoo/depth_study.md, read from the card's own ordering lines and checked on the CSV."""
+    generated_tables = recipe_module("generated_tables")
+    from keras_tse.experiments import sweep
+
+    best = sweep.best_over_learning_rates(generated_tables._study())
+    with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
+        card = f.read()
+    for depth in (12, 24, 48):
+        line = next(x for x in card.splitlines() if x.startswith(f"- depth {depth}, torch init: "))
+        assert "**deepnorm, layerscale beat de-escalation**" in line, line
+        deescalation = min(best[("deescalate", tau, "torch", depth)][0] for tau in ("1.0", "0.5"))
+        assert best[("deepnorm", "", "torch", depth)][0] < deescalation
+        assert best[("layerscale", "", "torch", depth)][0] < deescalation
+        assert best[("rezero", "", "torch", depth)][0] > deescalation  # "ReZero beats it at no depth"
+        # "DeepNorm under torch has the lowest loss of any arm at every depth"
+        assert line.split(": ", 1)[1].startswith("deepnorm ")
+        lowest = min((entry[0], key) for key, entry in best.items() if key[3] == depth)
+        assert lowest[1] == ("deepnorm", "", "torch", depth)
+    assert 0.25 < best[("deepnorm", "", "torch", 48)][0] / best[("deescalate", "0.5", "torch", 48)][0] < 0.4
+    # "best rate at the top of the rates run": the edge lines name them while the widening runs
+    edges = recipe_module("depth_study_card").edge_rates(generated_tables._study())
+    for norm in ("deepnorm", "rezero", "layerscale"):
+        assert all(edges[(norm, "", "torch", d)][1] == "highest" for d in (12, 24, 48)), norm
 
 
 def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_differently():
@@ -134,10 +164,14 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
     from keras_tse.experiments import sweep
 
     generated_tables = recipe_module("generated_tables")
+    card = recipe_module("depth_study_card")
     rows = generated_tables._study()
-    assert len(rows) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
+    first_grid, _ = card.split_by_grid(rows, {"first": sweep.SweepConfig()})
+    assert len(first_grid) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
+    published = card.STUDY_GRIDS["DeepNorm, ReZero, LayerScale"]
+    assert len(card.split_by_grid(rows, {"published": published})[0]) == 81  # 3 methods x 3 depths x 3 lr x 3 seeds
     best = sweep.best_over_learning_rates(rows)
-    assert {entry[2] for entry in best.values()} == {3}
+    assert {entry[2] for entry in best.values()} == {3}  # every group merged with all three seeds
     post, tau1, tau05 = (
         best[(norm, tau, "glorot", 24)][0] for norm, tau in (("post", ""), ("deescalate", "1.0"), ("deescalate", "0.5"))
     )
@@ -273,7 +307,7 @@ def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
 GENERATED_BLOCKS = {
     "README.md": {"demo", "ci"},
     "zoo/escalation.md": {"escalation"},
-    "zoo/speed.md": {"bench"},
+    "zoo/speed.md": {"bench", "scan_compile", "torch_compile"},
     "zoo/depth_study.md": {
         "depth_study_progress",
         "depth_study",

@@ -67,13 +67,69 @@ def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(t
         append_row(str(tmp_path / "sweep.csv"), r)
     stdout = _run("depth_study_card.py", str(tmp_path))
     total = len(list(sweep.cells(sweep.SweepConfig())))
-    assert stdout.startswith(f"5 of {total} cells of the committed grid finished (torch: seeds [0, 1])")
+    assert stdout.startswith(f"- the first grid: 5 of {total} cells\n- DeepNorm, ReZero, LayerScale: 0 of 81 cells")
     init = {(r[0], r[2]): r[3:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 6}
     # the init table takes one row per seed (the measures do not depend on the lr) and averages over seeds
     assert init[("deescalate (tau 1)", "12")] == ["0", "20", "1"]
     assert init[("deescalate (tau 0.5)", "12")] == ["0.4", "6", "1"]
     assert init[("post", "12")] == ["0.9", "2", "1"]
     assert (tmp_path / "plots" / "heatmap.png").exists()
+
+
+def _cell_row(norm, depth, lr, seed, final_loss):
+    cell = dict(depth=depth, norm=norm, tau="", initializer="torch", learning_rate=lr, seed=seed)
+    return {**cell, "steps": 300, "batch_size": 64, "hidden_dim": 32, "final_loss": final_loss}
+
+
+def test_merge_takes_only_whole_seed_groups_of_the_study_grid(tmp_path):
+    from tests.helpers import recipe_module
+
+    card = recipe_module("depth_study_card")
+    grids = {
+        "tiny": sweep.SweepConfig(
+            depths=(12,), norms=("deepnorm",), initializers=("torch",), learning_rates=(1e-3, 3e-3)
+        )
+    }
+    target, source = str(tmp_path / "sweep.csv"), str(tmp_path / "other.csv")
+    append_row(target, _cell_row("deepnorm", 12, 1e-3, 0, 0.5))
+    for seed in (0, 1, 2):  # 1e-3: seeds 1 and 2 complete the group the target began; 3e-3: two of three
+        append_row(source, _cell_row("deepnorm", 12, 1e-3, seed, 0.4))
+        if seed < 2:
+            append_row(source, _cell_row("deepnorm", 12, 3e-3, seed, 0.3))
+    append_row(source, _cell_row("deepnorm", 24, 1e-3, 0, 0.2))  # outside the grid
+    assert card.merge([source], target, grids) == 2
+    rows = sweep.read_rows(target)
+    assert sorted((r["learning_rate"], r["seed"], r["final_loss"]) for r in rows) == [
+        ("0.001", "0", "0.5"),  # the target's own row is kept, not replaced
+        ("0.001", "1", "0.4"),
+        ("0.001", "2", "0.4"),
+    ]
+    assert card.merge([source], target, grids) == 0  # nothing twice
+    append_row(source, _cell_row("deepnorm", 12, 3e-3, 2, 0.3))
+    assert card.merge([source], target, grids) == 3  # the 3e-3 group is whole now
+    other = str(tmp_path / "columns.csv")
+    append_row(other, {**_cell_row("deepnorm", 12, 3e-3, 0, 0.3), "extra": 1})
+    with pytest.raises(ValueError, match="other columns"):
+        card.merge([other], target, grids)
+
+
+def test_edge_rates_name_the_arms_whose_best_rate_is_the_lowest_or_highest_run():
+    from tests.helpers import recipe_module
+
+    card = recipe_module("depth_study_card")
+    losses = {("post", 1e-4): 0.9, ("post", 1e-3): 1.5, ("pre", 1e-4): 0.8, ("pre", 1e-3): 0.4}
+    losses.update({("pre", 3e-4): 0.5, ("deepnorm", 1e-4): 0.9, ("deepnorm", 3e-4): 0.2, ("deepnorm", 1e-3): 0.6})
+    rows = [_cell_row(norm, 12, lr, seed, loss) for (norm, lr), loss in losses.items() for seed in (0, 1)]
+    rows = [{**r, "diverged": 0} for r in rows]
+    edges = card.edge_rates(rows)
+    assert edges == {("post", "", "torch", 12): (1e-4, "lowest"), ("pre", "", "torch", 12): (1e-3, "highest")}
+    summary = card.edges_summary(rows).splitlines()
+    assert summary[1:] == [
+        "- post, torch init, depth 12: 0.0001, the lowest rate run",
+        "- pre, torch init, depth 12: 0.001, the highest rate run",
+    ]
+    inside = [r for r in rows if r["norm"] == "deepnorm"]
+    assert card.edges_summary(inside) == "Every arm's best learning rate lies strictly inside the rates it was run at."
 
 
 @pytest.mark.large

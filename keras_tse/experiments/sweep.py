@@ -399,9 +399,17 @@ def best_over_learning_rates(rows):
     return best
 
 
-def best_lr_table(rows, arms=STUDY_ARMS):
-    """Per init and depth, each arm's seed-mean final loss at its best learning rate (the lr in brackets)."""
+# The published depth methods the study compares de-escalation with (`keras_tse.norms`).
+PUBLISHED_ARMS = (("deepnorm", ""), ("rezero", ""), ("layerscale", ""))
+
+
+def best_lr_table(rows, arms=None):
+    """Per init and depth, each arm's seed-mean final loss at its best learning rate (the lr in brackets).
+
+    `arms`: (norm, tau) columns; default the study's and the published methods' present in `rows`."""
     best = best_over_learning_rates(rows)
+    if arms is None:
+        arms = [a for a in STUDY_ARMS + PUBLISHED_ARMS if any(k[:2] == a for k in best)]
     schemes = [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]
     lines = [
         "| init | depth | " + " | ".join(cell_label(n, t) for n, t in arms) + " |",
@@ -451,6 +459,28 @@ def verdicts(rows, threshold=0.5):
                 f"- depth {depth}, {scheme} init: {verdict}. Post {post[0]:.3f} at lr {post[1]:g} "
                 f"(n={post[2]}); {detail}{pre_detail}."
             )
+    return "\n".join(lines)
+
+
+def orderings(rows):
+    """One line per (init, depth): every arm at its best learning rate, lowest seed-mean final loss
+    first, then whether a published method beats the best de-escalation arm there."""
+    best = best_over_learning_rates(rows)
+    lines = []
+    for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
+        for depth in sorted({k[3] for k in best if k[2] == scheme}):
+            arms = sorted((v, cell_label(k[0], k[1]), k[0]) for k, v in best.items() if k[2:] == (scheme, depth))
+            order = " < ".join(f"{label} {v[0]:.3f} ({v[1]:g})" for v, label, _ in arms)
+            deescalation = min((v[0], label) for v, label, norm in arms if norm == "deescalate")
+            beating = [label for v, label, norm in arms if (norm, "") in PUBLISHED_ARMS and v[0] < deescalation[0]]
+            if any((norm, "") in PUBLISHED_ARMS for _, _, norm in arms):
+                verdict = (
+                    f"**{', '.join(beating)} beat{'s' if len(beating) == 1 else ''} de-escalation**"
+                    if beating
+                    else "de-escalation beats every published method"
+                )
+                order += f". {verdict} (its best: {deescalation[1]} {deescalation[0]:.3f})"
+            lines.append(f"- depth {depth}, {scheme} init: {order}.")
     return "\n".join(lines)
 
 

@@ -13,11 +13,14 @@ here computes.
 - TensorFlow: none wired. Its default CPU path runs graphs, not XLA programs.
 
 The folder holds one subfolder per backend. Default: `$KERAS_TSE_COMPILE_CACHE`, else
-`$XDG_CACHE_HOME/keras_tse/compile` (`~/.cache/keras_tse/compile`); `off` turns it off.
+`$XDG_CACHE_HOME/keras_tse/compile` (`~/.cache/keras_tse/compile`); `off` compiles anew: on
+PyTorch that points inductor at a new empty folder, since its own default (under the system's temp
+folder) would otherwise serve what an earlier process compiled.
 """
 
 import importlib
 import os
+import tempfile
 import warnings
 
 ENVIRONMENT_VARIABLE = "KERAS_TSE_COMPILE_CACHE"
@@ -44,6 +47,8 @@ def use_compile_cache(folder=None):
     named = folder is not None
     folder = str(folder) if named else default_folder()
     backend = keras.backend.backend()
+    if folder == OFF and backend == "torch":
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="keras_tse_compile_off_")
     if folder == OFF or backend not in ("jax", "torch"):
         return None
     path = os.path.join(os.path.abspath(os.path.expanduser(folder)), backend)

@@ -1,0 +1,158 @@
+"""Where does `jit_compile=True` spend its time on the PyTorch backend?
+
+`model.compile(jit_compile=True)` on the PyTorch backend wraps Keras' train step in `torch.compile`.
+On a CPU a zoo ViT-12 of width 32 then needs minutes for two epochs of two batches that run in
+about a second eagerly. This measures why, each mode in a fresh process with the persistent compile
+cache off: the eager fit and the compiled fit, wall time to the end of every batch, and, from
+dynamo's own records (`torch._dynamo.utils.compile_times`, `counters`), how many frames dynamo
+compiled, how long it spent tracing Python bytecode, how long inductor spent generating code, and
+whether dynamo reached its recompile limit; then the median of ten more steps, compiled by then.
+
+    KERAS_BACKEND=torch python recipes/torch_compile_time.py --out zoo/figures/torch_compile.json
+
+The model and data are the depth study's cell shape (8x8x1 images, 2x2 patches, width 32, 4 heads,
+FFN 64, post-norm); the numbers are random, since only the time is measured.
+"""
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+MODES = ("eager", "compiled")
+
+
+def dynamo_record():
+    """Dynamo's own timings (what `torch._dynamo.utils.compile_times` prints) and event counters."""
+    import torch
+
+    times = torch._dynamo.utils.compilation_time_metrics  # phase -> one duration per compile
+    counters = torch._dynamo.utils.counters
+    return {
+        "frames_compiled": len(times.get("_compile.compile_inner", [])),
+        "dynamo_total_s": sum(times.get("_compile.compile_inner", [])),
+        "bytecode_tracing_s": sum(times.get("bytecode_tracing", [])),
+        "inductor_codegen_s": sum(times.get("compile_fx_inner", [])),
+        "graph_breaks": int(sum(counters["graph_break"].values())),
+        "counters": {k: dict(v) for k, v in counters.items() if k in ("frames", "stats")},
+    }
+
+
+class LimitWarnings(logging.Handler):
+    """Counts dynamo's "hit config.recompile_limit" warnings (it keeps no counter of them)."""
+
+    def __init__(self):
+        super().__init__()
+        self.count = 0
+
+    def emit(self, record):
+        self.count += "hit config." in record.getMessage()
+
+
+def measure(mode, depth, epochs, batches, timed_steps=10):
+    import keras
+
+    from keras_tse import zoo
+    from keras_tse.training.compile_cache import use_compile_cache
+
+    use_compile_cache("off")  # the compile itself is what is measured: inductor starts from an empty cache
+    keras.utils.set_random_seed(0)
+    model = zoo.vit(
+        depth=depth, norm="post", image_size=8, patch_size=2, channels=1, hidden_dim=32, ffn_dim=64, num_heads=4
+    )
+    model.compile(
+        keras.optimizers.AdamW(1e-3),
+        keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=mode == "compiled",
+    )
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(64 * batches, 8, 8, 1)).astype("float32")
+    y = np.arange(64 * batches) % 10
+    ends, limits = [], LimitWarnings()
+    logging.getLogger("torch._dynamo.convert_frame").addHandler(limits)
+
+    class BatchEnds(keras.callbacks.Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            ends.append(time.perf_counter() - start)
+
+    start = time.perf_counter()
+    history = model.fit(x, y, batch_size=64, epochs=epochs, shuffle=False, verbose=0, callbacks=[BatchEnds()])
+    result = {"fit_s": time.perf_counter() - start, "batch_ends_s": ends, "loss": history.history["loss"]}
+    # then the step itself, compiled by now: one more epoch of `timed_steps` batches, each timed
+    ends, start = [], time.perf_counter()
+    more = np.tile(x[:64], (timed_steps, 1, 1, 1)), np.tile(y[:64], timed_steps)
+    model.fit(*more, batch_size=64, epochs=1, shuffle=False, verbose=0, callbacks=[BatchEnds()])
+    result["later_step_s"] = float(np.median(np.diff([0.0, *ends])))
+    if mode == "eager":
+        return result
+    return {**result, **dynamo_record(), "recompile_limit_warnings": limits.count}
+
+
+def run(args):
+    import keras
+    import torch
+
+    results = {}
+    for mode in MODES:
+        command = [sys.executable, os.path.abspath(__file__), "--only", mode, "--depth", str(args.depth)]
+        command += ["--epochs", str(args.epochs), "--batches", str(args.batches)]
+        done = subprocess.run(command, capture_output=True, text=True, check=True)
+        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
+        print(mode, results[mode], flush=True)
+    settings = {k: getattr(args, k) for k in ("depth", "epochs", "batches")}
+    versions = {"keras": keras.__version__, "torch": torch.__version__}
+    return {"settings": settings, "backend": keras.backend.backend(), **versions, **results}
+
+
+def markdown_table(result):
+    s, eager, compiled = result["settings"], result["eager"], result["compiled"]
+    steps = s["epochs"] * s["batches"]
+    lines = [
+        f"| ViT-{s['depth']}, width 32, {s['epochs']} epochs x {s['batches']} batches of 64 | fit (s) "
+        "| first step (s) | later step, median (s) | loss, last epoch |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for mode in MODES:
+        r = result[mode]
+        first, later = r["batch_ends_s"][0], r["later_step_s"]
+        lines.append(f"| {mode} | {r['fit_s']:.1f} | {first:.2f} | {later:.3f} | {r['loss'][-1]:.4f} |")
+    lines.append(
+        f"\nCompiled, {steps} steps: dynamo compiled {compiled['frames_compiled']} frames in "
+        f"{compiled['dynamo_total_s']:.1f} s, of which tracing Python bytecode took "
+        f"{compiled['bytecode_tracing_s']:.1f} s and inductor's code generation "
+        f"{compiled['inductor_codegen_s']:.1f} s; {compiled['graph_breaks']} graph breaks, "
+        f"{compiled['recompile_limit_warnings']} recompile-limit warnings. "
+        f"The compiled fit took {compiled['fit_s'] / eager['fit_s']:.0f}x the eager one; a later compiled step "
+        f"takes {compiled['later_step_s'] / eager['later_step_s']:.2f}x an eager one."
+    )
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--depth", type=int, default=12, help="blocks (default 12)")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
+    parser.add_argument("--batches", type=int, default=2, help="batches of 64 per epoch (default 2)")
+    parser.add_argument("--out", default=None, help="the JSON to write")
+    parser.add_argument("--only", choices=MODES, default=None, help=argparse.SUPPRESS)  # one process's part
+    args = parser.parse_args(argv)
+    if args.only:
+        print(json.dumps(measure(args.only, args.depth, args.epochs, args.batches)))
+        return 0
+    result = run(args)
+    print(markdown_table(result))
+    if args.out:
+        from keras_tse import run_files
+
+        run_files.write_json(args.out, result)
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -21,11 +21,12 @@ so both start from the same weights; `zoo.vit(scan=True)` builds such a model di
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from keras_tse.experiments.fresh_processes import measure_apart, report
 
 VARIANTS = ("unrolled", "scanned")
 
@@ -79,13 +80,8 @@ def measure(variant, depth, hidden_dim, batch_size, steps):
 def run(args):
     import keras  # the backend's name and version, for the record
 
-    results = {}
-    for variant in VARIANTS:
-        command = [sys.executable, os.path.abspath(__file__), "--only", variant, "--depth", str(args.depth)]
-        command += ["--hidden-dim", str(args.hidden_dim), "--batch-size", str(args.batch_size)]
-        done = subprocess.run(command + ["--steps", str(args.steps)], capture_output=True, text=True, check=True)
-        results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(variant, results[variant], flush=True)
+    argv = ["--depth", str(args.depth), "--hidden-dim", str(args.hidden_dim), "--batch-size", str(args.batch_size)]
+    results = measure_apart(os.path.abspath(__file__), VARIANTS, argv + ["--steps", str(args.steps)])
     settings = {k: getattr(args, k) for k in ("depth", "hidden_dim", "batch_size", "steps")}
     return {"settings": settings, "backend": keras.backend.backend(), "keras": keras.__version__, **results}
 
@@ -123,13 +119,7 @@ def main(argv=None):
         print(json.dumps(measure(args.only, args.depth, args.hidden_dim, args.batch_size, args.steps)))
         return 0
     result = run(args)
-    print(markdown_table(result))
-    if args.out:
-        from keras_tse import run_files
-
-        run_files.write_json(args.out, result)
-        print(f"wrote {args.out}")
-    return 0
+    return report(result, markdown_table(result), args.out)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,12 @@ import argparse
 import json
 import logging
 import os
-import subprocess
 import sys
 import time
 
 import numpy as np
+
+from keras_tse.experiments.fresh_processes import measure_apart, report
 
 MODES = ("eager", "compiled")
 
@@ -97,13 +98,8 @@ def run(args):
     import keras
     import torch
 
-    results = {}
-    for mode in MODES:
-        command = [sys.executable, os.path.abspath(__file__), "--only", mode, "--depth", str(args.depth)]
-        command += ["--epochs", str(args.epochs), "--batches", str(args.batches)]
-        done = subprocess.run(command, capture_output=True, text=True, check=True)
-        results[mode] = json.loads(done.stdout.strip().splitlines()[-1])
-        print(mode, results[mode], flush=True)
+    argv = ["--depth", str(args.depth), "--epochs", str(args.epochs), "--batches", str(args.batches)]
+    results = measure_apart(os.path.abspath(__file__), MODES, argv)
     settings = {k: getattr(args, k) for k in ("depth", "epochs", "batches")}
     versions = {"keras": keras.__version__, "torch": torch.__version__}
     return {"settings": settings, "backend": keras.backend.backend(), **versions, **results}
@@ -145,13 +141,7 @@ def main(argv=None):
         print(json.dumps(measure(args.only, args.depth, args.epochs, args.batches)))
         return 0
     result = run(args)
-    print(markdown_table(result))
-    if args.out:
-        from keras_tse import run_files
-
-        run_files.write_json(args.out, result)
-        print(f"wrote {args.out}")
-    return 0
+    return report(result, markdown_table(result), args.out)
 
 
 if __name__ == "__main__":

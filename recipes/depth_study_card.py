@@ -32,7 +32,8 @@ from keras_tse.run_files import append_row
 
 # The study's grid: the first one, then its extension: the published depth methods under the paper's
 # (torch) initialisation, and the learning rate widened wherever an arm's best rate sat at an edge
-# (3e-3 above every arm; 1e-2 above the arms best at 3e-3; 3e-5 below post-norm's 1e-4 at depth 48).
+# (3e-3 above every arm; 1e-2 above the arms best at 3e-3; 3e-2 above ReZero's 1e-2; 3e-5 below
+# post-norm's 1e-4 at depth 48).
 PUBLISHED = ("deepnorm", "rezero", "layerscale")
 _TORCH = dict(initializers=("torch",))
 STUDY_GRIDS = {
@@ -45,6 +46,7 @@ STUDY_GRIDS = {
         norms=("pre", "deescalate"), depths=(12,), learning_rates=(1e-2,), **_TORCH
     ),
     "DeepNorm, ReZero, LayerScale at 1e-2": SweepConfig(norms=PUBLISHED, learning_rates=(1e-2,), **_TORCH),
+    "ReZero at 3e-2": SweepConfig(norms=("rezero",), learning_rates=(3e-2,), **_TORCH),
     "pre at 1e-2, depth 24": SweepConfig(norms=("pre",), depths=(24,), learning_rates=(1e-2,), **_TORCH),
     "post at 3e-5, depth 48": SweepConfig(norms=("post",), depths=(48,), learning_rates=(3e-5,)),
     "the first grid's arms at 3e-3, Glorot": SweepConfig(learning_rates=(3e-3,), initializers=("glorot",)),

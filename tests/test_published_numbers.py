@@ -111,7 +111,7 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
         assert all(
             glorot_pre < entry[0]
             for key, entry in best.items()
-            if key[3] == depth and key[:2] in first_grid and key != ("pre", "", "glorot", depth)
+            if key[2:] == ("glorot", depth) and key[:2] in first_grid and key[0] != "pre"
         )
     assert best[("pre", "", "torch", 48)][0] > 0.5
     # point 5: 3e-3 is pre-norm's best rate at depths 12 and 24 under torch, de-escalation's (tau 1) at 12

@@ -152,6 +152,24 @@ def test_the_published_methods_claims_hold():
     assert 1 / 7 < ratio < 1 / 5  # "about a sixth"
 
 
+def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
+    """Every part of the study's grid is in the CSV, and every arm's best rate (each init and depth)
+    lies strictly inside the rates it was run at, as the card's own edge line says."""
+    generated_tables = recipe_module("generated_tables")
+    from keras_tse.experiments import sweep
+
+    card = recipe_module("depth_study_card")
+    rows = generated_tables._study()
+    present = {sweep.cell_key(r) for r in rows}
+    for name, config in card.STUDY_GRIDS.items():
+        assert {sweep.cell_key(c) for c in sweep.cells(config)} <= present, name
+    assert card.edge_rates(rows) == {}
+    with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
+        text = f.read()
+    block = text[text.index("<!-- generated: depth_study_edges -->") :].split("<!-- end generated -->")[0]
+    assert "Every arm's best learning rate lies strictly inside the rates it was run at." in block
+
+
 def test_no_learning_rate_rescues_post_norm():
     """Point 3: 3e-5 is worse than 1e-4 at depth 48 under both inits; 3e-3 leaves post-norm at chance."""
     generated_tables = recipe_module("generated_tables")
@@ -329,6 +347,8 @@ GENERATED_BLOCKS = {
     "zoo/speed.md": {"bench", "scan_compile", "torch_compile"},
     "zoo/depth_study.md": {
         "depth_study_progress",
+        "depth_study_edges",
+        "depth_study_ordering",
         "depth_study",
         "depth_study_verdicts",
         "depth_study_cells",

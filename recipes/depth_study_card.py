@@ -47,9 +47,15 @@ STUDY_GRIDS = {
     ),
     "DeepNorm, ReZero, LayerScale at 1e-2": SweepConfig(norms=PUBLISHED, learning_rates=(1e-2,), **_TORCH),
     "ReZero at 3e-2": SweepConfig(norms=("rezero",), learning_rates=(3e-2,), **_TORCH),
-    "pre at 1e-2, depth 24": SweepConfig(norms=("pre",), depths=(24,), learning_rates=(1e-2,), **_TORCH),
+    "pre at 1e-2, depth 24, torch": SweepConfig(norms=("pre",), depths=(24,), learning_rates=(1e-2,), **_TORCH),
     "post at 3e-5, depth 48": SweepConfig(norms=("post",), depths=(48,), learning_rates=(3e-5,)),
     "the first grid's arms at 3e-3, Glorot": SweepConfig(learning_rates=(3e-3,), initializers=("glorot",)),
+    "pre at 1e-2, depth 24, Glorot": SweepConfig(
+        norms=("pre",), depths=(24,), learning_rates=(1e-2,), initializers=("glorot",)
+    ),
+    "de-escalation (tau 1) at 1e-2, depth 48, Glorot": SweepConfig(
+        norms=("deescalate",), taus=(1.0,), depths=(48,), learning_rates=(1e-2,), initializers=("glorot",)
+    ),
 }
 
 

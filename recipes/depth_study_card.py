@@ -1,14 +1,15 @@
 """Write the tables of zoo/depth_study.md from the sweep's CSV (so the card quotes the CSV, not a hand copy).
 
-    KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the committed grid (resumable)
+    KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the first grid (resumable)
     python recipes/depth_study_card.py zoo/depth_study          # prints the tables the card holds
     python recipes/depth_study_card.py zoo/depth_study --merge other/sweep.csv   # an extension's rows in
 
 The study's grid is `STUDY_GRIDS`: `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5}
-x {torch, glorot} init x three learning rates x three seeds), then its extension under the paper's
-init, each part a sweep of its own (zoo/depth_study.md lists the commands); `--merge` appends their
-finished seed groups to the study's CSV. All from today's code. The first study's rows (all Glorot,
-written by the sweep code of commits up to 86f315c) are in `first_study.csv`, printed apart.
+x {torch, glorot} init x three learning rates x three seeds), then its extension: the published
+depth methods under the paper's init and a wider learning-rate range, each part a sweep of its own
+(zoo/depth_study.md lists the commands); `--merge` appends their finished seed groups to the CSV.
+All from today's code. The first study's rows (all Glorot, written by the sweep code of commits up to
+86f315c) are in `first_study.csv`, printed apart.
 """
 
 import argparse
@@ -16,6 +17,7 @@ import argparse
 import numpy as np
 
 from keras_tse.experiments.sweep import (
+    PUBLISHED_ARMS,
     SweepConfig,
     arms_of,
     best_lr_table,
@@ -34,7 +36,7 @@ from keras_tse.run_files import append_row
 # (torch) initialisation, and the learning rate widened wherever an arm's best rate sat at an edge
 # (3e-3 above every arm; 1e-2 above the arms best at 3e-3; 3e-2 above ReZero's 1e-2; 3e-5 below
 # post-norm's 1e-4 at depth 48).
-PUBLISHED = ("deepnorm", "rezero", "layerscale")
+PUBLISHED = tuple(norm for norm, _ in PUBLISHED_ARMS)
 _TORCH = dict(initializers=("torch",))
 STUDY_GRIDS = {
     "the first grid": SweepConfig(),

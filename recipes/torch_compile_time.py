@@ -96,10 +96,15 @@ def measure(mode, depth, epochs, batches, timed_steps=10):
 
 def run(args):
     import keras
-    import torch
 
+    if keras.backend.backend() != "torch":
+        raise SystemExit(
+            f"This measures torch.compile: run it with KERAS_BACKEND=torch (got {keras.backend.backend()!r})."
+        )
     argv = ["--depth", str(args.depth), "--epochs", str(args.epochs), "--batches", str(args.batches)]
     results = measure_apart(os.path.abspath(__file__), MODES, argv)
+    import torch
+
     settings = {k: getattr(args, k) for k in ("depth", "epochs", "batches")}
     versions = {"keras": keras.__version__, "torch": torch.__version__}
     return {"settings": settings, "backend": keras.backend.backend(), **versions, **results}

@@ -471,9 +471,10 @@ def orderings(rows):
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             arms = sorted((v, cell_label(k[0], k[1]), k[0]) for k, v in best.items() if k[2:] == (scheme, depth))
             order = " < ".join(f"{label} {v[0]:.3f} ({v[1]:g})" for v, label, _ in arms)
-            deescalation = min((v[0], label) for v, label, norm in arms if norm == "deescalate")
-            beating = [label for v, label, norm in arms if (norm, "") in PUBLISHED_ARMS and v[0] < deescalation[0]]
-            if any((norm, "") in PUBLISHED_ARMS for _, _, norm in arms):
+            deescalation = min(((v[0], label) for v, label, norm in arms if norm == "deescalate"), default=None)
+            published = [(v, label) for v, label, norm in arms if (norm, "") in PUBLISHED_ARMS]
+            if deescalation and published:
+                beating = [label for v, label in published if v[0] < deescalation[0]]
                 verdict = (
                     f"**{', '.join(beating)} beat{'s' if len(beating) == 1 else ''} de-escalation**"
                     if beating

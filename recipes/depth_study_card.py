@@ -17,7 +17,6 @@ import argparse
 import numpy as np
 
 from keras_tse.experiments.sweep import (
-    PUBLISHED_ARMS,
     SweepConfig,
     arms_of,
     best_lr_table,
@@ -30,13 +29,14 @@ from keras_tse.experiments.sweep import (
     read_rows,
     verdicts,
 )
+from keras_tse.norms import BASELINE_NORMS
 from keras_tse.run_files import append_row
 
 # The study's grid: the first one, then its extension: the published depth methods under the paper's
 # (torch) initialisation, and the learning rate widened wherever an arm's best rate sat at an edge
 # (3e-3 above every arm; 1e-2 above the arms best at 3e-3; 3e-2 above ReZero's 1e-2; 3e-5 below
 # post-norm's 1e-4 at depth 48).
-PUBLISHED = tuple(norm for norm, _ in PUBLISHED_ARMS)
+PUBLISHED = BASELINE_NORMS
 _TORCH = dict(initializers=("torch",))
 STUDY_GRIDS = {
     "the first grid": SweepConfig(),

@@ -34,7 +34,7 @@ from keras_tse import _checks, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
 from keras_tse.data import load_digits
 from keras_tse.layers import initializers
-from keras_tse.norms import DEESCALATED, NORMS, PAPER_NORMS
+from keras_tse.norms import BASELINE_NORMS, DEESCALATED, NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 from keras_tse.training.runner import train_in_folder
 
@@ -399,17 +399,18 @@ def best_over_learning_rates(rows):
     return best
 
 
-# The published depth methods the study compares de-escalation with (`keras_tse.norms`).
-PUBLISHED_ARMS = (("deepnorm", ""), ("rezero", ""), ("layerscale", ""))
+# The published depth methods the study compares de-escalation with.
+PUBLISHED_ARMS = tuple((norm, "") for norm in BASELINE_NORMS)
 
 
 def best_lr_table(rows, arms=None):
     """Per init and depth, each arm's seed-mean final loss at its best learning rate (the lr in brackets).
 
-    `arms`: (norm, tau) columns; default the study's and the published methods' present in `rows`."""
+    `arms`: (norm, tau) columns; default the study's ("not run" where `rows` lacks one) and the
+    published methods that `rows` holds."""
     best = best_over_learning_rates(rows)
     if arms is None:
-        arms = [a for a in STUDY_ARMS + PUBLISHED_ARMS if any(k[:2] == a for k in best)]
+        arms = list(STUDY_ARMS) + [a for a in PUBLISHED_ARMS if any(k[:2] == a for k in best)]
     schemes = [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]
     lines = [
         "| init | depth | " + " | ".join(cell_label(n, t) for n, t in arms) + " |",

@@ -13,6 +13,7 @@ All from today's code. The first study's rows (all Glorot, written by the sweep 
 """
 
 import argparse
+import os
 
 import numpy as np
 
@@ -82,6 +83,9 @@ def merge(sources, target, grids=None):
     """Append to `target` the rows of the sweep CSVs `sources` that the study's grid holds and `target`
     lacks, a group (arm, depth, learning rate) only once all its seeds are in: the card's means then
     always average the same seeds. Returns the number of rows appended."""
+    for path in sources:  # `read_rows` reads a missing sweep as empty: a source missing is a typo
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"No sweep CSV at {path!r}: expected a file that `keras-tse sweep` wrote.")
     grid = grid_cells(grids)
     kept = read_rows(target)
     present, columns = {cell_key(r) for r in kept}, list(kept[0]) if kept else None
@@ -172,7 +176,11 @@ def main(argv=None):
     args = parser.parse_args(argv)
     folder = args.folder
     if args.merge:
-        print(f"appended {merge(args.merge, f'{folder}/sweep.csv')} rows to {folder}/sweep.csv\n")
+        try:
+            appended = merge(args.merge, f"{folder}/sweep.csv")
+        except (FileNotFoundError, ValueError) as error:
+            parser.error(str(error))
+        print(f"appended {appended} rows to {folder}/sweep.csv\n")
     rows = read_rows(f"{folder}/sweep.csv")
     grid, earlier = split_by_grid(rows)
     plot_sweep(grid, f"{folder}/plots")

@@ -16,6 +16,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
 | gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
+| bench_timm, bench_timm_compiled | zoo/figures/bench_timm_cpu_torch.json, bench_timm_cpu_torch_compiled.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer timm --out ...` (timm installed; the second with `--cases vit_post,timm_post --jit-compile --isolate --budget-s 1200`) |
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 | scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python recipes/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
@@ -47,6 +48,7 @@ BENCHMARKS = {
 # The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
 LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")
 # The compile-time measurements: block name (= the JSON's name in zoo/figures/) -> the recipe that wrote it.
+BENCH_RUNS = {"bench_timm": "bench_timm_cpu_torch.json", "bench_timm_compiled": "bench_timm_cpu_torch_compiled.json"}
 TIMING_RECIPES = {"scan_compile": "scan_compile_time", "torch_compile": "torch_compile_time"}
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 
@@ -151,6 +153,11 @@ def render(name):
             with open(_path("zoo", "figures", f"bench_quick_{backend}.json")) as f:
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
+    if name in BENCH_RUNS:
+        from keras_tse.experiments.bench import cases_table
+
+        with open(_path("zoo", "figures", BENCH_RUNS[name])) as f:
+            return cases_table(json.load(f)["results"])
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _recipe(TIMING_RECIPES[name]).markdown_table(json.load(f))

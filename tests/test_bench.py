@@ -1,13 +1,14 @@
 """`keras-tse bench` (issue 6): FLOP counts, ratios, the CLI on every backend, and the pre-norm speed fix."""
 
 import json
+import sys
 
 import keras
 import numpy as np
 import pytest
 
 from keras_tse import zoo
-from keras_tse.experiments import bench
+from keras_tse.experiments import bench, timm_peer
 from keras_tse.layers._residual import residual_stream
 
 BACKEND = keras.backend.backend()
@@ -43,9 +44,81 @@ def test_ratios_pair_the_right_cases():
         dict(case="peer_post", step_ms=80.0),
         dict(case="vit_deescalate", step_ms=102.0),
         dict(case="peer_pre", error="x"),
+        dict(case="timm_post", step_ms=125.0),
     ]
     r = bench.ratios(results)
-    assert r == {"ours/peer post-norm (vit_post / peer_post)": 1.25, "ViT deescalate / post": 1.02}
+    assert r == {
+        "ours/peer post-norm (vit_post / peer_post)": 1.25,
+        "ours/timm post-norm (vit_post / timm_post)": 0.8,
+        "ViT deescalate / post": 1.02,
+    }
+
+
+@pytest.mark.one_backend
+def test_cases_table_rows_and_ratios():
+    row = dict(device="CPU", dtype="float32", params=10, batch=4, unit="images/s", peak_memory_gb=1.0)
+    results = [
+        dict(row, case="vit_post", backend="torch", step_ms=300.0, throughput=13.3, compile_s=150.0),
+        dict(row, case="timm_post", backend="torch 2 (timm 1)", step_ms=250.0, throughput=16.0, compile_s=15.0),
+        dict(case="timm_pre", error="No module named 'timm' (pip install timm)"),
+    ]
+    lines = bench.cases_table(results).splitlines()
+    assert lines[2] == "| vit_post | Keras on torch | CPU | float32 | 10 | 4 | 300.0 | 13 images/s | 150.0 | 1.00 |"
+    assert lines[3].startswith("| timm_post | torch 2 (timm 1) | CPU |")
+    assert lines[4].startswith("| timm_pre | failed: No module named 'timm'")
+    assert lines[-2].endswith("ours/timm post-norm (vit_post / timm_post) 1.200.")
+    assert lines[-1] == "Compile-time ratios: ours/timm post-norm (vit_post / timm_post) 10.0x."
+    eager = [dict(r, compile_s=0.1) for r in results[:2]]  # eager: no compile-time line
+    assert not bench.cases_table(eager).splitlines()[-1].startswith("Compile")
+
+
+@pytest.mark.one_backend
+def test_peer_picks_the_default_cases():
+    assert bench.BenchConfig().cases == bench.VIT_CASES + bench.TXL_CASES  # KerasHub's peer, as before
+    timm = bench.BenchConfig(peer=("timm",)).cases
+    assert timm == ("vit_post", "vit_pre", "vit_deescalate", "timm_post", "timm_pre") + bench.TXL_CASES
+    assert set(bench.BenchConfig(peer=("keras_hub", "timm")).cases) == set(bench.CASES)
+    assert bench.TIMM_CASES == timm_peer.TIMM_CASES
+    with pytest.raises(ValueError, match=r"Unknown peer \['flax'\].*Received: peer=\('flax',\)"):
+        bench.BenchConfig(peer=("flax",))
+
+
+@pytest.mark.one_backend
+def test_timm_not_installed_is_one_line_per_case(monkeypatch):
+    monkeypatch.setitem(sys.modules, "timm", None)  # what `import timm` meets where timm is not installed
+    config = bench.BenchConfig.quick(peer=("timm",))
+    results = timm_peer.run_timm_cases(("timm_post", "timm_pre"), config)
+    assert [r["case"] for r in results] == ["timm_post", "timm_pre"]
+    assert all("timm" in r["error"] and r["error"].endswith("(pip install timm)") for r in results)
+    lines = bench.format_results(results, config)
+    assert [line for line in lines if "failed" in line] == [
+        f"{case:<15} failed: {results[0]['error']}" for case in ("timm_post", "timm_pre")
+    ]
+
+
+@pytest.mark.one_backend
+def test_time_budget_stops_a_child_and_skips_the_rest(tmp_path):
+    config = bench.BenchConfig.quick(cases=("vit_post", "txl_post"), isolate=True, budget_s=0.5)
+    results = bench.run_bench(config, out=str(tmp_path / "b.json"), log=lambda line: None)
+    assert results == [  # Keras alone takes longer than 0.5 s to import in the first child
+        dict(case="vit_post", error="stopped: over the time budget of 0.5 s"),
+        dict(case="txl_post", error="not run: the time budget of 0.5 s was spent"),
+    ]
+    assert json.loads((tmp_path / "b.json").read_text())["results"] == results
+
+
+@pytest.mark.one_backend
+def test_timm_peer_has_our_vits_parameters():
+    pytest.importorskip("timm", exc_type=ImportError)  # an optional extra (CI does not install it)
+    import torch
+
+    for depth, pre in ((1, False), (3, True)):
+        ours = zoo.vit(depth=depth, norm="pre" if pre else "post")
+        peer = timm_peer.timm_vit(depth, normalize_first=pre)
+        assert sum(int(np.prod(v.shape)) for v in ours.trainable_weights) == sum(p.numel() for p in peer.parameters())
+        blocks = [type(b).__name__ for b in peer.blocks]
+        assert blocks == ["Block" if pre else "ResPostBlock"] * depth
+        assert peer(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
 
 
 @pytest.mark.one_backend

@@ -111,6 +111,10 @@ def test_merge_takes_only_whole_seed_groups_of_the_study_grid(tmp_path):
     append_row(other, {**_cell_row("deepnorm", 12, 3e-3, 0, 0.3), "extra": 1})
     with pytest.raises(ValueError, match="other columns"):
         card.merge([other], target, grids)
+    missing = str(tmp_path / "typo.csv")
+    with pytest.raises(FileNotFoundError, match=f"No sweep CSV at '{missing}'"):
+        card.merge([source, missing], target, grids)
+    assert len(sweep.read_rows(target)) == 6  # nothing appended from `source` either
 
 
 def test_edge_rates_name_the_arms_whose_best_rate_is_the_lowest_or_highest_run():

@@ -1,4 +1,4 @@
-"""`keras-tse bench`: train-step throughput and peak memory of the zoo models, beside a KerasHub peer.
+"""`keras-tse bench`: train-step throughput and peak memory of the zoo models, beside a peer.
 
 What a user weighing this zoo against the obvious alternative wants to know, measured the same way
 for every case of one run:
@@ -8,6 +8,9 @@ for every case of one run:
   head) with its blocks replaced by KerasHub `TransformerEncoder` layers (`normalize_first=False`
   and `True`), the peer a Keras user would build instead; KerasHub has no Transformer-XL, so the
   language model is compared with itself across norms only;
+- `timm_post`, `timm_pre` (`--peer timm`): timm's `VisionTransformer` at the same shape
+  (`ResPostBlock`, `Block`) trained in plain PyTorch, the peer a PyTorch user would pick
+  (`keras_tse.experiments.timm_peer`); its own child process, whatever the Keras backend;
 - `txl_post`, `txl_pre`, `txl_deescalate`: `zoo.transformer_xl`, tokens per second.
 
 With `vit_deescalate` the run also times one `TokenSimilarityMetric` probe measurement on its
@@ -16,7 +19,10 @@ steps at batch 128). The parent prints every ratio (ours / peer, deescalate / po
 
 A step is timed from the end of one `fit` batch to the end of the next with the loss read back to
 the host (so asynchronous dispatch cannot hide work); throughput is the batch over the median of
-the timed steps; compile time is the first step less that median.
+the timed steps; compile time is the first step less that median. Each model family runs in its
+own child process (each case in its own with `isolate`); with `budget_s` a child still running when
+the budget is spent is stopped and its cases report that, so a paper-size run ends in a time the
+user chose with every case that finished.
 
 Model FLOPs per step count the matrix multiplications of the forward pass (projections, FFN,
 attention scores and their weighted sums, the patch convolution or the adaptive softmax) times 3
@@ -45,8 +51,10 @@ from keras_tse import _checks
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
+TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer.TIMM_CASES; kept here so this module never imports it
 TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
-CASES = VIT_CASES + TXL_CASES
+CASES = VIT_CASES + TIMM_CASES + TXL_CASES
+PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES}
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
@@ -54,7 +62,8 @@ DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 class BenchConfig:
     """One benchmark run; `quick()` is the CPU-sized variant (`--quick`)."""
 
-    cases: tuple = CASES
+    cases: tuple = None  # default: every case of ours, the `peer`s' and Transformer-XL's
+    peer: tuple = ("keras_hub",)  # whose ViT to time beside ours: keras_hub, timm or both
     dtype: str = "float32"
     vit_depth: int = 80  # the paper's ViT (Table 1)
     vit_batch: int = 128  # the paper's batch size (Sec. 3.3)
@@ -68,6 +77,7 @@ class BenchConfig:
     isolate: bool = False  # one process per case (clean peak memory) instead of one per model family
     jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True = torch.compile
     peak_tflops: float = None  # the device's peak for `dtype`, for MFU
+    budget_s: float = None  # stop a child still running after this many seconds of the whole run
 
     @classmethod
     def quick(cls, **overrides):
@@ -77,11 +87,17 @@ class BenchConfig:
         return cls(**{**settings, **overrides})
 
     def __post_init__(self):
+        self.peer = _checks.subset_of("peer", self.peer, tuple(PEERS))
+        if self.cases is None:
+            peers = [c for p in self.peer for c in PEERS[p]]
+            self.cases = tuple(c for c in CASES if c in peers or not c.startswith(("peer", "timm")))
         self.cases = _checks.subset_of("cases", self.cases, CASES)
         _checks.one_of("dtype", self.dtype, DTYPES)
         _checks.config_fields(
             self, positive_ints=("vit_depth", "vit_batch", "txl_depth", "txl_batch", "txl_segment", "steps", "rounds")
         )
+        if self.budget_s is not None:
+            self.budget_s = _checks.positive_float("budget_s", self.budget_s)
 
 
 # --- one case, in the child process -------------------------------------------------------------
@@ -275,10 +291,16 @@ def vit_forward_flops(model, batch):
     tokens = patches + int(embedding["use_class_token"])
     blocks = [layer.get_config() for layer in model.layers if layer.name.startswith("block_")]
     ffn = blocks[0].get("ffn_dim", blocks[0].get("intermediate_dim"))  # ours, KerasHub's TransformerEncoder
+    channels, classes = model.inputs[0].shape[-1], model.get_layer("head").units
+    return vit_matmul_flops(batch, len(blocks), patches, tokens, hidden, ffn, patch, channels, classes)
+
+
+def vit_matmul_flops(batch, depth, patches, tokens, hidden, ffn, patch, channels, classes):
+    """`vit_forward_flops` from the sizes (the timm peer's count); `tokens` counts a class token."""
     per_token_block = 2 * (4 * hidden * hidden + 2 * hidden * ffn) + 2 * 2 * tokens * hidden
-    patch_conv = 2 * patches * patch * patch * model.inputs[0].shape[-1] * hidden
-    head = 2 * hidden * model.get_layer("head").units
-    return batch * (len(blocks) * tokens * per_token_block + patch_conv + head)
+    patch_conv = 2 * patches * patch * patch * channels * hidden
+    head = 2 * hidden * classes
+    return batch * (depth * tokens * per_token_block + patch_conv + head)
 
 
 def txl_forward_flops(depth, batch, segment, memory, hidden, inner, ffn, vocab):
@@ -363,14 +385,15 @@ def run_bench(config, out=None, log=print):
     turns in one process; measured on the 2-core CPU, the same case in two fresh processes differed
     by up to 8% in median step time while its steps within one process spread by under 5%). With
     `isolate`, one child per case: each peak memory is then that case's alone (JAX reports a peak
-    over the life of the process).
+    over the life of the process). The timm cases are a family of their own (plain PyTorch).
     """
-    families = [[c for c in config.cases if c in VIT_CASES], [c for c in config.cases if c in TXL_CASES]]
+    families = [[c for c in config.cases if c in family] for family in (VIT_CASES, TIMM_CASES, TXL_CASES)]
     groups = [[c] for c in config.cases] if config.isolate else [f for f in families if f]
+    deadline = time.monotonic() + config.budget_s if config.budget_s else None
     results = []
     for group in groups:
         log(f"  {', '.join(group)} ...")
-        results += _run_child(group, config)
+        results += _run_child(group, config, deadline)
     for line in format_results(results, config):
         log(line)
     if out:
@@ -381,14 +404,26 @@ def run_bench(config, out=None, log=print):
     return results
 
 
-def _run_child(cases, config):
-    settings = json.dumps(dataclasses.asdict(config))
-    process = subprocess.run(
-        [sys.executable, "-m", "keras_tse.experiments.bench", ",".join(cases), settings],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
+def _run_child(cases, config, deadline=None):
+    """Results of `cases` from a child process; a child over the time budget is stopped (one line each)."""
+    timeout = None if deadline is None else deadline - time.monotonic()
+    if timeout is not None and timeout <= 0:
+        return [dict(case=case, error=f"not run: the time budget of {config.budget_s:g} s was spent") for case in cases]
+    timm = cases[0] in TIMM_CASES
+    module = "keras_tse.experiments.timm_peer" if timm else "keras_tse.experiments.bench"
+    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if timm:  # plain PyTorch: Keras (imported for the settings) must not load another framework beside it
+        env["KERAS_BACKEND"] = "torch"
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", module, ",".join(cases), json.dumps(dataclasses.asdict(config))],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+    except subprocess.TimeoutExpired:
+        return [dict(case=case, error=f"stopped: over the time budget of {config.budget_s:g} s") for case in cases]
     lines = [line for line in process.stdout.splitlines() if line.startswith("[")]
     if process.returncode or not lines:
         error = (process.stderr.strip().splitlines() or ["no output"])[-1]
@@ -396,18 +431,21 @@ def _run_child(cases, config):
     return json.loads(lines[-1])
 
 
-def ratios(results):
-    """Name -> step-time ratio of the pairs the issue asks for, for those present in `results`."""
-    step = {r["case"]: r["step_ms"] for r in results if "step_ms" in r}
+def ratios(results, field="step_ms"):
+    """Name -> ratio of `field` (the step time; or `compile_s`) of the pairs the issue asks for, for
+    those present in `results`."""
+    step = {r["case"]: r[field] for r in results if field in r}
     pairs = {
         "ours/peer post-norm (vit_post / peer_post)": ("vit_post", "peer_post"),
         "ours/peer pre-norm (vit_pre / peer_pre)": ("vit_pre", "peer_pre"),
+        "ours/timm post-norm (vit_post / timm_post)": ("vit_post", "timm_post"),
+        "ours/timm pre-norm (vit_pre / timm_pre)": ("vit_pre", "timm_pre"),
         "ViT deescalate / post": ("vit_deescalate", "vit_post"),
         "ViT pre / post": ("vit_pre", "vit_post"),
         "TXL deescalate / post": ("txl_deescalate", "txl_post"),
         "TXL pre / post": ("txl_pre", "txl_post"),
     }
-    return {name: step[a] / step[b] for name, (a, b) in pairs.items() if a in step and b in step}
+    return {name: step[a] / step[b] for name, (a, b) in pairs.items() if a in step and step.get(b)}
 
 
 BACKEND_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "torch": "PyTorch (eager)"}
@@ -436,6 +474,38 @@ def markdown_table(results_by_backend):
         )
         tokens = " / ".join(f"{rate[c]:,.0f}" for c in ("txl_post", "txl_pre", "txl_deescalate"))
         lines.append(f"| {BACKEND_NAMES.get(backend, backend)} | {images} | {steps} | {tokens} |")
+    return "\n".join(lines)
+
+
+def cases_table(results):
+    """One row per case of one `--out` JSON (any peers, any device), then its step-time ratios."""
+    lines = [
+        "| case | framework | device | dtype | params | batch | step ms | throughput | compile s | peak GiB |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['case']} | failed: {r['error']} | | | | | | | | |")
+            continue
+        framework = r["backend"] if r["case"] in TIMM_CASES else f"Keras on {r['backend']}"
+        lines.append(
+            f"| {r['case']} | {framework} | {r['device']} | {r['dtype']} | {r['params']:,} | {r['batch']} "
+            f"| {r['step_ms']:.1f} | {r['throughput']:,.0f} {r['unit']} | {r['compile_s']:.1f} "
+            f"| {r['peak_memory_gb']:.2f} |"
+        )
+    ratio = ratios(results)
+    if ratio:
+        lines += [
+            "",
+            "Step-time ratios (below 1: the first is faster): "
+            + "; ".join(f"{name} {value:.3f}" for name, value in ratio.items())
+            + ".",
+        ]
+    compiled = {name: value for name, value in ratios(results, "compile_s").items() if name.startswith("ours/")}
+    if any(r.get("compile_s", 0) >= 1 for r in results):  # eager runs' "compile" is start-up noise
+        lines.append(
+            "Compile-time ratios: " + "; ".join(f"{name} {value:.1f}x" for name, value in compiled.items()) + "."
+        )
     return "\n".join(lines)
 
 

@@ -5,7 +5,7 @@ keras-tse escalation      token similarity after each block at initialisation (S
 keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
 keras-tse presets         every model preset with its parameter count, input and card
 keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
-keras-tse bench           train-step throughput and memory, ours beside a KerasHub peer
+keras-tse bench           train-step throughput and memory, ours beside a KerasHub or timm peer
 keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
 keras-tse info            versions, backend, the devices it sees (is the GPU used?), dtype policy
 """
@@ -247,13 +247,23 @@ def _parser():
     figures.add_argument("--quick", action="store_true", help="fewer trials and blocks: seconds, for CI")
     figures.set_defaults(run=_figures)
 
-    bench = _command(commands, "bench", "train-step throughput and peak memory, ours beside a KerasHub peer")
+    bench = _command(commands, "bench", "train-step throughput and peak memory, ours beside a KerasHub or timm peer")
     bench.add_argument("--quick", action="store_true", help="CPU-sized models (ViT-8 batch 32, TXL-4 batch 8): minutes")
     bench.add_argument(
         "--cases",
         type=flags.comma_list(str),
-        help="comma-separated cases (default: all): vit_post, vit_pre, vit_deescalate, "
-        "peer_post, peer_pre, txl_post, txl_pre, txl_deescalate",
+        help="comma-separated cases (default: ours, --peer's and TXL's): vit_post, vit_pre, vit_deescalate, "
+        "peer_post, peer_pre (KerasHub), timm_post, timm_pre, txl_post, txl_pre, txl_deescalate",
+    )
+    bench.add_argument(
+        "--peer",
+        type=flags.comma_list(str),
+        help="whose ViT to time beside ours: keras_hub (default), timm (plain PyTorch, `pip install timm`) or both",
+    )
+    bench.add_argument(
+        "--budget-s",
+        type=flags.positive_float,
+        help="stop a case's process still running after this many seconds of the whole run (with --isolate: per case)",
     )
     bench.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
     bench.add_argument("--vit-depth", type=flags.positive_int, help="ViT blocks (default: 80; --quick 8)")

@@ -47,8 +47,9 @@ BENCHMARKS = {
 }
 # The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
 LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")
-# The compile-time measurements: block name (= the JSON's name in zoo/figures/) -> the recipe that wrote it.
+# The bench runs shown case by case: block name -> the `keras-tse bench --out` JSON in zoo/figures/.
 BENCH_RUNS = {"bench_timm": "bench_timm_cpu_torch.json", "bench_timm_compiled": "bench_timm_cpu_torch_compiled.json"}
+# The compile-time measurements: block name (= the JSON's name in zoo/figures/) -> the recipe that wrote it.
 TIMING_RECIPES = {"scan_compile": "scan_compile_time", "torch_compile": "torch_compile_time"}
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 

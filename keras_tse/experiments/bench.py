@@ -148,13 +148,24 @@ def _fit_steps(model, batch, steps):
 
 
 def _result(case, run, config):
-    model, step = run["model"], float(np.median(run["timed"]))
+    model = run["model"]
+    result = timing_result(case, run, config, params=_trainable_params(model), flops=_train_flops(case, config, model))
+    if case == "vit_deescalate":  # what TokenSimilarityMetric adds at its default frequency
+        result["probe_s"] = _probe_seconds(model, run["batch"][0])
+        result["metric_overhead"] = result["probe_s"] / (CIFAR_STEPS_PER_EPOCH * result["step_ms"] / 1000)
+    return result
+
+
+def timing_result(case, run, config, params, flops, backend=None):
+    """One case's result row from its run record (`batch`, `items`, `unit`, `first`, `timed`, `loss`,
+    `memory`) and its train-step FLOPs: the same fields for ours and for a peer."""
+    step = float(np.median(run["timed"]))
     result = dict(
         case=case,
-        backend=keras.backend.backend(),
+        backend=backend or keras.backend.backend(),
         device=device_name(),
         dtype=config.dtype,
-        params=_trainable_params(model),
+        params=params,
         batch=int(run["batch"][0].shape[0]),
         step_ms=1000 * step,
         timed_steps=len(run["timed"]),
@@ -162,14 +173,11 @@ def _result(case, run, config):
         throughput=run["items"] / step,
         unit=run["unit"],
         loss=run["loss"],
-        train_tflops=_train_flops(case, config, model) / step / 1e12,
+        train_tflops=flops / step / 1e12,
         peak_memory_gb=run["memory"] / 2**30,
     )
     if config.peak_tflops:
         result["mfu"] = result["train_tflops"] / config.peak_tflops
-    if case == "vit_deescalate":  # what TokenSimilarityMetric adds at its default frequency
-        result["probe_s"] = _probe_seconds(model, run["batch"][0])
-        result["metric_overhead"] = result["probe_s"] / (CIFAR_STEPS_PER_EPOCH * step)
     return result
 
 

@@ -77,13 +77,13 @@ def _warm_up(case, config, torch, device):
         autocast=AUTOCAST.get(config.dtype),
         device=device,
         batch=(images, labels),
+        items=config.vit_batch,
+        unit="images/s",
         timed=[],
     )
-    if device == "cuda":
-        torch.cuda.reset_peak_memory_stats()
-    durations = _steps(run, 1 + config.warmup)
-    run["first"] = durations[0]
-    run["memory"] = torch.cuda.max_memory_allocated() if device == "cuda" else bench.peak_memory_bytes()
+    bench.reset_peak_memory()  # Keras runs on PyTorch here: bench's readers read torch's allocator
+    run["first"] = _steps(run, 1 + config.warmup)[0]
+    run["memory"] = bench.peak_memory_bytes()
     return run
 
 
@@ -110,28 +110,12 @@ def _train_step(run):
 
 
 def _result(case, run, config):
-    torch, step = run["torch"], float(np.median(run["timed"]))
+    torch, timm = run["torch"], importlib.import_module("timm")
     patches = (32 // 4) ** 2
     flops = 3 * bench.vit_matmul_flops(config.vit_batch, config.vit_depth, patches, patches + 1, 192, 384, 4, 3, 10)
-    result = dict(
-        case=case,
-        backend=f"torch {torch.__version__} (timm {importlib.import_module('timm').__version__}, no Keras)",
-        device=torch.cuda.get_device_name(0) if run["device"] == "cuda" else bench.device_name(),
-        dtype=config.dtype,
-        params=int(sum(p.numel() for p in run["model"].parameters() if p.requires_grad)),
-        batch=config.vit_batch,
-        step_ms=1000 * step,
-        timed_steps=len(run["timed"]),
-        compile_s=max(0.0, run["first"] - step),
-        throughput=config.vit_batch / step,
-        unit="images/s",
-        loss=run["loss"],
-        train_tflops=flops / step / 1e12,
-        peak_memory_gb=run["memory"] / 2**30,
-    )
-    if config.peak_tflops:
-        result["mfu"] = result["train_tflops"] / config.peak_tflops
-    return result
+    params = int(sum(p.numel() for p in run["model"].parameters() if p.requires_grad))
+    backend = f"torch {torch.__version__} (timm {timm.__version__}, no Keras)"
+    return bench.timing_result(case, run, config, params=params, flops=flops, backend=backend)
 
 
 def _child(argv):

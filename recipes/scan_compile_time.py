@@ -19,14 +19,13 @@ so both start from the same weights; `zoo.vit(scan=True)` builds such a model di
 """
 
 import argparse
-import json
 import os
 import sys
 import time
 
 import numpy as np
 
-from keras_tse.experiments.fresh_processes import measure_apart, report
+from keras_tse.experiments import fresh_processes
 
 VARIANTS = ("unrolled", "scanned")
 
@@ -81,7 +80,7 @@ def run(args):
     import keras  # the backend's name and version, for the record
 
     argv = ["--depth", str(args.depth), "--hidden-dim", str(args.hidden_dim), "--batch-size", str(args.batch_size)]
-    results = measure_apart(os.path.abspath(__file__), VARIANTS, argv + ["--steps", str(args.steps)])
+    results = fresh_processes.measure_apart(os.path.abspath(__file__), VARIANTS, argv + ["--steps", str(args.steps)])
     settings = {k: getattr(args, k) for k in ("depth", "hidden_dim", "batch_size", "steps")}
     return {"settings": settings, "backend": keras.backend.backend(), "keras": keras.__version__, **results}
 
@@ -112,14 +111,11 @@ def main(argv=None):
     parser.add_argument("--hidden-dim", type=int, default=192, help="width, FFN 2x, 8 heads (default 192, Table 1)")
     parser.add_argument("--batch-size", type=int, default=16, help="images per step (default 16: a CPU's size)")
     parser.add_argument("--steps", type=int, default=5, help="later steps timed (default 5)")
-    parser.add_argument("--out", default=None, help="the JSON to write")
-    parser.add_argument("--only", choices=VARIANTS, default=None, help=argparse.SUPPRESS)  # one process's part
-    args = parser.parse_args(argv)
-    if args.only:
-        print(json.dumps(measure(args.only, args.depth, args.hidden_dim, args.batch_size, args.steps)))
-        return 0
-    result = run(args)
-    return report(result, markdown_table(result), args.out)
+
+    def measure_variant(variant, args):
+        return measure(variant, args.depth, args.hidden_dim, args.batch_size, args.steps)
+
+    return fresh_processes.main(parser, VARIANTS, measure_variant, run, markdown_table, argv)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,6 @@ FFN 64, post-norm); the numbers are random, since only the time is measured.
 """
 
 import argparse
-import json
 import logging
 import os
 import sys
@@ -23,7 +22,7 @@ import time
 
 import numpy as np
 
-from keras_tse.experiments.fresh_processes import measure_apart, report
+from keras_tse.experiments import fresh_processes
 
 MODES = ("eager", "compiled")
 
@@ -102,7 +101,7 @@ def run(args):
             f"This measures torch.compile: run it with KERAS_BACKEND=torch (got {keras.backend.backend()!r})."
         )
     argv = ["--depth", str(args.depth), "--epochs", str(args.epochs), "--batches", str(args.batches)]
-    results = measure_apart(os.path.abspath(__file__), MODES, argv)
+    results = fresh_processes.measure_apart(os.path.abspath(__file__), MODES, argv)
     import torch
 
     settings = {k: getattr(args, k) for k in ("depth", "epochs", "batches")}
@@ -139,14 +138,11 @@ def main(argv=None):
     parser.add_argument("--depth", type=int, default=12, help="blocks (default 12)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
     parser.add_argument("--batches", type=int, default=2, help="batches of 64 per epoch (default 2)")
-    parser.add_argument("--out", default=None, help="the JSON to write")
-    parser.add_argument("--only", choices=MODES, default=None, help=argparse.SUPPRESS)  # one process's part
-    args = parser.parse_args(argv)
-    if args.only:
-        print(json.dumps(measure(args.only, args.depth, args.epochs, args.batches)))
-        return 0
-    result = run(args)
-    return report(result, markdown_table(result), args.out)
+
+    def measure_mode(mode, args):
+        return measure(mode, args.depth, args.epochs, args.batches)
+
+    return fresh_processes.main(parser, MODES, measure_mode, run, markdown_table, argv)
 
 
 if __name__ == "__main__":

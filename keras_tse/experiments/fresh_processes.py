@@ -6,6 +6,7 @@ run every variant as `SCRIPT --only VARIANT ...` in a new interpreter, which pri
 as the last line of JSON.
 """
 
+import argparse
 import json
 import subprocess
 import sys
@@ -21,6 +22,21 @@ def measure_apart(script, variants, argv):
         results[variant] = json.loads(done.stdout.strip().splitlines()[-1])
         print(variant, results[variant], flush=True)
     return results
+
+
+def main(parser, variants, measure, run, table, argv=None):
+    """A recipe's command line on this harness: `parser` holds the recipe's own flags; this adds
+    `--out` and the hidden `--only VARIANT` that `measure_apart` passes, and dispatches: with
+    `--only`, print `measure(variant, args)` as JSON (one fresh process's part); else `run(args)`
+    and `report` it with `table(result)`."""
+    parser.add_argument("--out", default=None, help="the JSON to write")
+    parser.add_argument("--only", choices=variants, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.only:
+        print(json.dumps(measure(args.only, args)))
+        return 0
+    result = run(args)
+    return report(result, table(result), args.out)
 
 
 def report(result, table, out):

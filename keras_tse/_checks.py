@@ -6,6 +6,16 @@ returns a plain Python int or float, so `get_config` stays JSON.
 
 import numbers
 
+
+class InputError(ValueError):
+    """Bad input to a command or loader (a flag, a file, a folder), as one line:
+    `<flag or file>: received <value>; expected <what>`. The commands print it as `<prog>: error: ...`
+    and exit with status 2 (`keras_tse.experiments.flags.exit_code_of`)."""
+
+    def __init__(self, what, received, expected):
+        super().__init__(f"{what}: received {received}; expected {expected}")
+
+
 ACTIVATIONS = ("relu", "gelu", "silu", "tanh")
 
 

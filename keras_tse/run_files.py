@@ -10,6 +10,8 @@ names the rows a kill cut short.
 
 import contextlib
 import csv
+import fnmatch
+import glob
 import json
 import os
 import warnings
@@ -21,6 +23,71 @@ class RunFolderMismatch(ValueError):
     """A run folder holds a run of other settings (`keras_tse.training.check_run_folder`): one
     paragraph naming the keys that differ. Here, not in the runner, so that a recipe can name it
     before Keras is imported."""
+
+
+# A folder is the user's until proven ours: every command that writes a folder first claims it here.
+MANIFEST = "keras_tse.json"
+
+
+def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"):
+    """Make `folder` a `command`'s output folder, or check that it already is one of these `settings`.
+
+    A missing or empty folder is made ours: `keras_tse.json` (the manifest) records the command and
+    its settings. A folder with our manifest is ours if the command is the same and no setting in
+    both differs. A folder without one is someone else's, and refused, unless it is a run this
+    command made before manifests existed: every entry matches a pattern of `writes` and the path
+    pattern `marker` (e.g. `*/config.json`) matches a file in it. Settings are compared by dotted name; a difference names the first setting.
+    """
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
+    path = os.path.join(folder, MANIFEST)
+    settings = json.loads(json.dumps(settings))  # as stored: tuples become lists
+    if os.path.exists(path):
+        with open(path) as f:
+            stored = json.load(f)
+        given = {"command": command, **flatten(settings)}
+        _same_run(folder, flag, given, {"command": stored.get("command"), **flatten(stored.get("settings", {}))})
+        return "ours"
+    entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    ours_before = marker is not None and bool(glob.glob(os.path.join(glob.escape(folder), marker)))
+    if entries and not (ours_before and all(any(fnmatch.fnmatch(e, w) for w in writes) for e in entries)):
+        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+        raise RunFolderMismatch(
+            f"{flag}: received {folder}, which holds files keras-tse did not write ({shown}); expected a new or "
+            f"empty folder, or one keras-tse {command} made"
+        )
+    write_json(path, {"command": command, "settings": settings})
+    return "new"
+
+
+def flatten(config, prefix=""):
+    """{"train": {"epochs": 3}} -> {"train.epochs": 3}: every setting by one dotted name."""
+    flat = {}
+    for key, value in config.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
+def _same_run(folder, flag, given, stored):
+    for key in given:
+        if key in stored and given[key] != stored[key]:
+            raise RunFolderMismatch(
+                f"{flag}: received {folder}, a {stored['command']} run with {key} {stored[key]!r}; expected a "
+                f"folder for {key} {given[key]!r} (pass another {flag}, or remove {folder} to start over)"
+            )
+
+
+def claim_file(path, looks_ours, what, flag="--out"):
+    """Check that `path` may be written: new, or a file this command wrote (`looks_ours(path)`)."""
+    if os.path.isdir(path):
+        raise RunFolderMismatch(f"{flag}: received {path}, a folder; expected a file name for {what}")
+    if os.path.exists(path) and not looks_ours(path):
+        raise RunFolderMismatch(
+            f"{flag}: received {path}, a file keras-tse did not write; expected a new file name for {what}"
+        )
 
 
 @contextlib.contextmanager

@@ -43,9 +43,12 @@ import numpy as np
 
 import keras_tse
 from keras_tse import data, training
+from keras_tse._checks import InputError
 from keras_tse.experiments import flags
-from keras_tse.run_files import RunFolderMismatch, read_history
+from keras_tse.run_files import claim_folder, read_history
 from keras_tse.training import TrainConfig
+
+PROG = "cifar10_vit"
 
 # Keras, its backend, the models and the training loop (2-4 s to import) load in `run`, after the flags
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
@@ -99,63 +102,59 @@ DATASETS = {
 
 
 OWN_DATA = ("folder", "npz")  # a user's own: an image folder (one subfolder per class) or .npz arrays
+FOLDER_IMAGE_SIZE = 32  # --dataset folder's images are resized to CIFAR-10's size unless --image-size says
 
 
 def load_data(args):
-    if args.dataset in OWN_DATA:
-        return _own_data(args)
-    if args.smoke and args.dataset == "cifar10":
-        return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)  # CIFAR-10 cannot be fetched offline
-    try:
-        (x, y), (x_test, y_test) = DATASETS[args.dataset]["load"](
-            args.data_dir, download=not args.no_download, source=args.data_source, tfds_dir=args.tfds_dir
-        )
-    except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
-        sys.exit(f"cifar10_vit: {error}")
-    if args.smoke:
+    """(train, test) of --dataset: a slice of each with --smoke, else the --train-size and --test-size subsets."""
+    if args.dataset == "folder":
+        train, test, _ = data.load_image_folder(args.data_dir, args.image_size, seed=args.seed)
+    elif args.dataset == "npz":
+        train, test = data.load_npz(args.data_dir)
+    elif args.smoke:  # CIFAR-10 cannot be fetched offline: synthetic images; the others a real slice
+        if args.dataset == "cifar10":
+            return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)
         (n_train, n_test) = SMOKE_SLICE
+        (x, y), (x_test, y_test) = _benchmark(args)
         return (x[:n_train], y[:n_train]), (x_test[:n_test], y_test[:n_test])
-    if args.train_size is not None:
-        keep = balanced_subset(y, args.train_size, args.seed, "--train-size")
-        x, y = x[keep], y[keep]
-    if args.test_size is not None:  # the same test images for every seed: the variants are compared on them
-        keep = balanced_subset(y_test, args.test_size, 0, "--test-size")
-        x_test, y_test = x_test[keep], y_test[keep]
-    return (x, y), (x_test, y_test)
-
-
-def _own_data(args):
-    """A user's images: (train, test), a slice of each with --smoke; --train-size and --test-size apply."""
-    try:
-        if args.dataset == "folder":
-            train, test, _ = data.load_image_folder(args.data_dir, args.image_size, seed=args.seed)
-        else:
-            train, test = data.load_npz(args.data_dir)
-    except (FileNotFoundError, ValueError) as error:
-        sys.exit(f"cifar10_vit: {error}")
+    else:
+        train, test = _benchmark(args)
     if args.smoke:
         (n_train, n_test) = SMOKE_SLICE
         return (train[0][:n_train], train[1][:n_train]), (test[0][:n_test], test[1][:n_test])
-    return train, test
+    return _subset(train, args.train_size, args.seed, "--train-size"), _subset(test, args.test_size, 0, "--test-size")
+
+
+def _benchmark(args):
+    return DATASETS[args.dataset]["load"](
+        args.data_dir, download=not args.no_download, source=args.data_source, tfds_dir=args.tfds_dir
+    )
+
+
+def _subset(split, size, seed, flag):
+    """A class-balanced subset of `size` examples (seeded), or the split whole when `size` is None. The
+    test subset takes seed 0, the same images for every seed: the variants are compared on them."""
+    if size is None:
+        return split
+    keep = balanced_subset(split[1], size, seed, flag)
+    return split[0][keep], split[1][keep]
 
 
 def own_geometry(args):
-    """(image size, channels, classes) of a user's data set, known before its images are read."""
-    if args.data_dir is None:
-        sys.exit(f"cifar10_vit: --dataset {args.dataset} reads --data-dir, which is missing")
+    """(image size, channels, classes) of --dataset folder or npz, every check made, no image read."""
     if args.dataset == "folder":
-        top = (
-            os.path.join(args.data_dir, "train")
-            if os.path.isdir(os.path.join(args.data_dir, "train"))
-            else args.data_dir
-        )
-        classes = [d for d in os.listdir(top) if os.path.isdir(os.path.join(top, d))] if os.path.isdir(top) else []
-        return args.image_size, 3, len(classes)
-    if not os.path.isfile(args.data_dir):
-        sys.exit(f"cifar10_vit: No .npz file at {args.data_dir}. Received: --data-dir {args.data_dir}")
-    with np.load(args.data_dir) as arrays:
-        shape, labels = arrays["x_train"].shape, arrays["y_train"]
-        return shape[1], shape[3] if len(shape) == 4 else 1, int(labels.max()) + 1
+        _, names = data.image_folder_layout(args.data_dir, seed=args.seed)
+        return args.image_size, 3, len(names)
+    return data.npz_description(args.data_dir)
+
+
+def data_fingerprint(args):
+    """The identity of a user's data, part of the run's settings: a rerun on other data is refused."""
+    if args.dataset == "folder":
+        layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
+        files = sorted(file for split in layout.values() for file, _ in split)
+        return data.fingerprint(args.data_dir, files)
+    return data.fingerprint(args.data_dir)
 
 
 def normalization_of(args, x_train):
@@ -170,10 +169,7 @@ def balanced_subset(labels, size, seed, flag="--train-size"):
     """Indices of `size` examples, the same number from each class (seeded), in their original order."""
     classes = np.unique(labels)
     if size % len(classes) or size > len(labels):
-        raise SystemExit(
-            f"cifar10_vit: {flag} must be a multiple of {len(classes)} (classes) and at most "
-            f"{len(labels)}. Received: {flag} {size}"
-        )
+        raise InputError(flag, size, f"a multiple of {len(classes)} (the classes) up to {len(labels)} (the images)")
     rng = np.random.default_rng(seed)
     per_class = size // len(classes)
     chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
@@ -191,13 +187,58 @@ def model_overrides(args, norm):
         overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
     if args.depth is not None:
         overrides["depth"] = args.depth
-    if args.hidden_dim is not None:
-        overrides.update(hidden_dim=args.hidden_dim, ffn_dim=2 * args.hidden_dim)  # the paper's FFN ratio (Table 1)
+    if args.num_heads is not None:
+        overrides["num_heads"] = args.num_heads
+    if args.patch_size is not None:
+        overrides["patch_size"] = args.patch_size
+    hidden_dim = args.hidden_dim
+    if args.head_dim is not None and hidden_dim is None:  # a head size, with the heads: the width
+        hidden_dim = args.head_dim * (
+            args.num_heads or keras_tse.zoo.full_config(VARIANTS[norm]["preset"])["num_heads"]
+        )
+    if hidden_dim is not None:
+        overrides.update(hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim)  # the paper's FFN ratio (Table 1)
     if args.init:
         overrides["initializer"] = args.init
     if args.scan:
         overrides["scan"] = True
     return overrides
+
+
+def check_args(args):
+    """Every flag against the others and the data's geometry: one line per bad input, before any image
+    is read or model built (a user's data is checked here through its file names and array headers)."""
+    own = args.dataset in OWN_DATA
+    if own and args.data_dir is None:
+        raise InputError(
+            "--data-dir",
+            "nothing",
+            f"the {'folder' if args.dataset == 'folder' else '.npz file'} that --dataset {args.dataset} reads",
+        )
+    if own and (args.data_source != "auto" or args.tfds_dir is not None):
+        raise InputError(
+            "--data-source/--tfds-dir", f"--dataset {args.dataset}", "a benchmark data set, which they fetch"
+        )
+    if args.dataset != "folder" and args.image_size is not None:
+        raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
+    size, _, classes = own_geometry(args) if own else (DATASETS[args.dataset]["image_size"], None, 10)
+    preset = {**keras_tse.zoo.full_config(VARIANTS[args.norm[0]]["preset"]), **(SMOKE_MODEL if args.smoke else {})}
+    patch = args.patch_size or preset["patch_size"]
+    if size % patch:
+        flag, value = (
+            ("--image-size", size) if args.dataset == "folder" and not args.patch_size else ("--patch-size", patch)
+        )
+        raise InputError(flag, value, f"an image size divisible by the patch size (image {size}, patch {patch})")
+    heads = args.num_heads or preset["num_heads"]
+    if args.hidden_dim is not None and args.head_dim is not None and args.hidden_dim != heads * args.head_dim:
+        raise InputError("--head-dim", args.head_dim, f"--hidden-dim / heads = {args.hidden_dim} / {heads}")
+    width = args.hidden_dim or (args.head_dim * heads if args.head_dim else preset["hidden_dim"])
+    if width % heads:
+        flag, value = ("--hidden-dim", width) if args.hidden_dim else ("--num-heads", heads)
+        raise InputError(flag, value, f"a width divisible by the heads (width {width}, {heads} heads)")
+    for flag, size in (("--train-size", args.train_size), ("--test-size", args.test_size)):
+        if size is not None and size % classes:
+            raise InputError(flag, size, f"a multiple of {classes} (the classes), for a class-balanced subset")
 
 
 def variant_settings(args, norm, train_config):
@@ -218,12 +259,18 @@ def variant_settings(args, norm, train_config):
         "seed": args.seed,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
+        **({"data": args.fingerprint} if args.dataset in OWN_DATA else {}),
     }
     return variant["preset"], overrides, config, settings
 
 
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
+    check_args(args)  # before any data is read or model built: a bad input answers at once
+    args.fingerprint = data_fingerprint(args) if args.dataset in OWN_DATA else None
+    shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
+    claim_folder(args.out, PROG, shared, writes=(*VARIANTS, "plots"), marker="*/config.json")
+
     import keras  # here, not at the top: see the imports
 
     data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
@@ -300,7 +347,7 @@ def _plot_histories(folders, path, title):
 
 
 def parse_args(argv=None):
-    parser = flags.Parser(description=__doc__.splitlines()[0])
+    parser = flags.Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
         type=flags.choice_list(VARIANTS, {"all": PAPER_VARIANTS}),
@@ -317,12 +364,20 @@ def parse_args(argv=None):
         "y_train, x_test, y_test)",
     )
     parser.add_argument(
-        "--image-size", type=flags.positive_int, default=32, help="--dataset folder: the size images are resized to"
+        "--image-size",
+        type=flags.positive_int,
+        default=None,
+        help="--dataset folder: the size images are resized to (default: 32)",
+    )
+    parser.add_argument("--patch-size", type=flags.positive_int, default=None, help="patch side (default: 4, Sec. 3.3)")
+    parser.add_argument("--num-heads", type=flags.positive_int, default=None, help="attention heads (default: 8)")
+    parser.add_argument(
+        "--head-dim", type=flags.positive_int, default=None, help="head size; the width is heads x this (default: 24)"
     )
     flags.add_run_arguments(
         parser,
         out="runs/cifar10_vit",
-        hidden_help="override the width (FFN 2x, 8 heads)",
+        hidden_help="override the width (FFN 2x) (default: 192, Table 1)",
         init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
         smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
     )
@@ -354,8 +409,11 @@ def parse_args(argv=None):
         default=None,
         help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.dataset == "folder" and args.image_size is None:
+        args.image_size = FOLDER_IMAGE_SIZE
+    return args
 
 
 if __name__ == "__main__":
-    sys.exit(flags.exit_code_of("cifar10_vit", lambda: run(parse_args()), RunFolderMismatch))
+    sys.exit(flags.main_of(PROG, run, parse_args))

@@ -47,6 +47,7 @@ PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visib
 
 import dataclasses
 import functools
+import math
 import os
 import sys
 import time
@@ -55,10 +56,13 @@ import numpy as np
 
 import keras_tse
 from keras_tse import data, training
+from keras_tse._checks import InputError
 from keras_tse.experiments import flags
 from keras_tse.norms import DEESCALATE_AT, DEESCALATED
-from keras_tse.run_files import RunFolderMismatch
+from keras_tse.run_files import claim_folder
 from keras_tse.training import LMTrainConfig
+
+PROG = "wikitext103_txl"
 
 # Keras, its backend, the models and the training loop (2-4 s to import) load in `run`, after the flags
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
@@ -107,14 +111,11 @@ SMOKE_VOCAB = 4000
 def load_data(args):
     if args.smoke and args.dataset == "wikitext103":
         return data.load_python_docs(max_vocab=SMOKE_VOCAB)
-    try:
-        if args.dataset == "text":  # a user's own: train.txt, valid.txt, test.txt
-            ids, vocab = data.load_text_folder(args.data_dir or ".")
-        else:
-            load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
-            ids, vocab = load(args.data_dir, download=not args.no_download)
-    except (FileNotFoundError, ValueError) as error:  # missing, or not the release it should be
-        sys.exit(f"wikitext103_txl: {error}")
+    if args.dataset == "text":  # a user's own: train.txt, valid.txt, test.txt
+        ids, vocab = data.load_text_folder(args.data_dir)
+    else:
+        load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
+        ids, vocab = load(args.data_dir, download=not args.no_download)
     if args.smoke:
         train, held_out = SMOKE_PTB_TOKENS
         ids = {"train": ids["train"][:train], "valid": ids["valid"][:held_out], "test": ids["test"][:held_out]}
@@ -138,6 +139,8 @@ def train_settings(args):
     config = dataclasses.replace(base_train, jit_compile=jit_compile)
     if args.steps is not None:
         config = dataclasses.replace(config, steps=args.steps, eval_interval=min(config.eval_interval, args.steps))
+    if args.batch_size is not None:
+        config = dataclasses.replace(config, batch_size=args.batch_size)
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
     return dataclasses.replace(
@@ -158,8 +161,12 @@ def variant_settings(args, norm):
         overrides["name"] = f"transformer_xl_{args.dataset}_{norm}"
     if args.dataset == "text":
         overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
+    if args.dataset == "text":  # the vocabulary is the text's, known once it is read (then checked, on resume too)
+        overrides.pop("vocab_size", None)
     if args.depth is not None:
         overrides["depth"] = args.depth
+    if args.batch_size is not None:  # Transformer-XL's memory is built for one batch size
+        overrides["batch_size"] = args.batch_size
     if args.hidden_dim is not None:
         heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset)["num_heads"]
         overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
@@ -173,6 +180,7 @@ def variant_settings(args, norm):
         "dataset": args.dataset,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
+        **({"data": args.fingerprint} if args.dataset == "text" else {}),
     }
     return preset, overrides, settings
 
@@ -191,11 +199,15 @@ def _deescalation_overrides(args, norm):
     placed = any(flag in flags_given for flag in ("--deescalate-at", "--segment-mean"))
     allowed = ("deescalate",) if placed else DEESCALATED  # the leaky arm is measured at Sec. 3.4's place only
     if norm not in allowed:
-        raise SystemExit(
-            f"wikitext103_txl: {', '.join(flags_given)} set(s) eq. (21), so --norm must be {' or '.join(allowed)}. "
-            f"Received: --norm {norm}"
-        )
+        raise InputError("--norm", norm, f"{' or '.join(allowed)}: {', '.join(flags_given)} set(s) eq. (21)")
     return dict(flags_given.values())
+
+
+def _stream_shape(plans):
+    """(batch size, segment length) every variant's model is built for."""
+    preset, overrides, _ = next(iter(plans.values()))
+    built = {**keras_tse.zoo.full_config(preset), **overrides}
+    return built["batch_size"], built["segment_len"]
 
 
 def _causal_twin(preset, overrides):
@@ -204,17 +216,54 @@ def _causal_twin(preset, overrides):
     return keras_tse.zoo.from_preset(preset, **{**overrides, "norm": "deescalate"})
 
 
+def check_args(args):
+    """The flags against each other and the text folder's files, before any text is read."""
+    if args.dataset == "text":
+        if args.data_dir is None:
+            raise InputError(
+                "--data-dir", "nothing", "the folder of train.txt, valid.txt and test.txt (--dataset text)"
+            )
+        data.text_files(args.data_dir)
+    if args.epochs is not None and args.steps is not None:
+        raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
+
+
+def check_text_length(ids, batch_size, segment_len, where):
+    """Each split long enough to train and to validate on: a training stream (one of `batch_size`)
+    needs one segment and its next token; validation and test two segments a stream (after the
+    first, the memory holds a full segment, as in training)."""
+    for split, segments in (("train", 1), ("valid", 2), ("test", 2)):
+        need = batch_size * (segments * segment_len + 1)
+        if len(ids[split]) < need:
+            raise InputError(
+                where(split),
+                f"{len(ids[split]):,} tokens",
+                f"at least {need:,} ({batch_size} streams of {segments} segment(s) of {segment_len} tokens, +1)",
+            )
+
+
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
+    check_args(args)  # before any text is read or model built: a bad input answers at once
+    args.fingerprint = (
+        data.fingerprint(args.data_dir, list(data.text_files(args.data_dir).values()))
+        if (args.dataset == "text")
+        else None
+    )
+    shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
+    claim_folder(args.out, PROG, shared, writes=(*VARIANTS, LEAKY, "plots"), marker="*/config.json")
+
     import keras  # here, not at the top: see the imports
 
     data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
 
     config = train_settings(args)
-    variants = list(VARIANTS) if args.norm == "all" else [args.norm]
-    plans = {norm: variant_settings(args, norm) for norm in variants}
+    plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
-        known = {"train": dataclasses.asdict(config), "overrides": overrides, **settings}
+        train = dataclasses.asdict(config)
+        if args.epochs is not None:
+            del train["steps"]  # known once the text is read
+        known = {"train": train, "overrides": overrides, **settings}
         training.check_run_folder(os.path.join(args.out, norm), known, partial=True)
 
     start = time.perf_counter()
@@ -225,6 +274,12 @@ def run(args):
         f"{time.perf_counter() - start:.1f} s; the first training step also compiles the model",
         flush=True,
     )
+    batch_size, segment_len = _stream_shape(plans)
+    where = {"text": lambda split: os.path.join(args.data_dir, f"{split}.txt")}.get(args.dataset, lambda s: s)
+    check_text_length(ids, batch_size, segment_len, where)
+    if args.epochs is not None:  # passes over the training stream, in optimizer steps
+        steps = math.ceil(args.epochs * len(ids["train"]) / (batch_size * segment_len))
+        config = dataclasses.replace(config, steps=steps, eval_interval=min(config.eval_interval, steps))
     summaries = {}
     for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
@@ -260,12 +315,14 @@ def run(args):
 
 
 def parse_args(argv=None):
-    parser = flags.Parser(description=__doc__.splitlines()[0])
+    parser = flags.Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
-        choices=[*VARIANTS, LEAKY, "all"],
-        default="all",
-        help=f"all: the paper's three; {LEAKY}: leaks later tokens, for measurement only",
+        type=flags.choice_list((*VARIANTS, LEAKY), {"all": tuple(VARIANTS)}),
+        default=tuple(VARIANTS),
+        metavar="NAMES",
+        help=f"the variants to train, comma-separated, of {', '.join(VARIANTS)}, {LEAKY} (leaks later tokens, "
+        "for measurement only); all: the paper's three (default)",
     )
     parser.add_argument(
         "--dataset",
@@ -280,7 +337,24 @@ def parse_args(argv=None):
         default="cpu",
         help="--dataset ptb or text: cpu (PTB_MODEL, 16 blocks of 128) or paper (depth 60, Sec. 3.4's widths)",
     )
-    parser.add_argument("--steps", type=flags.positive_int, default=None, help="override the step count")
+    parser.add_argument(
+        "--steps",
+        type=flags.positive_int,
+        default=None,
+        help="override the step count (default: the size's, 2,000 on PTB)",
+    )
+    parser.add_argument(
+        "--epochs",
+        type=flags.positive_float,
+        default=None,
+        help="train this many passes over the training text instead",
+    )
+    parser.add_argument(
+        "--batch-size",
+        type=flags.positive_int,
+        default=None,
+        help="override the batch size (default: 16 on PTB, 40 paper)",
+    )
     parser.add_argument(
         "--tau", type=flags.unit_float, default=None, help="eq. (21)'s strength in [0, 1] (default 1, the paper's)"
     )
@@ -296,7 +370,9 @@ def parse_args(argv=None):
         action="store_true",
         help="deescalate's causal mean over the segment's positions <= t only, not the memory",
     )
-    parser.add_argument("--eval-interval", type=flags.positive_int, default=None, help="steps between validations")
+    parser.add_argument(
+        "--eval-interval", type=flags.positive_int, default=None, help="steps between validations (default: 250 on PTB)"
+    )
     flags.add_run_arguments(
         parser,
         out="runs/wikitext103_txl",
@@ -311,4 +387,4 @@ def parse_args(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(flags.exit_code_of("wikitext103_txl", lambda: run(parse_args()), RunFolderMismatch))
+    sys.exit(flags.main_of(PROG, run, parse_args))

@@ -13,7 +13,9 @@ from keras_tse._lazy import lazy_exports
 _EXPORTS = {
     "SegmentStream": "keras_tse.data.text",
     "Vocabulary": "keras_tse.data.text",
+    "fingerprint": "keras_tse.data.own",
     "image_dataset": "keras_tse.data.pipeline",
+    "image_folder_layout": "keras_tse.data.own",
     "lm_segments": "keras_tse.data.text",
     "load_cifar10": "keras_tse.data.cifar10",
     "load_digits": "keras_tse.data.digits",
@@ -26,8 +28,10 @@ _EXPORTS = {
     "load_text_folder": "keras_tse.data.own",
     "load_wikitext103": "keras_tse.data.wikitext",
     "normalized": "keras_tse.data.pipeline",
+    "npz_description": "keras_tse.data.own",
     "synthetic_cifar10": "keras_tse.data.cifar10",
     "tensorflow_if_installed": "keras_tse.data.pipeline",
+    "text_files": "keras_tse.data.own",
 }
 
 __all__ = sorted([*_EXPORTS, "tfds_source"])  # and the TFDS module itself

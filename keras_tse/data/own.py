@@ -1,74 +1,233 @@
-"""A user's own data, the Keras way, for the recipes' run folders, resume and cards.
+"""A user's own data, read the same way on every backend, checked before any model is built.
 
-- `load_image_folder(path, image_size)`: one subfolder per class, as
-  `keras.utils.image_dataset_from_directory` reads it; `path/train/` and `path/test/` when both are
-  there, else `path` itself split with that function's seeded validation split.
+- `load_image_folder(path, image_size)`: one subfolder per class (BMP, GIF, JPEG or PNG files), read
+  with Pillow into uint8 RGB arrays (no TensorFlow needed); `path/train/` and `path/test/` when both
+  are there (the same class folders in each), else `path` itself split per class with a seeded
+  shuffle (`test_fraction` of each class, at least one image, for testing).
 - `load_npz(path)`: NumPy arrays `x_train`, `y_train`, `x_test`, `y_test` in one `.npz` file.
-- `load_text_folder(path)`: `train.txt`, `valid.txt`, `test.txt`, one line a sentence (or a paragraph),
-  words split on whitespace; the vocabulary is the training file's, `<unk>` for the other words.
+- `load_text_folder(path)`: `train.txt`, `valid.txt`, `test.txt` (UTF-8), one line a sentence (or a
+  paragraph), words split on whitespace; the vocabulary is the training file's, `<unk>` for the
+  other words.
+- `fingerprint(path)`: a digest of the files a loader reads, so that a run folder records which data
+  it was trained on and a rerun on other data is refused.
+
+Every check raises `InputError` naming the flag or file, what it received and what was expected.
+The minimums: two classes; in a single folder, two images per class (one to train on, one to test),
+with train/ and test/ one image per class in each.
 """
 
+import hashlib
 import os
+import zipfile
 
-import keras
 import numpy as np
 
+from keras_tse._checks import InputError
 from keras_tse.data.text import Vocabulary
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 TEXT_SPLITS = ("train", "valid", "test")
+IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # those image_dataset_from_directory reads
+MIN_CLASSES = 2
+
+
+# === Image folders ===
+
+
+def image_folder_layout(path, seed=0, test_fraction=0.2):
+    """`({"train": [(file, label)], "test": [...]}, class_names)`: the folder checked and split, no image read."""
+    if not os.path.isdir(path):
+        raise InputError("--data-dir", path, "a folder of class folders (or train/ and test/ holding them)")
+    parts = {split: os.path.join(path, split) for split in ("train", "test")}
+    present = [split for split, part in parts.items() if os.path.isdir(part)]
+    if len(present) == 1:
+        (there,) = present
+        missing = "test" if there == "train" else "train"
+        raise InputError(
+            "--data-dir",
+            f"{path}, holding {there}/ but no {missing}/",
+            f"both train/ and test/ (the same class folders in each), or the class folders in {path} itself",
+        )
+    if present:
+        train, names = _class_files(parts["train"], minimum=1)
+        test, test_names = _class_files(parts["test"], minimum=1)
+        if test_names != names:
+            raise InputError(parts["test"], f"classes {test_names}", f"the classes of {parts['train']}: {names}")
+        return {"train": train, "test": test}, names
+    files, names = _class_files(path, minimum=2)
+    return _split_per_class(files, len(names), seed, test_fraction), names
+
+
+def _class_files(folder, minimum):
+    """`([(file, label)], class_names)` of `folder`'s class subfolders, each with `minimum` images or more."""
+    names = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    if len(names) < MIN_CLASSES:
+        raise InputError(folder, f"{len(names)} class folder(s) {names}", f"at least {MIN_CLASSES} class folders")
+    files = []
+    for label, name in enumerate(names):
+        images = sorted(
+            f for f in os.listdir(os.path.join(folder, name)) if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS
+        )
+        if len(images) < minimum:
+            raise InputError(
+                os.path.join(folder, name),
+                f"{len(images)} image(s)",
+                f"at least {minimum} ({', '.join(IMAGE_EXTENSIONS)})",
+            )
+        files.extend((os.path.join(folder, name, f), label) for f in images)
+    return files, names
+
+
+def _split_per_class(files, num_classes, seed, test_fraction):
+    """A seeded split of each class: `test_fraction` of its images (at least one) for testing."""
+    rng = np.random.default_rng(seed)
+    split = {"train": [], "test": []}
+    for label in range(num_classes):
+        mine = [item for item in files if item[1] == label]
+        order = rng.permutation(len(mine))
+        held = max(1, int(test_fraction * len(mine)))
+        split["test"].extend(mine[i] for i in sorted(order[:held]))
+        split["train"].extend(mine[i] for i in sorted(order[held:]))
+    return split
 
 
 def load_image_folder(path, image_size, seed=0, test_fraction=0.2):
     """`((x, y), (x_test, y_test), class_names)`: uint8 RGB images `[N, image_size, image_size, 3]`
-    (resized), int32 labels in the order of the sorted class folder names."""
-    if not os.path.isdir(path):
-        raise FileNotFoundError(f"No image folder at {path} (one subfolder per class). Received: --data-dir {path}")
-    read = dict(image_size=(image_size, image_size), batch_size=None, label_mode="int", color_mode="rgb")
-    split = [os.path.join(path, part) for part in ("train", "test")]
-    if all(os.path.isdir(part) for part in split):
-        train, test = (keras.utils.image_dataset_from_directory(part, shuffle=False, **read) for part in split)
-    else:
-        both = dict(validation_split=test_fraction, subset="both", shuffle=True, seed=seed)
-        train, test = keras.utils.image_dataset_from_directory(path, **both, **read)
-    if train.class_names != test.class_names:
-        raise ValueError(f"{path}: train/ and test/ have other classes: {train.class_names} and {test.class_names}")
-    return _arrays(train), _arrays(test), list(train.class_names)
+    (resized bilinearly, as Keras resizes), int32 labels in the order of the sorted class folder names."""
+    layout, names = image_folder_layout(path, seed, test_fraction)
+    return (*(_read_images(layout[split], image_size) for split in ("train", "test")), names)
 
 
-def _arrays(dataset):
-    images, labels = zip(*((image.numpy(), label.numpy()) for image, label in dataset))
-    return np.clip(np.rint(np.stack(images)), 0, 255).astype("uint8"), np.asarray(labels, "int32")
+def _read_images(items, image_size):
+    from PIL import Image  # Pillow comes with keras_tse (and with matplotlib)
+
+    images = np.empty((len(items), image_size, image_size, 3), "uint8")
+    for row, (file, _) in enumerate(items):
+        try:
+            with Image.open(file) as image:
+                images[row] = np.asarray(image.convert("RGB").resize((image_size, image_size), Image.BILINEAR))
+        except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
+            raise InputError(
+                file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG or PNG image"
+            ) from None
+    return images, np.asarray([label for _, label in items], "int32")
+
+
+# === NumPy arrays ===
+
+
+def npz_description(path):
+    """`(image_size, channels, num_classes)` of an `.npz` data set, every check made, images not read."""
+    if not os.path.isfile(path):
+        raise InputError("--data-dir", path, "a .npz file holding x_train, y_train, x_test, y_test")
+    try:
+        with zipfile.ZipFile(path) as archive:
+            shapes = {}
+            for name in archive.namelist():
+                with archive.open(name) as member:
+                    version = np.lib.format.read_magic(member)
+                    read = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shapes[name.removesuffix(".npy")] = read(member)[0]
+        with np.load(path) as arrays:
+            labels = {key: arrays[key] for key in ("y_train", "y_test") if key in arrays}
+    except (zipfile.BadZipFile, ValueError, OSError) as error:
+        raise InputError(path, f"a file NumPy cannot read as .npz ({error})", "a .npz file (numpy.savez)") from None
+    missing = [key for key in NPZ_KEYS if key not in shapes]
+    if missing:
+        raise InputError(path, f"arrays {sorted(shapes)}", f"{list(NPZ_KEYS)} (missing {missing})")
+    return _check_arrays(path, shapes, labels)
+
+
+def _check_arrays(path, shapes, labels):
+    images = {key: shapes[key] for key in ("x_train", "x_test")}
+    for key, shape in images.items():
+        if len(shape) not in (3, 4) or shape[1] != shape[2] or (len(shape) == 4 and shape[3] not in (1, 3)):
+            raise InputError(
+                f"{path}: {key}", f"shape {shape}", "square images [N, size, size] or [N, size, size, 1 or 3]"
+            )
+    one_image = {key: (*shape[1:3], shape[3] if len(shape) == 4 else 1) for key, shape in images.items()}
+    if one_image["x_train"] != one_image["x_test"]:
+        raise InputError(f"{path}: x_test", f"images {one_image['x_test']}", f"x_train's {one_image['x_train']}")
+    for split in ("train", "test"):
+        y, n = labels[f"y_{split}"], images[f"x_{split}"][0]
+        if y.reshape(-1).shape != (n,):
+            raise InputError(f"{path}: y_{split}", f"shape {y.shape}", f"{n} labels, one per image of x_{split}")
+        if not np.issubdtype(y.dtype, np.integer):
+            raise InputError(f"{path}: y_{split}", f"labels of dtype {y.dtype}", "integer class ids")
+        if len(y) and y.min() < 0:
+            raise InputError(f"{path}: y_{split}", f"a label {int(y.min())}", "class ids >= 0")
+    classes = int(labels["y_train"].max()) + 1 if labels["y_train"].size else 0
+    if len(np.unique(labels["y_train"])) < MIN_CLASSES:
+        raise InputError(
+            f"{path}: y_train", f"{len(np.unique(labels['y_train']))} class(es)", f"at least {MIN_CLASSES}"
+        )
+    unseen = sorted(set(np.unique(labels["y_test"]).tolist()) - set(np.unique(labels["y_train"]).tolist()))
+    if unseen:
+        raise InputError(f"{path}: y_test", f"classes {unseen} that y_train lacks", "only classes y_train holds")
+    shape = images["x_train"]
+    return int(shape[1]), int(shape[3]) if len(shape) == 4 else 1, classes
 
 
 def load_npz(path):
-    """`((x_train, y_train), (x_test, y_test))` from an `.npz` file; grey images `[N, H, W]` get a channel."""
-    if not os.path.isfile(path):
-        raise FileNotFoundError(f"No .npz file at {path}. Received: --data-dir {path}")
+    """`((x_train, y_train), (x_test, y_test))` from an `.npz` file, checked (`npz_description`); grey
+    images `[N, H, W]` get a channel."""
+    npz_description(path)
     with np.load(path) as arrays:
-        missing = [key for key in NPZ_KEYS if key not in arrays]
-        if missing:
-            raise ValueError(f"{path} lacks {missing}: it must hold {list(NPZ_KEYS)}. It holds {sorted(arrays)}")
         x, y, x_test, y_test = (arrays[key] for key in NPZ_KEYS)
     x, x_test = (a[..., None] if a.ndim == 3 else a for a in (x, x_test))
-    if x.ndim != 4 or x.shape[1] != x.shape[2] or x.shape[1:] != x_test.shape[1:]:
-        raise ValueError(
-            f"{path}: x_train and x_test must be square images [N, size, size(, channels)] of one shape. "
-            f"Received: x_train {x.shape}, x_test {x_test.shape}"
-        )
     return (x, y.astype("int32").reshape(-1)), (x_test, y_test.astype("int32").reshape(-1))
+
+
+# === Text ===
+
+
+def text_files(path):
+    """`{split: file}` of a text folder, each there."""
+    if not os.path.isdir(path):
+        raise InputError("--data-dir", path, "a folder holding train.txt, valid.txt and test.txt")
+    files = {split: os.path.join(path, f"{split}.txt") for split in TEXT_SPLITS}
+    missing = [f"{split}.txt" for split, f in files.items() if not os.path.isfile(f)]
+    if missing:
+        raise InputError("--data-dir", f"{path}, without {', '.join(missing)}", "train.txt, valid.txt and test.txt")
+    return files
 
 
 def load_text_folder(path):
     """`({"train", "valid", "test"}: int32 ids, Vocabulary)` from `path/{train,valid,test}.txt`."""
-    files = {split: os.path.join(path, f"{split}.txt") for split in TEXT_SPLITS}
-    missing = [f for f in files.values() if not os.path.isfile(f)]
-    if missing:
-        raise FileNotFoundError(f"A text folder holds train.txt, valid.txt and test.txt; missing {missing}")
     lines = {}
-    for split, file in files.items():
-        with open(file, encoding="utf-8") as f:
-            lines[split] = [line for line in f.read().splitlines() if line.strip()]
+    for split, file in text_files(path).items():
+        try:
+            with open(file, encoding="utf-8") as f:
+                lines[split] = [line for line in f.read().splitlines() if line.strip()]
+        except UnicodeDecodeError as error:
+            raise InputError(file, f"bytes that are not UTF-8 (at byte {error.start})", "UTF-8 text") from None
     train_words = {word for line in lines["train"] for word in line.split()}
     vocab = Vocabulary.build(lines["train"], max_size=len(train_words) + 2)  # every training word, and <unk>
     return {split: vocab.encode(lines[split]) for split in TEXT_SPLITS}, vocab
+
+
+# === Identity ===
+
+
+def fingerprint(path, files=None):
+    """The first 16 hex digits of a SHA-256 over `files` (default: `path` itself, or every file under
+    it), each by its path relative to `path` and its bytes: equal data, equal fingerprint."""
+    if files is None:
+        files = [path] if os.path.isfile(path) else sorted(_walk(path))
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(os.path.relpath(file, path).encode() + b"\0")
+        with open(file, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+def _walk(folder):
+    for root, dirs, names in os.walk(folder):
+        dirs.sort()
+        yield from (os.path.join(root, name) for name in sorted(names))

@@ -1,15 +1,43 @@
-"""Command-line flags checked where they enter: the CLI and the recipes share these.
+"""The commands' edge: flags, the backend and every expected failure, checked before data or models.
 
-Each `type=` below rejects a bad value with a message naming what it received, and `Parser` reports
-any flag error as one line (no usage block, no traceback) and exit status 2. `--epochs 0` is an error,
-not "use the default".
+Every expected failure (a bad flag, a bad combination of flags, an unreadable or ill-formed input
+file, a folder holding someone else's files) ends as one line on stderr,
+
+    <prog>: error: <flag or file>: received <value>; expected <what>
+
+and exit status 2, before any data is read or any model built; a traceback means a bug. Each `type=`
+below rejects a bad value that way, `Parser` reports argparse's own errors on one line too (no usage
+block), and `exit_code_of` turns an `InputError` (or the other expected errors) raised later into
+the same line. `--epochs 0` is an error, not "use the default". `--help` shows every default.
 """
 
 import argparse
+import importlib.util
+import json
 import os
 import sys
 
+from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
+
+# The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
+BACKENDS = ("tensorflow", "jax", "torch")
+BACKEND_MODULES = {"tensorflow": "tensorflow", "jax": "jax", "torch": "torch"}
+# Deeper than any Transformer trained in the literature by an order of magnitude; a typo such as
+# --depth 100000 would otherwise spend minutes building layers before any error could show.
+MAX_DEPTH = 1000
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """Every option's default in `--help`, unless its text says it already or it has none to show."""
+
+    def _get_help_string(self, action):
+        text = action.help or ""
+        shown = "default" in text or action.default in (None, False, argparse.SUPPRESS)
+        if shown or not action.option_strings or isinstance(action.default, bool):
+            return text
+        value = ",".join(map(str, action.default)) if isinstance(action.default, tuple) else action.default
+        return f"{text} (default: {value})"
 
 
 class Parser(argparse.ArgumentParser):
@@ -17,7 +45,13 @@ class Parser(argparse.ArgumentParser):
 
     run_folder = None  # set by add_run_arguments: --out's default, with "_smoke" added under --smoke
 
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message):
+        # argparse says "argument --depth: received ..."; the flag alone names it
+        message = message[len("argument ") :] if message.startswith("argument ") else message
         print(f"{self.prog}: error: {message}", file=sys.stderr)
         sys.exit(2)
 
@@ -29,37 +63,62 @@ class Parser(argparse.ArgumentParser):
         if self.run_folder is not None and parsed.verbose is None:
             parsed.verbose = 1 if sys.stdout.isatty() else 2  # a progress bar on a terminal, a line per epoch in a file
         if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
-            self.error(
-                f"--out must be a folder (it holds one run folder per variant). Received: --out {parsed.out}, a file"
-            )
+            self.error(f"--out: received {parsed.out}, a file; expected a folder (it holds one run folder per variant)")
+        try:
+            check_scale(parsed)
+        except InputError as error:
+            self.error(str(error))
         return parsed
+
+    def add_subparsers(self, **kwargs):
+        kwargs.setdefault("parser_class", Parser)
+        return super().add_subparsers(**kwargs)
+
+
+def _refuse(text, expected):
+    return argparse.ArgumentTypeError(f"received {text!r}; expected {expected}")
 
 
 def positive_int(text):
     value = _number(text, int, "a positive integer")
     if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, received {text!r}")
+        raise _refuse(text, "a positive integer")
+    return value
+
+
+def depth(text):
+    """A number of blocks: a positive integer up to MAX_DEPTH."""
+    value = positive_int(text)
+    if value > MAX_DEPTH:
+        raise _refuse(text, f"a positive integer up to {MAX_DEPTH}")
     return value
 
 
 def non_negative_int(text):
     value = _number(text, int, "an integer >= 0")
     if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0, received {text!r}")
+        raise _refuse(text, "an integer >= 0")
     return value
 
 
 def positive_float(text):
     value = _number(text, float, "a positive number")
     if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a positive number, received {text!r}")
+        raise _refuse(text, "a positive number")
+    return value
+
+
+def non_negative_float(text):
+    value = _number(text, float, "a number >= 0")
+    if not value >= 0 or value == float("inf"):
+        raise _refuse(text, "a number >= 0")
     return value
 
 
 def unit_float(text):
     value = _number(text, float, "a number in [0, 1]")
     if not 0.0 <= value <= 1.0:
-        raise argparse.ArgumentTypeError(f"must be a number in [0, 1], received {text!r}")
+        raise _refuse(text, "a number in [0, 1]")
     return value
 
 
@@ -69,7 +128,7 @@ def comma_list(kind):
     def parse(text):
         values = tuple(kind(v.strip()) for v in text.split(",") if v.strip())
         if not values:
-            raise argparse.ArgumentTypeError(f"must be a comma-separated list, received {text!r}")
+            raise _refuse(text, "a comma-separated list")
         return values
 
     parse.__name__ = f"comma-separated {getattr(kind, '__name__', 'value')}"
@@ -84,12 +143,10 @@ def choice_list(choices, groups):
         names = []
         for name in (n.strip() for n in text.split(",") if n.strip()):
             if name not in (*choices, *groups):
-                raise argparse.ArgumentTypeError(
-                    f"must be one or more of {', '.join([*choices, *groups])}, comma-separated; received {name!r}"
-                )
+                raise _refuse(name, f"one or more of {', '.join([*choices, *groups])}, comma-separated")
             names.extend(n for n in groups.get(name, (name,)) if n not in names)
         if not names:
-            raise argparse.ArgumentTypeError(f"must name at least one of {', '.join(choices)}, received {text!r}")
+            raise _refuse(text, f"at least one of {', '.join(choices)}")
         return tuple(names)
 
     parse.__name__ = "comma-separated names"
@@ -100,19 +157,103 @@ def _number(text, kind, what):
     try:
         return kind(text)
     except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"must be {what}, received {text!r}") from None
+        raise _refuse(text, what) from None
 
 
-def exit_code_of(prog, function, errors):
-    """Run `function()`; an error of the types `errors` (bad settings, an unreadable file, a run folder
-    of other settings) ends as one line `<prog>: <what>` on stderr, no traceback, exit status 2."""
+# What a command may fail with that is the input's fault, not a bug: bad settings (InputError is a
+# ValueError), an unreadable or missing file, a damaged archive, a run folder of other settings.
+EXPECTED_ERRORS = (ValueError, OSError, EOFError, UnicodeDecodeError)
+
+
+def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
+    """Run `function()`; an error of the types `errors` ends as one line `<prog>: error: <what>` on
+    stderr, no traceback, exit status 2."""
     try:
         result = function()
     except errors as error:
         message = " ".join(str(error).split()) or type(error).__name__
-        print(f"{prog}: {message}", file=sys.stderr)
+        print(f"{prog}: error: {message}", file=sys.stderr)
         return 2
     return result if isinstance(result, int) else 0
+
+
+def main_of(prog, run, parse_args, argv=None, trains=True):
+    """A command's whole edge: the backend chosen (`choose_backend`), the flags parsed and checked,
+    then `run(args)`, every expected failure one line and exit status 2 (`exit_code_of`)."""
+    code = exit_code_of(prog, lambda: choose_backend(prog, trains=trains))
+    if code:
+        return code
+    args = parse_args(argv)
+    return exit_code_of(prog, lambda: run(args))
+
+
+def current_backend():
+    """The backend Keras will take (read before Keras is imported): KERAS_BACKEND, keras.json, tensorflow."""
+    return os.environ.get("KERAS_BACKEND") or _configured_backend() or "tensorflow"
+
+
+def check_scale(args):
+    """The scale flags against the backend, and --compile-cache against the file system."""
+    backend = current_backend()
+    if getattr(args, "data_parallel", False) and backend != "jax":
+        raise InputError(
+            "--data-parallel", f"KERAS_BACKEND={backend}", "KERAS_BACKEND=jax (keras.distribution is JAX-only)"
+        )
+    cache = getattr(args, "compile_cache", None)
+    if cache not in (None, "off") and os.path.exists(cache) and not os.path.isdir(cache):
+        raise InputError("--compile-cache", f"{cache}, a file", "a folder, or 'off'")
+
+
+def installed(module):
+    """Whether `module` can be imported, without importing it (an entry of None in sys.modules, as
+    tests use to hide a package, counts as not installed)."""
+    if module in sys.modules:
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def _configured_backend():
+    """The backend in Keras' own config file ($KERAS_HOME/keras.json, else ~/.keras/keras.json), if any."""
+    home = os.environ.get("KERAS_HOME") or os.path.join(os.path.expanduser("~"), ".keras")
+    try:
+        with open(os.path.join(home, "keras.json")) as f:
+            return json.load(f).get("backend")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def choose_backend(prog, trains=True):
+    """Check or choose the Keras backend before Keras is imported (Keras reads it once, at import).
+
+    KERAS_BACKEND (or keras.json) naming an unknown, untrainable or missing backend is an InputError.
+    With neither set, Keras would take TensorFlow; where TensorFlow is not installed (the quick
+    install) this picks JAX, else PyTorch, and says so on stderr. `trains=False` (`keras-tse info`)
+    accepts any backend Keras knows, numpy and openvino too.
+    """
+    if "keras" in sys.modules:  # already imported (a test, a notebook): its backend is settled
+        return sys.modules["keras"].backend.backend() if hasattr(sys.modules["keras"], "backend") else None
+    name = os.environ.get("KERAS_BACKEND") or _configured_backend()
+    where = "KERAS_BACKEND" if os.environ.get("KERAS_BACKEND") else "keras.json's backend"
+    if name is None:
+        if installed("tensorflow"):
+            return "tensorflow"
+        found = next((b for b in ("jax", "torch") if installed(BACKEND_MODULES[b])), None)
+        if found is None:
+            raise InputError(
+                "KERAS_BACKEND", "nothing (unset)", "an installed backend: pip install 'keras_tse[jax]' (or torch)"
+            )
+        os.environ["KERAS_BACKEND"] = found
+        print(f"{prog}: KERAS_BACKEND is not set and TensorFlow is not installed; using {found}", file=sys.stderr)
+        return found
+    supported = BACKENDS if trains else (*BACKENDS, "numpy", "openvino")
+    if name not in supported:
+        raise InputError(where, repr(name), f"one of {', '.join(supported)}")
+    if not installed(BACKEND_MODULES.get(name, name)):
+        raise InputError(where, repr(name), f"an installed backend; {name} is not installed here")
+    return name
 
 
 def add_compile_cache(parser, default=None):
@@ -157,7 +298,7 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
     parser.run_folder = out
     parser.add_argument("--out", default=None, help=f"run folder (default: {out}; {out}_smoke with --smoke)")
-    parser.add_argument("--depth", type=positive_int, default=None, help="override the number of blocks")
+    parser.add_argument("--depth", type=depth, default=None, help="override the number of blocks")
     parser.add_argument("--hidden-dim", type=positive_int, default=None, help=hidden_help)
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")
     parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")

@@ -26,7 +26,7 @@ from keras_tse.callbacks import (
     StopOnNonFinite,
     TokenSimilarityMetric,
 )
-from keras_tse.run_files import RunFolderMismatch, read_history
+from keras_tse.run_files import RunFolderMismatch, flatten, read_history
 
 
 def backend_settings():
@@ -172,17 +172,6 @@ INCIDENTAL = ("backend", "data_parallel", "train.jit_compile", "resumed_with")
 RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
 
 
-def flatten(config, prefix=""):
-    """{"train": {"epochs": 3}} -> {"train.epochs": 3}: every setting by one dotted name."""
-    flat = {}
-    for key, value in config.items():
-        if isinstance(value, dict) and value:
-            flat.update(flatten(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat
-
-
 def check_run_folder(run_dir, run_config, partial=False):
     """What `run_dir` holds for `run_config`: "new", "resume" or "finished"; a `RunFolderMismatch` if
     it holds another run. `partial`: `run_config` has only the settings known so far (a recipe checks
@@ -192,8 +181,9 @@ def check_run_folder(run_dir, run_config, partial=False):
         found = sorted(name for name in RUN_FILES if os.path.exists(os.path.join(run_dir, name)))
         if found:  # someone's run whose settings cannot be checked: never train over it
             raise RunFolderMismatch(
-                f"{run_dir} holds a run's files ({', '.join(found)}) but no config.json, so its settings cannot "
-                f"be compared with these. Pass another output folder, or move {run_dir} away to start over."
+                f"{run_dir}: received a folder holding a run's files ({', '.join(found)}) but no config.json; "
+                f"expected its config.json, to compare its settings (pass another output folder, or move "
+                f"{run_dir} away to start over)"
             )
         return "new"
     with open(path) as f:
@@ -203,12 +193,13 @@ def check_run_folder(run_dir, run_config, partial=False):
     differ = [k for k in keys if k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
     differ = [k for k in differ if stored.get(k, "(absent)") != given.get(k, "(absent)")]
     if differ:
-        changes = "; ".join(
-            f"{k}: stored {stored.get(k, '(absent)')!r}, now {given.get(k, '(absent)')!r}" for k in differ
-        )
+        key = differ[0]
+        more = f" (and {', '.join(differ[1:])})" if len(differ) > 1 else ""
+        now, then = given.get(key, "(absent)"), stored.get(key, "(absent)")
         raise RunFolderMismatch(
-            f"{run_dir} holds a run with other settings ({changes}). Pass another output folder, or delete "
-            f"{run_dir} to start over. (Settings that change neither model nor data, such as the backend, may differ.)"
+            f"{run_dir}: received {key} {now!r}{more}; expected {then!r}, "
+            f"the setting of the run it holds (pass another output folder, or delete {run_dir} to start over; "
+            f"settings that change neither model nor data, such as the backend, may differ)"
         )
     return "finished" if os.path.exists(os.path.join(run_dir, "summary.json")) else "resume"
 

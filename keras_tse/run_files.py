@@ -36,7 +36,8 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     its settings. A folder with our manifest is ours if the command is the same and no setting in
     both differs. A folder without one is someone else's, and refused, unless it is a run this
     command made before manifests existed: every entry matches a pattern of `writes` and the path
-    pattern `marker` (e.g. `*/config.json`) matches a file in it. Settings are compared by dotted name; a difference names the first setting.
+    pattern `marker` (e.g. `*/config.json`) matches a file in it. Settings are compared by dotted
+    name; a difference names the first setting. Returns "new" or "ours".
     """
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")

@@ -415,5 +415,10 @@ def parse_args(argv=None):
     return args
 
 
+def main(argv=None):
+    """The command: `run(parse_args(argv))` behind the edge every command shares (`flags.main_of`)."""
+    return flags.main_of(PROG, run, parse_args, argv)
+
+
 if __name__ == "__main__":
-    sys.exit(flags.main_of(PROG, run, parse_args))
+    sys.exit(main())

@@ -43,11 +43,11 @@ def run_recipe_here(name, argv, capsys):
     """`python recipes/<name>.py argv` run in this process, as its `__main__` runs it: the exit code and
     what it printed (no interpreter and backend start-up to pay; the tests that need a fresh process,
     a kill or another backend start one)."""
-    from keras_tse.experiments import flags
-    from keras_tse.training.runner import RunFolderMismatch
-
     recipe = recipe_module(name)
     capsys.readouterr()  # what came before is not the recipe's
-    code = flags.exit_code_of(name, lambda: recipe.run(recipe.parse_args(argv)), RunFolderMismatch)
+    try:
+        code = recipe.main(argv)
+    except SystemExit as exit_info:  # a flag refused by argparse
+        code = exit_info.code
     out, err = capsys.readouterr()
     return code, out, err

@@ -47,7 +47,7 @@ import time
 import keras
 import numpy as np
 
-from keras_tse import _checks
+from keras_tse import _checks, run_files
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
@@ -405,9 +405,7 @@ def run_bench(config, out=None, log=print):
     for line in format_results(results, config):
         log(line)
     if out:
-        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-        with open(out, "w") as f:
-            json.dump({"config": dataclasses.asdict(config), "results": results}, f, indent=1)
+        run_files.write_json(out, {"config": dataclasses.asdict(config), "results": results}, indent=1)
         log(f"wrote {out}")
     return results
 

@@ -11,14 +11,29 @@ keras-tse info            versions, backend, the devices it sees (is the GPU use
 """
 
 import dataclasses
+import json
 import os
 import sys
 import time
-import zipfile
 
 from keras_tse.experiments import flags
 from keras_tse.experiments.info import environment, format_environment, package_version
 from keras_tse.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
+from keras_tse.run_files import claim_file, claim_folder
+
+
+def _written_by(path, test):
+    """Whether `path` reads as a file this command wrote (`test` of its text): it may be replaced."""
+    try:
+        with open(path) as f:
+            return test(f.read())
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+
+
+def _bench_json(text):
+    payload = json.loads(text)
+    return isinstance(payload, dict) and {"config", "results"} <= set(payload)
 
 
 def _demo(args):
@@ -39,6 +54,8 @@ def _escalation(args):
         write_csv,
     )
 
+    if args.csv:
+        claim_file(args.csv, lambda p: _written_by(p, lambda t: t.startswith("block,")), "the table", "--csv")
     config = EscalationConfig(
         depth=args.depth,
         num_tokens=args.tokens,
@@ -110,6 +127,7 @@ def _figures(args):
     from keras_tse.experiments.figures import make_figures
 
     which = [w.strip() for w in args.which.split(",") if w.strip()]
+    claim_folder(args.out, "figures", {"quick": args.quick}, writes=("fig*.csv", "fig*.png"), marker="fig*.csv")
     start = time.perf_counter()
     make_figures(which, args.out, quick=args.quick, verbose=1)
     names = ", ".join(f"fig{w}.png/.csv" for w in which)
@@ -131,6 +149,8 @@ def _bench(args):
     from keras_tse.experiments.bench import BenchConfig, run_bench
 
     config = _settings(BenchConfig, args)
+    if args.out:
+        claim_file(args.out, lambda p: _written_by(p, _bench_json), "the results")
     start = time.perf_counter()
     results = run_bench(config, out=args.out)
     print(f"{time.perf_counter() - start:.0f} s")
@@ -141,6 +161,7 @@ def _sweep(args):
     from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
 
     config = _settings(SweepConfig, args)
+    claim_folder(args.out, "sweep", {}, writes=("sweep.csv", "cells", "plots"), marker="sweep.csv")
     start = time.perf_counter()
     rows = run_sweep(config, args.out)
     print(
@@ -157,7 +178,7 @@ def _info(args):
 
 # keras-tse sweep's grid axes: (flags, type of one element, help); the first flag names the SweepConfig field
 SWEEP_AXES = (
-    (("--depths",), flags.positive_int, "comma-separated depths (default: 12,24,48)"),
+    (("--depths",), flags.depth, "comma-separated depths (default: 12,24,48)"),
     (("--norms",), str, f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})"),
     (("--taus",), flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
     (("--initializers", "--inits"), str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
@@ -181,7 +202,7 @@ def _parser():
     demo.add_argument(
         "--quick", action="store_true", help="12 blocks, seed 0, 3 epochs: the three variants in about 90 s on a CPU"
     )
-    demo.add_argument("--depth", type=flags.positive_int, help="blocks (default: 24)")
+    demo.add_argument("--depth", type=flags.depth, help="blocks (default: 24)")
     demo.add_argument("--epochs", type=flags.positive_int, help="epochs (default: 10)")
     demo.add_argument(
         "--learning-rate", type=flags.positive_float, help="AdamW learning rate for all variants (default: 0.0003)"
@@ -201,7 +222,7 @@ def _parser():
 
     escalation = _command(commands, "escalation", "token similarity at initialisation, per block kind")
     escalation.add_argument(
-        "--depth", type=flags.positive_int, default=20, help="blocks per stack (default: 20, as Fig. 2)"
+        "--depth", type=flags.depth, default=20, help="blocks per stack (default: 20, as Fig. 2)"
     )
     escalation.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
     escalation.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
@@ -266,9 +287,9 @@ def _parser():
         help="stop a case's process still running after this many seconds of the whole run (with --isolate: per case)",
     )
     bench.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
-    bench.add_argument("--vit-depth", type=flags.positive_int, help="ViT blocks (default: 80; --quick 8)")
+    bench.add_argument("--vit-depth", type=flags.depth, help="ViT blocks (default: 80; --quick 8)")
     bench.add_argument("--vit-batch", type=flags.positive_int, help="ViT batch (default: 128; --quick 32)")
-    bench.add_argument("--txl-depth", type=flags.positive_int, help="Transformer-XL blocks (default: 60; --quick 4)")
+    bench.add_argument("--txl-depth", type=flags.depth, help="Transformer-XL blocks (default: 60; --quick 4)")
     bench.add_argument("--txl-batch", type=flags.positive_int, help="Transformer-XL batch (default: 40; --quick 8)")
     bench.add_argument(
         "--txl-segment", type=flags.positive_int, help="segment = memory length (default: 150; --quick 32)"
@@ -318,9 +339,11 @@ def main(argv=None):
     # TensorFlow's C++ start-up notices drown the table when TF is installed; errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
+    prog = f"keras-tse {args.command}"
+    # the backend before Keras is imported; `info` reports on any backend Keras knows
+    code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
-    errors = (ValueError, OSError, EOFError, zipfile.BadZipFile)
-    return flags.exit_code_of(f"keras-tse {args.command}", lambda: _run(args), errors)
+    return code or flags.exit_code_of(prog, lambda: _run(args))
 
 
 def _run(args):

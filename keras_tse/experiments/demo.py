@@ -10,7 +10,6 @@ per-block similarity plots written under `out`.
 
 import dataclasses
 import os
-import shutil
 import time
 
 import keras
@@ -58,11 +57,18 @@ class DemoConfig:
 def run_demo(out="runs/demo", config=None, verbose=2):
     """Train the three variants, once per seed, into `out/<norm>/seed_<s>/`; returns the results dict.
 
+    `out` must be new, empty, or a demo folder of the same settings (`run_files.claim_folder`): a
+    finished run there is read back, not trained again, and nothing of anyone else's is touched.
+
     The results (every run's numbers and the settings) also go to `out/demo.json`, from which
     `markdown_table` prints the README's table. `verbose` is `fit`'s: 2 (default) adds fit's line
     per epoch to the one line per run, 1 its progress bar, 0 nothing more.
     """
     config = config or DemoConfig()
+    # `out` is the user's until proven ours; a rerun of these settings (and backend: demo.json reports
+    # it) reads the finished runs back, a rerun of others is refused naming the setting
+    settings = {**dataclasses.asdict(config), "backend": keras.backend.backend()}
+    run_files.claim_folder(out, "demo", settings, writes=(*NORMS, "plots", "demo.json"), marker="demo.json")
     start = time.perf_counter()
     (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
@@ -85,7 +91,6 @@ def run_demo(out="runs/demo", config=None, verbose=2):
                 flush=True,
             )
             run_dir = os.path.join(out, norm, f"seed_{seed}")
-            shutil.rmtree(run_dir, ignore_errors=True)  # the demo always measures afresh
             summary = fit_variant(
                 model,
                 train,

@@ -16,6 +16,7 @@ import importlib.util
 import json
 import os
 import sys
+import zipfile
 
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
@@ -162,7 +163,7 @@ def _number(text, kind, what):
 
 # What a command may fail with that is the input's fault, not a bug: bad settings (InputError is a
 # ValueError), an unreadable or missing file, a damaged archive, a run folder of other settings.
-EXPECTED_ERRORS = (ValueError, OSError, EOFError, UnicodeDecodeError)
+EXPECTED_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
 
 
 def exit_code_of(prog, function, errors=EXPECTED_ERRORS):

@@ -29,15 +29,16 @@ class RunFolderMismatch(ValueError):
 MANIFEST = "keras_tse.json"
 
 
-def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"):
+def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out", settings_before=None):
     """Make `folder` a `command`'s output folder, or check that it already is one of these `settings`.
 
     A missing or empty folder is made ours: `keras_tse.json` (the manifest) records the command and
     its settings. A folder with our manifest is ours if the command is the same and no setting in
     both differs. A folder without one is someone else's, and refused, unless it is a run this
     command made before manifests existed: every entry matches a pattern of `writes` and the path
-    pattern `marker` (e.g. `*/config.json`) matches a file in it. Settings are compared by dotted
-    name; a difference names the first setting. Returns "new" or "ours".
+    pattern `marker` (e.g. `*/config.json`) matches a file in it; `settings_before(folder)`, where
+    given, reads that run's settings to compare. Settings are compared by dotted name; a difference
+    names the first setting. Returns "new" or "ours".
     """
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
@@ -57,6 +58,9 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
             f"{flag}: received {folder}, which holds files keras-tse did not write ({shown}); expected a new or "
             f"empty folder, or one keras-tse {command} made"
         )
+    if entries and settings_before is not None:
+        before = json.loads(json.dumps(settings_before(folder)))
+        _same_run(folder, flag, {"command": command, **flatten(settings)}, {"command": command, **flatten(before)})
     write_json(path, {"command": command, "settings": settings})
     return "new"
 

@@ -148,6 +148,15 @@ def own_geometry(args):
     return data.npz_description(args.data_dir)
 
 
+def own_labels(args):
+    """(training labels, test labels) of --dataset folder or npz, no image read."""
+    if args.dataset == "folder":
+        layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
+        return tuple(np.array([label for _, label in layout[split]]) for split in ("train", "test"))
+    with np.load(args.data_dir) as arrays:
+        return arrays["y_train"].reshape(-1), arrays["y_test"].reshape(-1)
+
+
 def data_fingerprint(args):
     """The identity of a user's data, part of the run's settings: a rerun on other data is refused."""
     if args.dataset == "folder":
@@ -167,9 +176,12 @@ def normalization_of(args, x_train):
 
 def balanced_subset(labels, size, seed, flag="--train-size"):
     """Indices of `size` examples, the same number from each class (seeded), in their original order."""
-    classes = np.unique(labels)
-    if size % len(classes) or size > len(labels):
-        raise InputError(flag, size, f"a multiple of {len(classes)} (the classes) up to {len(labels)} (the images)")
+    classes, counts = np.unique(labels, return_counts=True)
+    most = len(classes) * int(counts.min())  # every class gives as many as its smallest has
+    if size % len(classes) or size > most:
+        raise InputError(
+            flag, size, f"a multiple of {len(classes)} (the classes) up to {most} (balanced, of {len(labels)})"
+        )
     rng = np.random.default_rng(seed)
     per_class = size // len(classes)
     chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
@@ -239,6 +251,12 @@ def check_args(args):
     for flag, size in (("--train-size", args.train_size), ("--test-size", args.test_size)):
         if size is not None and size % classes:
             raise InputError(flag, size, f"a multiple of {classes} (the classes), for a class-balanced subset")
+    if own and (args.train_size or args.test_size):  # against the labels, read without the images
+        for (flag, size, seed), labels in zip(
+            (("--train-size", args.train_size, args.seed), ("--test-size", args.test_size, 0)), own_labels(args)
+        ):
+            if size is not None:
+                balanced_subset(labels, size, seed, flag)
 
 
 def variant_settings(args, norm, train_config):

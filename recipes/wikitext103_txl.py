@@ -226,6 +226,11 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
+    if args.hidden_dim is not None:
+        preset, overrides, _ = base_config(args)
+        heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset or VARIANTS["post"])["num_heads"]
+        if args.hidden_dim % heads:
+            raise InputError("--hidden-dim", args.hidden_dim, f"a multiple of the {heads} heads (the width is split)")
 
 
 def check_text_length(ids, batch_size, segment_len, where):
@@ -382,7 +387,10 @@ def parse_args(argv=None):
     )
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":
-        parser.error("--size paper is for --dataset ptb or text (WikiText-103 trains the paper's size already)")
+        parser.error(
+            "--size: received 'paper' with --dataset wikitext103; expected --dataset ptb or text (WikiText-103 "
+            "trains the paper's size already)"
+        )
     return args
 
 

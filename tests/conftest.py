@@ -53,6 +53,7 @@ EVERY_BACKEND = frozenset(
 )
 ONE_BACKEND = frozenset(
     {
+        "test_bad_inputs.py",
         "test_cli.py",
         "test_data.py",
         "test_figures.py",

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 import warnings
@@ -15,7 +16,7 @@ from keras_tse.callbacks import TokenSimilarityMetric
 from keras_tse.experiments import sweep
 from keras_tse.layers import DeEscalation, PostNormBlock
 from keras_tse.training import TrainConfig, fit_variant
-from tests.helpers import recipe_module
+from tests.helpers import recipe_module, run_recipe_here
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -38,7 +39,7 @@ def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, fl
         recipe_module(recipe).parse_args(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and f"argument {flag}: must be" in err and repr(argv[1]) in err
+    assert len(err.splitlines()) == 1 and f"error: {flag}: received {argv[1]!r}; expected" in err
 
 
 @pytest.mark.parametrize(
@@ -46,11 +47,11 @@ def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, fl
     [
         (
             ["probe", "missing.keras", "--batch-size", "-3"],
-            "argument --batch-size: must be a positive integer, received '-3'",
+            "--batch-size: received '-3'; expected a positive integer",
         ),
-        (["sweep", "--depths", "12,0"], "argument --depths: must be a positive integer, received '0'"),
-        (["demo", "--seeds", "0,x"], "argument --seeds: must be an integer >= 0, received 'x'"),
-        (["escalation", "--tau", "2"], "argument --tau: must be a number in [0, 1], received '2'"),
+        (["sweep", "--depths", "12,0"], "--depths: received '0'; expected a positive integer"),
+        (["demo", "--seeds", "0,x"], "--seeds: received 'x'; expected an integer >= 0"),
+        (["escalation", "--tau", "2"], "--tau: received '2'; expected a number in [0, 1]"),
     ],
 )
 def test_cli_flag_errors_are_one_line_and_exit_2(argv, expected, capsys):
@@ -246,12 +247,12 @@ def test_a_damaged_wikitext_id_cache_is_named_and_rebuilt(tmp_path):
     np.load(folder / wikitext.CACHE)  # rewritten whole
 
 
-def test_a_cifar_archive_with_the_wrong_checksum_stops_the_recipe_in_one_line(tmp_path):
-    vit = recipe_module("cifar10_vit")
+def test_a_cifar_archive_with_the_wrong_checksum_stops_the_recipe_in_one_line(tmp_path, capsys):
     (tmp_path / "cifar-10-python.tar.gz").write_bytes(b"not the archive")
-    args = vit.parse_args(["--data-dir", str(tmp_path), "--no-download"])
-    with pytest.raises(SystemExit, match=r"cifar10_vit: .*cifar-10-python.tar.gz is corrupt.*MD5.*expected c58f3010"):
-        vit.load_data(args)
+    argv = ["--data-dir", str(tmp_path), "--no-download", "--out", str(tmp_path / "runs")]
+    code, _, err = run_recipe_here("cifar10_vit", argv, capsys)
+    assert code == 2 and len(err.splitlines()) == 1
+    assert re.search(r"^cifar10_vit: error: .*cifar-10-python.tar.gz is corrupt.*MD5.*expected c58f3010", err)
 
 
 def test_resume_trims_the_rows_of_a_repeated_epoch_and_a_cut_line(tmp_path):
@@ -293,7 +294,7 @@ def test_out_naming_a_file_stops_in_one_line_before_any_work(tmp_path, capsys):
         vit.parse_args(["--smoke", "--out", str(path)])
     err = capsys.readouterr().err
     assert stop.value.code == 2 and err.count("\n") == 1
-    assert f"--out must be a folder (it holds one run folder per variant). Received: --out {path}, a file" in err
+    assert f"error: --out: received {path}, a file; expected a folder (it holds one run folder per variant)" in err
     assert path.read_text() == "mine"
 
 
@@ -304,7 +305,10 @@ def test_a_run_folder_without_its_config_is_refused_not_overwritten(tmp_path):
     run = tmp_path / "deescalate"
     (run / "checkpoints").mkdir(parents=True)
     (run / "history.csv").write_text("epoch,loss\n0,1.5\n")
-    with pytest.raises(RunFolderMismatch, match=r"holds a run's files \(checkpoints, history.csv\) but no config.json"):
+    with pytest.raises(
+        RunFolderMismatch,
+        match=r"received a folder holding a run's files \(checkpoints, history.csv\) but no config.json",
+    ):
         check_run_folder(str(run), {"model": "vit"})
     assert (run / "history.csv").read_text() == "epoch,loss\n0,1.5\n"
     assert check_run_folder(str(tmp_path / "empty"), {"model": "vit"}) == "new"

@@ -42,7 +42,7 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
 
     first = run(1)
     assert run(1) == first  # finished with the same settings: reused, not retrained
-    with pytest.raises(ValueError, match="holds a run with other settings"):
+    with pytest.raises(ValueError, match=r"received train.epochs 2; expected 1, the setting of the run it holds"):
         run(2)
 
 

@@ -16,9 +16,10 @@ import os
 import sys
 import time
 
+from keras_tse._checks import InputError
 from keras_tse.experiments import flags
 from keras_tse.experiments.info import environment, format_environment, package_version
-from keras_tse.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, PAPER_NORMS
+from keras_tse.norms import BASELINE_NORMS, ESCALATION_KINDS, FIG2_KINDS, INITIALIZERS, NORMS, PAPER_NORMS
 from keras_tse.run_files import claim_file, claim_folder
 
 
@@ -34,6 +35,11 @@ def _written_by(path, test):
 def _bench_json(text):
     payload = json.loads(text)
     return isinstance(payload, dict) and {"config", "results"} <= set(payload)
+
+
+def _sizes_json(text):
+    payload = json.loads(text)
+    return isinstance(payload, dict) and all(isinstance(v, dict) and "params" in v for v in payload.values())
 
 
 def _demo(args):
@@ -67,7 +73,7 @@ def _escalation(args):
         initializer=args.init,
     )
     start = time.perf_counter()
-    profiles = similarity_at_init(tuple(args.kinds.split(",")), config, verbose=1)
+    profiles = similarity_at_init(args.kinds, config, verbose=1)
     print(
         f"Token similarity t_sim (Definition 1) of random tokens X ~ N(0, 1) after each freshly "
         f"initialised block,\nmean of {args.seeds} seeds; n={config.num_tokens}, d={config.hidden_dim}, "
@@ -89,16 +95,17 @@ def _probe(args):
     import keras_tse  # noqa: F401  registers the classes a saved model names
     from keras_tse.analysis.probe import format_rows, probe_model
 
-    if not os.path.exists(args.model):
-        raise ValueError(f"No such file. Received: model={args.model!r}")
+    if not os.path.isfile(args.model):
+        raise InputError("MODEL", args.model, "a saved .keras file")
     try:
         model = keras.saving.load_model(args.model)
     except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
-        raise ValueError(f"{args.model} is not a readable .keras model ({type(error).__name__}: {error})") from None
+        reason = f"a readable .keras model ({type(error).__name__}: {error})"
+        raise InputError(args.model, "a file Keras cannot load", reason) from None
     layers = args.layers.split(",") if args.layers else None
     missing = [name for name in layers or () if name not in {layer.name for layer in model.layers}]
     if missing:
-        raise ValueError(f"--layers names no layer of {model.name}: {missing}. Received: --layers {args.layers}")
+        raise InputError("--layers", ",".join(missing), f"names of layers of {model.name}")
     rows = probe_model(model, batch_size=args.batch_size, seed=args.seed, layers=layers)
     print(
         f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
@@ -112,6 +119,8 @@ def _probe(args):
 def _presets(args):
     from keras_tse.experiments.preset_sizes import count_sizes, format_presets, write_sizes
 
+    if args.write:
+        claim_file(args.write, lambda p: _written_by(p, _sizes_json), "the parameter counts", "--write")
     if args.count or args.write:
         sizes = count_sizes(progress=True)
         if args.write:
@@ -127,7 +136,6 @@ def _figures(args):
     from keras_tse.experiments.figures import make_figures
 
     which = [w.strip() for w in args.which.split(",") if w.strip()]
-    claim_folder(args.out, "figures", {"quick": args.quick}, writes=("fig*.csv", "fig*.png"), marker="fig*.csv")
     start = time.perf_counter()
     make_figures(which, args.out, quick=args.quick, verbose=1)
     names = ", ".join(f"fig{w}.png/.csv" for w in which)
@@ -176,14 +184,23 @@ def _info(args):
     return 0
 
 
-# keras-tse sweep's grid axes: (flags, type of one element, help); the first flag names the SweepConfig field
+# keras-tse sweep's grid axes: (flags, type of the comma-separated list, help); the first flag names
+# the SweepConfig field
 SWEEP_AXES = (
-    (("--depths",), flags.depth, "comma-separated depths (default: 12,24,48)"),
-    (("--norms",), str, f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})"),
-    (("--taus",), flags.unit_float, "de-escalation strengths (default: 1.0,0.5)"),
-    (("--initializers", "--inits"), str, "weight schemes (default: torch,glorot; also normal, transformer_xl)"),
-    (("--learning-rates",), flags.positive_float, "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
-    (("--seeds",), flags.non_negative_int, "comma-separated seeds (default: 0,1,2)"),
+    (("--depths",), flags.comma_list(flags.depth), "comma-separated depths (default: 12,24,48)"),
+    (
+        ("--norms",),
+        flags.choice_list(NORMS, {}),
+        f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})",
+    ),
+    (("--taus",), flags.comma_list(flags.unit_float), "de-escalation strengths (default: 1.0,0.5)"),
+    (
+        ("--initializers", "--inits"),
+        flags.choice_list(INITIALIZERS, {}),
+        "weight schemes (default: torch,glorot; also normal, transformer_xl)",
+    ),
+    (("--learning-rates",), flags.comma_list(flags.positive_float), "AdamW learning rates (default: 1e-3,3e-4,1e-4)"),
+    (("--seeds",), flags.comma_list(flags.non_negative_int, distinct=True), "comma-separated seeds (default: 0,1,2)"),
 )
 
 
@@ -208,7 +225,9 @@ def _parser():
         "--learning-rate", type=flags.positive_float, help="AdamW learning rate for all variants (default: 0.0003)"
     )
     demo.add_argument(
-        "--seeds", type=flags.comma_list(flags.non_negative_int), help="comma-separated training seeds (default: 0,1,2)"
+        "--seeds",
+        type=flags.comma_list(flags.non_negative_int, distinct=True),
+        help="comma-separated training seeds (default: 0,1,2)",
     )
     demo.add_argument(
         "--verbose",
@@ -221,18 +240,17 @@ def _parser():
     demo.set_defaults(run=_demo)
 
     escalation = _command(commands, "escalation", "token similarity at initialisation, per block kind")
-    escalation.add_argument(
-        "--depth", type=flags.depth, default=20, help="blocks per stack (default: 20, as Fig. 2)"
-    )
+    escalation.add_argument("--depth", type=flags.depth, default=20, help="blocks per stack (default: 20, as Fig. 2)")
     escalation.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
     escalation.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
     escalation.add_argument("--heads", type=flags.positive_int, default=8, help="h, attention heads (default: 8)")
     escalation.add_argument("--ffn", type=flags.positive_int, default=2048, help="FFN width (default: 2048 = 4d)")
     escalation.add_argument("--tau", type=flags.unit_float, default=1.0, help="de-escalation strength (default: 1.0)")
     escalation.add_argument("--seeds", type=flags.positive_int, default=3, help="seeds averaged (default: 3)")
-    escalation.add_argument("--init", default="glorot", help="weight scheme: glorot (default), torch, normal")
+    escalation.add_argument("--init", choices=INITIALIZERS, default="glorot", help="weight scheme (default: glorot)")
     escalation.add_argument(
         "--kinds",
+        type=flags.choice_list(ESCALATION_KINDS, {}),
         default=",".join(FIG2_KINDS),
         help=f"comma-separated block kinds, of {', '.join(ESCALATION_KINDS)} (default: {','.join(FIG2_KINDS)})",
     )
@@ -324,7 +342,7 @@ def _parser():
     sweep.add_argument("--out", default="runs/sweep", help="folder of sweep.csv and plots/ (default: runs/sweep)")
     sweep.add_argument("--quick", action="store_true", help="depths 2,4; post, deescalate, rezero; 12 steps: seconds")
     for names, kind, text in SWEEP_AXES:  # the grid's axes, each a comma-separated list
-        sweep.add_argument(*names, type=flags.comma_list(kind), help=text)
+        sweep.add_argument(*names, type=kind, help=text)
     sweep.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     sweep.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
     flags.add_compile_cache(sweep)

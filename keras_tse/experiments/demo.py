@@ -9,6 +9,7 @@ per-block similarity plots written under `out`.
 """
 
 import dataclasses
+import json
 import os
 import time
 
@@ -68,7 +69,9 @@ def run_demo(out="runs/demo", config=None, verbose=2):
     # `out` is the user's until proven ours; a rerun of these settings (and backend: demo.json reports
     # it) reads the finished runs back, a rerun of others is refused naming the setting
     settings = {**dataclasses.asdict(config), "backend": keras.backend.backend()}
-    run_files.claim_folder(out, "demo", settings, writes=(*NORMS, "plots", "demo.json"), marker="demo.json")
+    run_files.claim_folder(
+        out, "demo", settings, writes=(*NORMS, "plots", "demo.json"), marker="demo.json", settings_before=_settings_in
+    )
     start = time.perf_counter()
     (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
@@ -132,6 +135,13 @@ def run_demo(out="runs/demo", config=None, verbose=2):
 
 
 RESULT_KEYS = ("train_loss", "test_loss", "test_accuracy")
+
+
+def _settings_in(out):
+    """The settings of the demo whose results `out/demo.json` holds (a folder made before manifests)."""
+    with open(os.path.join(out, "demo.json")) as f:
+        results = json.load(f)
+    return {**results.get("config", {}), "backend": results.get("backend")}
 
 
 def spread(values):

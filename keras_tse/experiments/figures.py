@@ -312,7 +312,8 @@ def make_figures(which, out_dir, quick=False, verbose=0):
     unknown = [w for w in which if w not in FIGURES]
     if unknown:
         raise ValueError(f"Figures available: {sorted(FIGURES)}. Received: which={list(which)}")
-    os.makedirs(out_dir, exist_ok=True)
+    # `out_dir` is the user's until proven ours: new, empty, or figures of these settings
+    run_files.claim_folder(out_dir, "figures", {"quick": quick}, writes=("fig*.csv", "fig*.png"), marker="fig*.csv")
     results = {}
     for name in which:
         function, quick_settings = FIGURES[name]

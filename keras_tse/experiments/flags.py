@@ -15,6 +15,7 @@ import argparse
 import importlib.util
 import json
 import os
+import re
 import sys
 import zipfile
 
@@ -51,9 +52,7 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message):
-        # argparse says "argument --depth: received ..."; the flag alone names it
-        message = message[len("argument ") :] if message.startswith("argument ") else message
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        print(f"{self.prog}: error: {_in_our_words(message)}", file=sys.stderr)
         sys.exit(2)
 
     def parse_args(self, args=None, namespace=None):
@@ -74,6 +73,26 @@ class Parser(argparse.ArgumentParser):
     def add_subparsers(self, **kwargs):
         kwargs.setdefault("parser_class", Parser)
         return super().add_subparsers(**kwargs)
+
+
+# argparse's own errors, said as every other refusal is: `<flag>: received <value>; expected <what>`
+_ARGPARSE_ERRORS = (
+    (
+        re.compile(r"^argument (.+?): invalid choice: (.+) \(choose from (.+)\)$"),
+        r"\1: received \2; expected one of \3",
+    ),
+    (re.compile(r"^unrecognized arguments: (.+)$"), r"arguments: received \1; expected the flags --help lists"),
+    (re.compile(r"^the following arguments are required: (.+)$"), r"\1: received nothing; expected a value"),
+    (re.compile(r"^argument (.+?): expected one argument$"), r"\1: received nothing; expected a value"),
+    (re.compile(r"^argument (.+)$"), r"\1"),
+)
+
+
+def _in_our_words(message):
+    for pattern, words in _ARGPARSE_ERRORS:
+        if pattern.match(message):
+            return pattern.sub(words, message)
+    return message
 
 
 def _refuse(text, expected):
@@ -123,13 +142,16 @@ def unit_float(text):
     return value
 
 
-def comma_list(kind):
-    """A `type=` for comma-separated values, each checked by `kind` (one of the above, or `str`)."""
+def comma_list(kind, distinct=False):
+    """A `type=` for comma-separated values, each checked by `kind` (one of the above, or `str`);
+    `distinct` refuses a value given twice (two runs of one seed would share a folder)."""
 
     def parse(text):
         values = tuple(kind(v.strip()) for v in text.split(",") if v.strip())
         if not values:
             raise _refuse(text, "a comma-separated list")
+        if distinct and len(set(values)) < len(values):
+            raise _refuse(text, "distinct values, comma-separated")
         return values
 
     parse.__name__ = f"comma-separated {getattr(kind, '__name__', 'value')}"

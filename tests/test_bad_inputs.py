@@ -1,0 +1,368 @@
+"""Every bad input to a command ends as one line, exit status 2, and leaves the user's files as they were.
+
+Each case builds what a user would hold (image folders, `.npz` files, text folders, folders of their
+own files) under `tmp_path`, runs a recipe's or `keras-tse`'s `main(argv)` in this process, and checks:
+exit status 2; exactly one line on stderr, `<prog>: error: ...`, naming the value it refuses; no
+traceback; every file that was there before byte-identical after, and nothing new but the run
+folder's manifest. The backend cases start a fresh interpreter (Keras reads its backend at import).
+"""
+
+import hashlib
+import json
+import os
+
+import numpy as np
+import pytest
+
+from keras_tse.experiments import cli
+from keras_tse.run_files import MANIFEST
+from tests.helpers import recipe_module, run_recipe_here
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+# --- what a user holds ------------------------------------------------------------------------------
+
+
+def png(path, seed=0, size=8):
+    from PIL import Image
+
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pixels = np.random.default_rng(seed).integers(0, 256, (size, size, 3), dtype="uint8")
+    Image.fromarray(pixels).save(path)
+
+
+def image_folder(root, classes=("cat", "dog"), per_class=3, splits=("",)):
+    for split in splits:
+        for c, name in enumerate(classes):
+            for i in range(per_class):
+                png(os.path.join(root, split, name, f"{i}.png"), seed=10 * c + i)
+    return str(root)
+
+
+def npz(path, drop=None, **arrays):
+    rng = np.random.default_rng(0)
+    content = {
+        "x_train": rng.integers(0, 256, (20, 8, 8), dtype="uint8"),
+        "y_train": np.arange(20) % 2,
+        "x_test": rng.integers(0, 256, (4, 8, 8), dtype="uint8"),
+        "y_test": np.arange(4) % 2,
+        **arrays,
+    }
+    content.pop(drop, None)
+    np.savez(path, **content)
+    return str(path)
+
+
+def text_folder(root, words=(3000, 3000, 3000), encoding="utf-8"):
+    os.makedirs(root, exist_ok=True)
+    for split, count in zip(("train", "valid", "test"), words):
+        text = " ".join(f"w{i % 50}" for i in range(count))
+        with open(os.path.join(root, f"{split}.txt"), "wb") as f:
+            f.write(text.encode(encoding) if split != "valid" or encoding == "utf-8" else b"caf\xe9 " + text.encode())
+    return str(root)
+
+
+def user_files(root, *names):
+    for name in names:
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(f"the user's own {name}\n")
+    return str(root)
+
+
+def legacy_demo(root, depth):
+    """A demo folder as keras-tse wrote it before manifests: demo.json of its settings and a seed's run."""
+    user_files(root, "post/seed_0/history.csv")
+    with open(os.path.join(root, "demo.json"), "w") as f:
+        json.dump({"config": {"depth": depth}, "backend": os.environ.get("KERAS_BACKEND", "jax"), "runs": {}}, f)
+    return str(root)
+
+
+# --- the table: (id, command, argv from tmp, the value the line must name) ---------------------------
+
+VIT, TXL = "cifar10_vit", "wikitext103_txl"
+
+
+def _vit(t, *argv):
+    return ["--out", str(t / "runs"), *argv]
+
+
+CASES = [
+    # the ViT recipe: flags alone and against each other
+    ("vit-epochs-0", VIT, lambda t: _vit(t, "--epochs", "0"), "'0'"),
+    ("vit-lr-negative", VIT, lambda t: _vit(t, "--learning-rate", "-1"), "'-1'"),
+    ("vit-norm-unknown", VIT, lambda t: _vit(t, "--norm", "post,banana"), "'banana'"),
+    ("vit-depth-huge", VIT, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
+    ("vit-hidden-30", VIT, lambda t: _vit(t, "--hidden-dim", "30"), "--hidden-dim: received 30"),
+    ("vit-heads-7", VIT, lambda t: _vit(t, "--num-heads", "7"), "--num-heads: received 7"),
+    ("vit-head-dim-mismatch", VIT, lambda t: _vit(t, "--hidden-dim", "64", "--head-dim", "10"), "received 10"),
+    ("vit-patch-5", VIT, lambda t: _vit(t, "--patch-size", "5"), "--patch-size: received 5"),
+    ("vit-image-size-cifar", VIT, lambda t: _vit(t, "--image-size", "30"), "--image-size: received 30"),
+    (
+        "vit-train-size-15",
+        VIT,
+        lambda t: _vit(t, "--dataset", "fashion_mnist", "--train-size", "15"),
+        "--train-size: received 15",
+    ),
+    ("vit-verbose-5", VIT, lambda t: _vit(t, "--verbose", "5"), "received 5"),
+    ("vit-out-a-file", VIT, lambda t: ["--out", user_files(t, "notes.txt") + "/notes.txt"], "notes.txt"),
+    ("vit-out-user-files", VIT, lambda t: ["--out", user_files(t / "mine", "thesis.tex")], "thesis.tex"),
+    (
+        "vit-npz-user-plots",
+        VIT,
+        lambda t: [
+            "--dataset",
+            "npz",
+            "--data-dir",
+            npz(t / "d.npz"),
+            "--out",
+            user_files(t / "o", "plots/loss_curves.png"),
+        ],
+        "plots",
+    ),
+    ("vit-compile-cache-file", VIT, lambda t: _vit(t, "--compile-cache", user_files(t, "c") + "/c"), "a file"),
+    ("vit-data-parallel-torch", VIT, lambda t: _vit(t, "--data-parallel"), "KERAS_BACKEND=torch"),
+    # the ViT recipe: a user's own images and arrays
+    ("folder-no-data-dir", VIT, lambda t: _vit(t, "--dataset", "folder"), "--data-dir: received nothing"),
+    ("folder-missing", VIT, lambda t: _vit(t, "--dataset", "folder", "--data-dir", str(t / "nope")), "nope"),
+    (
+        "folder-image-size-30",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img"), "--image-size", "30"),
+        "--image-size: received 30",
+    ),
+    (
+        "folder-one-class",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", classes=("cat",))),
+        "cat",
+    ),
+    (
+        "folder-train-without-test",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", splits=("train",))),
+        "no test/",
+    ),
+    (
+        "folder-one-image-a-class",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", per_class=1)),
+        "1 image",
+    ),
+    (
+        "folder-other-test-classes",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", _mismatched_splits(t / "img")),
+        "bird",
+    ),
+    ("folder-corrupt-png", VIT, lambda t: _vit(t, "--dataset", "folder", "--data-dir", _corrupt(t / "img")), "2.png"),
+    (
+        "folder-tfds-flag",
+        VIT,
+        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img"), "--data-source", "tfds"),
+        "--dataset folder",
+    ),
+    (
+        "npz-missing-key",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", drop="y_test")),
+        "y_test",
+    ),
+    (
+        "npz-length-mismatch",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", y_train=np.arange(19) % 2)),
+        "19",
+    ),
+    (
+        "npz-images-2d",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", x_train=np.zeros((20, 64), "uint8"))),
+        "(20, 64)",
+    ),
+    (
+        "npz-float-labels",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", y_train=np.arange(20) % 2 + 0.5)),
+        "float64",
+    ),
+    (
+        "npz-negative-labels",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", y_train=np.arange(20) % 2 - 1)),
+        "-1",
+    ),
+    (
+        "npz-unseen-test-class",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", y_test=np.array([0, 1, 2, 1]))),
+        "2",
+    ),
+    (
+        "npz-not-an-archive",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", user_files(t, "d.npz") + "/d.npz"),
+        "d.npz",
+    ),
+    (
+        "npz-train-size-too-big",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz"), "--train-size", "100"),
+        "--train-size: received 100",
+    ),
+    ("npz-rerun-other-data", VIT, lambda t: _npz_rerun_on_other_data(t), "data"),
+    # the language-model recipe
+    ("txl-steps-0", TXL, lambda t: _vit(t, "--steps", "0"), "'0'"),
+    ("txl-depth-huge", TXL, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
+    ("txl-epochs-and-steps", TXL, lambda t: _vit(t, "--epochs", "1", "--steps", "5"), "--epochs: received 1"),
+    ("txl-tau-on-pre", TXL, lambda t: _vit(t, "--norm", "pre", "--tau", "0.5"), "--norm: received pre"),
+    ("txl-size-paper-wt103", TXL, lambda t: _vit(t, "--size", "paper"), "'paper'"),
+    ("txl-hidden-130", TXL, lambda t: _vit(t, "--dataset", "ptb", "--hidden-dim", "130"), "--hidden-dim: received 130"),
+    ("txl-out-user-files", TXL, lambda t: ["--out", user_files(t / "mine", "a.txt")], "a.txt"),
+    ("text-no-data-dir", TXL, lambda t: _vit(t, "--dataset", "text"), "--data-dir: received nothing"),
+    (
+        "text-missing-file",
+        TXL,
+        lambda t: _vit(t, "--dataset", "text", "--data-dir", user_files(t / "txt", "train.txt")),
+        "valid.txt",
+    ),
+    (
+        "text-empty",
+        TXL,
+        lambda t: _vit(t, "--dataset", "text", "--data-dir", text_folder(t / "txt", (0, 3000, 3000))),
+        "train.txt",
+    ),
+    (
+        "text-too-short",
+        TXL,
+        lambda t: _vit(t, "--dataset", "text", "--data-dir", text_folder(t / "txt", (3000, 1000, 3000))),
+        "valid.txt: received 1,0",
+    ),
+    (
+        "text-not-utf8",
+        TXL,
+        lambda t: _vit(t, "--dataset", "text", "--data-dir", text_folder(t / "txt", encoding="latin-1")),
+        "valid.txt",
+    ),
+    # keras-tse: every subcommand
+    ("cli-unknown-command", "cli", lambda t: ["trian"], "'trian'"),
+    ("demo-epochs-0", "cli", lambda t: ["demo", "--epochs", "0"], "'0'"),
+    ("demo-seeds-twice", "cli", lambda t: ["demo", "--seeds", "0,0"], "'0,0'"),
+    ("demo-depth-huge", "cli", lambda t: ["demo", "--depth", "100000"], "'100000'"),
+    ("demo-user-file-in-seed", "cli", lambda t: ["demo", "--out", user_files(t / "X", "post/seed_0/notes.txt")], "X"),
+    ("demo-other-settings", "cli", lambda t: ["demo", "--depth", "2", "--out", legacy_demo(t / "X", 24)], "depth 24"),
+    ("demo-compile-cache-file", "cli", lambda t: ["demo", "--compile-cache", user_files(t, "c") + "/c"], "a file"),
+    ("escalation-tau-2", "cli", lambda t: ["escalation", "--tau", "2"], "'2'"),
+    ("escalation-kinds", "cli", lambda t: ["escalation", "--kinds", "post,banana"], "'banana'"),
+    ("escalation-init", "cli", lambda t: ["escalation", "--init", "banana"], "'banana'"),
+    ("escalation-csv-user-file", "cli", lambda t: ["escalation", "--csv", user_files(t, "t.csv") + "/t.csv"], "t.csv"),
+    ("probe-missing", "cli", lambda t: ["probe", str(t / "missing.keras")], "missing.keras"),
+    ("probe-not-a-model", "cli", lambda t: ["probe", user_files(t, "m.keras") + "/m.keras"], "m.keras"),
+    ("probe-batch-negative", "cli", lambda t: ["probe", "m.keras", "--batch-size", "-3"], "'-3'"),
+    (
+        "presets-write-user-file",
+        "cli",
+        lambda t: ["presets", "--count", "--write", user_files(t, "p.json") + "/p.json"],
+        "p.json",
+    ),
+    ("figures-which", "cli", lambda t: ["figures", "--which", "1,9", "--out", str(t / "f")], "'9'"),
+    (
+        "figures-out-user-files",
+        "cli",
+        lambda t: ["figures", "--which", "8", "--out", user_files(t / "f", "fig.txt")],
+        "fig.txt",
+    ),
+    (
+        "bench-out-user-file",
+        "cli",
+        lambda t: ["bench", "--quick", "--out", user_files(t, "b.json") + "/b.json"],
+        "b.json",
+    ),
+    ("bench-dtype", "cli", lambda t: ["bench", "--quick", "--dtype", "float8"], "'float8'"),
+    ("bench-peer", "cli", lambda t: ["bench", "--quick", "--peer", "banana"], "'banana'"),
+    ("bench-cases", "cli", lambda t: ["bench", "--quick", "--cases", "vit_post,banana"], "'banana'"),
+    ("sweep-depth-0", "cli", lambda t: ["sweep", "--depths", "12,0"], "'0'"),
+    ("sweep-norms", "cli", lambda t: ["sweep", "--norms", "post,banana"], "'banana'"),
+    ("sweep-inits", "cli", lambda t: ["sweep", "--inits", "banana"], "'banana'"),
+    (
+        "sweep-out-user-files",
+        "cli",
+        lambda t: ["sweep", "--quick", "--out", user_files(t / "s", "notes.md")],
+        "notes.md",
+    ),
+    ("info-extra-flag", "cli", lambda t: ["info", "--gpu"], "--gpu"),
+]
+
+
+def _mismatched_splits(root):
+    image_folder(root, classes=("cat", "dog"), per_class=1, splits=("train",))
+    return image_folder(root, classes=("cat", "bird"), per_class=1, splits=("test",))
+
+
+def _corrupt(root):
+    image_folder(root)
+    with open(os.path.join(root, "dog", "2.png"), "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n not an image")
+    return str(root)
+
+
+def _npz_rerun_on_other_data(t):
+    """A finished run on one .npz (one tiny variant, one epoch), then the same command on another .npz:
+    refused, naming the data's fingerprint, where it once reported the first data's results."""
+    argv = ["--dataset", "npz", "--smoke", "--norm", "post", "--depth", "1", "--epochs", "1", "--out", str(t / "o")]
+    assert recipe_module(VIT).main([*argv, "--data-dir", npz(t / "a.npz")]) == 0
+    assert (t / "o" / "post" / "summary.json").exists()
+    return [*argv, "--data-dir", npz(t / "b.npz", x_train=np.full((20, 8, 8), 7, "uint8"))]
+
+
+def snapshot(root):
+    """{relative path: sha256} of every file under `root`."""
+    files = {}
+    for folder, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(folder, name)
+            with open(path, "rb") as f:
+                files[os.path.relpath(path, root)] = hashlib.sha256(f.read()).hexdigest()
+    return files
+
+
+def run_command(command, argv, capsys):
+    if command == "cli":
+        capsys.readouterr()
+        try:
+            code = cli.main(argv)
+        except SystemExit as stop:
+            code = stop.code
+        out, err = capsys.readouterr()
+        return code, out, err
+    return run_recipe_here(command, argv, capsys)
+
+
+@pytest.mark.parametrize("case, command, make_argv, value", CASES, ids=[c[0] for c in CASES])
+def test_a_bad_input_is_one_line_exit_2_and_leaves_the_users_files(
+    case, command, make_argv, value, tmp_path, capsys, monkeypatch
+):
+    monkeypatch.chdir(tmp_path)  # a default --out (runs/...) would land here, and show in the snapshot
+    if case.endswith("-torch"):
+        monkeypatch.setenv("KERAS_BACKEND", "torch")  # what the flag is checked against; Keras is already imported
+    argv = make_argv(tmp_path)
+    before = snapshot(tmp_path)
+    code, _, err = run_command(command, argv, capsys)
+    lines = err.strip().splitlines()
+    prog = "keras-tse" if command == "cli" else command
+    assert code == 2, (code, err)
+    assert len(lines) == 1 and lines[0].startswith(prog) and ": error: " in lines[0], err
+    assert value in lines[0] and "Traceback" not in err, lines[0]
+    after = snapshot(tmp_path)
+    assert {path: after.get(path) for path in before} == before  # every file of theirs byte-identical
+    assert set(after) - set(before) <= {os.path.join("runs", MANIFEST), os.path.join("o", MANIFEST)}, set(after) - set(
+        before
+    )
+
+
+def test_the_table_covers_both_recipes_and_every_subcommand():
+    commands = {c[1] for c in CASES} | {c[0].split("-")[0] for c in CASES if c[1] == "cli"}
+    assert commands >= {VIT, TXL, "cli", "demo", "escalation", "probe", "presets", "figures", "bench", "sweep", "info"}
+    assert len(CASES) >= 40

@@ -143,11 +143,19 @@ def train_settings(args):
         config = dataclasses.replace(config, batch_size=args.batch_size)
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
-    return dataclasses.replace(
-        config,
-        learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
-        similarity_every_n_batches=args.similarity_every,
+    return _logged(
+        dataclasses.replace(
+            config,
+            learning_rate=args.learning_rate if args.learning_rate is not None else config.learning_rate,
+            similarity_every_n_batches=args.similarity_every,
+        )
     )
+
+
+def _logged(config):
+    """`config` with a steps.csv row at least every validation: a run shorter than the log interval
+    would otherwise have no training curve."""
+    return dataclasses.replace(config, log_interval=min(config.log_interval, config.eval_interval))
 
 
 def variant_settings(args, norm):
@@ -226,6 +234,8 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
+    for norm in args.norm:
+        _deescalation_overrides(args, norm)
     if args.hidden_dim is not None:
         preset, overrides, _ = base_config(args)
         heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset or VARIANTS["post"])["num_heads"]
@@ -284,7 +294,7 @@ def run(args):
     check_text_length(ids, batch_size, segment_len, where)
     if args.epochs is not None:  # passes over the training stream, in optimizer steps
         steps = math.ceil(args.epochs * len(ids["train"]) / (batch_size * segment_len))
-        config = dataclasses.replace(config, steps=steps, eval_interval=min(config.eval_interval, steps))
+        config = _logged(dataclasses.replace(config, steps=steps, eval_interval=min(config.eval_interval, steps)))
     summaries = {}
     for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)

@@ -10,6 +10,8 @@ folder's manifest. The backend cases start a fresh interpreter (Keras reads its 
 import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -366,3 +368,121 @@ def test_the_table_covers_both_recipes_and_every_subcommand():
     commands = {c[1] for c in CASES} | {c[0].split("-")[0] for c in CASES if c[1] == "cli"}
     assert commands >= {VIT, TXL, "cli", "demo", "escalation", "probe", "presets", "figures", "bench", "sweep", "info"}
     assert len(CASES) >= 40
+
+
+# --- the backend, before Keras is imported: fresh interpreters -----------------------------------------
+
+# Runs a script or `-m module` with TensorFlow hidden from the import system: as on the quick install.
+HIDE_TENSORFLOW = r"""
+import importlib.abc, runpy, sys
+
+class NoTensorFlow(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("tensorflow", "tensorflow_datasets", "tf_keras"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+
+sys.meta_path.insert(0, NoTensorFlow())
+sys.argv = sys.argv[1:]
+if sys.argv[0] == "-m":
+    sys.argv = sys.argv[1:]
+    runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+else:
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
+CLI = ["-m", "keras_tse.experiments.cli"]
+
+
+def fresh(argv, tmp_path, backend=None, hide_tensorflow=False):
+    """`python argv` in a new process, KERAS_BACKEND as given (unset for None) and no keras.json."""
+    env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
+    env.update(KERAS_HOME=str(tmp_path / "keras_home"), TF_CPP_MIN_LOG_LEVEL="3", PYTHONPATH=ROOT)
+    if backend:
+        env["KERAS_BACKEND"] = backend
+    prefix = [sys.executable, "-c", HIDE_TENSORFLOW] if hide_tensorflow else [sys.executable]
+    return subprocess.run([*prefix, *argv], capture_output=True, text=True, timeout=600, env=env, cwd=tmp_path)
+
+
+@pytest.mark.parametrize(
+    "argv, backend, expected",
+    [
+        ([os.path.join(ROOT, "recipes", "cifar10_vit.py"), "--smoke"], "banana", "one of tensorflow, jax, torch"),
+        ([*CLI, "demo", "--quick"], "banana", "one of tensorflow, jax, torch"),
+        ([*CLI, "info"], "banana", "one of tensorflow, jax, torch, numpy, openvino"),
+        ([*CLI, "demo", "--quick"], "numpy", "one of tensorflow, jax, torch"),  # Keras' numpy backend cannot train
+        ([os.path.join(ROOT, "recipes", "wikitext103_txl.py"), "--smoke"], "numpy", "one of tensorflow, jax, torch"),
+    ],
+)
+def test_an_unknown_or_untrainable_backend_is_one_line_naming_it(argv, backend, expected, tmp_path):
+    result = fresh(argv, tmp_path, backend=backend)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert f"error: KERAS_BACKEND: received {backend!r}; expected {expected}" in lines[0]
+    assert not (tmp_path / "runs").exists()
+
+
+def test_info_reports_on_an_inference_backend(tmp_path):
+    result = fresh([*CLI, "info"], tmp_path, backend="numpy")
+    assert result.returncode == 0 and "numpy" in result.stdout, result.stderr[-2000:]
+
+
+def test_without_tensorflow_or_keras_backend_the_commands_take_jax_and_say_so(tmp_path):
+    result = fresh([*CLI, "info"], tmp_path, hide_tensorflow=True)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "keras-tse info: KERAS_BACKEND is not set and TensorFlow is not installed; using jax" in result.stderr
+    assert "jax" in result.stdout
+    # keras.json naming TensorFlow (Keras writes it so on its first import) is no obstacle either
+    os.makedirs(tmp_path / "keras_home", exist_ok=True)
+    (tmp_path / "keras_home" / "keras.json").write_text(json.dumps({"backend": "tensorflow"}))
+    result = fresh([*CLI, "info"], tmp_path, hide_tensorflow=True)
+    assert result.returncode == 0 and "keras.json's tensorflow is not installed; using jax" in result.stderr
+
+
+@pytest.mark.large
+def test_the_readmes_own_image_command_trains_without_tensorflow(tmp_path):
+    with open(os.path.join(ROOT, "README.md")) as f:
+        (command,) = [line for line in f if "--dataset folder --data-dir" in line and not line.startswith("#")]
+    backend, python, script, *argv = command.split()
+    assert (backend, python) == ("KERAS_BACKEND=jax", "python")
+    argv[argv.index("--data-dir") + 1] = image_folder(tmp_path / "pets", per_class=5)
+    quick = ["--smoke", "--depth", "1", "--epochs", "1", "--out", str(tmp_path / "runs")]
+    result = fresh([os.path.join(ROOT, script), *argv, *quick], tmp_path, backend="jax", hide_tensorflow=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    norm = argv[argv.index("--norm") + 1]
+    with open(tmp_path / "runs" / norm / "summary.json") as f:
+        summary = json.load(f)
+    assert summary["epochs"] == 1 and np.isfinite(summary["train_loss"])
+    with open(tmp_path / "runs" / norm / "config.json") as f:
+        assert json.load(f)["overrides"]["num_classes"] == 2
+
+
+# --- the README's own-data minimums are the code's --------------------------------------------------
+
+
+def test_the_readmes_own_data_minimums_are_the_checks(tmp_path):
+    from keras_tse import data
+    from keras_tse._checks import InputError
+
+    with open(os.path.join(ROOT, "README.md")) as f:
+        section = f.read().split("<!-- own-data minimums")[1].split("\n\n")[0]
+    txl = recipe_module(TXL)
+    batch, segment = txl.PTB_MODEL["batch_size"], txl.PTB_MODEL["segment_len"]
+    train, held_out = batch * (segment + 1), batch * (2 * segment + 1)
+    assert f"(batch {batch}, segment {segment}), {train:,} tokens in `train.txt` and {held_out:,} in each" in section
+    assert "2 classes; in one folder, 2 images per class" in section and "1 image per class in each" in section
+    ids = {"train": np.zeros(train), "valid": np.zeros(held_out), "test": np.zeros(held_out)}
+    txl.check_text_length(ids, batch, segment, str)  # exactly the minimum passes; one token fewer does not
+    for split in ids:
+        with pytest.raises(InputError, match=f"^{split}: received {len(ids[split]) - 1:,} tokens"):
+            txl.check_text_length({**ids, split: ids[split][1:]}, batch, segment, str)
+    # "a token is a word or a line's end"
+    text_folder(tmp_path / "txt")
+    (tmp_path / "txt" / "test.txt").write_text("a b\nc\n")
+    assert len(data.load_text_folder(str(tmp_path / "txt"))[0]["test"]) == 5
+    # images: two per class in one folder, one per class in each of train/ and test/, two classes
+    layout, names = data.image_folder_layout(image_folder(tmp_path / "one", per_class=2))
+    assert (len(layout["train"]), len(layout["test"]), names) == (2, 2, ["cat", "dog"])
+    layout, _ = data.image_folder_layout(image_folder(tmp_path / "split", per_class=1, splits=("train", "test")))
+    assert (len(layout["train"]), len(layout["test"])) == (2, 2)
+    for fewer in (image_folder(tmp_path / "few", per_class=1), image_folder(tmp_path / "cls", classes=("cat",))):
+        with pytest.raises(InputError):
+            data.image_folder_layout(fewer)

@@ -251,32 +251,35 @@ def _configured_backend():
 def choose_backend(prog, trains=True):
     """Check or choose the Keras backend before Keras is imported (Keras reads it once, at import).
 
-    KERAS_BACKEND (or keras.json) naming an unknown, untrainable or missing backend is an InputError.
-    With neither set, Keras would take TensorFlow; where TensorFlow is not installed (the quick
-    install) this picks JAX, else PyTorch, and says so on stderr. `trains=False` (`keras-tse info`)
-    accepts any backend Keras knows, numpy and openvino too.
+    KERAS_BACKEND naming an unknown, untrainable or missing backend is an InputError, and so is an
+    unknown one in keras.json. With neither set, or keras.json naming a backend that is not installed
+    (Keras writes "tensorflow" there on its first import), this picks TensorFlow if installed, else
+    JAX, else PyTorch, and says so on stderr. `trains=False` (`keras-tse info`) accepts any backend
+    Keras knows, numpy and openvino too.
     """
     if "keras" in sys.modules:  # already imported (a test, a notebook): its backend is settled
         return sys.modules["keras"].backend.backend() if hasattr(sys.modules["keras"], "backend") else None
-    name = os.environ.get("KERAS_BACKEND") or _configured_backend()
-    where = "KERAS_BACKEND" if os.environ.get("KERAS_BACKEND") else "keras.json's backend"
-    if name is None:
-        if installed("tensorflow"):
-            return "tensorflow"
-        found = next((b for b in ("jax", "torch") if installed(BACKEND_MODULES[b])), None)
-        if found is None:
-            raise InputError(
-                "KERAS_BACKEND", "nothing (unset)", "an installed backend: pip install 'keras_tse[jax]' (or torch)"
-            )
-        os.environ["KERAS_BACKEND"] = found
-        print(f"{prog}: KERAS_BACKEND is not set and TensorFlow is not installed; using {found}", file=sys.stderr)
-        return found
     supported = BACKENDS if trains else (*BACKENDS, "numpy", "openvino")
-    if name not in supported:
+    name, where = os.environ.get("KERAS_BACKEND"), "KERAS_BACKEND"
+    if not name:
+        name, where = _configured_backend(), "keras.json's backend"
+    if name is not None and name not in supported:
         raise InputError(where, repr(name), f"one of {', '.join(supported)}")
-    if not installed(BACKEND_MODULES.get(name, name)):
+    if name is not None and installed(BACKEND_MODULES.get(name, name)):
+        return name
+    if where == "KERAS_BACKEND":
         raise InputError(where, repr(name), f"an installed backend; {name} is not installed here")
-    return name
+    found = next((b for b in BACKENDS if installed(BACKEND_MODULES[b])), None)
+    if found is None:
+        raise InputError(
+            "KERAS_BACKEND", "nothing (unset)", "an installed backend: pip install 'keras_tse[jax]' (or torch)"
+        )
+    if found != "tensorflow" or name is not None:
+        why = f"keras.json's {name} is not installed" if name else "TensorFlow is not installed"
+        why = f"KERAS_BACKEND is not set and {why}"
+        print(f"{prog}: {why}; using {found}", file=sys.stderr)
+    os.environ["KERAS_BACKEND"] = found
+    return found
 
 
 def add_compile_cache(parser, default=None):

@@ -398,6 +398,7 @@ def parse_args(argv=None):
         hidden_help="override the width (FFN 2x) (default: 192, Table 1)",
         init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
         smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
+        batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
     )
     parser.add_argument(
         "--data-source",
@@ -414,7 +415,6 @@ def parse_args(argv=None):
         "as one block",
     )
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
-    parser.add_argument("--batch-size", type=flags.positive_int, default=None, help="override the batch size")
     parser.add_argument(
         "--train-size",
         type=flags.positive_int,

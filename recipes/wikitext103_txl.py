@@ -365,12 +365,6 @@ def parse_args(argv=None):
         help="train this many passes over the training text instead",
     )
     parser.add_argument(
-        "--batch-size",
-        type=flags.positive_int,
-        default=None,
-        help="override the batch size (default: 16 on PTB, 40 paper)",
-    )
-    parser.add_argument(
         "--tau", type=flags.unit_float, default=None, help="eq. (21)'s strength in [0, 1] (default 1, the paper's)"
     )
     parser.add_argument("--trainable-tau", action="store_true", help="learn tau (starting at --tau)")
@@ -394,6 +388,7 @@ def parse_args(argv=None):
         hidden_help="override the width (same heads, FFN 4x)",
         init_help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))",
         smoke_help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
+        batch_help="override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)",
     )
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":

@@ -219,3 +219,70 @@ def test_info_reads_keras_settings_as_keras_does(tmp_path, keras_json, backend_v
                 patch.setenv(name, env[name])
         assert keras_settings() == (backend, floatx, data_format)
     assert policy == floatx  # what info prints as the dtype policy
+
+
+def _recipe_parser(name, monkeypatch):
+    """The argparse parser a recipe's `parse_args` builds."""
+    from keras_tse.experiments import flags
+    from tests.helpers import recipe_module
+
+    built = []
+
+    def capture(parser, args=None, namespace=None):
+        built.append(parser)
+        raise LookupError  # stop here: only the parser is wanted
+
+    monkeypatch.setattr(flags.Parser, "parse_args", capture)
+    with pytest.raises(LookupError):
+        recipe_module(name).parse_args([])
+    return built[0]
+
+
+def test_every_default_is_in_help(monkeypatch):
+    import argparse
+
+    commands = cli._parser()._subparsers._group_actions[0].choices
+    parsers = [
+        *commands.values(),
+        _recipe_parser("cifar10_vit", monkeypatch),
+        _recipe_parser("wikitext103_txl", monkeypatch),
+    ]
+    unshown = []
+    for parser in parsers:
+        for action in parser._actions:
+            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS, True):
+                continue
+            text = parser._get_formatter()._format_action(action)
+            if "default" not in text:
+                unshown.append(f"{parser.prog} {action.option_strings[0]}")
+    assert not unshown
+    help_text = commands["escalation"].format_help()
+    assert "(default: 512)" in help_text  # --hidden
+    vit_help = _recipe_parser("cifar10_vit", monkeypatch).format_help()
+    assert "(default: 0)" in vit_help and "(default: cifar10)" in vit_help
+
+
+def test_vit_recipe_model_flags_reach_the_preset(tmp_path):
+    from tests.helpers import recipe_module
+
+    vit = recipe_module("cifar10_vit")
+    args = vit.parse_args(["--num-heads", "4", "--head-dim", "16", "--patch-size", "8", "--norm", "post"])
+    overrides = vit.model_overrides(args, "post")
+    assert (overrides["num_heads"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["patch_size"]) == (
+        4,
+        64,
+        128,
+        8,
+    )
+    vit.check_args(args)  # 32 / 8 patches, 64 / 4 heads: accepted
+
+
+def test_txl_recipe_batch_size_and_epochs(tmp_path):
+    from tests.helpers import recipe_module
+
+    txl = recipe_module("wikitext103_txl")
+    args = txl.parse_args(["--dataset", "ptb", "--batch-size", "4", "--norm", "pre,deescalate"])
+    assert args.norm == ("pre", "deescalate") and txl.train_settings(args).batch_size == 4
+    _, overrides, _ = txl.variant_settings(args, "pre")
+    assert overrides["batch_size"] == 4  # the memory is built for it
+    assert txl.parse_args(["--epochs", "0.5"]).epochs == 0.5

@@ -244,7 +244,7 @@ def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
     assert np.bincount(y[keep]).tolist() == [120] * 10 and np.all(np.diff(keep) > 0)
     assert np.array_equal(keep, vit.balanced_subset(y, 1200, seed=0))
     assert not np.array_equal(keep, vit.balanced_subset(y, 1200, seed=1))
-    with pytest.raises(SystemExit, match="multiple of 10.*--train-size 1205"):
+    with pytest.raises(ValueError, match=r"^--train-size: received 1205; expected a multiple of 10"):
         vit.balanced_subset(y, 1205, seed=0)
 
 

@@ -182,6 +182,12 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     assert resumed.returncode == 0 and "RunBackup: resuming after epoch 1" in resumed.stdout, resumed.stderr[-3000:]
     for name in ("history.csv", "steps.csv"):
         assert (tmp_path / "k" / "deescalate" / name).read_text() == (tmp_path / "r" / "deescalate" / name).read_text()
+    # --epochs: passes over train.txt, in steps of batch x segment tokens (smoke: 8 x 32)
+    by_epochs = [*argv[: argv.index("--steps")], "--depth", "1", "--epochs", "0.1", "--out", str(tmp_path / "e")]
+    code, _, err = run_recipe_here("wikitext103_txl", by_epochs, capsys)
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "e" / "deescalate" / "config.json") as f:
+        assert json.load(f)["train"]["steps"] == int(np.ceil(0.1 * len(ids["train"]) / (8 * 32)))
 
 
 KILL_AFTER_FIRST_BACKUP = r"""

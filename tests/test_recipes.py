@@ -138,7 +138,8 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
     assert code == 2
     assert "Traceback" not in err
     message = err.strip().splitlines()[-1]
-    assert message.startswith("cifar10_vit: ") and "train.learning_rate: stored 0.001, now 0.5" in message, message
+    expected = "received train.learning_rate 0.5; expected 0.001, the setting of the run it holds"
+    assert message.startswith("cifar10_vit: error: ") and expected in message, message
     assert "===" not in out  # stopped before any data was loaded or model built
 
 

@@ -313,7 +313,7 @@ def add_scale_arguments(parser):
     )
 
 
-def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
+def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_help):
     """The flags both training recipes take: where the data and the run go, the model-size and
     optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""
     parser.add_argument(
@@ -327,6 +327,7 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help):
     parser.add_argument("--depth", type=depth, default=None, help="override the number of blocks")
     parser.add_argument("--hidden-dim", type=positive_int, default=None, help=hidden_help)
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")
+    parser.add_argument("--batch-size", type=positive_int, default=None, help=batch_help)
     parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout (default 0)")
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)

@@ -45,7 +45,8 @@ def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
 @pytest.mark.one_backend
 def test_probe_command_names_a_missing_file(tmp_path, capsys):
     assert cli.main(["probe", str(tmp_path / "none.keras")]) == 2
-    assert "Received: model=" in capsys.readouterr().err
+    expected = f"keras-tse probe: error: MODEL: received {tmp_path / 'none.keras'}; expected a saved .keras file"
+    assert capsys.readouterr().err.strip() == expected
 
 
 def test_probe_command_reads_a_plain_keras_model_through_layers(tmp_path, capsys):
@@ -64,4 +65,6 @@ def test_probe_command_reads_a_plain_keras_model_through_layers(tmp_path, capsys
     expected = token_similarity_profile(model, x, layers=["mix_0", "mix_1"])
     np.testing.assert_allclose([float(row[1]) for row in rows], expected, atol=1e-3)
     assert cli.main(["probe", path, "--layers", "mix_0,nope"]) == 2
-    assert "--layers names no layer of plain: ['nope']" in capsys.readouterr().err
+    assert (
+        "keras-tse probe: error: --layers: received nope; expected names of layers of plain" in capsys.readouterr().err
+    )

@@ -12,15 +12,18 @@ Run (one folder per variant under --out; rerun the same command to resume after 
     python recipes/cifar10_vit.py --smoke --norm all      # the whole recipe on local synthetic data, CPU
 
 CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
-downloaded there and checked against its MD5.
+downloaded there and checked against its MD5. Your own images (`--dataset folder`, read with Pillow)
+or arrays (`--dataset npz`) are checked before any model is built, and their fingerprint is part of
+the run's settings: a rerun on other data into the same --out is refused.
 
 Other data sets: `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
 one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
 mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
 `--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of
-synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x, 8 heads), `--test-size` (a
-class-balanced test subset, the same for every seed), `--train-size` (a
-class-balanced seeded subset of the training split), `--batch-size`, `--epochs`:
+synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x), `--num-heads` (8), `--head-dim`
+(the width is heads x this), `--patch-size` (4), `--test-size` (a class-balanced test subset, the same
+for every seed), `--train-size` (a class-balanced seeded subset of the training split), `--batch-size`,
+`--epochs`:
 
     KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 --hidden-dim 64 \
         --train-size 12000 --epochs 3 --norm all --seed 0 --out runs/fmnist_vit24/seed_0

@@ -39,7 +39,7 @@ DOCUMENTS = (
     os.path.join("zoo", "fashion_mnist_vit.md"),
     os.path.join("zoo", "ptb_transformer_xl16.md"),
 )
-# The issue-14 studies: name -> the result file benchmark_results.py wrote from its run folders.
+# The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
     "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
     "fmnist_vit48": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit48.json"),
@@ -91,7 +91,7 @@ def _lm_study():
 
 
 def benchmark(study):
-    """A committed issue-14 result file (`recipes/benchmark_results.py`)."""
+    """A committed benchmark-study result file (`recipes/benchmark_results.py`)."""
     with open(_path(BENCHMARKS[study])) as f:
         return json.load(f)
 

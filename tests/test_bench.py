@@ -1,4 +1,4 @@
-"""`keras-tse bench` (issue 6): FLOP counts, ratios, the CLI on every backend, and the pre-norm speed fix."""
+"""`keras-tse bench`: FLOP counts, ratios, the CLI on every backend, and the pre-norm speed fix."""
 
 import json
 import sys

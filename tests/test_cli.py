@@ -1,4 +1,4 @@
-"""The command line starts fast (issue 16): `keras-tse --help` imports no Keras and no backend,
+"""The command line starts fast: `keras-tse --help` imports no Keras and no backend,
 while `import keras_tse` still registers the serializable classes before any `.keras` load."""
 
 import json

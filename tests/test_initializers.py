@@ -1,4 +1,4 @@
-"""The named weight schemes (issue 13): each layer's weights follow the distribution its name promises."""
+"""The named weight schemes: each layer's weights follow the distribution its name promises."""
 
 import math
 import os

@@ -1,4 +1,4 @@
-"""A run killed at any moment loses nothing it had saved (issue 15).
+"""A run killed at any moment loses nothing it had saved.
 
 A child process runs the ViT recipe with a fault injected: SIGKILL at the n-th file rename (every
 checkpoint, backup, JSON and CSV rewrite goes through one, `keras_tse.run_files`) or at the n-th

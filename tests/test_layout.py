@@ -1,4 +1,4 @@
-"""The layout's import directions (issue 17): library <- training <- experiments, never back up.
+"""The layout's import directions: library <- training <- experiments, never back up.
 
 Read from the source with `ast`, function-level imports included, so an import hidden inside a
 function counts as much as one at the top; and checked live: `import keras_tse` loads neither

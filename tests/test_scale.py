@@ -1,4 +1,4 @@
-"""Mixed precision, jit_compile (torch.compile on PyTorch) and data parallelism (issue 6)."""
+"""Mixed precision, jit_compile (torch.compile on PyTorch) and data parallelism."""
 
 import json
 import os
@@ -87,7 +87,7 @@ def test_mixed_bfloat16_transformer_xl_gives_normalised_float32_log_probs(mixed_
 
 
 @pytest.mark.large
-@pytest.mark.skipif(BACKEND != "jax", reason="the issue's bar is JAX; one backend keeps CI short")
+@pytest.mark.skipif(BACKEND != "jax", reason="the speed bar is JAX's; one backend keeps CI short")
 def test_48_block_models_train_200_steps_under_mixed_bfloat16(mixed_policy):
     x, y = digits(256)
     for norm in ("pre", "deescalate"):

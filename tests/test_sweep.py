@@ -1,4 +1,4 @@
-"""`keras-tse sweep` (issue 7): the grid, the per-cell measures, and a resume that skips finished cells."""
+"""`keras-tse sweep`: the grid, the per-cell measures, and a resume that skips finished cells."""
 
 import os
 import signal
@@ -42,7 +42,7 @@ def test_grid_varies_tau_for_deescalation_only():
 
 
 def test_committed_study_grid_meets_the_issue():
-    config = sweep.SweepConfig()  # issue 13: depths x {post, pre, deescalate tau 1 and one more} x inits x lrs
+    config = sweep.SweepConfig()  # the depth study: depths x {post, pre, deescalate tau 1 and one more} x inits x lrs
     assert set(config.depths) >= {12, 24, 48} and set(config.norms) >= {"post", "pre", "deescalate"}
     assert 1.0 in config.taus and len(config.taus) >= 2
     assert set(config.initializers) >= {"torch", "glorot"}

@@ -1,4 +1,4 @@
-"""Transformer-XL (issue 4): relative attention against a NumPy reference, causality across segments,
+"""Transformer-XL: relative attention against a NumPy reference, causality across segments,
 memory exactness, the adaptive softmax, the paper-size parameter count, saving and training."""
 
 import numpy as np

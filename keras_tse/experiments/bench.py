@@ -389,7 +389,7 @@ def peak_memory_bytes():
 def run_bench(config, out=None, log=print):
     """Run the cases of `config` in child processes; returns the list of result dicts.
 
-    By default one child per model family (the ViT cases, whose ratios the issue bounds, time in
+    By default one child per model family (the ViT cases, whose ratios the speed card bounds, time in
     turns in one process; measured on the 2-core CPU, the same case in two fresh processes differed
     by up to 8% in median step time while its steps within one process spread by under 5%). With
     `isolate`, one child per case: each peak memory is then that case's alone (JAX reports a peak
@@ -438,7 +438,7 @@ def _run_child(cases, config, deadline=None):
 
 
 def ratios(results, field="step_ms"):
-    """Name -> ratio of `field` (the step time; or `compile_s`) of the pairs the issue asks for, for
+    """Name -> ratio of `field` (the step time; or `compile_s`) of the pairs the speed card reports, for
     those present in `results`."""
     step = {r["case"]: r[field] for r in results if field in r}
     pairs = {

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from keras_tse.experiments import cli
+from keras_tse.experiments import cli, flags
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate")
@@ -183,10 +183,10 @@ def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found
 def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():
     from keras_tse.experiments.demo import DemoConfig
 
-    quick = cli._settings(DemoConfig, cli._parser().parse_args(["demo", "--quick"]))
+    quick = flags.config_from(DemoConfig, cli._parser().parse_args(["demo", "--quick"]))
     assert (quick.epochs, quick.seeds, quick.depth) == (3, (0,), 12)
     argv = ["demo", "--quick", "--epochs", "5", "--seeds", "1,2", "--depth", "24"]
-    given = cli._settings(DemoConfig, cli._parser().parse_args(argv))
+    given = flags.config_from(DemoConfig, cli._parser().parse_args(argv))
     assert (given.epochs, given.seeds, given.depth) == (5, (1, 2), 24)
 
 
@@ -250,16 +250,17 @@ def test_every_default_is_in_help(monkeypatch):
     unshown = []
     for parser in parsers:
         for action in parser._actions:
-            if not action.option_strings or action.default in (None, False, argparse.SUPPRESS, True):
+            nothing = action.default is None or action.default == argparse.SUPPRESS or isinstance(action.default, bool)
+            if not action.option_strings or nothing:
                 continue
             text = parser._get_formatter()._format_action(action)
             if "default" not in text:
                 unshown.append(f"{parser.prog} {action.option_strings[0]}")
     assert not unshown
-    help_text = commands["escalation"].format_help()
-    assert "(default: 512)" in help_text  # --hidden
-    vit_help = _recipe_parser("cifar10_vit", monkeypatch).format_help()
-    assert "(default: 0)" in vit_help and "(default: cifar10)" in vit_help
+    help_text = " ".join(commands["escalation"].format_help().split())  # argparse wraps the lines
+    assert "hidden size (default: 512)" in help_text
+    vit_help = " ".join(_recipe_parser("cifar10_vit", monkeypatch).format_help().split())
+    assert "dropout (default: 0)" in vit_help and "data set is or goes (default $KERAS_TSE_DATA_DIR" in vit_help
 
 
 def test_vit_recipe_model_flags_reach_the_preset(tmp_path):

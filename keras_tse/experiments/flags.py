@@ -12,6 +12,7 @@ the same line. `--epochs 0` is an error, not "use the default". `--help` shows e
 """
 
 import argparse
+import dataclasses
 import importlib.util
 import json
 import os
@@ -35,8 +36,8 @@ class HelpFormatter(argparse.HelpFormatter):
 
     def _get_help_string(self, action):
         text = action.help or ""
-        shown = "default" in text or action.default in (None, False, argparse.SUPPRESS)
-        if shown or not action.option_strings or isinstance(action.default, bool):
+        nothing = action.default is None or action.default == argparse.SUPPRESS  # (0 is a default to show)
+        if "default" in text or nothing or not action.option_strings or isinstance(action.default, bool):
             return text
         value = ",".join(map(str, action.default)) if isinstance(action.default, tuple) else action.default
         return f"{text} (default: {value})"
@@ -210,6 +211,28 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
     return exit_code_of(prog, lambda: run(args))
 
 
+def config_from(cls, args):
+    """A command's settings: the dataclass `cls` (or its `quick()` preset under --quick) with every
+    field the user gave a flag for; a flag's destination is the field's name, None is "not given"."""
+    given = {f.name: getattr(args, f.name, None) for f in dataclasses.fields(cls)}
+    given = {name: value for name, value in given.items() if value is not None}
+    return cls.quick(**given) if getattr(args, "quick", False) else cls(**given)
+
+
+def reads_as(test):
+    """`looks_ours` for `run_files.claim_file`: whether a file's text passes `test` (a file this
+    command wrote, which it may replace); unreadable or unparsable text does not."""
+
+    def looks_ours(path):
+        try:
+            with open(path) as f:
+                return test(f.read())
+        except (OSError, UnicodeDecodeError, ValueError):
+            return False
+
+    return looks_ours
+
+
 def current_backend():
     """The backend Keras will take (read before Keras is imported): KERAS_BACKEND, keras.json, tensorflow."""
     return os.environ.get("KERAS_BACKEND") or _configured_backend() or "tensorflow"
@@ -329,7 +352,7 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_hel
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")
     parser.add_argument("--batch-size", type=positive_int, default=None, help=batch_help)
     parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")
-    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout (default 0)")
+    parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout")
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
     add_scale_arguments(parser)
     add_compile_cache(parser)

@@ -1,0 +1,49 @@
+"""`keras-tse probe M.keras`: per-block similarity and attention diagnostics of a saved model."""
+
+import os
+
+from keras_tse._checks import InputError
+from keras_tse.experiments import flags
+
+HELP = "per-block similarity and attention diagnostics of a .keras model"
+
+
+def add_arguments(parser):
+    parser.add_argument("model", help="a saved .keras model (keras_tse blocks, or any with --layers)")
+    parser.add_argument(
+        "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
+    )
+    parser.add_argument("--seed", type=flags.non_negative_int, default=0, help="seed of the random inputs")
+    parser.add_argument(
+        "--layers",
+        default=None,
+        help="comma-separated names of the block layers, for a model not built from keras_tse blocks "
+        "(similarity only; the attention columns need keras_tse blocks)",
+    )
+
+
+def run(args):
+    import keras
+
+    import keras_tse  # noqa: F401  registers the classes a saved model names
+    from keras_tse.analysis.probe import format_rows, probe_model
+
+    if not os.path.isfile(args.model):
+        raise InputError("MODEL", args.model, "a saved .keras file")
+    try:
+        model = keras.saving.load_model(args.model)
+    except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
+        reason = f"a readable .keras model ({type(error).__name__}: {error})"
+        raise InputError(args.model, "a file Keras cannot load", reason) from None
+    layers = args.layers.split(",") if args.layers else None
+    missing = [name for name in layers or () if name not in {layer.name for layer in model.layers}]
+    if missing:
+        raise InputError("--layers", ",".join(missing), f"names of layers of {model.name}")
+    rows = probe_model(model, batch_size=args.batch_size, seed=args.seed, layers=layers)
+    print(
+        f"{model.name}: {len(rows)} blocks, random inputs (seed {args.seed}), backend {keras.backend.backend()}\n"
+        f"t_sim / t_cos: token / cosine similarity after the block (Definition 1, eq. 1); entropy: attention\n"
+        f"entropy per query row, head mean (nats); qk_*: eigenvalue mean, variance and xi of W_Q W_K^T, head mean.\n"
+    )
+    print(format_rows(rows))
+    return 0

@@ -43,6 +43,8 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
     path = os.path.join(folder, MANIFEST)
+    if os.path.exists(path + ".partial"):  # our manifest's temporary, left by a kill inside its write
+        os.remove(path + ".partial")
     settings = json.loads(json.dumps(settings))  # as stored: tuples become lists
     if os.path.exists(path):
         with open(path) as f:
@@ -52,8 +54,10 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
         return "ours"
     entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
     ours_before = marker is not None and bool(glob.glob(os.path.join(glob.escape(folder), marker)))
-    if entries and not (ours_before and all(any(fnmatch.fnmatch(e, w) for w in writes) for e in entries)):
-        shown = ", ".join(entries[:4]) + (", ..." if len(entries) > 4 else "")
+    foreign = [e for e in entries if not any(fnmatch.fnmatch(e, w) for w in writes)]
+    if entries and (foreign or not ours_before):
+        named = foreign or entries  # without the marker, even names we use are not proven ours
+        shown = ", ".join(named[:4]) + (", ..." if len(named) > 4 else "")
         raise RunFolderMismatch(
             f"{flag}: received {folder}, which holds files keras-tse did not write ({shown}); expected a new or "
             f"empty folder, or one keras-tse {command} made"

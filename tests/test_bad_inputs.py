@@ -486,3 +486,21 @@ def test_the_readmes_own_data_minimums_are_the_checks(tmp_path):
     for fewer in (image_folder(tmp_path / "few", per_class=1), image_folder(tmp_path / "cls", classes=("cat",))):
         with pytest.raises(InputError):
             data.image_folder_layout(fewer)
+
+
+def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write(tmp_path):
+    from keras_tse.run_files import RunFolderMismatch, claim_folder
+
+    def claim(folder, **settings):
+        return claim_folder(str(folder), "cmd", settings, writes=("post", "plots"), marker="*/config.json")
+
+    assert claim(tmp_path / "a", lr=0.1) == "new" and claim(tmp_path / "a", lr=0.1) == "ours"
+    with pytest.raises(RunFolderMismatch, match=r"a cmd run with lr 0.1; expected a folder for lr 0.2"):
+        claim(tmp_path / "a", lr=0.2)
+    user_files(tmp_path / "legacy", "post/config.json")  # a run made before manifests: adopted
+    assert claim(tmp_path / "legacy", lr=0.1) == "new" and (tmp_path / "legacy" / MANIFEST).exists()
+    user_files(tmp_path / "theirs", "post/config.json", "notes.txt")
+    with pytest.raises(RunFolderMismatch, match=r"holds files keras-tse did not write \(notes.txt\)"):
+        claim(tmp_path / "theirs", lr=0.1)
+    user_files(tmp_path / "killed", MANIFEST + ".partial")  # a kill inside the manifest's write
+    assert claim(tmp_path / "killed", lr=0.1) == "new" and os.listdir(tmp_path / "killed") == [MANIFEST]

@@ -296,7 +296,7 @@ def run(args):
 
     data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
 
-    jit_compile = training.scale.configure(args)
+    jit_compile = training.scale.configure(**flags.scale_settings(args))
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)

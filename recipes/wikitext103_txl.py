@@ -136,7 +136,7 @@ def base_config(args):
 
 
 def train_settings(args):
-    jit_compile = training.scale.configure(args)
+    jit_compile = training.scale.configure(**flags.scale_settings(args))
     _, _, base_train = base_config(args)
     config = dataclasses.replace(base_train, jit_compile=jit_compile)
     if args.steps is not None:

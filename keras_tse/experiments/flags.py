@@ -317,6 +317,17 @@ def add_compile_cache(parser, default=None):
     )
 
 
+def scale_settings(args):
+    """The keywords of `keras_tse.training.scale.configure` from the flags `add_scale_arguments` and
+    `add_compile_cache` add: the library takes values, never an argparse namespace."""
+    return dict(
+        mixed_precision=args.mixed_precision,
+        jit_compile=args.jit_compile,
+        data_parallel=args.data_parallel,
+        compile_cache_dir=args.compile_cache,
+    )
+
+
 def add_scale_arguments(parser):
     """The flags `keras_tse.training.scale.configure` reads: precision, compilation, data parallelism."""
     parser.add_argument(

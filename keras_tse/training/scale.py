@@ -1,7 +1,7 @@
 """Speed and scale settings the recipes share: mixed precision, XLA/torch.compile, data parallelism.
 
 Each recipe takes the flags of `keras_tse.experiments.flags.add_scale_arguments` and, before it builds a
-model, calls `configure(args)`:
+model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
 
 - `--mixed-precision`: the global dtype policy `mixed_bfloat16` (bfloat16 compute, float32
   variables). The zoo keeps what must stay exact in float32: LayerNorm (Keras computes it in float32
@@ -29,13 +29,16 @@ from keras_tse.training import compile_cache
 MIXED_POLICY = "mixed_bfloat16"
 
 
-def configure(args):
-    """Set the global policy, compile cache and distribution the flags ask for; returns the `jit_compile` to use."""
-    configure_precision(args.mixed_precision)
-    compile_cache.use_compile_cache(args.compile_cache)
-    if args.data_parallel:
+def configure(mixed_precision=False, jit_compile=False, data_parallel=False, compile_cache_dir=None):
+    """Set the global policy, compile cache and distribution asked for; returns the `jit_compile` to use.
+
+    `compile_cache_dir`: a folder, "off", or None for the default (`compile_cache.use_compile_cache`).
+    """
+    configure_precision(mixed_precision)
+    compile_cache.use_compile_cache(compile_cache_dir)
+    if data_parallel:
         use_data_parallel()
-    return True if args.jit_compile else "auto"
+    return True if jit_compile else "auto"
 
 
 def configure_precision(mixed):

@@ -73,3 +73,33 @@ def test_from_preset_loads_a_keras_file_and_refuses_overrides_for_it():
         zoo.from_preset(path, depth=3)
     with pytest.raises(ValueError, match="No such file. Received: preset='missing.keras'"):
         zoo.from_preset("missing.keras")
+
+
+def test_create_model_and_list_models_cover_every_preset_and_family():
+    from keras_tse.zoo.registry import FAMILIES, register_family
+
+    names = zoo.list_models()
+    assert set(names) == set(zoo.presets()) | {"vit", "transformer_xl"} and names == sorted(names)
+    vit80 = [f"vit80_cifar10_{norm}" for norm in ("deepnorm", "deescalate", "layerscale", "post", "pre")]
+    assert zoo.list_models("vit80*") == vit80
+    # a preset by name, with overrides, is from_preset's model; a family by name is its builder's
+    model = zoo.create_model("vit24_digits", depth=2)
+    assert (
+        model.name == "vit24_digits-depth2"
+        and model.count_params() == zoo.from_preset("vit24_digits", depth=2).count_params()
+    )
+    tiny = dict(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2, name="tiny")
+    built, expected = zoo.create_model("vit", **tiny), zoo.vit(**tiny)
+    assert (built.name, built.count_params()) == ("tiny", expected.count_params())
+    with pytest.raises(ValueError, match=r"Unknown model; choose from list_models\(\).*Received: model_name='vits'"):
+        zoo.create_model("vits")
+    # a new family is one decorator; a name registered twice is an error
+    try:
+        twin = register_family("vit_twin", lambda config: f"{config['image_size']}px images")(zoo.vit)
+        assert "vit_twin" in zoo.list_models("vit_*")
+        assert zoo.create_model("vit_twin", **tiny).count_params() == expected.count_params()
+        with pytest.raises(ValueError, match="'vit_twin' is registered already"):
+            register_family("vit_twin", lambda config: "images")(twin)
+    finally:
+        FAMILIES.pop("vit_twin", None)
+    assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"  # described by its family

@@ -1,7 +1,18 @@
-"""Model builders and the preset registry."""
+"""Model builders, their families (`registry`) and the preset registry."""
 
-from keras_tse.zoo.presets import from_preset, full_config, presets
+from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
+from keras_tse.zoo.registry import register_family
 from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
 from keras_tse.zoo.vit import vit
 
-__all__ = ["TransformerXL", "from_preset", "full_config", "presets", "transformer_xl", "vit"]
+__all__ = [
+    "TransformerXL",
+    "create_model",
+    "from_preset",
+    "full_config",
+    "list_models",
+    "presets",
+    "register_family",
+    "transformer_xl",
+    "vit",
+]

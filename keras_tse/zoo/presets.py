@@ -3,19 +3,20 @@
 `from_preset(name, **overrides)` builds one (or loads a `.keras` file); `presets()` lists them with
 their metadata: description, input and its normalisation, parameter counts, `weights` and the model
 card (`zoo/<card>.md`: settings, the command that trains it, the results measured so far).
-`keras-tse presets` prints the list.
+`keras-tse presets` prints the list. `create_model(name)` builds a preset or a family by name and
+`list_models(pattern)` lists them (`registry.py`).
 """
 
 import copy
+import fnmatch
 import inspect
 import json
 import os
 import re
 
-from keras_tse.zoo.transformer_xl import TransformerXL
-from keras_tse.zoo.vit import vit
-
-BUILDERS = {"vit": vit, "transformer_xl": TransformerXL}
+import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
+import keras_tse.zoo.vit  # noqa: F401  registers its family
+from keras_tse.zoo.registry import FAMILIES
 
 # Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
 # writes it, tests/test_presets.py checks it against count_params(). Not typed by hand.
@@ -110,16 +111,13 @@ PRESETS = {
 
 def input_description(preset):
     """What the preset's model takes, in words, from its builder keywords."""
-    config = full_config(preset)
-    if PRESETS[preset]["builder"] == "vit":
-        return f"{config['image_size']}x{config['image_size']}x{config['channels']} images"
-    return f"[{config['batch_size']}, {config['segment_len']}] token ids (fixed batch), memory {config['mem_len']}"
+    return FAMILIES[PRESETS[preset]["builder"]].describe_input(full_config(preset))
 
 
 def full_config(preset):
     """Every builder keyword of `preset`: its own settings over the builder's defaults."""
     entry = PRESETS[preset]
-    parameters = inspect.signature(BUILDERS[entry["builder"]]).parameters.values()
+    parameters = inspect.signature(FAMILIES[entry["builder"]].builder).parameters.values()
     defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
     return {**defaults, **copy.deepcopy(entry["config"])}
 
@@ -170,7 +168,7 @@ def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
             f"(pretrained=False, the default) and train it with the command in {entry['card']}, or load a model "
             f"you trained: from_preset('path/to/model.keras')."
         )
-    builder = BUILDERS[entry["builder"]]
+    builder = FAMILIES[entry["builder"]].builder
     accepted = set(inspect.signature(builder).parameters)
     unknown = sorted(set(overrides) - accepted)
     if unknown:
@@ -179,6 +177,25 @@ def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
             f"Received unknown overrides: {unknown}"
         )
     return builder(**{**entry["config"], "name": overridden_name(preset, overrides), **overrides})
+
+
+def list_models(pattern="*"):
+    """The names `create_model` builds, sorted: every preset and every model family, filtered by the
+    shell-style `pattern` (timm's `list_models("vit*")`)."""
+    return sorted(name for name in (*PRESETS, *FAMILIES) if fnmatch.fnmatch(name, pattern))
+
+
+def create_model(model_name, /, **overrides):
+    """The model of preset or family `model_name`, any builder keyword overridden (`name` too):
+    `create_model("vit", depth=12)`, `create_model("vit80_cifar10_deescalate", tau=0.5)`. A preset's
+    model is named after its overrides (`from_preset`); a family's takes its builder's defaults."""
+    if model_name in PRESETS:
+        return from_preset(model_name, **overrides)
+    if model_name not in FAMILIES:
+        raise ValueError(
+            f"Unknown model; choose from list_models(): {list_models()}. Received: model_name={model_name!r}"
+        )
+    return FAMILIES[model_name].builder(**overrides)
 
 
 def overridden_name(preset, overrides):

@@ -11,8 +11,14 @@ from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.norms import DEESCALATED, TRANSFORMER_XL_NORMS
 from keras_tse.zoo.blocks import transformer_xl_block
+from keras_tse.zoo.registry import register_family
 
 
+def _token_ids(config):
+    return f"[{config['batch_size']}, {config['segment_len']}] token ids (fixed batch), memory {config['mem_len']}"
+
+
+@register_family("transformer_xl", _token_ids)
 @keras.saving.register_keras_serializable(package="keras_tse")
 class TransformerXL(keras.Model):
     """Transformer-XL: token ids `[batch_size, segment_len]` to next-token log-probabilities.

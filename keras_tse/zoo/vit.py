@@ -7,6 +7,7 @@ from keras_tse.layers import PatchEmbedding, ScannedBlocks, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
 from keras_tse.norms import DEESCALATE_AT, NORMS
 from keras_tse.zoo.blocks import vit_block
+from keras_tse.zoo.registry import register_family
 
 POOLS = ("cls", "mean")
 BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")
@@ -14,6 +15,7 @@ BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initial
 
 # The keywords grouped by what they set, one group a line.
 # fmt: off
+@register_family("vit", lambda config: f"{config['image_size']}x{config['image_size']}x{config['channels']} images")
 def vit(
     depth=80, norm="deescalate", *,
     image_size=32, patch_size=4, channels=3, num_classes=10, pool="cls",  # input and head

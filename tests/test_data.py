@@ -167,3 +167,16 @@ def test_tf_cpp_min_log_level_silences_tensorflows_start_up_notices():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
     assert done.stdout.strip() == "True"
     assert "I0000" not in done.stderr and "absl::InitializeLog" not in done.stderr, done.stderr
+
+
+def test_the_content_check_counts_the_classes_of_the_release_not_ten():
+    from keras_tse.data._image_set import ImageSet, checked
+
+    three = ImageSet("none", "Three", {"train": [2, 1, 1], "test": [1, 1, 1]}, (2, 2), None, None)
+    x = np.zeros((4, 2, 2), "uint8")
+    split = ((x, np.array([0, 0, 1, 2])), (x[:3], np.array([0, 1, 2])))
+    assert checked(split, three, "here") is split
+    with pytest.raises(ValueError, match=r"per-class counts \[1, 1, 1\], expected \[2, 1, 1\]"):
+        checked(((x[:3], np.array([0, 1, 2])), split[1]), three, "here")
+    with pytest.raises(ValueError, match=r"per-class counts \[0, 1, 2, 3\]"):  # a label past the classes
+        checked(((x, np.array([0, 1, 2, 3])), split[1]), three, "here")

@@ -43,7 +43,9 @@ def checked(split, image_set, origin):
                 f"{name} {part} from {origin} has images {x.shape} {x.dtype} and {len(y)} labels; "
                 f"expected uint8 [N, {', '.join(map(str, shape))}] with one label each."
             )
-        found = np.bincount(y, minlength=10).tolist() if y.min() >= 0 and y.max() <= 9 else sorted(set(y.tolist()))
+        classes = len(counts[part])  # the standard release's per-class counts name its classes
+        in_range = len(y) and y.min() >= 0 and y.max() < classes
+        found = np.bincount(y, minlength=classes).tolist() if in_range else sorted(set(y.tolist()))
         if found != counts[part]:
             raise ValueError(
                 f"{name} {part} from {origin} is not the standard release: per-class counts {found}, "

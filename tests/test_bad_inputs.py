@@ -269,7 +269,7 @@ CASES = [
         lambda t: ["presets", "--count", "--write", user_files(t, "p.json") + "/p.json"],
         "p.json",
     ),
-    ("figures-which", "cli", lambda t: ["figures", "--which", "1,9", "--out", str(t / "f")], "'9'"),
+    ("figures-which", "cli", lambda t: ["figures", "--which", "1,9", "--out", str(t / "f")], "--which: received '9'"),
     (
         "figures-out-user-files",
         "cli",
@@ -282,9 +282,9 @@ CASES = [
         lambda t: ["bench", "--quick", "--out", user_files(t, "b.json") + "/b.json"],
         "b.json",
     ),
-    ("bench-dtype", "cli", lambda t: ["bench", "--quick", "--dtype", "float8"], "'float8'"),
-    ("bench-peer", "cli", lambda t: ["bench", "--quick", "--peer", "banana"], "'banana'"),
-    ("bench-cases", "cli", lambda t: ["bench", "--quick", "--cases", "vit_post,banana"], "'banana'"),
+    ("bench-dtype", "cli", lambda t: ["bench", "--quick", "--dtype", "float8"], "--dtype: received 'float8'"),
+    ("bench-peer", "cli", lambda t: ["bench", "--quick", "--peer", "banana"], "--peer: received 'banana'"),
+    ("bench-cases", "cli", lambda t: ["bench", "--quick", "--cases", "vit_post,banana"], "--cases: received 'banana'"),
     ("sweep-depth-0", "cli", lambda t: ["sweep", "--depths", "12,0"], "'0'"),
     ("sweep-norms", "cli", lambda t: ["sweep", "--norms", "post,banana"], "'banana'"),
     ("sweep-inits", "cli", lambda t: ["sweep", "--inits", "banana"], "'banana'"),
@@ -504,3 +504,10 @@ def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write
         claim(tmp_path / "theirs", lr=0.1)
     user_files(tmp_path / "killed", MANIFEST + ".partial")  # a kill inside the manifest's write
     assert claim(tmp_path / "killed", lr=0.1) == "new" and os.listdir(tmp_path / "killed") == [MANIFEST]
+
+
+def test_the_figure_numbers_the_flag_takes_are_the_figures_made():
+    from keras_tse.experiments import figures
+    from keras_tse.experiments.commands import figures as command
+
+    assert command.NUMBERS == tuple(figures.FIGURES)

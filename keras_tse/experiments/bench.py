@@ -49,13 +49,10 @@ import numpy as np
 
 from keras_tse import _checks, run_files
 
+# the cases, peers and dtypes are the command line's (checked where the flags enter, before Keras loads)
+from keras_tse.experiments.commands.bench import CASES, DTYPES, PEERS, TIMM_CASES, TXL_CASES, VIT_CASES
+
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
-VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
-TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer.TIMM_CASES; kept here so this module never imports it
-TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
-CASES = VIT_CASES + TIMM_CASES + TXL_CASES
-PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES}
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass

@@ -8,6 +8,13 @@ from keras_tse.run_files import claim_file
 
 HELP = "train-step throughput and peak memory, ours beside a KerasHub or timm peer"
 
+VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
+TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer.TIMM_CASES; kept here so bench never imports it
+TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
+CASES = VIT_CASES + TIMM_CASES + TXL_CASES
+PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES}
+DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+
 
 def add_arguments(parser):
     parser.add_argument(
@@ -15,13 +22,13 @@ def add_arguments(parser):
     )
     parser.add_argument(
         "--cases",
-        type=flags.comma_list(str),
+        type=flags.choice_list(CASES, {}),
         help="comma-separated cases (default: ours, --peer's and TXL's): vit_post, vit_pre, vit_deescalate, "
         "peer_post, peer_pre (KerasHub), timm_post, timm_pre, txl_post, txl_pre, txl_deescalate",
     )
     parser.add_argument(
         "--peer",
-        type=flags.comma_list(str),
+        type=flags.choice_list(tuple(PEERS), {}),
         help="whose ViT to time beside ours: keras_hub (default), timm (plain PyTorch, `pip install timm`) or both",
     )
     parser.add_argument(
@@ -29,7 +36,7 @@ def add_arguments(parser):
         type=flags.positive_float,
         help="stop a case's process still running after this many seconds of the whole run (with --isolate: per case)",
     )
-    parser.add_argument("--dtype", help="float32 (default), mixed_bfloat16 or mixed_float16")
+    parser.add_argument("--dtype", choices=DTYPES, help="the training dtype policy (default: float32)")
     parser.add_argument("--vit-depth", type=flags.depth, help="ViT blocks (default: 80; --quick 8)")
     parser.add_argument("--vit-batch", type=flags.positive_int, help="ViT batch (default: 128; --quick 32)")
     parser.add_argument("--txl-depth", type=flags.depth, help="Transformer-XL blocks (default: 60; --quick 4)")

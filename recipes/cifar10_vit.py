@@ -48,6 +48,7 @@ import keras_tse
 from keras_tse import data, training
 from keras_tse._checks import InputError
 from keras_tse.experiments import flags
+from keras_tse.layouts import layout_names
 from keras_tse.run_files import claim_folder, read_history
 from keras_tse.training import TrainConfig
 
@@ -68,6 +69,12 @@ VARIANTS = {
     "layerscale": {"preset": "vit80_cifar10_layerscale", "learning_rate": 1e-4},
 }
 PAPER_VARIANTS = ("post", "pre", "deescalate")  # --norm all
+
+
+def variant_of(norm):
+    """A layout's preset and learning rate: its own, or (a layout without one, such as ReZero or a
+    registered one) the de-escalated preset with that layout, at the paper's rate for its stable variants."""
+    return VARIANTS.get(norm, {"preset": VARIANTS["deescalate"]["preset"], "learning_rate": 1e-4, "norm": norm})
 
 # === Optimisation: Sec. 3.3 ===
 TRAIN = TrainConfig(epochs=150, batch_size=128)
@@ -200,6 +207,8 @@ def model_overrides(args, norm):
     elif args.dataset != "cifar10":
         dataset = DATASETS[args.dataset]
         overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
+    if "norm" in variant_of(norm):  # a layout trained in another layout's preset
+        overrides["norm"] = norm
     if args.depth is not None:
         overrides["depth"] = args.depth
     if args.num_heads is not None:
@@ -209,7 +218,7 @@ def model_overrides(args, norm):
     hidden_dim = args.hidden_dim
     if args.head_dim is not None and hidden_dim is None:  # a head size, with the heads: the width
         hidden_dim = args.head_dim * (
-            args.num_heads or keras_tse.zoo.full_config(VARIANTS[norm]["preset"])["num_heads"]
+            args.num_heads or keras_tse.zoo.full_config(variant_of(norm)["preset"])["num_heads"]
         )
     if hidden_dim is not None:
         overrides.update(hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim)  # the paper's FFN ratio (Table 1)
@@ -237,7 +246,7 @@ def check_args(args):
     if args.dataset != "folder" and args.image_size is not None:
         raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
     size, _, classes = own_geometry(args) if own else (DATASETS[args.dataset]["image_size"], None, 10)
-    preset = {**keras_tse.zoo.full_config(VARIANTS[args.norm[0]]["preset"]), **(SMOKE_MODEL if args.smoke else {})}
+    preset = {**keras_tse.zoo.full_config(variant_of(args.norm[0])["preset"]), **(SMOKE_MODEL if args.smoke else {})}
     patch = args.patch_size or preset["patch_size"]
     if size % patch:
         flag, value = (
@@ -264,7 +273,7 @@ def check_args(args):
 
 def variant_settings(args, norm, train_config):
     """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
-    variant = VARIANTS[norm]
+    variant = variant_of(norm)
     lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
     config = dataclasses.replace(
         train_config,
@@ -290,7 +299,7 @@ def run(args):
     check_args(args)  # before any data is read or model built: a bad input answers at once
     args.fingerprint = data_fingerprint(args) if args.dataset in OWN_DATA else None
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
-    claim_folder(args.out, PROG, shared, writes=(*VARIANTS, "plots"), marker="*/config.json")
+    claim_folder(args.out, PROG, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
 
     import keras  # here, not at the top: see the imports
 
@@ -356,7 +365,7 @@ def run(args):
     name = DATASETS[args.dataset]["title"] if args.dataset in DATASETS else os.path.basename(args.data_dir.rstrip("/"))
     title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
-        summaries, training.runner.summary_line, args.out, VARIANTS, "history.csv", _plot_histories, title
+        summaries, training.runner.summary_line, args.out, layout_names(), "history.csv", _plot_histories, title
     )
     return summaries
 
@@ -371,10 +380,11 @@ def parse_args(argv=None):
     parser = flags.Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
-        type=flags.choice_list(VARIANTS, {"all": PAPER_VARIANTS}),
+        type=flags.choice_list(layout_names(), {"all": PAPER_VARIANTS}),
         default=PAPER_VARIANTS,
         metavar="NAMES",
-        help=f"the variants to train, comma-separated, of {', '.join(VARIANTS)}; all: the paper's three (default)",
+        help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
+        "(default). A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
     )
     parser.add_argument(
         "--dataset",

@@ -60,7 +60,8 @@ import keras_tse
 from keras_tse import data, training
 from keras_tse._checks import InputError
 from keras_tse.experiments import flags
-from keras_tse.norms import DEESCALATE_AT, DEESCALATED
+from keras_tse.layouts import get_layout, layout_names
+from keras_tse.norms import DEESCALATE_AT
 from keras_tse.run_files import claim_folder
 from keras_tse.training import LMTrainConfig
 
@@ -207,7 +208,9 @@ def _deescalation_overrides(args, norm):
     if not flags_given:
         return {}
     placed = any(flag in flags_given for flag in ("--deescalate-at", "--segment-mean"))
-    allowed = ("deescalate",) if placed else DEESCALATED  # the leaky arm is measured at Sec. 3.4's place only
+    deescalating = [name for name in layout_names(measurement=True) if get_layout(name).deescalates]
+    # the leaky arm is measured at Sec. 3.4's place only
+    allowed = [name for name in deescalating if get_layout(name).causal_mean] if placed else deescalating
     if norm not in allowed:
         raise InputError("--norm", norm, f"{' or '.join(allowed)}: {', '.join(flags_given)} set(s) eq. (21)")
     return dict(flags_given.values())
@@ -268,7 +271,7 @@ def run(args):
         else None
     )
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
-    claim_folder(args.out, PROG, shared, writes=(*VARIANTS, LEAKY, "plots"), marker="*/config.json")
+    claim_folder(args.out, PROG, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
 
     import keras  # here, not at the top: see the imports
 
@@ -323,7 +326,7 @@ def run(args):
         summaries,
         training.language_model.summary_line,
         args.out,
-        [*VARIANTS, LEAKY],
+        layout_names(measurement=True),
         "steps.csv",
         training.plot_training_loss,
         title,
@@ -335,10 +338,10 @@ def parse_args(argv=None):
     parser = flags.Parser(prog=PROG, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
-        type=flags.choice_list((*VARIANTS, LEAKY), {"all": tuple(VARIANTS)}),
+        type=flags.choice_list(layout_names(measurement=True), {"all": tuple(VARIANTS)}),
         default=tuple(VARIANTS),
         metavar="NAMES",
-        help=f"the variants to train, comma-separated, of {', '.join(VARIANTS)}, {LEAKY} (leaks later tokens, "
+        help=f"the variants to train, comma-separated, of {', '.join(layout_names())}, {LEAKY} (leaks later tokens, "
         "for measurement only); all: the paper's three (default)",
     )
     parser.add_argument(

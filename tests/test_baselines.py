@@ -68,7 +68,7 @@ def test_vit_deepnorm_alpha_and_init_scales():
     alpha, beta = (2 * depth) ** 0.25, (8 * depth) ** -0.25
     model = zoo.vit(depth=depth, norm="deepnorm", hidden_dim=64, ffn_dim=128, num_heads=4)
     block = model.get_layer("block_05")
-    assert isinstance(block, DeepNormBlock)
+    assert block.norm == "deepnorm"
     assert block.residual_scale == pytest.approx(alpha) and block.init_gain == pytest.approx(beta)
     attention = block.self_attention
     for dense, gain in (
@@ -125,7 +125,7 @@ def test_rezero_block_is_the_identity_at_initialisation():
     block = ReZeroBlock(2, 12)
     np.testing.assert_array_equal(_numpy(block(x)), x)
     assert not any("norm" in w.path for w in block.weights)  # no LayerNorm
-    block.resweight.assign(0.5)
+    block.layout_state.assign(0.5)
     assert np.abs(_numpy(block(x)) - x).max() > 1e-2
 
 
@@ -153,8 +153,8 @@ def test_layerscale_initial_scales_follow_cait(depth, expected):
     )
     for i in (0, depth - 1):
         block = model.get_layer(f"block_{i:02d}")
-        assert isinstance(block, LayerScaleBlock)
-        for scale in block.branch_scales:
+        assert block.norm == "layerscale"
+        for scale in block.layout_state:
             np.testing.assert_array_equal(_numpy(scale), np.full((16,), expected, "float32"))
     txl = zoo.transformer_xl(
         depth=depth,
@@ -170,7 +170,7 @@ def test_layerscale_initial_scales_follow_cait(depth, expected):
         cutoffs=(20,),
     )
     np.testing.assert_array_equal(
-        _numpy(txl.get_layer("block_00").branch_scales[1]), np.full((16,), expected, "float32")
+        _numpy(txl.get_layer("block_00").layout_state[1]), np.full((16,), expected, "float32")
     )
 
 
@@ -180,8 +180,8 @@ def test_layerscale_block_scales_each_branch_per_channel():
     block.build(x.shape)
     randomise_weights(block)
     l1, l2 = (np.linspace(0.1, 1.0, 16).astype("float32"), np.linspace(-1.0, 1.0, 16).astype("float32"))
-    block.branch_scales[0].assign(l1)
-    block.branch_scales[1].assign(l2)
+    block.layout_state[0].assign(l1)
+    block.layout_state[1].assign(l2)
     y = x + l1 * _numpy(block.self_attention(_numpy(block.attention_norm(x))))
     z = y + l2 * _numpy(block.ffn_outer(block.ffn_inner(block.ffn_norm(y))))
     np.testing.assert_allclose(_numpy(block(x)), z, atol=1e-5)

@@ -4,7 +4,7 @@ from keras import ops
 
 import keras_tse
 from keras_tse.analysis.similarity import token_similarity_profile
-from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
+from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock, TransformerBlock
 from keras_tse.zoo import from_preset, presets, vit
 
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
@@ -33,7 +33,7 @@ def test_paper_vit80_size_and_escalation_at_init(norm, preset_model):
     model = preset_model(f"vit80_cifar10_{norm}")  # Table 1's ViT at depth 80, the paper's variant
     assert 22e6 <= model.count_params() <= 26e6, model.count_params()
     assert tuple(model.output.shape) == (None, 10)
-    blocks = [layer for layer in model.layers if isinstance(layer, (PostNormBlock, PreNormBlock))]
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock) and layer.norm == norm]
     assert len(blocks) == 80
     if norm == "post":
         profile = token_similarity_profile(model, _images((2, 32, 32, 3)))
@@ -41,7 +41,7 @@ def test_paper_vit80_size_and_escalation_at_init(norm, preset_model):
     if norm == "deescalate":
         profile = token_similarity_profile(model, _images((2, 32, 32, 3)))
         assert np.all(profile < 0.05), profile
-        assert all(b.deescalate == "output" and b.tau == 1.0 for b in blocks)
+        assert all(b.norm == "deescalate" and b.deescalate_at == "output" and b.tau == 1.0 for b in blocks)
 
 
 @pytest.mark.one_backend
@@ -57,8 +57,8 @@ def test_table1_defaults():
 def test_mean_pooling_after_full_deescalation_still_learns():
     # tau=1 at every block output would zero the token mean the head sees; the last block keeps it.
     model = vit(norm="deescalate", pool="mean", tau=1.0, **TINY)
-    places = [model.get_layer(f"block_{i:02d}").deescalate for i in range(3)]
-    assert places == ["output", "output", None]
+    layouts = [model.get_layer(f"block_{i:02d}").norm for i in range(3)]
+    assert layouts == ["deescalate", "deescalate", "post"]
     pooled = keras_tse.analysis.similarity.block_outputs_model(model, ["mean_pool"]).predict(_images(), verbose=0)
     assert np.abs(pooled).max() > 0.1
     logits = model.predict(_images(), verbose=0)
@@ -121,7 +121,7 @@ def test_paper_presets_are_the_three_variants():
 
 def test_from_preset_overrides_and_rejects_unknown():
     model = from_preset("vit12_cifar10_small", depth=2, norm="pre")
-    assert isinstance(model.get_layer("block_01"), PreNormBlock)
+    assert model.get_layer("block_01").norm == "pre"
     with pytest.raises(ValueError, match=r"Received unknown overrides: \['layers'\]"):
         from_preset("vit12_cifar10_small", layers=4)
     with pytest.raises(ValueError, match="Received: preset='vit1000'"):

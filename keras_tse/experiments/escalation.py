@@ -14,7 +14,7 @@ import numpy as np
 
 from keras_tse import run_files
 from keras_tse.analysis.similarity import token_similarity
-from keras_tse.norms import ESCALATION_KINDS, ESCALATION_LABELS, PAPER_NORMS
+from keras_tse.norms import ESCALATION_LABELS, PAPER_NORMS, escalation_kinds
 from keras_tse.zoo.blocks import escalation_block
 
 
@@ -40,7 +40,7 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
     """Mean token similarity at the input and after each block, per block kind.
 
     Args:
-        kinds: names from `keras_tse.norms.ESCALATION_KINDS`.
+        kinds: names from `keras_tse.norms.escalation_kinds()`.
         config: an `EscalationConfig`. Defaults to the paper's Sec. 2.4.
         verbose: 1 for a Keras progress bar over the (kind, seed) stacks.
             Defaults to 0.
@@ -51,9 +51,9 @@ def similarity_at_init(kinds=PAPER_NORMS, config=None, verbose=0):
         over seeds and examples.
     """
     config = config or EscalationConfig()
-    unknown = [k for k in kinds if k not in ESCALATION_KINDS]
+    unknown = [k for k in kinds if k not in escalation_kinds()]
     if unknown:
-        raise ValueError(f"Unknown block kind(s) {unknown}; choose from {ESCALATION_KINDS}. Received: kinds={kinds}")
+        raise ValueError(f"Unknown block kind(s) {unknown}; choose from {escalation_kinds()}. Received: kinds={kinds}")
     bar = keras.utils.Progbar(len(kinds) * len(config.seeds), verbose=verbose)
     profiles = {}
     for kind in kinds:

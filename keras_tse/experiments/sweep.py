@@ -34,7 +34,8 @@ from keras_tse import _checks, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
 from keras_tse.data import load_digits
 from keras_tse.layers import initializers
-from keras_tse.norms import BASELINE_NORMS, DEESCALATED, NORMS, PAPER_NORMS
+from keras_tse.layouts import get_layout, layout_names
+from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 from keras_tse.training.runner import train_in_folder
 
@@ -74,7 +75,7 @@ class SweepConfig:
         return cls(**{**grid, **settings, **overrides})
 
     def __post_init__(self):
-        self.norms = _checks.subset_of("norms", self.norms, NORMS)
+        self.norms = _checks.subset_of("norms", self.norms, layout_names())
         _checks.config_fields(
             self, positive_ints=("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size")
         )
@@ -356,11 +357,11 @@ def cell_label(norm, tau, initializer=None):
 
 
 def arms_of(rows):
-    """The (norm, tau, initializer) arms present in `rows`: NORMS order, larger tau first, torch before glorot."""
+    """The (norm, tau, initializer) arms present in `rows`: the layouts' order, larger tau first, torch before glorot."""
     arms = {(row["norm"], row["tau"], row["initializer"]) for row in rows}
     schemes = initializers.INITIALIZERS
     return sorted(
-        arms, key=lambda a: (NORMS.index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0, schemes.index(a[2]))
+        arms, key=lambda a: (layout_names().index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0, schemes.index(a[2]))
     )
 
 
@@ -384,7 +385,7 @@ def markdown_table(rows):
 
 
 # The arms of the committed grid, in table order (norm, tau).
-STUDY_ARMS = tuple((norm, "") for norm in PAPER_NORMS if norm not in DEESCALATED) + tuple(
+STUDY_ARMS = tuple((norm, "") for norm in PAPER_NORMS if not get_layout(norm).deescalates) + tuple(
     ("deescalate", tau) for tau in ("1.0", "0.5")
 )
 

@@ -1,7 +1,6 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
-from keras_tse.layers.baselines import cait_layer_scale_init, deepnorm_constants
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
@@ -15,6 +14,8 @@ from keras_tse.layers.scanned_blocks import ScannedBlocks
 from keras_tse.layers.self_attention import SelfAttention
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
+from keras_tse.layouts.deepnorm import deepnorm_constants  # the baselines' constants, beside their blocks
+from keras_tse.layouts.layerscale import cait_layer_scale_init
 
 __all__ = [
     "AdaptiveEmbedding",

@@ -1,11 +1,10 @@
 import keras
 
-from keras_tse import _checks
-from keras_tse.layers.post_norm_block import PostNormBlock
+from keras_tse.layers.transformer_block import TransformerBlock
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
-class DeepNormBlock(PostNormBlock):
+class DeepNormBlock(TransformerBlock):
     """DeepNorm's post-norm block (DeepNet, Wang et al. 2022): `LN(alpha * x + G(x))` with beta-scaled init.
 
     Algorithm 1 with each residual multiplied by `residual_scale` (DeepNet's alpha) before the add:
@@ -29,14 +28,13 @@ class DeepNormBlock(PostNormBlock):
         Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers, Sec. 3, Fig. 2.
     """
 
-    def __init__(self, *args, residual_scale=1.0, init_gain=1.0, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.residual_scale = _checks.positive_float("residual_scale", residual_scale)
-        self.init_gain = _checks.positive_float("init_gain", init_gain)
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._use_deepnorm(self.residual_scale, self.init_gain)
+    def __init__(self, *args, residual_scale=1.0, init_gain=1.0, deescalate=None, **kwargs):
+        if deescalate is not None:
+            raise ValueError(f"A DeepNormBlock does not de-escalate. Received: deescalate={deescalate!r}")
+        super().__init__(*args, norm="deepnorm", residual_scale=residual_scale, init_gain=init_gain, **kwargs)
 
     def get_config(self):
-        return {**super().get_config(), "residual_scale": self.residual_scale, "init_gain": self.init_gain}
+        config = super().get_config()
+        for key in ("norm", "deescalate_at"):
+            config.pop(key)
+        return config

@@ -1,6 +1,5 @@
 import keras
 
-from keras_tse.layers.baselines import check_layer_scale_init
 from keras_tse.layers.pre_norm_block import PreNormBlock
 
 
@@ -25,12 +24,4 @@ class LayerScaleBlock(PreNormBlock):
     """
 
     def __init__(self, *args, layer_scale_init=0.1, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.layer_scale_init = check_layer_scale_init(layer_scale_init)
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._use_layer_scale(self.layer_scale_init)
-
-    def get_config(self):
-        return {**super().get_config(), "layer_scale_init": self.layer_scale_init}
+        super().__init__(*args, norm="layerscale", layer_scale_init=layer_scale_init, **kwargs)

@@ -1,9 +1,6 @@
-import functools
-
 import keras
 
 from keras_tse import _checks
-from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.norms import DEESCALATE_AT
 
@@ -76,41 +73,16 @@ class PostNormBlock(TransformerBlock):
     """
 
     def __init__(self, *args, deescalate=None, tau=1.0, trainable_tau=False, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.deescalate = _checks.one_of("deescalate", deescalate, (None, *DEESCALATE_AT))
-        self.tau = _checks.unit_interval("tau", tau)
-        self.trainable_tau = bool(trainable_tau)
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self.de_escalation = None
-        if self.deescalate is not None:
-            self.de_escalation = DeEscalation(
-                tau=self.tau,
-                trainable_tau=self.trainable_tau,
-                causal=self.causal,
-                dtype=self.dtype_policy,
-                name="de_escalation",
-            )
-            self.de_escalation.build(input_shape)
-
-    def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
-        """Algorithm 1 step by step (`TransformerBlock._post_norm_steps`), de-escalated where `deescalate`
-        says: a dict of `y1` ... `y4`, `ffn_input`, `outputs` and `scores`. Fig. 2 reads it."""
-        deescalate = {self.deescalate: functools.partial(self.de_escalation, mask=mask)} if self.deescalate else {}
-        return self._post_norm_steps(
-            inputs,
-            training,
-            return_attention_scores,
-            ffn_input=deescalate.get("pre_ffn"),  # eq. (21) at the FFN input (Sec. 3.4)
-            output=deescalate.get("output"),  # eq. (21) at the block output (Sec. 3.3)
-            mask=mask,
-        )
+        _checks.one_of("deescalate", deescalate, (None, *DEESCALATE_AT))
+        if deescalate is None:  # the plain block: tau is unused (a config saved before layouts holds it)
+            super().__init__(*args, norm="post", **kwargs)
+            self.tau, self.trainable_tau = _checks.unit_interval("tau", tau), bool(trainable_tau)
+        else:
+            super().__init__(*args, norm="deescalate", deescalate_at=deescalate, tau=tau, trainable_tau=trainable_tau, **kwargs)
+        self.deescalate = deescalate
 
     def get_config(self):
-        return {
-            **super().get_config(),
-            "deescalate": self.deescalate,
-            "tau": self.tau,
-            "trainable_tau": self.trainable_tau,
-        }
+        config = super().get_config()
+        for key in ("norm", "deescalate_at"):
+            config.pop(key)
+        return {**config, "deescalate": self.deescalate, "tau": self.tau, "trainable_tau": self.trainable_tau}

@@ -58,7 +58,11 @@ class PreNormBlock(TransformerBlock):
         Yu & Zhang, Sec. 3.1, eqs. (19)-(20); Xiong et al. 2020.
     """
 
-    def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
-        """Eq. (19) step by step (`TransformerBlock._pre_norm_steps`): a dict of `x_hat`,
-        `attention_branch`, `y`, `outputs` and `scores`. Fig. 4 reads the norms of eq. (20) from here."""
-        return self._pre_norm_steps(inputs, training, return_attention_scores, mask=mask)
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, norm=kwargs.pop("norm", "pre"), **kwargs)
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("norm", "deescalate_at"):
+            config.pop(key)
+        return config

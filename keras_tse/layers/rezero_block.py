@@ -23,8 +23,5 @@ class ReZeroBlock(PreNormBlock):
         Bachlechner et al. 2021, ReZero is All You Need: Fast Convergence at Large Depth, eq. (3).
     """
 
-    uses_layer_norm = False
-
-    def build(self, input_shape):
-        super().build(input_shape)
-        self._use_rezero()
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, norm="rezero", **kwargs)

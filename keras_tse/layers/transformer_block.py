@@ -1,33 +1,87 @@
-"""The base class of every keras_tse block: signature, sublayers, config, the two block bodies and
-the hooks of the baselines.
+"""The Transformer block of every keras_tse model: signature, sublayers, config and the two bodies,
+laid out by a residual layout (`keras_tse.layouts`).
 
-The blocks differ only in where the LayerNorms sit and in which attention they use
-(`_make_attention`). So the two bodies live here, once each: `_post_norm_steps` (Algorithm 1, with
-eq. (21) optionally at the FFN input or the output) and `_pre_norm_steps` (eq. 19). The ViT blocks
-run one of them; Transformer-XL's block runs the same two with relative attention and its memory.
-The published depth-enabling baselines change a body in three places only, and both families fill
-the same three hooks (`keras_tse.layers.baselines`): `_residual` (DeepNet's `alpha * x` in a
-post-norm add), `_branch_scale` (LayerScale's `diag(l)`, ReZero's `a`, on a branch joining a
-pre-norm stream) and `_normalize` (ReZero has no LayerNorm).
+A block is an attention sublayer, an FFN and, where its layout has them, two LayerNorms. Its layout
+(`norm`) says which of the two bodies runs, `_post_norm_steps` (Algorithm 1) or `_pre_norm_steps`
+(eq. 19), and fills them in: the residual factor of a post-norm add (DeepNet's alpha), the scales a
+pre-norm branch joins with (LayerScale's `diag(l)`, ReZero's `a`), kernels redrawn at other gains,
+and eq. (21) at `deescalate_at`. The ViT and the GPT decoder stack this block; Transformer-XL's
+block is this one with relative attention over a memory (`_make_attention`).
 """
+
+import functools
 
 import keras
 
 from keras_tse import _checks
-from keras_tse.layers import baselines, initializers
+from keras_tse.layers import initializers
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._sequence_layer import SequenceLayer
+from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
+from keras_tse.layouts.layout import get_layout, split_options
+from keras_tse.norms import DEESCALATE_AT
 
 
+@keras.saving.register_keras_serializable(package="keras_tse")
 class TransformerBlock(SequenceLayer):
-    uses_layer_norm = True  # ReZero's block has none
+    """A Transformer block of any residual layout: self-attention and an FFN on `[batch, tokens, hidden]`.
+
+    With `norm="post"` it is Algorithm 1 step for step: `Y1 = X + alpha P X W`, `Y2 = LN(Y1)`,
+    `Y3 = Y2 + phi(Y2 W_1) W_2`, `Y4 = LN(Y3)`; with `norm="pre"` eq. (19); with
+    `norm="deescalate"` Algorithm 1 plus `DeEscalation(tau)` (eq. 21) at `deescalate_at`; and the
+    published depth-enabling layouts `"deepnorm"`, `"rezero"`, `"layerscale"` (`keras_tse.layouts`
+    has each, with its reference). `PostNormBlock`, `PreNormBlock`, `DeepNormBlock`, `ReZeroBlock`
+    and `LayerScaleBlock` are this block with their layout fixed.
+
+    Args:
+        num_heads: int, number of attention heads.
+        ffn_dim: int, inner width `q` of the FFN (`W_1` is `hidden x q`).
+        head_dim: int, width of each head. Defaults to `None`, meaning `hidden // num_heads`.
+        norm: the residual layout, a name of `keras_tse.layouts.layout_names()`. Defaults to `"post"`.
+        alpha: positive float scaling the self-attention branch (step 1). Defaults to `1.0`.
+        activation: FFN activation `phi`, one of `"relu"`, `"gelu"`, `"silu"`, `"tanh"`.
+            Defaults to `"relu"`, the paper's choice.
+        dropout: float in [0, 1), on each branch output and on the FFN hidden layer. Defaults to `0.0`.
+        attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
+        causal: bool, causal (decoder) attention, and a causal de-escalation. Defaults to `False`.
+        layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
+        initializer: weight scheme of the attention and FFN, `"glorot"`, `"torch"` (PyTorch's
+            `nn.Linear` default, kernels and biases: the paper's code), `"normal"` (N(0, 1/d),
+            Sec. 2.4) or `"transformer_xl"`. Defaults to `"glorot"` (Keras' convention).
+        kernel_initializer: optional Keras initializer overriding the scheme's kernels.
+        deescalate_at: `"output"` (after step 4, Sec. 3.3) or `"pre_ffn"` (the FFN input, Sec. 3.4),
+            where a de-escalating layout applies eq. (21). Defaults to `"output"`.
+        **kwargs: the layout's options (`tau` and `trainable_tau` of `"deescalate"`,
+            `residual_scale` and `init_gain` of `"deepnorm"`, `layer_scale_init` of
+            `"layerscale"`), then base layer keyword arguments such as `name` and `dtype`.
+
+    Call arguments:
+        inputs: tensor `[batch, tokens, hidden]`.
+        mask: optional boolean `[batch, tokens]`, `True` for real tokens.
+        training: bool, whether dropout is active.
+        return_attention_scores: bool, also return the per-head attention matrices P
+            `[batch, heads, tokens, tokens]` (explicit softmax: the probe path). Defaults to
+            `False` (fused attention).
+
+    Returns:
+        `[batch, tokens, hidden]`, or `(outputs, P)`.
+
+    Example:
+
+    >>> block = keras_tse.layers.TransformerBlock(8, 384, norm="deescalate", tau=0.5)
+    >>> block(np.random.randn(2, 65, 192).astype("float32")).shape  # (2, 65, 192)
+
+    Reference:
+        Yu & Zhang, Algorithm 1, eqs. (19) and (21), Secs. 3.3-3.4.
+    """
 
     def __init__(
         self,
         num_heads,
         ffn_dim,
         head_dim=None,
+        norm="post",
         alpha=1.0,
         activation="relu",
         dropout=0.0,
@@ -36,9 +90,15 @@ class TransformerBlock(SequenceLayer):
         layer_norm_epsilon=1e-5,
         initializer="glorot",
         kernel_initializer=None,
+        deescalate_at="output",
         **kwargs,
     ):
+        layout = get_layout(norm)
+        options, kwargs = split_options(layout, kwargs)
         super().__init__(**kwargs)
+        self.norm, self.layout, self.layout_options = norm, layout, options
+        for key, value in options.items():  # `block.tau`, `block.residual_scale`
+            setattr(self, key, value)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.ffn_dim = _checks.positive_int("ffn_dim", ffn_dim)
         self.head_dim = _checks.positive_int("head_dim", head_dim, allow_none=True)
@@ -50,6 +110,13 @@ class TransformerBlock(SequenceLayer):
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
+        self.deescalate_at = _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
+        if self.layout.deescalates and not self.layout.causal_mean and not self.causal:
+            raise ValueError(f"norm={norm!r} measures a causal model's leak. Received: causal={causal!r}")
+
+    @property
+    def uses_layer_norm(self):
+        return self.layout.layer_norm
 
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
@@ -78,35 +145,41 @@ class TransformerBlock(SequenceLayer):
             if layer is not None:
                 layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
-        self._residual_factor = 1.0  # DeepNet's alpha, set by a DeepNorm block
-        self.branch_scales = None  # (attention, FFN) scales, set by a LayerScale or ReZero block
+        self.de_escalation = None
+        if self.layout.deescalates:
+            self.de_escalation = DeEscalation(
+                self.layout_options["tau"],
+                trainable_tau=self.layout_options["trainable_tau"],
+                causal=self.causal and self.layout.causal_mean,
+                dtype=policy,
+                name="de_escalation",
+            )
+            self.de_escalation.build(input_shape)
+        self._redraw_kernels(self.layout.kernel_gains(self.layout_options))
+        self.layout_state = self.layout.add_weights(self, hidden, self.layout_options)
+        self._residual_factor = self.layout.residual_factor(self.layout_options)
         self.built = True
 
-    def _use_deepnorm(self, alpha, beta):
-        """DeepNet (Wang et al. 2022, Fig. 2) on a built post-norm body: its init, then `LN(alpha x + G(x))`."""
-        baselines.deepnorm_initialize(self, beta)
-        self._residual_factor = alpha
-
-    def _use_rezero(self):
-        """ReZero (Bachlechner et al. 2021, eq. 3) on a pre-norm body without LayerNorm: one `a` = 0 on
-        both branches, as in their `RZTXEncoderLayer`."""
-        self.resweight = baselines.add_rezero_weight(self)
-        self.branch_scales = (self.resweight, self.resweight)
-
-    def _use_layer_scale(self, initial):
-        """LayerScale (CaiT eq. 5) on a built pre-norm body: `diag(l_1)`, `diag(l_2)` at `initial`."""
-        self.branch_scales = baselines.add_layer_scales(self, self._hidden, initial)
+    def _redraw_kernels(self, gains):
+        """Draw the named kernels again, Xavier-normal at the layout's gains (DeepNet's Fig. 2 init):
+        `torch.nn.init.xavier_normal_(w, gain)`, N(0, gain^2 * 2 / (fan_in + fan_out))."""
+        if gains is None:
+            return
+        attention = self.self_attention
+        shape = tuple(attention.query_key_value_kernels()[0].shape)  # the fans of one projection
+        attention.assign_query_key_value_kernels(*(_xavier_normal(gains[k])(shape) for k in ("query", "key", "value")))
+        for key, dense in (("output", attention.output_dense), ("ffn_inner", self.ffn_inner), ("ffn_outer", self.ffn_outer)):
+            dense.kernel.assign(_xavier_normal(gains[key])(dense.kernel.shape))
 
     def _residual(self, x):
-        """A post-norm add's residual input: `x`, or DeepNet's `alpha * x` (`LN(alpha x + G(x))`)."""
+        """A post-norm add's residual input: `x`, or the layout's multiple of it (DeepNet's `alpha x`)."""
         return x if self._residual_factor == 1.0 else self._residual_factor * x
 
     def _branch_scale(self, branch, x):
-        """Branch 0 (attention) or 1 (FFN) as it joins a pre-norm stream: as is, LayerScale's
-        per-channel `diag(l_b) x` (CaiT eq. 5) or ReZero's `a x` (one scalar for both branches)."""
-        if self.branch_scales is None:
-            return x
-        return keras.ops.cast(self.branch_scales[branch], x.dtype) * x
+        """Branch 0 (attention) or 1 (FFN) as it joins a pre-norm stream: as is, or times the layout's
+        scale (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`)."""
+        scale = self.layout.branch_scale(self.layout_state, branch)
+        return x if scale is None else keras.ops.cast(scale, x.dtype) * x
 
     def _normalize(self, norm, x):
         """`norm(x)`, or `x` in a block without LayerNorm (ReZero)."""
@@ -116,11 +189,31 @@ class TransformerBlock(SequenceLayer):
         steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
+    def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
+        """The block's body step by step (Fig. 2 and Fig. 4 read it): Algorithm 1's `y1` ... `y4` or
+        eq. (19)'s `x_hat`, `attention_branch`, `y`; with `ffn_input`, `outputs`, `scores` and
+        `eq21_inputs` in both. De-escalated where the layout says, at `deescalate_at`."""
+        deescalate = functools.partial(self.de_escalation, mask=mask) if self.de_escalation is not None else None
+        return self._body_steps(inputs, training, return_attention_scores, deescalate, mask=mask)
+
+    def _body_steps(self, inputs, training, return_attention_scores, deescalate, **attend):
+        """The layout's body, eq. (21) (`deescalate`, or `None`) at `deescalate_at`."""
+        placed = {self.deescalate_at: deescalate} if deescalate is not None else {}
+        body = self._post_norm_steps if self.layout.body == "post" else self._pre_norm_steps
+        return body(
+            inputs,
+            training,
+            return_attention_scores,
+            ffn_input=placed.get("pre_ffn"),  # eq. (21) at the FFN input (Sec. 3.4)
+            output=placed.get("output"),  # eq. (21) at the block output (Sec. 3.3)
+            **attend,
+        )
+
     def _post_norm_steps(self, inputs, training, return_attention_scores, ffn_input=None, output=None, **attend):
-        """Algorithm 1 step by step, the post-norm body of every block: a dict of `y1` ... `y4`, the FFN's
-        input (`ffn_input`: `y2`, or eq. (21) of it), the block's `outputs` (`y4`, or eq. (21) of it)
-        and `scores` (P, or `None` unless asked). `ffn_input` and `output` are the de-escalations
-        (Sec. 3.4 and Sec. 3.3 placements) or `None`; `attend` goes to the attention sublayer."""
+        """Algorithm 1 step by step: a dict of `y1` ... `y4`, the FFN's input (`ffn_input`: `y2`, or
+        eq. (21) of it), the block's `outputs` (`y4`, or eq. (21) of it), `scores` (P, or `None`
+        unless asked) and `eq21_inputs` (what eq. (21) reads at each place); `attend` goes to the
+        attention sublayer."""
         attended, scores = self._attention(inputs, training, return_attention_scores, **attend)
         y1 = self._residual(inputs) + attended  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
@@ -128,20 +221,26 @@ class TransformerBlock(SequenceLayer):
         y3 = self._residual(ffn_in) + self._feed_forward(ffn_in, training)  # step 3
         y4 = self.ffn_norm(y3)  # step 4
         outputs = y4 if output is None else output(y4)
-        return {"y1": y1, "y2": y2, "ffn_input": ffn_in, "y3": y3, "y4": y4, "outputs": outputs, "scores": scores}
+        eq21_inputs = {"pre_ffn": y2, "output": y4}
+        return dict(y1=y1, y2=y2, ffn_input=ffn_in, y3=y3, y4=y4, outputs=outputs, scores=scores, eq21_inputs=eq21_inputs)
 
-    def _pre_norm_steps(self, inputs, training, return_attention_scores, **attend):
-        """Eq. (19) step by step, the pre-norm body of every block: a dict of `x_hat` (LN X),
-        `attention_branch` (P(X_hat) X_hat W as it joins the stream), `y`, the block's `outputs` (Z)
-        and `scores` (P, or `None` unless asked); `attend` goes to the attention sublayer."""
+    def _pre_norm_steps(self, inputs, training, return_attention_scores, ffn_input=None, output=None, **attend):
+        """Eq. (19) step by step: a dict of `x_hat` (LN X), `attention_branch` (P(X_hat) X_hat W as it
+        joins the stream), `y`, the FFN's input (`LN Y`, or eq. (21) of it), the block's `outputs`
+        (Z, or eq. (21) of it), `scores` and `eq21_inputs`; `attend` goes to the attention sublayer."""
         inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
         x_hat = self._normalize(self.attention_norm, inputs)
         attended, scores = self._attention(x_hat, training, return_attention_scores, **attend)
         branch = self._branch_scale(0, attended)
         y = inputs + branch  # eq. (19): Y = X + P(X_hat) X_hat W
-        # Z = Y + phi(LN(Y) W_1) W_2
-        z = y + self._branch_scale(1, self._feed_forward(self._normalize(self.ffn_norm, y), training))
-        return {"x_hat": x_hat, "attention_branch": branch, "y": y, "outputs": z, "scores": scores}
+        y_hat = self._normalize(self.ffn_norm, y)
+        ffn_in = y_hat if ffn_input is None else ffn_input(y_hat)
+        z = y + self._branch_scale(1, self._feed_forward(ffn_in, training))  # Z = Y + phi(LN(Y) W_1) W_2
+        outputs = z if output is None else output(z)
+        eq21_inputs = {"pre_ffn": y_hat, "output": z}
+        return dict(
+            x_hat=x_hat, attention_branch=branch, y=y, ffn_input=ffn_in, outputs=outputs, scores=scores, eq21_inputs=eq21_inputs
+        )
 
     def _make_attention(self):
         """The attention sublayer; Transformer-XL's block swaps in relative attention."""
@@ -179,6 +278,7 @@ class TransformerBlock(SequenceLayer):
             "num_heads": self.num_heads,
             "ffn_dim": self.ffn_dim,
             "head_dim": self.head_dim,
+            "norm": self.norm,
             "alpha": self.alpha,
             "activation": self.activation,
             "dropout": self.dropout,
@@ -187,4 +287,10 @@ class TransformerBlock(SequenceLayer):
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "deescalate_at": self.deescalate_at,
+            **self.layout_options,
         }
+
+
+def _xavier_normal(gain):
+    return keras.initializers.VarianceScaling(scale=gain**2, mode="fan_avg", distribution="untruncated_normal")

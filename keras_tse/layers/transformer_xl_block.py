@@ -4,11 +4,8 @@ import keras
 from keras import ops
 
 from keras_tse import _checks
-from keras_tse.layers.baselines import check_layer_scale_init
-from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.relative_attention import RelativeAttention, filled_slots
 from keras_tse.layers.transformer_block import TransformerBlock
-from keras_tse.norms import DEESCALATE_AT, DEESCALATED, POST_NORMS, TRANSFORMER_XL_NORMS
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -107,13 +104,8 @@ class TransformerXLBlock(TransformerBlock):
         head_dim=None,
         mem_len=0,
         norm="post",
-        tau=1.0,
-        trainable_tau=False,
         deescalate_at="pre_ffn",
         deescalate_memory=True,
-        residual_scale=1.0,
-        init_gain=1.0,
-        layer_scale_init=0.1,
         initializer="transformer_xl",
         kernel_initializer=None,
         **kwargs,
@@ -125,26 +117,20 @@ class TransformerXLBlock(TransformerBlock):
             num_heads,
             ffn_dim,
             head_dim=head_dim,
+            norm=norm,
             causal=True,
             initializer=initializer,
             kernel_initializer=kernel_initializer,
+            deescalate_at=deescalate_at,
             **kwargs,
         )
         self.mem_len = _checks.non_negative_int("mem_len", mem_len)
-        self.norm = _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
-        self.tau = _checks.unit_interval("tau", tau)
-        self.trainable_tau = bool(trainable_tau)
-        self.deescalate_at = _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
         self.deescalate_memory = bool(deescalate_memory)
-        if self.norm == "deescalate_leaky_global" and self.deescalate_at != "pre_ffn":
+        if not self.layout.causal_mean and self.deescalate_at != "pre_ffn":
             raise ValueError(
                 "The leaky global mean is measured at the FFN input only. "
                 f"Received: norm={norm!r}, deescalate_at={deescalate_at!r}"
             )
-        self.residual_scale = _checks.positive_float("residual_scale", residual_scale)
-        self.init_gain = _checks.positive_float("init_gain", init_gain)
-        self.layer_scale_init = check_layer_scale_init(layer_scale_init)
-        self.uses_layer_norm = self.norm != "rezero"
 
     def _make_attention(self):
         return RelativeAttention(
@@ -159,22 +145,6 @@ class TransformerXLBlock(TransformerBlock):
 
     def build(self, input_shape):
         super().build(input_shape)
-        self.de_escalation = None
-        if self.norm in DEESCALATED:
-            self.de_escalation = DeEscalation(
-                self.tau,
-                trainable_tau=self.trainable_tau,
-                causal=self.norm == "deescalate",
-                dtype=self.dtype_policy,
-                name="de_escalation",
-            )
-            self.de_escalation.build(input_shape)
-        if self.norm == "deepnorm":
-            self._use_deepnorm(self.residual_scale, self.init_gain)
-        elif self.norm == "rezero":
-            self._use_rezero()
-        elif self.norm == "layerscale":
-            self._use_layer_scale(self.layer_scale_init)
         self.deescalation_memory = None
         if self.mem_len:
             self._build_memory(input_shape)
@@ -198,7 +168,7 @@ class TransformerXLBlock(TransformerBlock):
 
     def _remembers_deescalation_input(self):
         """Causal eq. (21) over memory and segment keeps the memory positions' inputs to eq. (21)."""
-        return self.norm == "deescalate" and self.deescalate_memory and self.mem_len > 0
+        return self.layout.deescalates and self.layout.causal_mean and self.deescalate_memory and self.mem_len > 0
 
     def reset_memory(self):
         """Forget the cached states (the next segment starts a new context)."""
@@ -212,32 +182,19 @@ class TransformerXLBlock(TransformerBlock):
 
     def call(self, inputs, training=None, return_attention_scores=False):
         memory, filled = self._read_memory(inputs)
-        if self.norm in POST_NORMS:
-            deescalate = {self.deescalate_at: self._deescalation(filled)}
-            steps = self._post_norm_steps(
-                inputs,
-                training,
-                return_attention_scores,
-                ffn_input=deescalate.get("pre_ffn"),  # Sec. 3.4's placement
-                output=deescalate.get("output"),  # Sec. 3.3's
-                memory=memory,
-                memory_length=filled,
-            )
-        else:  # the reference's pre_lnorm: attention reads LN of memory and segment alike
-            memory = None if memory is None else self._normalize(self.attention_norm, memory)
-            steps = self._pre_norm_steps(inputs, training, return_attention_scores, memory=memory, memory_length=filled)
+        if memory is not None and self.layout.body == "pre":  # the reference's pre_lnorm: LN of memory too
+            memory = self._normalize(self.attention_norm, memory)
+        steps = self._body_steps(
+            inputs, training, return_attention_scores, self._deescalation(filled), memory=memory, memory_length=filled
+        )
         if self.mem_len:
             self._remember(inputs, steps, filled)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
     def _deescalation(self, filled):
-        """Eq. (21) at `deescalate_at`: causal over memory and segment (or the segment alone), the leaky
-        global mean, or `None` for a block that does not de-escalate."""
-        if self.norm == "deescalate_leaky_global":
-            return self.de_escalation  # eq. (21) literally: the segment mean, later tokens included
-        if self.norm != "deescalate":
-            return None
-        if self.deescalation_memory is None:
+        """Eq. (21) as the layout takes it: causal over memory and segment (or the segment alone), the
+        leaky global mean, or `None` for a layout that does not de-escalate."""
+        if self.de_escalation is None or self.deescalation_memory is None:
             return self.de_escalation
         memory = _snapshot(self.deescalation_memory, self.compute_dtype)
         return functools.partial(self.de_escalation, memory=memory, memory_mask=filled_slots(self.mem_len, filled))
@@ -248,7 +205,7 @@ class TransformerXLBlock(TransformerBlock):
         self.memory.assign(self._newest(self.memory, inputs))
         self.memory_length.assign(ops.minimum(filled + inputs.shape[1], self.mem_len))
         if self.deescalation_memory is not None:
-            placed = steps["y2"] if self.deescalate_at == "pre_ffn" else steps["y4"]
+            placed = steps["eq21_inputs"][self.deescalate_at]
             self.deescalation_memory.assign(self._newest(self.deescalation_memory, placed))
 
     def _read_memory(self, inputs):
@@ -276,18 +233,7 @@ class TransformerXLBlock(TransformerBlock):
     def get_config(self):
         config = super().get_config()
         config.pop("causal")
-        return {
-            **config,
-            "mem_len": self.mem_len,
-            "norm": self.norm,
-            "tau": self.tau,
-            "trainable_tau": self.trainable_tau,
-            "deescalate_at": self.deescalate_at,
-            "deescalate_memory": self.deescalate_memory,
-            "residual_scale": self.residual_scale,
-            "init_gain": self.init_gain,
-            "layer_scale_init": self.layer_scale_init,
-        }
+        return {**config, "mem_len": self.mem_len, "deescalate_memory": self.deescalate_memory}
 
 
 def _snapshot(variable, dtype):

@@ -1,52 +1,32 @@
-"""The block of each norm name (`keras_tse.norms`) in a stack of a given depth, for the two
-model families: the baselines' depth-dependent constants are chosen here, beside the models."""
+"""The block of each residual layout (`keras_tse.layouts`) in a stack of a given depth, for the
+model families: the layouts' depth-dependent constants (DeepNet's, CaiT's) are chosen here, once."""
 
-from keras_tse import _checks
-from keras_tse.layers import (
-    DeepNormBlock,
-    LayerScaleBlock,
-    PostNormBlock,
-    PreNormBlock,
-    ReZeroBlock,
-    TransformerXLBlock,
-)
-from keras_tse.layers.baselines import cait_layer_scale_init, deepnorm_constants
-from keras_tse.norms import ESCALATION_KINDS, NORMS, TRANSFORMER_XL_NORMS
+from keras_tse.layers import TransformerBlock, TransformerXLBlock
+from keras_tse.layouts import get_layout
+
+ESCALATION_PLACES = {"deescalate_pre_ffn": ("deescalate", "pre_ffn")}  # a kind of Fig. 2: (layout, place)
 
 
-def block_arguments(norm, depth):
-    """The baseline's block arguments for a stack of `depth` blocks: DeepNet's (alpha, beta) for an
-    N-layer encoder or decoder (their Table 1: the same formula), CaiT's initial scale."""
-    if norm == "deepnorm":
-        alpha, beta = deepnorm_constants(depth)
-        return dict(residual_scale=alpha, init_gain=beta)
-    if norm == "layerscale":
-        return dict(layer_scale_init=cait_layer_scale_init(depth))
-    return {}
+def block_options(norm, depth, **given):
+    """The block keywords of layout `norm` for a stack of `depth`: `given` (the layout's options a
+    model was built with) over the layout's constants for that depth."""
+    layout = get_layout(norm)
+    return {**layout.for_depth(depth), **{k: v for k, v in given.items() if k in layout.defaults}}
 
 
-def vit_block(norm, depth, deescalate=None, tau=1.0, trainable_tau=False, **kwargs):
-    """The ViT's block for `norm` in a stack of `depth`: `PostNormBlock` (post; deescalate, at
-    `deescalate`), `PreNormBlock`, `DeepNormBlock`, `ReZeroBlock` or `LayerScaleBlock`."""
-    _checks.one_of("norm", norm, NORMS)
-    if norm in ("post", "deescalate"):
-        place = deescalate if norm == "deescalate" else None
-        return PostNormBlock(deescalate=place, tau=tau, trainable_tau=trainable_tau, **kwargs)
-    block = {"pre": PreNormBlock, "deepnorm": DeepNormBlock, "rezero": ReZeroBlock, "layerscale": LayerScaleBlock}
-    return block[norm](**block_arguments(norm, depth), **kwargs)
+def stack_block(norm, depth, layout_options=None, **kwargs):
+    """A `TransformerBlock` of layout `norm` for a stack of `depth` (the ViT's, the GPT's)."""
+    return TransformerBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)
 
 
 def escalation_block(kind, depth, tau=1.0, **kwargs):
-    """A block of the escalation measurement: `vit_block`, with `"deescalate"` at the output (Sec. 3.3)
-    and `"deescalate_pre_ffn"` at the FFN input (Sec. 3.4's placement)."""
-    _checks.one_of("kind", kind, ESCALATION_KINDS)
-    if kind == "deescalate_pre_ffn":
-        return vit_block("deescalate", depth, "pre_ffn", tau, **kwargs)
-    return vit_block(kind, depth, "output", tau, **kwargs)
+    """A block of the escalation measurement: a layout with de-escalation at the output (Sec. 3.3),
+    or `"deescalate_pre_ffn"`, de-escalation at the FFN input (Sec. 3.4's placement)."""
+    norm, place = ESCALATION_PLACES.get(kind, (kind, "output"))
+    return stack_block(norm, depth, dict(tau=tau), deescalate_at=place, **kwargs)
 
 
-def transformer_xl_block(norm, depth, **kwargs):
-    """Transformer-XL's block for `norm` in a stack of `depth`: one `TransformerXLBlock`, whose `norm`
-    picks the layout, with DeepNet's decoder constants or CaiT's scale where the norm needs them."""
-    _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
-    return TransformerXLBlock(norm=norm, **block_arguments(norm, depth), **kwargs)
+def transformer_xl_block(norm, depth, layout_options=None, **kwargs):
+    """Transformer-XL's block of layout `norm` for a stack of `depth`, DeepNet's decoder constants or
+    CaiT's scale where the layout takes them."""
+    return TransformerXLBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)

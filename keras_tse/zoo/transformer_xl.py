@@ -9,7 +9,7 @@ from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
-from keras_tse.norms import DEESCALATED, TRANSFORMER_XL_NORMS
+from keras_tse.layouts import get_layout
 from keras_tse.zoo.blocks import transformer_xl_block
 from keras_tse.zoo.registry import register_family
 
@@ -104,13 +104,14 @@ class TransformerXL(keras.Model):
     ):
         # fmt: on
         _checks.positive_int("depth", depth)
-        _checks.one_of("norm", norm, TRANSFORMER_XL_NORMS)
+        layout = get_layout(norm)
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
-        _checks.unused_options(norm, DEESCALATED, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
+        deescalating = (norm,) if layout.deescalates else ()
+        _checks.unused_options(norm, deescalating, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
         placement = dict(deescalate_at=deescalate_at, deescalate_memory=deescalate_memory)
-        _checks.unused_options(norm, ("deescalate",), placement, EQ_21_DEFAULTS)
+        _checks.unused_options(norm, deescalating if layout.causal_mean else (), placement, EQ_21_DEFAULTS)
         # get_config returns the builder's keywords as given (`name` is the layer's own)
         config = {key: value for key, value in locals().items() if key in _BUILDER_KEYS}
         config.update(cutoffs=tuple(cutoffs), initializer=initializers.check(initializer))
@@ -118,7 +119,9 @@ class TransformerXL(keras.Model):
             vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
         )
         blocks = [
-            transformer_xl_block(norm, depth, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}")
+            transformer_xl_block(
+                norm, depth, dict(tau=tau, trainable_tau=trainable_tau), **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}"
+            )
             for i in range(depth)
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
@@ -180,7 +183,7 @@ _BUILDER_KEYS = tuple(
     k for k in inspect.signature(TransformerXL.__init__).parameters if k not in ("self", "name", "kwargs")
 )
 EQ_21_DEFAULTS = dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn", deescalate_memory=True)
-BLOCK_KEYS = ("num_heads", "ffn_dim", "head_dim", "mem_len", "tau", "trainable_tau", "dropout")
+BLOCK_KEYS = ("num_heads", "ffn_dim", "head_dim", "mem_len", "dropout")
 BLOCK_KEYS += ("attention_dropout", "initializer", "deescalate_at", "deescalate_memory")
 
 

@@ -5,8 +5,9 @@ import keras
 from keras_tse import _checks
 from keras_tse.layers import PatchEmbedding, ScannedBlocks, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
-from keras_tse.norms import DEESCALATE_AT, NORMS
-from keras_tse.zoo.blocks import vit_block
+from keras_tse.layouts import get_layout
+from keras_tse.norms import DEESCALATE_AT
+from keras_tse.zoo.blocks import stack_block
 from keras_tse.zoo.registry import register_family
 
 POOLS = ("cls", "mean")
@@ -101,11 +102,12 @@ def vit(
     # the keywords every block receives as they are
     block_options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     _checks.positive_int("depth", depth)
-    _checks.one_of("norm", norm, NORMS)
+    layout = get_layout(norm)
     _checks.one_of("pool", pool, POOLS)
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
     given = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
-    _checks.unused_options(norm, ("deescalate",), given, dict(tau=1.0, trainable_tau=False, deescalate_at="output"))
+    deescalating = (norm,) if layout.deescalates else ()
+    _checks.unused_options(norm, deescalating, given, dict(tau=1.0, trainable_tau=False, deescalate_at="output"))
     _checks.positive_int("num_classes", num_classes)
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
@@ -119,14 +121,14 @@ def vit(
         embedding_initializer=embedding_initializer,
         name="patch_embedding",
     )
-    places = _deescalate_places(norm, depth, deescalate_at, pool)
+    places = _deescalate_places(layout, depth, deescalate_at, pool)
     if scan and (dropout or len(set(places)) > 1):
         raise ValueError(
             "scan=True needs identical blocks without dropout. Received: "
             + (f"dropout={dropout}" if dropout else "pool='mean' with deescalate_at='output' (the last block differs)")
         )
     blocks = [
-        vit_block(norm, depth, place, tau, trainable_tau, **block_options, name=f"block_{i:02d}")
+        _vit_block(norm, depth, place, dict(tau=tau, trainable_tau=trainable_tau), block_options, f"block_{i:02d}")
         for i, place in enumerate(places[:1] if scan else places)
     ]
 
@@ -147,9 +149,19 @@ def vit(
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 
-def _deescalate_places(norm, depth, deescalate_at, pool):
+def _vit_block(norm, depth, place, layout_options, block_options, name):
+    """Block `name`: the layout's, or (the last block under mean pooling, `place=None`) plain post-norm."""
+    layout = get_layout(norm)
+    if place is None and layout.deescalates:
+        if layout.without_deescalation is None:
+            raise ValueError(f"pool='mean' with eq. (21) at the output needs a last block without it. Received: norm={norm!r}")
+        norm = layout.without_deescalation
+    return stack_block(norm, depth, layout_options, deescalate_at=place or "output", **block_options, name=name)
+
+
+def _deescalate_places(layout, depth, deescalate_at, pool):
     """Where each block de-escalates; see `vit`'s docstring for the last block under mean pooling."""
-    places = [deescalate_at if norm == "deescalate" else None] * depth
+    places = [deescalate_at if layout.deescalates else None] * depth
     if pool == "mean" and places[-1] == "output":
         places[-1] = None
     return places

@@ -3,7 +3,7 @@
 import time
 
 from keras_tse.experiments import flags
-from keras_tse.norms import ESCALATION_KINDS, FIG2_KINDS, INITIALIZERS
+from keras_tse.norms import FIG2_KINDS, INITIALIZERS, escalation_kinds
 from keras_tse.run_files import claim_file
 
 HELP = "token similarity at initialisation, per block kind"
@@ -20,9 +20,9 @@ def add_arguments(parser):
     parser.add_argument("--init", choices=INITIALIZERS, default="glorot", help="weight scheme (default: glorot)")
     parser.add_argument(
         "--kinds",
-        type=flags.choice_list(ESCALATION_KINDS, {}),
+        type=flags.choice_list(escalation_kinds(), {}),
         default=",".join(FIG2_KINDS),
-        help=f"comma-separated block kinds, of {', '.join(ESCALATION_KINDS)} (default: {','.join(FIG2_KINDS)})",
+        help=f"comma-separated block kinds, of {', '.join(escalation_kinds())} (default: {','.join(FIG2_KINDS)})",
     )
     parser.add_argument("--csv", help="also write the table to this CSV file")
 

@@ -3,7 +3,8 @@
 import time
 
 from keras_tse.experiments import flags
-from keras_tse.norms import BASELINE_NORMS, INITIALIZERS, NORMS, PAPER_NORMS
+from keras_tse.layouts import layout_names
+from keras_tse.norms import BASELINE_NORMS, INITIALIZERS, PAPER_NORMS
 from keras_tse.run_files import claim_folder
 
 HELP = "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits"
@@ -14,7 +15,7 @@ AXES = (
     (("--depths",), flags.comma_list(flags.depth), "comma-separated depths (default: 12,24,48)"),
     (
         ("--norms",),
-        flags.choice_list(NORMS, {}),
+        flags.choice_list(layout_names(), {}),
         f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})",
     ),
     (("--taus",), flags.comma_list(flags.unit_float), "de-escalation strengths (default: 1.0,0.5)"),

@@ -1,0 +1,116 @@
+"""What a residual layout is, and the registry of layouts by name.
+
+A block has two bodies (`keras_tse.layers.TransformerBlock`): the post-norm body of Algorithm 1
+(`Y2 = LN(alpha X + SA(X))`, `Y4 = LN(alpha Y2 + FFN(Y2))`) and the pre-norm body of eq. (19)
+(`Y = X + l_1 SA(LN X)`, `Z = Y + l_2 FFN(LN Y)`). A layout says which body, and fills it in: the
+residual factor `alpha` of a post-norm add, the scales `l_b` a pre-norm branch joins with, LayerNorms
+or none, kernels redrawn at other gains, and eq. (21) at the block's de-escalation place. A layout
+only describes; the block computes. So this package imports no Keras, and a command line lists the
+layouts at no cost. Its options are keywords of the block (DeepNorm's `residual_scale`, ...), with
+defaults, validated once here, and may follow from the depth of the stack (`for_depth`).
+"""
+
+import importlib
+import os
+import pkgutil
+
+_REGISTERED = {}
+
+
+class Layout:
+    """One residual layout. Subclass it in a module, set `name` and what differs, and register it
+    with `register_layout` (the built-in ones are the modules of `keras_tse.layouts`, one each)."""
+
+    name = None
+    rank = 100  # where `layout_names()` lists it: the paper's three first, then the baselines
+    body = "post"  # "post": Algorithm 1, a LayerNorm after each add; "pre": eq. (19)
+    layer_norm = True  # False: no LayerNorm inside the block (ReZero)
+    deescalates = False  # True: eq. (21) at the block's `deescalate_at`
+    causal_mean = True  # in a causal block, eq. (21)'s mean over positions <= t; False: over all (leaks)
+    without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
+    measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
+    defaults = {}  # the layout's own block keywords and their defaults
+
+    def for_depth(self, depth):
+        """The options for a stack of `depth` blocks (the published constants that depend on it)."""
+        return {}
+
+    def check(self, options):
+        """`options` (every key of `defaults`) validated: a ValueError names a bad one."""
+        return options
+
+    def residual_factor(self, options):
+        """The factor on the residual input of a post-norm add (DeepNet's alpha), 1.0 for none."""
+        return 1.0
+
+    def kernel_gains(self, options):
+        """`None`, or the gain of each kernel redrawn Xavier-normal once the block is built:
+        `{"query", "key", "value", "output", "ffn_inner", "ffn_outer"}` -> gain."""
+        return None
+
+    def add_weights(self, block, hidden, options):
+        """Weights of the layout's own, added to the built block with `block.add_weight`; returns
+        what `branch_scale` reads."""
+        return None
+
+    def branch_scale(self, state, index):
+        """The scale branch `index` (0: attention, 1: FFN) joins a pre-norm stream with, or `None`."""
+        return None
+
+    def __repr__(self):
+        return f"<layout {self.name!r}: {self.body}-norm body>"
+
+
+def register_layout(layout):
+    """Register `layout` (a `Layout` subclass, or an instance) under its name and return it, so that
+    it can decorate the class. A name is registered once."""
+    instance = layout() if isinstance(layout, type) else layout
+    if not isinstance(instance, Layout) or not isinstance(instance.name, str) or not instance.name.isidentifier():
+        raise ValueError(f"A layout must be a keras_tse.layouts.Layout named by an identifier. Received: {layout!r}")
+    known = _REGISTERED.get(instance.name)
+    if known is not None and type(known).__qualname__ != type(instance).__qualname__:
+        raise ValueError(f"A layout named {instance.name!r} is registered already: {known!r}")
+    _REGISTERED[instance.name] = instance
+    return layout
+
+
+def _load_builtin():
+    """Import the modules of this package (one layout each, Keras-free): they register themselves."""
+    folder = os.path.dirname(os.path.abspath(__file__))
+    for module in pkgutil.iter_modules([folder]):
+        if module.name != "layout":
+            importlib.import_module(f"keras_tse.layouts.{module.name}")
+
+
+def layout_names(measurement=False):
+    """Every layout's name, the paper's first; `measurement=True` adds those only measured."""
+    _load_builtin()
+    layouts = sorted(_REGISTERED.values(), key=lambda layout: layout.rank)  # stable: registration order
+    return tuple(layout.name for layout in layouts if measurement or not layout.measurement_only)
+
+
+def get_layout(name):
+    """The layout registered as `name`."""
+    if name not in _REGISTERED:
+        _load_builtin()
+    if not isinstance(name, str) or name not in _REGISTERED:
+        raise ValueError(f"`norm` must be one of {layout_names(measurement=True)}. Received: norm={name!r}")
+    return _REGISTERED[name]
+
+
+def split_options(layout, kwargs):
+    """(The layout's options, validated; the other keywords). Another layout's option is dropped
+    where it holds that layout's default (a block's config saved before layouts named their own
+    options holds them all), and refused otherwise: a setting that silently does nothing is worse
+    than an error."""
+    options = {key: kwargs.pop(key, default) for key, default in layout.defaults.items()}
+    for other in sorted(_REGISTERED.values(), key=lambda other: other.rank):
+        for key, default in other.defaults.items():
+            if key in kwargs:
+                value = kwargs.pop(key)
+                if value != default:
+                    raise ValueError(
+                        f"`{key}` is an option of norm={other.name!r}, which norm={layout.name!r} does not "
+                        f"take. Received: norm={layout.name!r}, {key}={value!r}"
+                    )
+    return layout.check(options), kwargs

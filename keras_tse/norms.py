@@ -11,7 +11,7 @@ BASELINE_NORMS = ("deepnorm", "rezero", "layerscale")  # the published depth-ena
 DEESCALATE_AT = ("output", "pre_ffn")  # where a post-norm block de-escalates: Sec. 3.3 (ViT), Sec. 3.4 (XL)
 # The escalation measurement (Fig. 2) stacks ViT blocks; it also places eq. (21) at the FFN input, as
 # Transformer-XL does, to compare the two placements at initialisation.
-ESCALATION_PLACED = ("deescalate_pre_ffn",)  # besides the layouts, each de-escalating at the output
+ESCALATION_PLACED = {"deescalate_pre_ffn": ("deescalate", "pre_ffn")}  # kind: (layout, place); besides the layouts
 FIG2_KINDS = PAPER_NORMS + ("deescalate_pre_ffn",)  # the escalation command's default: the paper's blocks
 ESCALATION_LABELS = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "deescalate (pre_ffn)"}  # table columns
 INITIALIZERS = ("torch", "glorot", "normal", "transformer_xl")  # kernel schemes (layers/initializers.py)
@@ -20,4 +20,4 @@ EMBEDDING_INITIALIZERS = ("timm", "vit_pytorch")  # class token and position emb
 
 def escalation_kinds():
     """The escalation measurement's block kinds: every layout, and eq. (21) at the FFN input."""
-    return layout_names() + ESCALATION_PLACED
+    return layout_names() + tuple(ESCALATION_PLACED)

@@ -3,8 +3,7 @@ model families: the layouts' depth-dependent constants (DeepNet's, CaiT's) are c
 
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
 from keras_tse.layouts import get_layout
-
-ESCALATION_PLACES = {"deescalate_pre_ffn": ("deescalate", "pre_ffn")}  # a kind of Fig. 2: (layout, place)
+from keras_tse.norms import ESCALATION_PLACED
 
 
 def block_options(norm, depth, **given):
@@ -22,7 +21,7 @@ def stack_block(norm, depth, layout_options=None, **kwargs):
 def escalation_block(kind, depth, tau=1.0, **kwargs):
     """A block of the escalation measurement: a layout with de-escalation at the output (Sec. 3.3),
     or `"deescalate_pre_ffn"`, de-escalation at the FFN input (Sec. 3.4's placement)."""
-    norm, place = ESCALATION_PLACES.get(kind, (kind, "output"))
+    norm, place = ESCALATION_PLACED.get(kind, (kind, "output"))
     return stack_block(norm, depth, dict(tau=tau), deescalate_at=place, **kwargs)
 
 

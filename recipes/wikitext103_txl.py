@@ -75,6 +75,12 @@ PROG = "wikitext103_txl"
 VARIANTS = {norm: f"transformer_xl60_wt103_{norm}" for norm in ("post", "pre", "deescalate")}
 LEAKY = "deescalate_leaky_global"  # measurement only: the global segment mean reads later tokens
 
+# === The other language model of the zoo: a GPT-style decoder (`--model gpt`) trains in the same path, at
+# the sizes below with Transformer-XL's memory taken out ===
+GPT_PRESET = "gpt8_small"
+TRANSFORMER_XL_ONLY = ("mem_len",)
+MODEL_TITLES = {"transformer_xl": "Transformer-XL", "gpt": "GPT-style decoder"}
+
 # === Penn Treebank: a word-level Transformer-XL sized for a 2-core CPU. The published PTB model
 # (Dai et al. 2019, Table 4: 24M parameters, 54.5 test perplexity) is far larger and heavily regularised;
 # this one keeps the paper's Sec. 3.4 choices (post-norm, no dropout, no clipping) at depth 16. ===
@@ -165,11 +171,14 @@ def variant_settings(args, norm):
     """(preset, builder overrides, the run's settings) of one variant, all known before any data."""
     preset, overrides, _ = base_config(args)
     preset = preset or VARIANTS.get(norm, VARIANTS["deescalate"])
+    if args.model == "gpt":
+        preset = GPT_PRESET
+        overrides = {key: value for key, value in overrides.items() if key not in TRANSFORMER_XL_ONLY}
     overrides["norm"] = norm
     if args.smoke:
-        overrides["name"] = f"smoke_{norm}"
-    elif args.dataset in ("ptb", "text"):
-        overrides["name"] = f"transformer_xl_{args.dataset}_{norm}"
+        overrides["name"] = f"smoke_{norm}" if args.model == "transformer_xl" else f"gpt_smoke_{norm}"
+    elif args.dataset in ("ptb", "text") or args.model == "gpt":
+        overrides["name"] = f"{args.model}_{args.dataset}_{norm}"
     if args.dataset == "text":
         overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
     if args.dataset == "text":  # the vocabulary is the text's, known once it is read (then checked, on resume too)
@@ -192,6 +201,7 @@ def variant_settings(args, norm):
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
         **({"data": args.fingerprint} if args.dataset == "text" else {}),
+        **({"model": args.model} if args.model != "transformer_xl" else {}),
     }
     return preset, overrides, settings
 
@@ -216,11 +226,12 @@ def _deescalation_overrides(args, norm):
     return dict(flags_given.values())
 
 
-def _stream_shape(plans):
-    """(batch size, segment length) every variant's model is built for."""
+def _stream_shape(plans, config):
+    """(batch size, segment length) every variant's model is built for (a GPT without a fixed batch:
+    the training batch)."""
     preset, overrides, _ = next(iter(plans.values()))
     built = {**keras_tse.zoo.full_config(preset), **overrides}
-    return built["batch_size"], built["segment_len"]
+    return built["batch_size"] or config.batch_size, built["segment_len"]
 
 
 def _causal_twin(preset, overrides):
@@ -239,6 +250,8 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
+    if args.model == "gpt" and args.size == "paper":
+        raise InputError("--size", "paper", "--model transformer_xl (Fig. 7's widths are the Transformer-XL's)")
     for norm in args.norm:
         _deescalation_overrides(args, norm)
     if args.hidden_dim is not None:
@@ -271,6 +284,7 @@ def run(args):
         else None
     )
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
+    shared.update({"model": args.model} if args.model != "transformer_xl" else {})
     claim_folder(args.out, PROG, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
 
     import keras  # here, not at the top: see the imports
@@ -294,7 +308,7 @@ def run(args):
         f"{time.perf_counter() - start:.1f} s; the first training step also compiles the model",
         flush=True,
     )
-    batch_size, segment_len = _stream_shape(plans)
+    batch_size, segment_len = _stream_shape(plans, config)
     where = {"text": lambda split: os.path.join(args.data_dir, f"{split}.txt")}.get(args.dataset, lambda s: s)
     check_text_length(ids, batch_size, segment_len, where)
     if args.epochs is not None:  # passes over the training stream, in optimizer steps
@@ -321,7 +335,7 @@ def run(args):
         )
     name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}.get(args.dataset, "text in " + str(args.data_dir))
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
-    title = f"Transformer-XL on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
+    title = f"{MODEL_TITLES[args.model]} on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
         summaries,
         training.language_model.summary_line,
@@ -343,6 +357,13 @@ def parse_args(argv=None):
         metavar="NAMES",
         help=f"the variants to train, comma-separated, of {', '.join(layout_names())}, {LEAKY} (leaks later tokens, "
         "for measurement only); all: the paper's three (default)",
+    )
+    parser.add_argument(
+        "--model",
+        choices=tuple(MODEL_TITLES),
+        default="transformer_xl",
+        help="the language model: Transformer-XL (the paper's, Sec. 3.4) or the zoo's GPT-style decoder "
+        f"({GPT_PRESET}'s family, at the same sizes without a memory)",
     )
     parser.add_argument(
         "--dataset",

@@ -6,6 +6,7 @@ from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
 from keras_tse.layers.layer_scale_block import LayerScaleBlock
 from keras_tse.layers.patch_embedding import PatchEmbedding
+from keras_tse.layers.position_embedding import PositionEmbedding
 from keras_tse.layers.post_norm_block import PostNormBlock
 from keras_tse.layers.pre_norm_block import PreNormBlock
 from keras_tse.layers.relative_attention import RelativeAttention
@@ -24,6 +25,7 @@ __all__ = [
     "DeepNormBlock",
     "LayerScaleBlock",
     "PatchEmbedding",
+    "PositionEmbedding",
     "PostNormBlock",
     "PreNormBlock",
     "RelativeAttention",

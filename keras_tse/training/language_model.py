@@ -17,6 +17,7 @@ import os
 import keras
 import numpy as np
 
+from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training.runner import (
@@ -50,17 +51,19 @@ def fit_language_model(
     test_ids=None,
     causal_twin=None,
 ):
-    """Train Transformer-XL `model` on the token stream `train_ids` into `run_dir`; return its summary.
+    """Train language model `model` (a Transformer-XL, a GPT) on the token stream `train_ids` into
+    `run_dir`; return its summary.
 
-    The model's `batch_size` and `segment_len` cut the streams (`lm_segments`). A resumed run
+    The model's `segment_len` and `config.batch_size` (the model's own where it has one: Transformer-XL's
+    memory fixes it) cut the streams (`lm_segments`). A resumed run
     continues the training stream where its last finished epoch left it. Returns the stored
     summary without training if the folder holds a finished run.
 
     `causal_twin`, a function building a model with the same weights' shapes (a leaky model's causal
     counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model.
     """
-    batch, segment = model.input.shape[0], model.input.shape[1]
-    vocab_size = model.get_config()["vocab_size"]
+    batch, segment = model.input.shape[0] or config.batch_size, model.input.shape[1]
+    vocab_size = model.output.shape[-1]
     for name, ids in (("train_ids", train_ids), ("valid_ids", valid_ids), ("test_ids", test_ids)):
         if ids is not None:
             check_token_ids(name, np.asarray(ids), vocab_size)
@@ -85,10 +88,10 @@ def fit_language_model(
     def summarize_with_test(history, similarity, seconds):
         summary = summarize(history, similarity, seconds, LANGUAGE_MODEL_SUMMARY)
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
-            summary["test_loss"] = evaluate_stream(model, test_ids)
+            summary["test_loss"] = evaluate_stream(model, test_ids, batch)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
         if test_ids is not None and causal_twin is not None:
-            summary["test_loss_causal"] = evaluate_stream(_with_weights_of(model, causal_twin()), test_ids)
+            summary["test_loss_causal"] = evaluate_stream(_with_weights_of(model, causal_twin()), test_ids, batch)
             summary["test_perplexity_causal"] = math.exp(min(summary["test_loss_causal"], 700.0))
         return summary
 
@@ -117,17 +120,17 @@ def _with_weights_of(model, twin):
     return twin
 
 
-def evaluate_stream(model, ids):
+def evaluate_stream(model, ids, batch_size=None):
     """Mean next-token loss (nats) over the ordered stream `ids`, memory reset first and carried throughout.
 
     As Transformer-XL evaluates: the corpus cut into the model's `batch_size` streams, read in
     segments in order, each segment attending to the memory of the ones before it.
     """
-    batch, segment = model.input.shape[0], model.input.shape[1]
+    batch, segment = model.input.shape[0] or batch_size, model.input.shape[1]
     x, y = lm_segments(ids, batch, segment)
-    model.reset_memory()
+    reset_memory(model)
     loss = model.evaluate(x, y, batch_size=batch, verbose=0, return_dict=True)["loss"]
-    model.reset_memory()
+    reset_memory(model)
     return float(loss)
 
 

@@ -1,5 +1,6 @@
 """Model builders, their families (`registry`) and the preset registry."""
 
+from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
 from keras_tse.zoo.registry import register_family
 from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
@@ -10,6 +11,7 @@ __all__ = [
     "create_model",
     "from_preset",
     "full_config",
+    "gpt",
     "list_models",
     "presets",
     "register_family",

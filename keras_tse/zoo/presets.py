@@ -14,6 +14,7 @@ import json
 import os
 import re
 
+import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
 from keras_tse.zoo.registry import FAMILIES
@@ -105,6 +106,13 @@ PRESETS = {
         "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
         "word ids of the offline corpus or Penn Treebank (keras_tse.data.load_python_docs / load_ptb)",
         "transformer_xl8_small",
+    ),
+    "gpt8_small": _preset(
+        "gpt",
+        {**_SMALL_TXL, "depth": 8, "norm": "deescalate", "segment_len": 32},
+        "CPU-sized 8-block GPT-style decoder with causal de-escalation at each FFN input (smoke runs, tests).",
+        "word ids of the offline corpus or Penn Treebank (keras_tse.data.load_python_docs / load_ptb)",
+        "gpt8_small",
     ),
 }
 

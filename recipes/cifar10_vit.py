@@ -76,6 +76,7 @@ def variant_of(norm):
     registered one) the de-escalated preset with that layout, at the paper's rate for its stable variants."""
     return VARIANTS.get(norm, {"preset": VARIANTS["deescalate"]["preset"], "learning_rate": 1e-4, "norm": norm})
 
+
 # === Optimisation: Sec. 3.3 ===
 TRAIN = TrainConfig(epochs=150, batch_size=128)
 

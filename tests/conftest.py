@@ -35,6 +35,7 @@ EVERY_BACKEND = frozenset(
         "test_de_escalation.py",
         "test_escalation.py",
         "test_fixtures.py",
+        "test_gpt.py",
         "test_initializers.py",
         "test_kill_resume.py",
         "test_language_model.py",

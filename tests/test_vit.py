@@ -4,7 +4,7 @@ from keras import ops
 
 import keras_tse
 from keras_tse.analysis.similarity import token_similarity_profile
-from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock, TransformerBlock
+from keras_tse.layers import DeEscalation, PostNormBlock, TransformerBlock
 from keras_tse.zoo import from_preset, presets, vit
 
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)

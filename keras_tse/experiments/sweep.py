@@ -357,11 +357,16 @@ def cell_label(norm, tau, initializer=None):
 
 
 def arms_of(rows):
-    """The (norm, tau, initializer) arms present in `rows`: the layouts' order, larger tau first, torch before glorot."""
+    """The (norm, tau, initializer) arms present in `rows`: layouts' order, larger tau first, torch first."""
     arms = {(row["norm"], row["tau"], row["initializer"]) for row in rows}
     schemes = initializers.INITIALIZERS
     return sorted(
-        arms, key=lambda a: (layout_names().index(a[0]), -float(a[1]) if a[1] not in ("", None) else 0.0, schemes.index(a[2]))
+        arms,
+        key=lambda a: (
+            layout_names().index(a[0]),
+            -float(a[1]) if a[1] not in ("", None) else 0.0,
+            schemes.index(a[2]),
+        ),
     )
 
 

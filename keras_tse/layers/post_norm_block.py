@@ -78,7 +78,9 @@ class PostNormBlock(TransformerBlock):
             super().__init__(*args, norm="post", **kwargs)
             self.tau, self.trainable_tau = _checks.unit_interval("tau", tau), bool(trainable_tau)
         else:
-            super().__init__(*args, norm="deescalate", deescalate_at=deescalate, tau=tau, trainable_tau=trainable_tau, **kwargs)
+            super().__init__(
+                *args, norm="deescalate", deescalate_at=deescalate, tau=tau, trainable_tau=trainable_tau, **kwargs
+            )
         self.deescalate = deescalate
 
     def get_config(self):

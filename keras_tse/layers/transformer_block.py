@@ -168,7 +168,11 @@ class TransformerBlock(SequenceLayer):
         attention = self.self_attention
         shape = tuple(attention.query_key_value_kernels()[0].shape)  # the fans of one projection
         attention.assign_query_key_value_kernels(*(_xavier_normal(gains[k])(shape) for k in ("query", "key", "value")))
-        for key, dense in (("output", attention.output_dense), ("ffn_inner", self.ffn_inner), ("ffn_outer", self.ffn_outer)):
+        for key, dense in (
+            ("output", attention.output_dense),
+            ("ffn_inner", self.ffn_inner),
+            ("ffn_outer", self.ffn_outer),
+        ):
             dense.kernel.assign(_xavier_normal(gains[key])(dense.kernel.shape))
 
     def _residual(self, x):
@@ -222,7 +226,9 @@ class TransformerBlock(SequenceLayer):
         y4 = self.ffn_norm(y3)  # step 4
         outputs = y4 if output is None else output(y4)
         eq21_inputs = {"pre_ffn": y2, "output": y4}
-        return dict(y1=y1, y2=y2, ffn_input=ffn_in, y3=y3, y4=y4, outputs=outputs, scores=scores, eq21_inputs=eq21_inputs)
+        return dict(
+            y1=y1, y2=y2, ffn_input=ffn_in, y3=y3, y4=y4, outputs=outputs, scores=scores, eq21_inputs=eq21_inputs
+        )
 
     def _pre_norm_steps(self, inputs, training, return_attention_scores, ffn_input=None, output=None, **attend):
         """Eq. (19) step by step: a dict of `x_hat` (LN X), `attention_branch` (P(X_hat) X_hat W as it
@@ -239,7 +245,13 @@ class TransformerBlock(SequenceLayer):
         outputs = z if output is None else output(z)
         eq21_inputs = {"pre_ffn": y_hat, "output": z}
         return dict(
-            x_hat=x_hat, attention_branch=branch, y=y, ffn_input=ffn_in, outputs=outputs, scores=scores, eq21_inputs=eq21_inputs
+            x_hat=x_hat,
+            attention_branch=branch,
+            y=y,
+            ffn_input=ffn_in,
+            outputs=outputs,
+            scores=scores,
+            eq21_inputs=eq21_inputs,
         )
 
     def _make_attention(self):

@@ -78,11 +78,13 @@ def gpt(
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
     layout = get_layout(norm)
     eq21 = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
-    _checks.unused_options(norm, (norm,) if layout.deescalates else (), eq21, dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn"))
+    defaults = dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn")
+    _checks.unused_options(norm, (norm,) if layout.deescalates else (), eq21, defaults)
     resolve_head_dim(hidden_dim, num_heads, head_dim)  # a width that does not divide fails up front
     options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     embedding = AdaptiveEmbedding(
-        vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializers.check(initializer), name="embedding"
+        vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializers.check(initializer),
+        name="embedding",
     )
     token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
     x = PositionEmbedding(segment_len, initializer=initializer, name="position_embedding")(embedding(token_ids))

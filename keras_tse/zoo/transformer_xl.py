@@ -108,7 +108,7 @@ class TransformerXL(keras.Model):
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
-        deescalating = (norm,) if layout.deescalates else ()
+        deescalating, eq21 = (norm,) if layout.deescalates else (), dict(tau=tau, trainable_tau=trainable_tau)
         _checks.unused_options(norm, deescalating, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
         placement = dict(deescalate_at=deescalate_at, deescalate_memory=deescalate_memory)
         _checks.unused_options(norm, deescalating if layout.causal_mean else (), placement, EQ_21_DEFAULTS)
@@ -120,7 +120,7 @@ class TransformerXL(keras.Model):
         )
         blocks = [
             transformer_xl_block(
-                norm, depth, dict(tau=tau, trainable_tau=trainable_tau), **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}"
+                norm, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}"
             )
             for i in range(depth)
         ]

@@ -154,7 +154,7 @@ def _vit_block(norm, depth, place, layout_options, block_options, name):
     layout = get_layout(norm)
     if place is None and layout.deescalates:
         if layout.without_deescalation is None:
-            raise ValueError(f"pool='mean' with eq. (21) at the output needs a last block without it. Received: norm={norm!r}")
+            raise ValueError(f"pool='mean' needs a last block without eq. (21). Received: norm={norm!r}")
         norm = layout.without_deescalation
     return stack_block(norm, depth, layout_options, deescalate_at=place or "output", **block_options, name=name)
 

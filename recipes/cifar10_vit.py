@@ -87,41 +87,25 @@ SMOKE_DATA = dict(num_train=256, num_test=128)
 SMOKE_SLICE = (512, 256)  # --smoke on a real data set: its first training and test images
 PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
 
-# === Data sets: loader, image geometry and the normalisation statistics each model sees ===
+# === Data sets: the registry's image sets (keras_tse.data.list_datasets("images")), each with its loader,
+# geometry and the normalisation each model sees; a user's own (folder, npz) are read from --data-dir ===
 
 
-def _grey_28x28(load, mean, std, title):
-    """A 28x28 grey set: no RandAugment, whose colour operations mean little on garments and digits."""
-    return dict(load=load, image_size=28, channels=1, augment=False, mean=mean, std=std, title=title)
+def spec(args):
+    return data.get_dataset(args.dataset)
 
 
-DATASETS = {
-    "cifar10": dict(
-        load=data.load_cifar10,
-        image_size=32,
-        channels=3,
-        augment=True,
-        mean=data.cifar10.MEAN,
-        std=data.cifar10.STD,
-        title="CIFAR-10",
-    ),
-    "fashion_mnist": _grey_28x28(
-        data.load_fashion_mnist, data.mnist.FASHION_MEAN, data.mnist.FASHION_STD, "Fashion-MNIST"
-    ),
-    "mnist": _grey_28x28(data.load_mnist, data.mnist.MNIST_MEAN, data.mnist.MNIST_STD, "MNIST"),
-}
+def own_data(args):
+    return spec(args).own
 
 
-OWN_DATA = ("folder", "npz")  # a user's own: an image folder (one subfolder per class) or .npz arrays
 FOLDER_IMAGE_SIZE = 32  # --dataset folder's images are resized to CIFAR-10's size unless --image-size says
 
 
 def load_data(args):
     """(train, test) of --dataset: a slice of each with --smoke, else the --train-size and --test-size subsets."""
-    if args.dataset == "folder":
-        train, test, _ = data.load_image_folder(args.data_dir, args.image_size, seed=args.seed)
-    elif args.dataset == "npz":
-        train, test = data.load_npz(args.data_dir)
+    if own_data(args):
+        train, test = spec(args).load_data(args.data_dir, image_size=args.image_size, seed=args.seed)
     elif args.smoke:  # CIFAR-10 cannot be fetched offline: synthetic images; the others a real slice
         if args.dataset == "cifar10":
             return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)
@@ -137,7 +121,7 @@ def load_data(args):
 
 
 def _benchmark(args):
-    return DATASETS[args.dataset]["load"](
+    return spec(args).load_data(
         args.data_dir, download=not args.no_download, source=args.data_source, tfds_dir=args.tfds_dir
     )
 
@@ -179,8 +163,10 @@ def data_fingerprint(args):
 
 def normalization_of(args, x_train):
     """The per-channel mean and std each model sees: the benchmark's constants, or a user's training images'."""
-    if args.dataset not in OWN_DATA:
-        return dict(mean=DATASETS[args.dataset]["mean"], std=DATASETS[args.dataset]["std"])
+    if not own_data(args):
+        dataset = spec(args)
+        mean, std = np.asarray(dataset.mean, "float32"), np.asarray(dataset.std, "float32")
+        return dict(mean=mean, std=std, value_range=dataset.value_range)
     pixels = x_train.reshape(-1, x_train.shape[-1]).astype("float64") / 255.0  # image_dataset's units
     return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
 
@@ -202,12 +188,13 @@ def balanced_subset(labels, size, seed, flag="--train-size"):
 def model_overrides(args, norm):
     """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init."""
     overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
-    if args.dataset in OWN_DATA:
+    if own_data(args):
         image_size, channels, classes = own_geometry(args)
         overrides.update(image_size=image_size, channels=channels, num_classes=classes)
-    elif args.dataset != "cifar10":
-        dataset = DATASETS[args.dataset]
-        overrides.update(image_size=dataset["image_size"], channels=dataset["channels"])
+    else:  # the data set's geometry where it differs from the preset's (CIFAR-10's)
+        dataset, preset = spec(args), keras_tse.zoo.full_config(variant_of(norm)["preset"])
+        geometry = dict(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.classes)
+        overrides.update({key: value for key, value in geometry.items() if value != preset[key]})
     if "norm" in variant_of(norm):  # a layout trained in another layout's preset
         overrides["norm"] = norm
     if args.depth is not None:
@@ -233,7 +220,7 @@ def model_overrides(args, norm):
 def check_args(args):
     """Every flag against the others and the data's geometry: one line per bad input, before any image
     is read or model built (a user's data is checked here through its file names and array headers)."""
-    own = args.dataset in OWN_DATA
+    own = own_data(args)
     if own and args.data_dir is None:
         raise InputError(
             "--data-dir",
@@ -246,7 +233,7 @@ def check_args(args):
         )
     if args.dataset != "folder" and args.image_size is not None:
         raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
-    size, _, classes = own_geometry(args) if own else (DATASETS[args.dataset]["image_size"], None, 10)
+    size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)
     preset = {**keras_tse.zoo.full_config(variant_of(args.norm[0])["preset"]), **(SMOKE_MODEL if args.smoke else {})}
     patch = args.patch_size or preset["patch_size"]
     if size % patch:
@@ -290,7 +277,7 @@ def variant_settings(args, norm, train_config):
         "seed": args.seed,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
-        **({"data": args.fingerprint} if args.dataset in OWN_DATA else {}),
+        **({"data": args.fingerprint} if own_data(args) else {}),
     }
     return variant["preset"], overrides, config, settings
 
@@ -298,7 +285,7 @@ def variant_settings(args, norm, train_config):
 def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     check_args(args)  # before any data is read or model built: a bad input answers at once
-    args.fingerprint = data_fingerprint(args) if args.dataset in OWN_DATA else None
+    args.fingerprint = data_fingerprint(args) if own_data(args) else None
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
     claim_folder(args.out, PROG, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
 
@@ -333,7 +320,7 @@ def run(args):
         x_train,
         y_train,
         train_config.batch_size,
-        augment=DATASETS.get(args.dataset, {}).get("augment", False),  # none on a user's own images
+        augment=spec(args).augment,  # none on a user's own images
         shuffle=True,
         seed=args.seed,
         **normalization,
@@ -363,7 +350,7 @@ def run(args):
             verbose=args.verbose,
         )
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
-    name = DATASETS[args.dataset]["title"] if args.dataset in DATASETS else os.path.basename(args.data_dir.rstrip("/"))
+    name = os.path.basename(args.data_dir.rstrip("/")) if own_data(args) else spec(args).title
     title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
         summaries, training.runner.summary_line, args.out, layout_names(), "history.csv", _plot_histories, title
@@ -389,7 +376,7 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--dataset",
-        choices=[*DATASETS, *OWN_DATA],
+        choices=data.list_datasets("images"),
         default="cifar10",
         help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey); your own: folder (--data-dir holds "
         "one subfolder per class, or train/ and test/ of them) or npz (--data-dir is a .npz with x_train, "

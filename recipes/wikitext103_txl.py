@@ -118,26 +118,27 @@ SMOKE_VOCAB = 4000
 
 
 def load_data(args):
+    """(token ids per split, vocabulary) of --dataset, from the data registry; a slice of it with --smoke."""
     if args.smoke and args.dataset == "wikitext103":
-        return data.load_python_docs(max_vocab=SMOKE_VOCAB)
-    if args.dataset == "text":  # a user's own: train.txt, valid.txt, test.txt
-        ids, vocab = data.load_text_folder(args.data_dir)
-    else:
-        load = data.load_ptb if args.dataset == "ptb" else data.load_wikitext103
-        ids, vocab = load(args.data_dir, download=not args.no_download)
+        return data.get_dataset("python_docs").load_data(max_vocab=SMOKE_VOCAB)
+    ids, vocab = data.get_dataset(args.dataset).load_data(args.data_dir, download=not args.no_download)
     if args.smoke:
         train, held_out = SMOKE_PTB_TOKENS
         ids = {"train": ids["train"][:train], "valid": ids["valid"][:held_out], "test": ids["test"][:held_out]}
     return ids, vocab
 
 
+def own_text(args):
+    return data.get_dataset(args.dataset).own
+
+
 def base_config(args):
     """(preset, its builder overrides, training settings) of one variant before the command's overrides."""
     if args.smoke:
         return SMOKE_PRESET, dict(SMOKE_MODEL), SMOKE_TRAIN
-    if args.dataset in ("ptb", "text") and args.size == "paper":
+    if args.dataset != "wikitext103" and args.size == "paper":
         return VARIANTS["post"], dict(PAPER_PTB_MODEL), PAPER_PTB_TRAIN
-    if args.dataset in ("ptb", "text"):  # a word-level model sized for a CPU (a user's text: its own vocabulary)
+    if args.dataset != "wikitext103":  # a word-level model sized for a CPU (a user's text: its own vocabulary)
         return VARIANTS["post"], dict(PTB_MODEL), PTB_TRAIN
     return None, {}, TRAIN
 
@@ -177,11 +178,11 @@ def variant_settings(args, norm):
     overrides["norm"] = norm
     if args.smoke:
         overrides["name"] = f"smoke_{norm}" if args.model == "transformer_xl" else f"gpt_smoke_{norm}"
-    elif args.dataset in ("ptb", "text") or args.model == "gpt":
+    elif args.dataset != "wikitext103" or args.model == "gpt":
         overrides["name"] = f"{args.model}_{args.dataset}_{norm}"
-    if args.dataset == "text":
+    if own_text(args):
         overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
-    if args.dataset == "text":  # the vocabulary is the text's, known once it is read (then checked, on resume too)
+    if own_text(args):  # the vocabulary is the text's, known once it is read (then checked, on resume too)
         overrides.pop("vocab_size", None)
     if args.depth is not None:
         overrides["depth"] = args.depth
@@ -200,7 +201,7 @@ def variant_settings(args, norm):
         "dataset": args.dataset,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
-        **({"data": args.fingerprint} if args.dataset == "text" else {}),
+        **({"data": args.fingerprint} if own_text(args) else {}),
         **({"model": args.model} if args.model != "transformer_xl" else {}),
     }
     return preset, overrides, settings
@@ -242,7 +243,7 @@ def _causal_twin(preset, overrides):
 
 def check_args(args):
     """The flags against each other and the text folder's files, before any text is read."""
-    if args.dataset == "text":
+    if own_text(args):
         if args.data_dir is None:
             raise InputError(
                 "--data-dir", "nothing", "the folder of train.txt, valid.txt and test.txt (--dataset text)"
@@ -279,9 +280,7 @@ def run(args):
     """Train the chosen variants; returns {variant: summary}."""
     check_args(args)  # before any text is read or model built: a bad input answers at once
     args.fingerprint = (
-        data.fingerprint(args.data_dir, list(data.text_files(args.data_dir).values()))
-        if (args.dataset == "text")
-        else None
+        data.fingerprint(args.data_dir, list(data.text_files(args.data_dir).values())) if own_text(args) else None
     )
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
     shared.update({"model": args.model} if args.model != "transformer_xl" else {})
@@ -333,7 +332,7 @@ def run(args):
             extra_config={"overrides": overrides, **settings},
             causal_twin=functools.partial(_causal_twin, preset, overrides) if norm == LEAKY else None,
         )
-    name = {"wikitext103": "WikiText-103", "ptb": "Penn Treebank"}.get(args.dataset, "text in " + str(args.data_dir))
+    name = "text in " + str(args.data_dir) if own_text(args) else data.get_dataset(args.dataset).title
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
     title = f"{MODEL_TITLES[args.model]} on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
@@ -367,10 +366,11 @@ def parse_args(argv=None):
     )
     parser.add_argument(
         "--dataset",
-        choices=["wikitext103", "ptb", "text"],
+        choices=data.list_datasets("text"),
         default="wikitext103",
-        help="wikitext103 (the paper's run), ptb (Penn Treebank, Mikolov split), or text: your own, --data-dir "
-        "holding train.txt, valid.txt and test.txt (PTB's model size, your vocabulary)",
+        help="a text set of the data registry (keras-tse datasets): wikitext103 (the paper's run), ptb (Penn "
+        "Treebank, Mikolov split), python_docs, or text: your own, --data-dir holding train.txt, valid.txt and "
+        "test.txt. Every set but wikitext103 trains the CPU-sized model (PTB's size, the set's vocabulary)",
     )
     parser.add_argument(
         "--size",

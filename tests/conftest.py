@@ -57,6 +57,7 @@ ONE_BACKEND = frozenset(
         "test_bad_inputs.py",
         "test_cli.py",
         "test_data.py",
+        "test_datasets.py",
         "test_figures.py",
         "test_layout.py",
         "test_presets.py",

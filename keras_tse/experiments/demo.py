@@ -73,7 +73,7 @@ def run_demo(out="runs/demo", config=None, verbose=2):
         out, "demo", settings, writes=(*NORMS, "plots", "demo.json"), marker="demo.json", settings_before=_settings_in
     )
     start = time.perf_counter()
-    (x_train, y_train), (x_test, y_test) = data.load_digits(seed=config.split_seed)
+    (x_train, y_train), (x_test, y_test) = data.get_dataset("digits").load_data(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
     probe = x_test[: config.probe_size]
     train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, learning_rate=config.learning_rate)

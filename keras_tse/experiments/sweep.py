@@ -30,9 +30,8 @@ import warnings
 import keras
 import numpy as np
 
-from keras_tse import _checks, run_files, zoo
+from keras_tse import _checks, data, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
-from keras_tse.data import load_digits
 from keras_tse.layers import initializers
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
@@ -65,6 +64,7 @@ class SweepConfig:
     weight_decay: float = 0.05
     loss_threshold: float = 0.5  # chance is ln 10 = 2.30
     probe_size: int = 64
+    dataset: str = "digits"  # an image set of the data registry (keras_tse.data.list_datasets("images"))
 
     @classmethod
     def quick(cls, **overrides):
@@ -76,6 +76,7 @@ class SweepConfig:
 
     def __post_init__(self):
         self.norms = _checks.subset_of("norms", self.norms, layout_names())
+        _checks.one_of("dataset", self.dataset, data.list_datasets("images", own=False))
         _checks.config_fields(
             self, positive_ints=("steps", "batch_size", "hidden_dim", "num_heads", "ffn_dim", "probe_size")
         )
@@ -175,9 +176,9 @@ def run_sweep(config, out, log=print):
     todo = [cell for cell in cells(config) if cell_key(cell) not in done]
     wanted = {cell_key(cell) for cell in cells(config)}
     log(f"{len(wanted)} cells, skipping {len(done & wanted)} finished, {len(todo)} to run -> {path}")
-    data = _digits()
+    images = _images(config.dataset)
     for number, cell in enumerate(todo, 1):
-        row = {**cell, **run_cell(cell, config, data, cell_folder(out, cell))}
+        row = {**cell, **run_cell(cell, config, images, cell_folder(out, cell))}
         append_row(path, row)  # flushed to disk before the next cell starts
         log(
             f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
@@ -190,9 +191,15 @@ def run_sweep(config, out, log=print):
     return rows
 
 
-def _digits():
-    (x, y), (x_val, y_val) = load_digits()
-    return x.reshape(-1, 8, 8, 1).astype("float32"), y, x_val.reshape(-1, 8, 8, 1).astype("float32"), y_val
+def _images(name):
+    """(x, y, x_val, y_val) of a registered image set, normalised as its spec says (the digits come
+    standardised already: their normalisation is the identity)."""
+    spec = data.get_dataset(name)
+    (x, y), (x_val, y_val) = spec.load_data()
+    scale = dict(
+        mean=np.asarray(spec.mean, "float32"), std=np.asarray(spec.std, "float32"), value_range=spec.value_range
+    )
+    return data.normalized(x, **scale), y, data.normalized(x_val, **scale), y_val
 
 
 def cell_folder(out, cell):
@@ -262,13 +269,15 @@ def run_cell(cell, config, data, run_dir):
 
 
 def _cell_model(cell, config):
+    spec = data.get_dataset(config.dataset)
     return zoo.vit(
         depth=cell["depth"],
         norm=cell["norm"],
         tau=1.0 if cell["tau"] == "" else cell["tau"],
-        image_size=8,
-        patch_size=2,
-        channels=1,
+        image_size=spec.image_size,
+        patch_size=spec.image_size // 4,  # 16 patches whatever the size: 2x2 on the 8x8 digits
+        channels=spec.channels,
+        num_classes=spec.classes,
         hidden_dim=config.hidden_dim,
         ffn_dim=config.ffn_dim,
         num_heads=config.num_heads,
@@ -279,7 +288,8 @@ def _cell_model(cell, config):
 def _cell_settings(config):
     """The settings of a cell's training that its key does not hold."""
     names = ("num_heads", "ffn_dim", "weight_decay", "loss_threshold", "probe_size")
-    return {name: getattr(config, name) for name in names}
+    settings = {name: getattr(config, name) for name in names}
+    return settings if config.dataset == "digits" else {**settings, "dataset": config.dataset}
 
 
 class _BatchLosses(keras.callbacks.Callback):

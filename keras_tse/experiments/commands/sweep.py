@@ -2,12 +2,13 @@
 
 import time
 
+from keras_tse import data
 from keras_tse.experiments import flags
 from keras_tse.layouts import layout_names
 from keras_tse.norms import BASELINE_NORMS, INITIALIZERS, PAPER_NORMS
 from keras_tse.run_files import claim_folder
 
-HELP = "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits"
+HELP = "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits (or --dataset)"
 
 # The grid's axes: (flags, type of the comma-separated list, help); the first flag names the
 # SweepConfig field
@@ -36,6 +37,11 @@ def add_arguments(parser):
         parser.add_argument(*names, type=kind, help=text)
     parser.add_argument("--steps", type=flags.positive_int, help="training steps per cell (default: 300)")
     parser.add_argument("--batch-size", type=flags.positive_int, help="batch size (default: 64)")
+    parser.add_argument(
+        "--dataset",
+        choices=data.list_datasets("images", own=False),
+        help="an image set of the data registry (keras-tse datasets) (default: digits, 8x8, inside scikit-learn)",
+    )
     flags.add_compile_cache(parser)
 
 
@@ -43,7 +49,8 @@ def run(args):
     from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
 
     config = flags.config_from(SweepConfig, args)
-    claim_folder(args.out, "sweep", {}, writes=("sweep.csv", "cells", "plots"), marker="sweep.csv")
+    settings = {"dataset": config.dataset} if config.dataset != "digits" else {}
+    claim_folder(args.out, "sweep", settings, writes=("sweep.csv", "cells", "plots"), marker="sweep.csv")
     start = time.perf_counter()
     rows = run_sweep(config, args.out)
     print(

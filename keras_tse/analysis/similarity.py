@@ -69,8 +69,9 @@ def escalation_rate(x, y):
     return token_diversity(x) / token_diversity(y)
 
 
-def block_outputs_model(model, layers=None):
-    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks.
+def block_outputs_model(model, layers=None, with_output=False):
+    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks (and, with
+    `with_output=True`, the model's own output first: timm's `forward_intermediates`).
 
     Args:
         model: a functional (or built Sequential) `keras.Model`.
@@ -92,12 +93,12 @@ def block_outputs_model(model, layers=None):
             )
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
-    inputs, outputs = _call_outputs(model, chosen)
-    return keras.Model(inputs, outputs, name=f"{model.name}_blocks")
+    inputs, outputs, final = _call_outputs(model, chosen)
+    return keras.Model(inputs, [*final, *outputs] if with_output else outputs, name=f"{model.name}_blocks")
 
 
 def _call_outputs(model, chosen):
-    """`(inputs, outputs)`: the output of each call of the `chosen` layers, in call order: one per
+    """`(inputs, outputs, the model's outputs)`: the output of each call of the `chosen` layers, in call order: one per
     block for most models, one per depth for a block whose weights are shared across depth (ALBERT
     calls one layer at every depth). Keras' `clone_model` re-runs the graph with the same layer
     objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function`
@@ -117,7 +118,7 @@ def _call_outputs(model, chosen):
         return result
 
     clone = keras.models.clone_model(model, clone_function=lambda layer: layer, call_function=call)
-    return clone.inputs, outputs
+    return clone.inputs, outputs, clone.outputs
 
 
 def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):

@@ -1,6 +1,7 @@
 """Model builders, their families (`registry`) and the preset registry."""
 
 from keras_tse.zoo.gpt import gpt
+from keras_tse.zoo.intermediates import forward_intermediates
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
 from keras_tse.zoo.registry import register_family
 from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
@@ -9,6 +10,7 @@ from keras_tse.zoo.vit import vit
 __all__ = [
     "TransformerXL",
     "create_model",
+    "forward_intermediates",
     "from_preset",
     "full_config",
     "gpt",

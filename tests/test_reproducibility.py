@@ -58,7 +58,7 @@ def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
         batch_size=32,
         hidden_dim=16,
     )
-    data = sweep._digits()
+    data = sweep._images("digits")
     rows = [sweep.run_cell(cell, config, data, str(tmp_path / f"run_{i}")) for i in range(2)]
     for row in rows:
         row.pop("wall_s")

@@ -190,7 +190,7 @@ def test_one_cell_measures_every_column_on_this_backend(norm, tmp_path):
         batch_size=32,
         hidden_dim=16,
     )
-    row = sweep.run_cell(cell, config, sweep._digits(), str(tmp_path / "cell"))
+    row = sweep.run_cell(cell, config, sweep._images("digits"), str(tmp_path / "cell"))
     assert row["diverged"] == 0 and np.isfinite(row["final_loss"]) and row["best_loss"] <= row["final_loss"] + 1.0
     tsim_init = [float(v) for v in row["tsim_init"].split(";")]
     grads = [float(v) for v in row["grad_init"].split(";")]

@@ -117,7 +117,7 @@ def run_cases(cases, config):
         except ImportError as error:  # the peer needs keras-hub: `pip install keras-hub`
             missing.append(dict(case=case, error=f"{error} (pip install keras-hub)"))
             continue
-        model.compile(optimizer=keras.optimizers.Adam(1e-4), loss=_loss(case), jit_compile=config.jit_compile)
+        _task(case).compile(model, keras.optimizers.Adam(1e-4), config.jit_compile)
         reset_peak_memory()
         clock = _fit_steps(model, batch, 1 + config.warmup)
         runs[case] = dict(
@@ -251,12 +251,10 @@ def peer_vit(depth, normalize_first=False, hidden_dim=192, ffn_dim=384, num_head
     return keras.Model(images, logits, name=f"keras_hub_vit{depth}_{'pre' if normalize_first else 'post'}")
 
 
-def _loss(case):
-    from keras_tse.losses import LogProbabilityCrossentropy
+def _task(case):
+    from keras_tse.training.tasks import IMAGE_CLASSIFICATION, LANGUAGE_MODELLING
 
-    if case.startswith("txl"):
-        return LogProbabilityCrossentropy()
-    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    return LANGUAGE_MODELLING if case.startswith("txl") else IMAGE_CLASSIFICATION
 
 
 def _probe_seconds(model, images):

@@ -37,6 +37,7 @@ from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
 from keras_tse.run_files import append_row, read_logged_rows
 from keras_tse.training.runner import train_in_folder
+from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
 KEY = ("depth", "norm", "tau", "initializer", "learning_rate", "seed", "steps", "batch_size", "hidden_dim")
 
@@ -228,9 +229,7 @@ def run_cell(cell, config, data, run_dir):
     probe = x_val[: config.probe_size]
     loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     grad_init = block_gradient_norms(model, x[: config.batch_size], y[: config.batch_size], loss, names)
-    model.compile(
-        keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay), loss, metrics=["accuracy"]
-    )
+    IMAGE_CLASSIFICATION.compile(model, keras.optimizers.AdamW(cell["learning_rate"], weight_decay=config.weight_decay))
     recorder = _BatchLosses()
 
     def measures(history, similarity, seconds):

@@ -1,6 +1,8 @@
-"""Training a model into a run folder: the one runner (`train_in_folder`) and its two configurations,
-a classifier (`fit_variant`, Fig. 6) and a Transformer-XL language model (`fit_language_model`,
-Fig. 7), with the scale options, the run-folder check and the curves of a study.
+"""Training a model into a run folder: the one runner (`train_in_folder`), the two tasks it trains
+for (`tasks`: image classification and language modelling, each owning its loss, metrics, summary
+and the one `compile`), and their data feeds, a classifier's (`fit_variant`, Fig. 6) and a language
+model's (`fit_language_model`, Fig. 7: the Transformer-XL or the GPT decoder), with the scale
+options, the run-folder check and the curves of a study.
 
 Built on the library (`keras_tse.layers`, `zoo`, `callbacks`, `run_files`); imports nothing from
 `keras_tse.experiments`.
@@ -11,6 +13,10 @@ Names load on first use (`keras_tse._lazy`): importing the package imports no Ke
 from keras_tse._lazy import lazy_exports
 
 _EXPORTS = {
+    "IMAGE_CLASSIFICATION": "keras_tse.training.tasks",
+    "LANGUAGE_MODELLING": "keras_tse.training.tasks",
+    "TASKS": "keras_tse.training.tasks",
+    "Task": "keras_tse.training.tasks",
     "LMTrainConfig": "keras_tse.training.configs",
     "RunFolderMismatch": "keras_tse.run_files",
     "TrainConfig": "keras_tse.training.configs",

@@ -19,13 +19,8 @@ import numpy as np
 
 from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
-from keras_tse.losses import LogProbabilityCrossentropy
-from keras_tse.training.runner import (
-    LANGUAGE_MODEL_SUMMARY,
-    run_config,
-    summarize,
-    train_in_folder,
-)
+from keras_tse.training.runner import run_config, summarize, train_in_folder
+from keras_tse.training.tasks import LANGUAGE_MODELLING
 from keras_tse.zoo.transformer_xl import check_token_ids
 
 
@@ -71,9 +66,7 @@ def fit_language_model(
         raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size={config.batch_size}")
     stream = SegmentStream(*lm_segments(train_ids, batch, segment), batch, config.eval_interval)
     x_valid, y_valid = lm_segments(valid_ids, batch, segment)
-    model.compile(
-        optimizer=make_lm_optimizer(config), loss=LogProbabilityCrossentropy(), jit_compile=config.jit_compile
-    )
+    LANGUAGE_MODELLING.compile(model, make_lm_optimizer(config), config.jit_compile)
     fit_kwargs = dict(
         x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=batch, shuffle=False
     )
@@ -86,7 +79,7 @@ def fit_language_model(
     # training segment but the first of each epoch sees it.
 
     def summarize_with_test(history, similarity, seconds):
-        summary = summarize(history, similarity, seconds, LANGUAGE_MODEL_SUMMARY)
+        summary = summarize(history, similarity, seconds, LANGUAGE_MODELLING.summary)
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
             summary["test_loss"] = evaluate_stream(model, test_ids, batch)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
@@ -116,8 +109,7 @@ def _with_weights_of(model, twin):
         raise ValueError(f"{twin.name} does not have {model.name}'s weights; it cannot evaluate them.")
     for source, target in zip(model.trainable_weights, twin.trainable_weights):
         target.assign(keras.ops.convert_to_numpy(source))  # a copy: JAX may donate the source's buffer
-    twin.compile(loss=LogProbabilityCrossentropy())
-    return twin
+    return LANGUAGE_MODELLING.compile(twin)
 
 
 def evaluate_stream(model, ids, batch_size=None):

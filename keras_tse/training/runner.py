@@ -27,6 +27,7 @@ from keras_tse.callbacks import (
     TokenSimilarityMetric,
 )
 from keras_tse.run_files import RunFolderMismatch, flatten, read_history
+from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
 
 def backend_settings():
@@ -66,12 +67,7 @@ def fit_variant(
     the demo, where writing three files per epoch would double the time) nothing is backed up during
     training and only `checkpoints/last.keras` is written, at the end.
     """
-    model.compile(
-        optimizer=make_optimizer(config, steps_per_epoch),
-        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        metrics=["accuracy"],
-        jit_compile=config.jit_compile,
-    )
+    IMAGE_CLASSIFICATION.compile(model, make_optimizer(config, steps_per_epoch), config.jit_compile)
     # shuffle=False: the pipeline shuffles.
     fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
     return train_in_folder(
@@ -80,7 +76,7 @@ def fit_variant(
         run_config(model.name, config, extra_config),
         fit_kwargs,
         probe_inputs,
-        functools.partial(summarize, fields=CLASSIFIER_SUMMARY),
+        functools.partial(summarize, fields=IMAGE_CLASSIFICATION.summary),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         verbose=verbose,
@@ -221,21 +217,6 @@ def _open_run_folder(run_dir, run_config):
         stored["resumed_with"] = [*stored.get("resumed_with", []), changed]
         run_files.write_json(os.path.join(run_dir, "config.json"), stored)
     return state
-
-
-# What a run's summary.json reports besides the common fields, per configuration of the runner:
-# summary key -> (history.csv column, which value: its last, or the best over the run).
-CLASSIFIER_SUMMARY = {
-    "train_accuracy": ("accuracy", "last"),
-    "test_loss": ("val_loss", "last"),
-    "test_accuracy": ("val_accuracy", "last"),
-    "best_test_accuracy": ("val_accuracy", max),
-}
-LANGUAGE_MODEL_SUMMARY = {
-    "valid_loss": ("val_loss", "last"),
-    "valid_perplexity": ("val_perplexity", "last"),
-    "best_valid_perplexity": ("val_perplexity", min),
-}
 
 
 def summarize(history, similarity, seconds, fields):

@@ -31,5 +31,5 @@ def forward_intermediates(model, inputs, indices=None):
         return output, [blocks[i] for i in chosen]
     except (IndexError, TypeError):
         raise ValueError(
-            f"`indices` must be None, a count or block numbers of the {len(blocks)} blocks. Received: indices={indices!r}"
+            f"`indices` must be None, a count or numbers of the {len(blocks)} blocks. Received: indices={indices!r}"
         ) from None

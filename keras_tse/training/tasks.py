@@ -1,0 +1,57 @@
+"""The two tasks a zoo model trains for, each owning its loss, metrics and summary, and the one place
+where keras_tse compiles a model for training (`Task.compile`). A data set's task (`DatasetSpec.task`)
+picks one: `"images"` is image classification (the ViT, Fig. 6), `"text"` language modelling (the
+Transformer-XL and the GPT decoder, Fig. 7)."""
+
+import dataclasses
+
+import keras
+
+from keras_tse.losses import LogProbabilityCrossentropy
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """What training for one task needs besides the model, the data and the optimizer.
+
+    Args:
+        name: the task in words.
+        loss: a function making the loss (a new one per compile).
+        metrics: the metrics `fit` logs besides the loss.
+        summary: what a run's `summary.json` reports besides the common fields: summary key ->
+            (history.csv column, which value: `"last"`, or a function of the column, such as `max`).
+    """
+
+    name: str
+    loss: object
+    metrics: tuple
+    summary: dict
+
+    def compile(self, model, optimizer="rmsprop", jit_compile="auto"):
+        """`model` compiled for this task (Keras's default optimizer where none is given: evaluation only)."""
+        model.compile(optimizer=optimizer, loss=self.loss(), metrics=list(self.metrics), jit_compile=jit_compile)
+        return model
+
+
+IMAGE_CLASSIFICATION = Task(
+    "image classification",
+    lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # the heads give float32 logits
+    ("accuracy",),
+    {
+        "train_accuracy": ("accuracy", "last"),
+        "test_loss": ("val_loss", "last"),
+        "test_accuracy": ("val_accuracy", "last"),
+        "best_test_accuracy": ("val_accuracy", max),
+    },
+)
+LANGUAGE_MODELLING = Task(
+    "language modelling",
+    LogProbabilityCrossentropy,  # the models give float32 log-probabilities (tied adaptive softmax)
+    (),
+    {
+        "valid_loss": ("val_loss", "last"),
+        "valid_perplexity": ("val_perplexity", "last"),
+        "best_valid_perplexity": ("val_perplexity", min),
+    },
+)
+TASKS = {"images": IMAGE_CLASSIFICATION, "text": LANGUAGE_MODELLING}  # by the data registry's task names

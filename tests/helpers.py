@@ -28,11 +28,14 @@ def run_block_harness(test_case, cls, extra, num_trainable):
 
 
 def recipe_module(name):
-    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package)."""
+    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package), or a card's
+    generator, `zoo/<name>.py` (or `tests/<name>.py`, the CI-times one)."""
     import importlib.util
     import os
 
-    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "recipes", f"{name}.py")
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    folders = [os.path.join(root, folder) for folder in ("recipes", "zoo", "tests")]
+    path = next(p for p in (os.path.join(f, f"{name}.py") for f in folders) if os.path.exists(p))
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "recipes", "generated_tables.py"), "--check"],
+        [sys.executable, os.path.join(ROOT, "zoo", "generated_tables.py"), "--check"],
         capture_output=True,
         text=True,
         timeout=300,

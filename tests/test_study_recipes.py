@@ -15,7 +15,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def _run(script, *args):
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "recipes", script), *args],
+        [sys.executable, os.path.join(ROOT, "zoo", script), *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -163,7 +163,7 @@ def test_gradient_diagnostic_rows_are_consistent():
 
 
 def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
-    """recipes/benchmark_results.py on two hand-made seed folders: the table is their mean [min, max]."""
+    """zoo/benchmark_results.py on two hand-made seed folders: the table is their mean [min, max]."""
     import json
 
     from tests.helpers import recipe_module
@@ -246,7 +246,7 @@ def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
 
 
 def test_the_scanned_vit_is_the_unrolled_one_on_the_same_weights():
-    """The measuring device of recipes/scan_compile_time.py: the blocks' weights stacked and run by
+    """The measuring device of zoo/scan_compile_time.py: the blocks' weights stacked and run by
     `keras.ops.scan` give the zoo ViT's logits and, step by step, its training losses."""
     from tests.helpers import recipe_module
 

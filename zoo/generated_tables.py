@@ -4,24 +4,24 @@ Every table of measured numbers in README.md, zoo/depth_study.md and zoo/vit24_d
 `<!-- generated: NAME -->` and `<!-- end generated -->` and is the output of `render(NAME)`, applied to
 the committed file that the command which made the numbers wrote. Nobody types those numbers:
 
-    python recipes/generated_tables.py            # rewrite every generated block
-    python recipes/generated_tables.py --check    # exit 1 if any block differs from its result file
+    python zoo/generated_tables.py            # rewrite every generated block
+    python zoo/generated_tables.py --check    # exit 1 if any block differs from its result file
 
 | NAME | result file | written by |
 |---|---|---|
 | demo | zoo/vit24_digits/demo.json | `KERAS_BACKEND=jax keras-tse demo --out runs/demo` (then copied) |
 | escalation | zoo/figures/escalation.csv | `KERAS_BACKEND=jax keras-tse escalation --csv zoo/figures/escalation.csv` |
 | demo_similarity | zoo/vit24_digits/demo.json | the same |
-| depth_study, depth_study_verdicts, depth_study_progress, depth_study_edges, depth_study_ordering, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study`, then the extension's sweeps merged by `recipes/depth_study_card.py --merge` |
+| depth_study, depth_study_verdicts, depth_study_progress, depth_study_edges, depth_study_ordering, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study`, then the extension's sweeps merged by `zoo/depth_study_card.py --merge` |
 | depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
-| gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python recipes/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
+| gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python zoo/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | bench_timm, bench_timm_compiled | zoo/figures/bench_timm_cpu_torch.json, bench_timm_cpu_torch_compiled.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer timm --out ...` (timm installed; the second with `--cases vit_post,timm_post --jit-compile --isolate --budget-s 1200`) |
-| STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python recipes/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
+| STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python zoo/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
-| scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python recipes/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
-| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python recipes/torch_compile_time.py --out zoo/figures/torch_compile.json` |
-| ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python recipes/ci_times.py ci.log ...` |
+| scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
+| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json` |
+| ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
 import json
@@ -58,19 +58,20 @@ def _path(*parts):
     return os.path.join(ROOT, *parts)
 
 
-def _recipe(name):
-    sys.path.insert(0, os.path.join(ROOT, "recipes"))
+def _generator(name):
+    """Another generator, beside this one in zoo/ (or tests/ci_times.py, beside the file it writes)."""
+    sys.path[:0] = [os.path.join(ROOT, "zoo"), os.path.join(ROOT, "tests")]
     try:
         return __import__(name)
     finally:
-        sys.path.pop(0)
+        del sys.path[:2]
 
 
 def _study():
     """The committed sweep's rows of the committed grid."""
     from keras_tse.experiments.sweep import read_rows
 
-    return _recipe("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[0]
+    return _generator("depth_study_card").split_by_grid(read_rows(_path("zoo", "depth_study", "sweep.csv")))[0]
 
 
 def _first_study():
@@ -91,7 +92,7 @@ def _lm_study():
 
 
 def benchmark(study):
-    """A committed benchmark-study result file (`recipes/benchmark_results.py`)."""
+    """A committed benchmark-study result file (`zoo/benchmark_results.py`)."""
     with open(_path(BENCHMARKS[study])) as f:
         return json.load(f)
 
@@ -100,12 +101,12 @@ def render(name):
     """The markdown of generated block `name`, from its committed result file."""
     for suffix, function in (("_verdicts", "verdicts"), ("_similarity", "similarity_table"), ("_leak", "leak_table")):
         if name.endswith(suffix) and name[: -len(suffix)] in BENCHMARKS:
-            return getattr(_recipe("benchmark_results"), function)(benchmark(name[: -len(suffix)]))
+            return getattr(_generator("benchmark_results"), function)(benchmark(name[: -len(suffix)]))
     if name in BENCHMARKS:
-        return _recipe("benchmark_results").markdown_table(benchmark(name))
+        return _generator("benchmark_results").markdown_table(benchmark(name))
     if name in ("ptb_lm_study", "ptb_lm_study_verdicts"):
         function = "study_table" if name == "ptb_lm_study" else "study_verdicts"
-        return getattr(_recipe("benchmark_results"), function)(benchmark("ptb_txl16"), _lm_study())
+        return getattr(_generator("benchmark_results"), function)(benchmark("ptb_txl16"), _lm_study())
     if name == "demo":
         from keras_tse.experiments.demo import markdown_table
 
@@ -127,25 +128,25 @@ def render(name):
 
         return verdicts(_study())
     if name == "depth_study_progress":
-        return _recipe("depth_study_card").progress(_study())
+        return _generator("depth_study_card").progress(_study())
     if name == "depth_study_ordering":
         from keras_tse.experiments.sweep import orderings
 
         return orderings(_study())
     if name == "depth_study_edges":
-        return _recipe("depth_study_card").edges_summary(_study())
+        return _generator("depth_study_card").edges_summary(_study())
     if name == "depth_study_cells":
         from keras_tse.experiments.sweep import markdown_table
 
         return markdown_table(_study())
     if name == "depth_study_init":
-        return _recipe("depth_study_card").initial_profile(_study())
+        return _generator("depth_study_card").initial_profile(_study())
     if name == "depth_study_earlier":
         from keras_tse.experiments.sweep import markdown_table
 
         return markdown_table(_first_study())
     if name == "gradients":
-        return _recipe("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
+        return _generator("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
     if name == "bench":
         from keras_tse.experiments.bench import markdown_table
 
@@ -161,9 +162,9 @@ def render(name):
             return cases_table(json.load(f)["results"])
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
-            return _recipe(TIMING_RECIPES[name]).markdown_table(json.load(f))
+            return _generator(TIMING_RECIPES[name]).markdown_table(json.load(f))
     if name == "ci":
-        ci_times = _recipe("ci_times")
+        ci_times = _generator("ci_times")
         return ci_times.markdown_table(ci_times.read()[-1:])  # the latest run; the file keeps them all
     raise ValueError(f"No generated README table is called {name!r}.")
 
@@ -192,7 +193,7 @@ def main(argv):
         elif new != text:
             stale.append(document)
             print(
-                f"{document}: a generated table differs from its result file; run python recipes/generated_tables.py",
+                f"{document}: a generated table differs from its result file; run python zoo/generated_tables.py",
                 file=sys.stderr,
             )
         else:

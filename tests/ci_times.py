@@ -1,12 +1,12 @@
 """Keep a CI run's measured times: parse the output of `.ci/run` into tests/ci_times.json.
 
     CI=true bash .ci/run > ci.log 2>&1
-    python recipes/ci_times.py ci.log --date 2026-11-23 --machine "2-core AMD EPYC CPU, 24 GiB" \
+    python tests/ci_times.py ci.log --date 2026-11-23 --machine "2-core AMD EPYC CPU, 24 GiB" \
         --commit $(git rev-parse --short HEAD)
 
 `.ci/run` prints each backend's wall time and pytest's summary (tests/run_all_backends.py) and, last,
 its own total; this script appends one record per run, and README.md's `ci` table is printed from the
-file (recipes/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
+file (zoo/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
 takes `--total` from the CI service's report.
 """
 

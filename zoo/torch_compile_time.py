@@ -8,7 +8,7 @@ dynamo's own records (`torch._dynamo.utils.compile_times`, `counters`), how many
 compiled, how long it spent tracing Python bytecode, how long inductor spent generating code, and
 whether dynamo reached its recompile limit; then the median of ten more steps, compiled by then.
 
-    KERAS_BACKEND=torch python recipes/torch_compile_time.py --out zoo/figures/torch_compile.json
+    KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json
 
 The model and data are the depth study's cell shape (8x8x1 images, 2x2 patches, width 32, 4 heads,
 FFN 64, post-norm); the numbers are random, since only the time is measured.

@@ -1,15 +1,15 @@
 import numpy as np
 
 
-def randomise_weights(layer, seed=7):
-    """Give every weight a random value, LayerNorm scales and biases included (not 1 / 0), so a
-    test comparing outputs sees every weight; a de-escalation `tau` keeps its valid value."""
+def randomise_weights(layer, seed=7, scale=0.5, trainable_only=False):
+    """Give every weight (every trainable one) a random value, LayerNorm scales and biases included
+    (not 1 / 0), so a test comparing outputs sees every weight; a de-escalation `tau` keeps its valid value."""
     rng = np.random.default_rng(seed)
-    for w in layer.weights:
+    for w in layer.trainable_weights if trainable_only else layer.weights:
         if w.path.endswith("tau"):
             continue
         offset = 1.0 if w.path.endswith("gamma") else 0.0
-        w.assign((0.5 * rng.standard_normal(tuple(w.shape)) + offset).astype("float32"))
+        w.assign((scale * rng.standard_normal(tuple(w.shape)) + offset).astype("float32"))
     return layer
 
 
@@ -54,3 +54,24 @@ def run_recipe_here(name, argv, capsys):
         code = exit_info.code
     out, err = capsys.readouterr()
     return code, out, err
+
+
+# The small models many tests build: every part of their family, built and run in a second. A test
+# names what it changes.
+TINY_VIT = dict(depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
+TINY_TRANSFORMER_XL = dict(
+    depth=2, norm="deescalate", vocab_size=40, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=24,
+    segment_len=6, mem_len=6, batch_size=2, cutoffs=(10, 25),
+)  # fmt: skip
+
+
+def tiny_vit(**overrides):
+    from keras_tse import zoo
+
+    return zoo.vit(**{**TINY_VIT, **overrides})
+
+
+def tiny_transformer_xl(**overrides):
+    from keras_tse import zoo
+
+    return zoo.transformer_xl(**{**TINY_TRANSFORMER_XL, **overrides})

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from keras import ops
 
-from keras_tse import zoo
 from keras_tse.analysis import spectral
 from keras_tse.analysis.diagnostics import block_diagnostics
 from keras_tse.callbacks import AttentionDiagnostics
+from tests.helpers import tiny_transformer_xl, tiny_vit
 
 
 def _tiny_vit():
-    return zoo.vit(depth=2, norm="post", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
+    return tiny_vit(norm="post")
 
 
 def test_diagnostics_equal_the_spectral_functions_on_each_block():
@@ -53,19 +53,7 @@ def test_callback_logs_and_csv_during_fit(tmp_path):
 
 
 def test_transformer_xl_probe_leaves_the_memory_as_found():
-    model = zoo.transformer_xl(
-        depth=2,
-        norm="deescalate",
-        vocab_size=40,
-        hidden_dim=16,
-        num_heads=2,
-        head_dim=8,
-        ffn_dim=24,
-        segment_len=6,
-        mem_len=6,
-        batch_size=2,
-        cutoffs=(10, 25),
-    )
+    model = tiny_transformer_xl()
     ids = np.random.default_rng(2).integers(0, 40, (6, 6)).astype("int32")
     model(ids[:2])
     before = [ops.convert_to_numpy(v) for v in model.non_trainable_variables]

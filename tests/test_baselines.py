@@ -16,7 +16,7 @@ from keras_tse.layers import (
     cait_layer_scale_init,
     deepnorm_constants,
 )
-from tests.helpers import randomise_weights, run_block_harness
+from tests.helpers import randomise_weights, run_block_harness, tiny_transformer_xl, tiny_vit
 
 
 def _numpy(x):
@@ -97,7 +97,7 @@ def test_deepnorm_block_is_layer_norm_of_alpha_x_plus_branch():
 
 def test_transformer_xl_deepnorm_uses_decoder_constants_and_scales_the_value_columns():
     depth = 6
-    model = zoo.transformer_xl(
+    model = tiny_transformer_xl(
         depth=depth,
         norm="deepnorm",
         vocab_size=50,
@@ -107,7 +107,6 @@ def test_transformer_xl_deepnorm_uses_decoder_constants_and_scales_the_value_col
         ffn_dim=128,
         segment_len=4,
         mem_len=4,
-        batch_size=2,
         cutoffs=(20,),
     )
     block = model.get_layer("block_02")
@@ -130,9 +129,7 @@ def test_rezero_block_is_the_identity_at_initialisation():
 
 
 def test_rezero_vit_and_transformer_xl_pass_their_embedding_through_every_block():
-    model = zoo.vit(
-        depth=6, norm="rezero", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
-    )
+    model = tiny_vit(depth=6, norm="rezero")
     embedded = keras.Model(model.input, model.get_layer("embedding_dropout").output)
     stack = keras.Model(model.input, model.get_layer("block_05").output)
     images = np.random.default_rng(0).normal(size=(2, 8, 8, 1)).astype("float32")
@@ -148,26 +145,14 @@ def test_rezero_vit_and_transformer_xl_pass_their_embedding_through_every_block(
 @pytest.mark.parametrize("depth, expected", [(12, 0.1), (18, 0.1), (24, 1e-5), (36, 1e-6)])
 def test_layerscale_initial_scales_follow_cait(depth, expected):
     assert cait_layer_scale_init(depth) == expected
-    model = zoo.vit(
-        depth=depth, norm="layerscale", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
-    )
+    model = tiny_vit(depth=depth, norm="layerscale")
     for i in (0, depth - 1):
         block = model.get_layer(f"block_{i:02d}")
         assert block.norm == "layerscale"
         for scale in block.layout_state:
             np.testing.assert_array_equal(_numpy(scale), np.full((16,), expected, "float32"))
-    txl = zoo.transformer_xl(
-        depth=depth,
-        norm="layerscale",
-        vocab_size=50,
-        hidden_dim=16,
-        num_heads=2,
-        head_dim=8,
-        ffn_dim=32,
-        segment_len=4,
-        mem_len=4,
-        batch_size=2,
-        cutoffs=(20,),
+    txl = tiny_transformer_xl(
+        depth=depth, norm="layerscale", vocab_size=50, ffn_dim=32, segment_len=4, mem_len=4, cutoffs=(20,)
     )
     np.testing.assert_array_equal(
         _numpy(txl.get_layer("block_00").layout_state[1]), np.full((16,), expected, "float32")
@@ -195,7 +180,7 @@ def test_bad_layer_scale_init_names_the_value(value):
 
 @pytest.mark.parametrize("norm", ["deepnorm", "rezero", "layerscale"])
 def test_baseline_vit_saves_and_loads(tmp_path, norm):
-    model = zoo.vit(depth=2, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
+    model = tiny_vit(norm=norm)
     for w in model.trainable_weights:  # every weight non-trivial, ReZero's a and LayerScale's l included
         w.assign(np.random.default_rng(len(w.path)).normal(0.0, 0.3, w.shape).astype("float32"))
     images = np.random.default_rng(1).normal(size=(2, 8, 8, 1)).astype("float32")

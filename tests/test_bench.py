@@ -10,6 +10,7 @@ import pytest
 from keras_tse import zoo
 from keras_tse.experiments import bench, timm_peer
 from keras_tse.layers._residual import residual_stream
+from tests.helpers import tiny_vit
 
 BACKEND = keras.backend.backend()
 
@@ -23,9 +24,7 @@ def test_vit_forward_flops_hand_computed():
     assert bench.vit_forward_flops(zoo.vit(depth=3), batch=128) == 128 * (3 * 41_583_360 + 1_179_648 + 3_840)
     # a smaller one: 8x8 grey images, 2x2 patches (16 + 1 tokens), hidden 16, FFN 32, 3 classes:
     # per token 2(4*256 + 2*16*32) + 2*2*17*16 = 5,184, x 17 = 88,128; conv 2*16*4*16 = 2,048; head 2*16*3 = 96
-    small = zoo.vit(
-        depth=2, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3
-    )
+    small = tiny_vit(num_classes=3)
     assert bench.vit_forward_flops(small, batch=1) == 2 * 88_128 + 2_048 + 96
 
 
@@ -145,9 +144,7 @@ def test_pre_norm_train_step_is_not_slower_than_post_norm_on_jax():
     y = np.arange(32) % 10
     models, steps = {}, {"post": [], "pre": []}
     for norm in steps:
-        models[norm] = zoo.vit(
-            depth=24, norm=norm, image_size=8, patch_size=2, channels=1, hidden_dim=32, ffn_dim=64, num_heads=2
-        )
+        models[norm] = tiny_vit(depth=24, norm=norm, hidden_dim=32, ffn_dim=64)
         models[norm].compile(keras.optimizers.SGD(0.01), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     # the two models' steps interleave in rounds, so a busy spell of the other processes on the same
     # cores (the suite runs the backends side by side) falls on both; the fastest step of each then

@@ -15,6 +15,7 @@ from keras_tse.layers import (
     initializers,
 )
 from keras_tse.zoo import from_preset, vit
+from tests.helpers import tiny_vit
 
 
 def _fans(model):
@@ -111,17 +112,7 @@ def test_unknown_scheme_is_named():
 
 @pytest.mark.parametrize("scheme", ["torch", "normal"])
 def test_saved_model_keeps_its_scheme(tmp_path, scheme):
-    model = vit(
-        depth=2,
-        image_size=8,
-        patch_size=2,
-        channels=1,
-        hidden_dim=16,
-        ffn_dim=32,
-        num_heads=2,
-        initializer=scheme,
-        embedding_initializer="vit_pytorch",
-    )
+    model = tiny_vit(initializer=scheme, embedding_initializer="vit_pytorch")
     path = os.path.join(tmp_path, "vit.keras")
     model.save(path)
     loaded = keras.saving.load_model(path)

@@ -3,16 +3,14 @@
 import numpy as np
 import pytest
 
-from keras_tse import zoo
 from keras_tse.analysis.probe import probe_model, random_inputs
 from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.experiments import cli
+from tests.helpers import tiny_transformer_xl, tiny_vit
 
 
 def test_probe_rows_match_the_similarity_profile():
-    model = zoo.vit(
-        depth=3, norm="post", image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2
-    )
+    model = tiny_vit(depth=3, norm="post")
     _, x = random_inputs(model, batch_size=4)
     rows = probe_model(model, x)
     np.testing.assert_allclose([r["t_sim"] for r in rows], token_similarity_profile(model, x), rtol=1e-5)
@@ -20,19 +18,7 @@ def test_probe_rows_match_the_similarity_profile():
 
 
 def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
-    model = zoo.transformer_xl(
-        depth=2,
-        norm="deescalate",
-        vocab_size=40,
-        hidden_dim=16,
-        num_heads=2,
-        head_dim=8,
-        ffn_dim=24,
-        segment_len=6,
-        mem_len=6,
-        batch_size=2,
-        cutoffs=(10, 25),
-    )
+    model = tiny_transformer_xl()
     warmup, ids = random_inputs(model)
     assert ids.shape == (2, 6) and warmup.shape == (2, 6) and ids.max() < 40
     path = str(tmp_path / "txl.keras")

@@ -16,7 +16,7 @@ from keras_tse.callbacks import TokenSimilarityMetric
 from keras_tse.experiments import sweep
 from keras_tse.layers import DeEscalation, PostNormBlock
 from keras_tse.training import TrainConfig, fit_variant
-from tests.helpers import recipe_module, run_recipe_here
+from tests.helpers import recipe_module, run_recipe_here, tiny_vit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -64,7 +64,7 @@ def test_cli_flag_errors_are_one_line_and_exit_2(argv, expected, capsys):
 
 
 def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
-    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=16)
     good = tmp_path / "good.keras"
     model.save(good)
     damaged = tmp_path / "damaged.keras"
@@ -178,7 +178,7 @@ class _NanPixelFromSecondEpoch(keras.utils.PyDataset):
 def test_a_nan_input_stops_the_run_and_keeps_the_last_finite_checkpoint(tmp_path, capsys):
     rng = np.random.default_rng(0)
     x, y = rng.standard_normal((16, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 16)
-    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=16)
     train = _NanPixelFromSecondEpoch(x, y)
     model.fit = _poison_after_first_epoch(model.fit, train)
     run = tmp_path / "run"
@@ -223,7 +223,7 @@ def test_zero_heads_and_zero_batch_name_the_argument():
 
 
 def test_similarity_probe_of_the_wrong_shape_fails_before_training():
-    model = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2)
+    model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=16)
     model.compile("adam", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     metric = TokenSimilarityMetric(np.zeros((4, 32, 32, 3), "float32"))
     with pytest.raises(ValueError, match=r"probe does not fit the model.*\[batch, \*\(8, 8, 1\)\].*\(4, 32, 32, 3\)"):

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from keras_tse.experiments import sweep
-from keras_tse.zoo import vit
+from tests.helpers import tiny_vit
 
 
 def _train_once(seed):
@@ -19,17 +19,7 @@ def _train_once(seed):
     rng = np.random.default_rng(0)
     x = rng.standard_normal((96, 8, 8, 1)).astype("float32")
     y = rng.integers(0, 10, 96)
-    model = vit(
-        depth=2,
-        image_size=8,
-        patch_size=2,
-        channels=1,
-        hidden_dim=16,
-        ffn_dim=32,
-        num_heads=2,
-        dropout=0.1,
-        norm="deescalate",
-    )
+    model = tiny_vit(dropout=0.1, norm="deescalate")
     model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     losses = []
     callback = keras.callbacks.LambdaCallback(on_train_batch_end=lambda batch, logs: losses.append(float(logs["loss"])))

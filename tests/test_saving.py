@@ -11,7 +11,7 @@ import pytest
 
 import keras_tse
 from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
-from tests.helpers import randomise_weights
+from tests.helpers import randomise_weights, tiny_transformer_xl, tiny_vit
 
 BACKENDS = ("tensorflow", "jax", "torch")
 
@@ -46,18 +46,7 @@ def _every_layer_model():
 
 def _trained_vit():
     """A small ViT after a few training steps (class-token slicing and PatchEmbedding included)."""
-    model = keras_tse.zoo.vit(
-        depth=2,
-        norm="deescalate",
-        image_size=8,
-        patch_size=2,
-        channels=1,
-        hidden_dim=16,
-        ffn_dim=32,
-        num_heads=2,
-        trainable_tau=True,
-        tau=0.8,
-    )
+    model = tiny_vit(norm="deescalate", trainable_tau=True, tau=0.8)
     rng = np.random.default_rng(2)
     x, y = rng.standard_normal((32, 8, 8, 1)).astype("float32"), rng.integers(0, 10, 32)
     model.compile(keras.optimizers.AdamW(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
@@ -67,21 +56,7 @@ def _trained_vit():
 
 def _trained_transformer_xl():
     """A small Transformer-XL after a few steps: its memory (saved with it) is part of what must match."""
-    model = keras_tse.zoo.transformer_xl(
-        depth=2,
-        norm="deescalate",
-        vocab_size=40,
-        hidden_dim=16,
-        num_heads=2,
-        head_dim=8,
-        ffn_dim=24,
-        segment_len=6,
-        mem_len=4,
-        batch_size=3,
-        cutoffs=(10, 25),
-        trainable_tau=True,
-        tau=0.9,
-    )
+    model = tiny_transformer_xl(mem_len=4, batch_size=3, trainable_tau=True, tau=0.9)
     ids = np.random.default_rng(3).integers(0, 40, (12, 7)).astype("int32")
     model.compile(keras.optimizers.Adam(1e-2), keras_tse.losses.LogProbabilityCrossentropy())
     model.fit(ids[:, :-1], ids[:, 1:], batch_size=3, epochs=1, verbose=0)

@@ -9,9 +9,9 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import zoo
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import scale
+from tests import helpers
 
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -25,32 +25,12 @@ def mixed_policy():
 
 
 def tiny_vit(depth=2, norm="deescalate", initializer="torch"):
-    return zoo.vit(
-        depth=depth,
-        norm=norm,
-        image_size=8,
-        patch_size=2,
-        channels=1,
-        hidden_dim=16,
-        ffn_dim=32,
-        num_heads=2,
-        initializer=initializer,
-    )
+    return helpers.tiny_vit(depth=depth, norm=norm, initializer=initializer)
 
 
 def tiny_txl(norm="deescalate", depth=2):
-    return zoo.transformer_xl(
-        depth=depth,
-        norm=norm,
-        vocab_size=60,
-        hidden_dim=16,
-        num_heads=2,
-        head_dim=8,
-        ffn_dim=32,
-        segment_len=8,
-        mem_len=8,
-        batch_size=4,
-        cutoffs=(20,),
+    return helpers.tiny_transformer_xl(
+        depth=depth, norm=norm, vocab_size=60, ffn_dim=32, segment_len=8, mem_len=8, batch_size=4, cutoffs=(20,)
     )
 
 

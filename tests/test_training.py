@@ -4,6 +4,7 @@ from keras import ops
 
 from keras_tse.training import TrainConfig, read_history
 from keras_tse.training.runner import make_optimizer
+from tests.helpers import tiny_vit
 
 
 def test_multi_step_schedule_of_sec_3_3():
@@ -30,13 +31,12 @@ def test_read_history_keeps_the_last_row_of_a_repeated_epoch(tmp_path):
 def test_a_run_folder_refuses_other_settings(tmp_path):
     from keras_tse.data import image_dataset
     from keras_tse.training import fit_variant
-    from keras_tse.zoo import vit
 
     x = np.random.default_rng(0).standard_normal((16, 8, 8, 1)).astype("float32")
     data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
 
     def run(epochs):
-        model = vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2, name="tiny")
+        model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=8, name="tiny")
         config = TrainConfig(epochs=epochs, batch_size=8)
         return fit_variant(model, data, data, str(tmp_path), config, x[:4], 2, checkpoints=False, verbose=0)
 

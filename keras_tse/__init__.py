@@ -1,6 +1,6 @@
 """keras_tse: deep post-norm Transformers that train (Yu & Zhang's token similarity escalation).
 
-The library: `layers`, `zoo`, `callbacks`, `data`, `losses`, `analysis` (similarity, spectral
+The library: `layers`, `layouts`, `zoo`, `callbacks`, `data`, `losses`, `analysis` (similarity, spectral
 quantities, gradients, the probe) and `run_files`. Training (`keras_tse.training`) and the
 experiments behind the `keras-tse` command (`keras_tse.experiments`) build on it and are imported
 only by whoever uses them: `import keras_tse` loads neither (tests/test_layout.py).
@@ -19,7 +19,7 @@ from keras_tse._lazy import load_all
 
 __version__ = "0.1.0"
 
-SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "losses", "zoo")
+SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "zoo")
 __all__ = [*SUBPACKAGES, "__version__"]
 
 

@@ -38,12 +38,14 @@ DOCUMENTS = (
     os.path.join("zoo", "vit24_digits.md"),
     os.path.join("zoo", "fashion_mnist_vit.md"),
     os.path.join("zoo", "ptb_transformer_xl16.md"),
+    os.path.join("zoo", "gpt8_small.md"),
 )
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
     "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
     "fmnist_vit48": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit48.json"),
     "ptb_txl16": os.path.join("zoo", "ptb_transformer_xl16", "ptb_txl16.json"),
+    "gpt_ptb_d8": os.path.join("zoo", "gpt8_small", "gpt_ptb_d8.json"),
 }
 # The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
 LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")

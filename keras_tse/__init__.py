@@ -19,7 +19,7 @@ from keras_tse._lazy import load_all
 
 __version__ = "0.1.0"
 
-SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "zoo")
+SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "schedules", "zoo")
 __all__ = [*SUBPACKAGES, "__version__"]
 
 

@@ -23,3 +23,32 @@ class LogProbabilityCrossentropy(keras.losses.Loss):
 
     def get_config(self):
         return {"name": self.name, "reduction": self.reduction}
+
+
+@keras.saving.register_keras_serializable(package="keras_tse")
+class SparseCategoricalCrossentropyWithSmoothing(keras.losses.Loss):
+    """Cross-entropy of logits against integer labels smoothed as Szegedy et al. 2016 (Sec. 7) do:
+    the target puts `1 - label_smoothing` on the label and spreads `label_smoothing` evenly over every
+    class. Keras smooths one-hot targets only (`CategoricalCrossentropy(label_smoothing=)`); this
+    one-hots integer labels and hands them to it, so the pipelines keep their integer labels.
+
+    Args:
+        label_smoothing: float in [0, 1). `0` is `SparseCategoricalCrossentropy(from_logits=True)`.
+    """
+
+    def __init__(
+        self, label_smoothing=0.0, name="sparse_categorical_crossentropy", reduction="sum_over_batch_size", dtype=None
+    ):
+        super().__init__(name=name, reduction=reduction, dtype=dtype)
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={label_smoothing!r}")
+        self.label_smoothing = float(label_smoothing)
+
+    def call(self, y_true, y_pred):
+        labels = ops.one_hot(ops.reshape(ops.cast(y_true, "int32"), ops.shape(y_pred)[:-1]), ops.shape(y_pred)[-1])
+        return keras.losses.categorical_crossentropy(
+            labels, y_pred, from_logits=True, label_smoothing=self.label_smoothing
+        )
+
+    def get_config(self):
+        return {"label_smoothing": self.label_smoothing, "name": self.name, "reduction": self.reduction}

@@ -299,11 +299,12 @@ def run(args):
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
     if args.batch_size is not None:
         train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
+    train_config = dataclasses.replace(train_config, **flags.kit_settings(args))
     variants = list(args.norm)
     plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
     for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
         training.check_run_folder(
-            os.path.join(args.out, norm), {"train": dataclasses.asdict(config), **settings}, partial=True
+            os.path.join(args.out, norm), {"train": training.recorded(config), **settings}, partial=True
         )
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
@@ -401,6 +402,7 @@ def parse_args(argv=None):
         smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
         batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
     )
+    flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
     parser.add_argument(
         "--data-source",
         choices=data.tfds_source.SOURCES,

@@ -153,6 +153,7 @@ def train_settings(args):
         config = dataclasses.replace(config, batch_size=args.batch_size)
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
+    config = dataclasses.replace(config, **flags.kit_settings(args))
     return _logged(
         dataclasses.replace(
             config,
@@ -293,7 +294,7 @@ def run(args):
     config = train_settings(args)
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
-        train = dataclasses.asdict(config)
+        train = training.recorded(config)
         if args.epochs is not None:
             del train["steps"]  # known once the text is read
         known = {"train": train, "overrides": overrides, **settings}
@@ -416,6 +417,7 @@ def parse_args(argv=None):
         smoke_help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
         batch_help="override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)",
     )
+    flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":
         parser.error(

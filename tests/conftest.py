@@ -70,6 +70,7 @@ ONE_BACKEND = frozenset(
         "test_suite.py",
         "test_sweep.py",
         "test_training.py",
+        "test_training_kit.py",
     }
 )
 ONE_BACKEND_TESTS = "KERAS_TSE_ONE_BACKEND_TESTS"

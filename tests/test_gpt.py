@@ -127,6 +127,7 @@ RECIPE_RUNS = {
 
 
 @pytest.mark.large
+@pytest.mark.one_backend  # the recipes' own tests train them on every backend
 @pytest.mark.parametrize("run", RECIPE_RUNS)
 def test_a_seventh_layout_trains_through_the_recipes_norm_flag(run, tmp_path, capsys):
     recipe, argv = RECIPE_RUNS[run]

@@ -143,6 +143,20 @@ def unit_float(text):
     return value
 
 
+def open_unit_float(text):
+    value = _number(text, float, "a number in (0, 1)")
+    if not 0.0 < value < 1.0:
+        raise _refuse(text, "a number in (0, 1)")
+    return value
+
+
+def smoothing(text):
+    value = _number(text, float, "a number in [0, 1)")
+    if not 0.0 <= value < 1.0:
+        raise _refuse(text, "a number in [0, 1)")
+    return value
+
+
 def comma_list(kind, distinct=False):
     """A `type=` for comma-separated values, each checked by `kind` (one of the above, or `str`);
     `distinct` refuses a value given twice (two runs of one seed would share a folder)."""
@@ -345,6 +359,42 @@ def add_scale_arguments(parser):
         action="store_true",
         help="JAX only: keras.distribution.DataParallel over every visible device",
     )
+
+
+# The training kit's flags: (flag, the config field it sets, type, what it does). A recipe's defaults
+# are its config's (`--help` shows them); `kit_settings` reads back the ones given.
+KIT_FLAGS = (
+    ("--warmup-steps", "warmup_steps", non_negative_int, "linear learning-rate warmup over the first N batches"),
+    ("--schedule", "schedule", None, "the learning-rate schedule after warmup: step (x decay_factor at 70%% and "
+     "90%%, the paper's ViT), cosine (to min_learning_rate, Transformer-XL's) or constant"),
+    ("--weight-decay", "weight_decay", non_negative_float, "AdamW's decoupled weight decay (0: Adam)"),
+    ("--clipnorm", "clipnorm", positive_float, "clip each gradient to this norm (Keras's clipnorm)"),
+    ("--global-clipnorm", "global_clipnorm", positive_float, "clip all gradients together to this norm"),
+    ("--ema", "ema", open_unit_float, "keep an exponential moving average of the weights with this momentum; "
+     "validation and checkpoints read it (Keras's use_ema, SwapEMAWeights)"),
+    ("--label-smoothing", "label_smoothing", smoothing, "label smoothing of the classification loss"),
+    ("--grad-accum", "grad_accum", positive_int, "accumulate the gradients of N batches per update: the batch "
+     "of N x --batch-size on the memory of one (Keras's gradient_accumulation_steps)"),
+)  # fmt: skip
+
+
+def add_training_kit(parser, defaults, schedules):
+    """The kit's flags for a recipe whose optimisation defaults are `defaults` (a TrainConfig or an
+    LMTrainConfig: the flags it has no field for are not offered)."""
+    kit = parser.add_argument_group("training kit (defaults: the recipe's, the paper's settings)")
+    for flag, field, kind, text in KIT_FLAGS:
+        if not hasattr(defaults, field):
+            continue
+        value = getattr(defaults, field)
+        shown = "off" if value is None or (field == "grad_accum" and value == 1) else value
+        options = dict(choices=schedules) if field == "schedule" else dict(type=kind)
+        kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
+
+
+def kit_settings(args):
+    """The kit's settings given on the command line, by config field."""
+    given = {field: getattr(args, field, None) for _, field, _, _ in KIT_FLAGS}
+    return {field: value for field, value in given.items() if value is not None}
 
 
 def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_help):

@@ -19,6 +19,7 @@ _EXPORTS = {
     "Task": "keras_tse.training.tasks",
     "LMTrainConfig": "keras_tse.training.configs",
     "RunFolderMismatch": "keras_tse.run_files",
+    "SCHEDULES": "keras_tse.training.configs",
     "TrainConfig": "keras_tse.training.configs",
     "check_run_folder": "keras_tse.training.runner",
     "evaluate_stream": "keras_tse.training.language_model",
@@ -27,6 +28,7 @@ _EXPORTS = {
     "plot_losses": "keras_tse.training.plots",
     "plot_training_loss": "keras_tse.training.plots",
     "read_history": "keras_tse.run_files",
+    "recorded": "keras_tse.training.configs",
     "read_steps": "keras_tse.run_files",
     "train_in_folder": "keras_tse.training.runner",
 }

@@ -1,11 +1,16 @@
 """The optimisation settings of the two runs, kept apart from the runners so that a recipe's
 constants and `--help` need no Keras: `TrainConfig` (the classifier, Fig. 6) and `LMTrainConfig`
-(the Transformer-XL language model, Fig. 7)."""
+(the language models, Fig. 7). Both carry the training kit (warmup, schedule, weight decay,
+clipping, EMA, accumulation), built by `keras_tse.training.optimizers`; at its defaults, the paper's
+settings. A run's config.json records the kit's settings where they differ from those defaults, so a
+run folder made before the kit existed resumes."""
 
 import dataclasses
 import math
 
 from keras_tse import _checks
+
+SCHEDULES = ("step", "cosine", "constant")  # keras_tse.training.optimizers builds them
 
 
 @dataclasses.dataclass
@@ -21,12 +26,27 @@ class TrainConfig:
     decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
+    ADDED = ("warmup_steps", "schedule", "min_learning_rate", "epsilon", "clipnorm", "global_clipnorm", "ema")
+    ADDED += ("label_smoothing", "grad_accum")  # the kit's fields this config did not always have
+    # the kit; defaults: the paper's Sec. 3.3 (no warmup, the step decay, Keras's Adam epsilon)
+    warmup_steps: int = 0
+    schedule: str = "step"
+    min_learning_rate: float = 0.0  # the cosine schedule's floor
+    epsilon: float = 1e-7
+    clipnorm: float = None
+    global_clipnorm: float = None
+    ema: float = None  # EMA momentum of the weights; None: off
+    label_smoothing: float = 0.0
+    grad_accum: int = 1
     jit_compile: object = (
         "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
     )
 
     def __post_init__(self):
         _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
+        check_kit(self)
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={self.label_smoothing!r}")
 
 
 @dataclasses.dataclass
@@ -43,6 +63,17 @@ class LMTrainConfig:
     epsilon: float = 1e-8  # PyTorch's Adam default, which the reference uses
     clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
+    ADDED = ("warmup_steps", "schedule", "decay_at", "decay_factor", "weight_decay", "global_clipnorm", "ema")
+    ADDED += ("grad_accum",)  # the kit's fields this config did not always have
+    # the kit; defaults: Sec. 3.4's (no warmup, cosine decay, no weight decay, no clipping)
+    warmup_steps: int = 0
+    schedule: str = "cosine"
+    decay_at: tuple = (0.7, 0.9)  # the step schedule's drops, as the classifier's
+    decay_factor: float = 0.2
+    weight_decay: float = 0.0  # > 0: AdamW
+    global_clipnorm: float = None
+    ema: float = None
+    grad_accum: int = 1
     similarity_every_n_batches: int = None
     jit_compile: object = (
         "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
@@ -54,7 +85,30 @@ class LMTrainConfig:
             positive_ints=("steps", "eval_interval", "batch_size", "log_interval"),
             positive_floats=("learning_rate",),
         )
+        check_kit(self)
 
     @property
     def epochs(self):
         return math.ceil(self.steps / self.eval_interval)
+
+
+def check_kit(config):
+    """The kit's settings, each in its range: a ValueError names the first that is not."""
+    _checks.one_of("schedule", config.schedule, SCHEDULES)
+    config.warmup_steps = _checks.non_negative_int("warmup_steps", config.warmup_steps)
+    config.grad_accum = _checks.positive_int("grad_accum", config.grad_accum)
+    for name in ("clipnorm", "global_clipnorm"):
+        if getattr(config, name) is not None:
+            setattr(config, name, _checks.positive_float(name, getattr(config, name)))
+    if config.ema is not None and not 0.0 < config.ema < 1.0:
+        raise ValueError(f"`ema` (a momentum) must be in (0, 1). Received: ema={config.ema!r}")
+    if not config.weight_decay >= 0.0:
+        raise ValueError(f"`weight_decay` must be >= 0. Received: weight_decay={config.weight_decay!r}")
+
+
+def recorded(config):
+    """`config` as a run's config.json holds it: every field, those the kit added only where they
+    differ from their defaults (a folder made before the kit holds none of them, and resumes)."""
+    defaults = type(config)()
+    values = dataclasses.asdict(config)
+    return {k: v for k, v in values.items() if k not in config.ADDED or v != getattr(defaults, k)}

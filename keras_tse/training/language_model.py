@@ -19,19 +19,16 @@ import numpy as np
 
 from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
+from keras_tse.training import optimizers
 from keras_tse.training.runner import run_config, summarize, train_in_folder
 from keras_tse.training.tasks import LANGUAGE_MODELLING
 from keras_tse.zoo.transformer_xl import check_token_ids
 
 
 def make_lm_optimizer(config):
-    """Adam with cosine decay from `learning_rate` to `min_learning_rate` over `steps`, no warm-up."""
-    schedule = keras.optimizers.schedules.CosineDecay(
-        config.learning_rate, decay_steps=config.steps, alpha=config.min_learning_rate / config.learning_rate
-    )
-    return keras.optimizers.Adam(
-        schedule, beta_1=config.beta_1, beta_2=config.beta_2, epsilon=config.epsilon, clipnorm=config.clipnorm
-    )
+    """Adam with cosine decay from `learning_rate` to `min_learning_rate` over `steps`, no warm-up,
+    by default (Sec. 3.4); the kit's settings otherwise (`keras_tse.training.optimizers`)."""
+    return optimizers.make_optimizer(config, config.steps)
 
 
 def fit_language_model(
@@ -71,6 +68,7 @@ def fit_language_model(
         x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=batch, shuffle=False
     )
     callbacks = [
+        *optimizers.ema_callbacks(config),
         stream.epoch_callback(),
         PerplexityLogs(),
         IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval),

@@ -9,7 +9,6 @@ are trimmed to the restored epoch. A NaN or infinite loss stops the run (`StopOn
 `stopped.json`, the last finite checkpoint kept). A finished folder is not trained again.
 """
 
-import dataclasses
 import functools
 import json
 import math
@@ -27,6 +26,8 @@ from keras_tse.callbacks import (
     TokenSimilarityMetric,
 )
 from keras_tse.run_files import RunFolderMismatch, flatten, read_history
+from keras_tse.training import optimizers
+from keras_tse.training.configs import recorded
 from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
 
@@ -36,16 +37,8 @@ def backend_settings():
 
 
 def make_optimizer(config, steps_per_epoch):
-    """AdamW with the multi-step decay of Sec. 3.3, boundaries in optimizer steps."""
-    total = config.epochs * steps_per_epoch
-    boundaries = [max(1, int(round(f * total))) for f in config.decay_at]
-    values = [config.learning_rate * config.decay_factor**i for i in range(len(boundaries) + 1)]
-    schedule = keras.optimizers.schedules.PiecewiseConstantDecay(boundaries, values)
-    optimizer = keras.optimizers.AdamW(
-        learning_rate=schedule, weight_decay=config.weight_decay, beta_1=config.beta_1, beta_2=config.beta_2
-    )
-    optimizer.exclude_from_weight_decay(var_names=["tau"])  # a learned tau is not a weight to shrink
-    return optimizer
+    """AdamW with the multi-step decay of Sec. 3.3 by default, boundaries in batches (`optimizers`)."""
+    return optimizers.make_optimizer(config, config.epochs * steps_per_epoch)
 
 
 def fit_variant(
@@ -67,7 +60,8 @@ def fit_variant(
     the demo, where writing three files per epoch would double the time) nothing is backed up during
     training and only `checkpoints/last.keras` is written, at the end.
     """
-    IMAGE_CLASSIFICATION.compile(model, make_optimizer(config, steps_per_epoch), config.jit_compile)
+    optimizer = make_optimizer(config, steps_per_epoch)
+    IMAGE_CLASSIFICATION.compile(model, optimizer, config.jit_compile, label_smoothing=config.label_smoothing)
     # shuffle=False: the pipeline shuffles.
     fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
     return train_in_folder(
@@ -79,6 +73,7 @@ def fit_variant(
         functools.partial(summarize, fields=IMAGE_CLASSIFICATION.summary),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
+        extra_callbacks=optimizers.ema_callbacks(config),
         verbose=verbose,
     )
 
@@ -156,7 +151,7 @@ def train_in_folder(
 
 
 def run_config(model_name, config, extra_config):
-    return json.loads(json.dumps({"model": model_name, "train": dataclasses.asdict(config), **(extra_config or {})}))
+    return json.loads(json.dumps({"model": model_name, "train": recorded(config), **(extra_config or {})}))
 
 
 # Settings that change neither the model nor the data: a folder made under one resumes under another

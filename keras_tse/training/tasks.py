@@ -7,7 +7,7 @@ import dataclasses
 
 import keras
 
-from keras_tse.losses import LogProbabilityCrossentropy
+from keras_tse.losses import LogProbabilityCrossentropy, SparseCategoricalCrossentropyWithSmoothing
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,15 +27,25 @@ class Task:
     metrics: tuple
     summary: dict
 
-    def compile(self, model, optimizer="rmsprop", jit_compile="auto"):
-        """`model` compiled for this task (Keras's default optimizer where none is given: evaluation only)."""
-        model.compile(optimizer=optimizer, loss=self.loss(), metrics=list(self.metrics), jit_compile=jit_compile)
+    def compile(self, model, optimizer="rmsprop", jit_compile="auto", **loss_options):
+        """`model` compiled for this task (Keras's default optimizer where none is given: evaluation
+        only); `loss_options` go to the loss (an image classifier's `label_smoothing`)."""
+        loss = self.loss(**loss_options)
+        model.compile(optimizer=optimizer, loss=loss, metrics=list(self.metrics), jit_compile=jit_compile)
         return model
+
+
+def _classification_loss(label_smoothing=0.0):
+    """Cross-entropy of the heads' float32 logits; smoothed labels where asked (Keras smooths one-hot
+    labels only, so `SparseCategoricalCrossentropyWithSmoothing` one-hots them)."""
+    if label_smoothing:
+        return SparseCategoricalCrossentropyWithSmoothing(label_smoothing)
+    return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 
 
 IMAGE_CLASSIFICATION = Task(
     "image classification",
-    lambda: keras.losses.SparseCategoricalCrossentropy(from_logits=True),  # the heads give float32 logits
+    _classification_loss,
     ("accuracy",),
     {
         "train_accuracy": ("accuracy", "last"),

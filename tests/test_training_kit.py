@@ -1,0 +1,136 @@
+"""The training kit: each setting reaches the optimizer, the schedule or the loss; at their defaults
+the optimizers are the paper's, so a default run trains as before."""
+
+import dataclasses
+import json
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse.losses import SparseCategoricalCrossentropyWithSmoothing
+from keras_tse.training import LMTrainConfig, TrainConfig, recorded
+from keras_tse.training.optimizers import learning_rate_schedule, make_optimizer
+from tests.helpers import run_recipe_here, tiny_vit
+
+
+def _rates(schedule, steps):
+    return [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]
+
+
+def _data(n=16):
+    rng = np.random.default_rng(0)
+    return rng.normal(size=(n, 8, 8, 1)).astype("float32"), rng.integers(0, 10, n)
+
+
+def _losses(optimizer, x, y, epochs=3):
+    keras.utils.set_random_seed(0)
+    model = tiny_vit()
+    model.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    return model, model.fit(x, y, batch_size=8, epochs=epochs, shuffle=False, verbose=0).history["loss"]
+
+
+def test_default_settings_build_the_paper_s_optimizers_and_train_as_before():
+    config, total = TrainConfig(learning_rate=1e-3), 40
+    before = keras.optimizers.AdamW(
+        keras.optimizers.schedules.PiecewiseConstantDecay([28, 36], [1e-3, 2e-4, 4e-5]), weight_decay=0.1
+    )
+    before.exclude_from_weight_decay(var_names=["tau"])
+    x, y = _data()
+    np.testing.assert_array_equal(_losses(make_optimizer(config, total), x, y)[1], _losses(before, x, y)[1])
+    lm = make_optimizer(LMTrainConfig(steps=100), 100)  # Sec. 3.4: Adam, epsilon 1e-8, cosine to 0, no clipping
+    assert (
+        not isinstance(lm, keras.optimizers.AdamW)
+        and isinstance(lm, keras.optimizers.Adam)
+        and lm.epsilon == 1e-8
+        and lm.clipnorm is None
+        and not lm.use_ema
+    )
+    cosine = learning_rate_schedule(LMTrainConfig(steps=100), 100)
+    assert _rates(cosine, [0, 50, 100]) == pytest.approx([2.5e-4, 1.25e-4, 0.0], abs=1e-9)
+
+
+def test_warmup_rises_linearly_then_hands_over_to_each_schedule():
+    step = learning_rate_schedule(TrainConfig(learning_rate=1e-3, warmup_steps=10), 100)
+    # PiecewiseConstantDecay holds a value through its boundary step: the drops land at 71 and 91
+    assert _rates(step, [0, 4, 9, 10, 70, 71, 91]) == pytest.approx([1e-4, 5e-4, 1e-3, 1e-3, 1e-3, 2e-4, 4e-5])
+    cosine = learning_rate_schedule(LMTrainConfig(learning_rate=1e-3, warmup_steps=10, steps=110), 110)
+    assert _rates(cosine, [0, 5, 10, 60, 110]) == pytest.approx([0.0, 5e-4, 1e-3, 5e-4, 0.0], abs=1e-9)
+    constant = learning_rate_schedule(TrainConfig(learning_rate=1e-3, schedule="constant", warmup_steps=4), 100)
+    assert _rates(constant, [0, 3, 50]) == pytest.approx([2.5e-4, 1e-3, 1e-3])
+
+
+def test_clipping_ema_decay_and_accumulation_reach_the_optimizer():
+    kit = dict(clipnorm=0.5, ema=0.9, grad_accum=3, weight_decay=0.01)
+    optimizer = make_optimizer(LMTrainConfig(**kit), 10)
+    assert isinstance(optimizer, keras.optimizers.AdamW) and optimizer.weight_decay == 0.01
+    assert (optimizer.clipnorm, optimizer.use_ema, optimizer.ema_momentum) == (0.5, True, 0.9)
+    assert optimizer.gradient_accumulation_steps == 3
+    assert make_optimizer(TrainConfig(global_clipnorm=1.0), 10).global_clipnorm == 1.0
+    with pytest.raises(ValueError, match=r"Received: ema=1.0"):
+        TrainConfig(ema=1.0)
+    with pytest.raises(ValueError, match=r"Received: schedule='linear'"):
+        LMTrainConfig(schedule="linear")
+
+
+def test_ema_weights_are_what_the_model_ends_with_and_differ_from_the_raw_training():
+    x, y = _data()
+    optimizer = make_optimizer(TrainConfig(learning_rate=1e-2, ema=0.5), 6)
+    averaged_model, _ = _losses(optimizer, x, y, epochs=1)
+    raw_model, _ = _losses(make_optimizer(TrainConfig(learning_rate=1e-2), 6), x, y, epochs=1)
+    averaged = [keras.ops.convert_to_numpy(v) for v in optimizer._model_variables_moving_average]
+    ended = [keras.ops.convert_to_numpy(v) for v in averaged_model.trainable_variables]
+    raw = [keras.ops.convert_to_numpy(v) for v in raw_model.trainable_variables]
+    for a, e in zip(averaged, ended):  # fit ends by swapping the averages in
+        np.testing.assert_allclose(e, a, atol=1e-7)
+    assert max(np.abs(e - r).max() for e, r in zip(ended, raw)) > 1e-4
+
+
+def test_accumulating_two_batches_updates_as_one_batch_of_both():
+    x, y = _data(8)
+    keras.utils.set_random_seed(0)
+    big = tiny_vit()
+    big.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    big.fit(x, y, batch_size=8, epochs=1, shuffle=False, verbose=0)
+    keras.utils.set_random_seed(0)
+    accumulated = tiny_vit()
+    optimizer = keras.optimizers.Adam(1e-2, gradient_accumulation_steps=2)
+    accumulated.compile(optimizer, keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    accumulated.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0)  # two batches of 4, one update
+    for a, b in zip(accumulated.get_weights(), big.get_weights()):
+        np.testing.assert_allclose(a, b, atol=1e-4)  # an Adam step of 1e-2 per weight, equal to 1%
+
+
+def test_label_smoothing_spreads_the_target_as_keras_does_for_one_hot_labels():
+    logits = np.array([[4.0, 0.0, -1.0], [0.5, 2.0, 0.1]], "float32")
+    labels = np.array([0, 1])
+    smooth = SparseCategoricalCrossentropyWithSmoothing(0.1)(labels, logits)
+    one_hot = keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1)(np.eye(3)[labels], logits)
+    plain = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits)
+    assert float(smooth) == pytest.approx(float(one_hot), rel=1e-6) and float(smooth) > float(plain)
+
+
+def test_a_run_folder_made_before_the_kit_resumes_and_a_kit_setting_is_recorded():
+    old_fields = {f.name for f in dataclasses.fields(TrainConfig)} - set(TrainConfig.ADDED)
+    assert set(recorded(TrainConfig())) == old_fields  # as the config.json of a run before the kit
+    assert recorded(TrainConfig(warmup_steps=5))["warmup_steps"] == 5
+
+
+@pytest.mark.large
+@pytest.mark.parametrize(
+    "recipe, argv",
+    [
+        ("cifar10_vit", ["--epochs", "1", "--label-smoothing", "0.1", "--schedule", "cosine"]),
+        ("wikitext103_txl", ["--steps", "4", "--schedule", "step", "--weight-decay", "0.01"]),
+    ],
+)
+def test_the_recipes_take_the_kit_and_record_it(recipe, argv, tmp_path, capsys):
+    kit = ["--warmup-steps", "2", "--ema", "0.9", "--grad-accum", "2", "--global-clipnorm", "1.0"]
+    code, _, err = run_recipe_here(
+        recipe, ["--smoke", "--depth", "1", "--norm", "deescalate", *argv, *kit, "--out", str(tmp_path)], capsys
+    )
+    assert code == 0, err[-3000:]
+    with open(tmp_path / "deescalate" / "config.json") as f:
+        train = json.load(f)["train"]
+    assert (train["warmup_steps"], train["ema"], train["grad_accum"], train["global_clipnorm"]) == (2, 0.9, 2, 1.0)
+    assert train["schedule"] == argv[argv.index("--schedule") + 1]

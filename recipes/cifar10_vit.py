@@ -48,7 +48,7 @@ import keras_tse
 from keras_tse import data, training
 from keras_tse._checks import InputError
 from keras_tse.experiments import flags
-from keras_tse.layouts import layout_names
+from keras_tse.layouts import get_layout, layout_names
 from keras_tse.run_files import claim_folder, read_history
 from keras_tse.training import TrainConfig
 
@@ -212,6 +212,10 @@ def model_overrides(args, norm):
         overrides.update(hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim)  # the paper's FFN ratio (Table 1)
     if args.init:
         overrides["initializer"] = args.init
+    if args.tau is not None:
+        overrides["tau"] = args.tau
+    if args.learn_tau:
+        overrides["trainable_tau"] = True
     if args.scan:
         overrides["scan"] = True
     return overrides
@@ -231,6 +235,10 @@ def check_args(args):
         raise InputError(
             "--data-source/--tfds-dir", f"--dataset {args.dataset}", "a benchmark data set, which they fetch"
         )
+    plain = [norm for norm in args.norm if not get_layout(norm).deescalates]
+    if plain and (args.tau is not None or args.learn_tau):
+        flag, value = ("--tau", args.tau) if args.tau is not None else ("--learn-tau", True)
+        raise InputError(flag, value, f"de-escalating layouts only (--norm has {', '.join(plain)})")
     if args.dataset != "folder" and args.image_size is not None:
         raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
     size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)
@@ -416,6 +424,12 @@ def parse_args(argv=None):
         action="store_true",
         help="run the blocks as one loop over stacked weights (zoo.vit(scan=True)): the same model, compiled "
         "as one block",
+    )
+    parser.add_argument(
+        "--tau", type=flags.unit_float, default=None, help="de-escalation strength, eq. (21) (default: 1.0, Sec. 3.3)"
+    )
+    parser.add_argument(
+        "--learn-tau", action="store_true", help="learn tau, one per block, from --tau (default: fixed)"
     )
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument(

@@ -157,6 +157,7 @@ def test_pre_norm_train_step_is_not_slower_than_post_norm_on_jax():
 
 
 @pytest.mark.large
+@pytest.mark.one_backend  # the command, its printout and its report: read once
 def test_cli_prints_ratios_and_writes_json(tmp_path, capsys):
     from keras_tse.experiments import cli
 

@@ -100,6 +100,7 @@ def _task(name):
     return ids[:, :-1], ids[:, 1:], LogProbabilityCrossentropy()
 
 
+@pytest.mark.one_backend  # the registry is Python; every layout's numerics run on every backend above
 @pytest.mark.parametrize("name", FAMILIES)
 def test_a_seventh_layout_from_one_module_trains_in_every_family(name, tmp_path):
     keras.utils.set_random_seed(0)

@@ -23,7 +23,6 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
     assert demo in ci  # the first command's run, as written
 
 
-@pytest.mark.every_backend  # the snippets train and save on the backend
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python")

@@ -68,22 +68,23 @@ def test_mixed_bfloat16_transformer_xl_gives_normalised_float32_log_probs(mixed_
 
 @pytest.mark.large
 @pytest.mark.skipif(BACKEND != "jax", reason="the speed bar is JAX's; one backend keeps CI short")
-def test_48_block_models_train_200_steps_under_mixed_bfloat16(mixed_policy):
+def test_48_block_models_train_under_mixed_bfloat16(mixed_policy):
     x, y = digits(256)
-    for norm in ("pre", "deescalate"):
+    for norm, epochs in (("pre", 6), ("deescalate", 1)):
         # Glorot, the init these numbers were measured with: under "torch" the 48-block pre-norm model
-        # learns more slowly in 200 steps (2.36 -> 1.88 measured), as in zoo/depth_study.md.
-        model = tiny_vit(depth=48, norm=norm, initializer="glorot")
+        # learns more slowly (2.36 -> 1.88 in 200 steps, measured), as in zoo/depth_study.md. Scanned:
+        # the same model (test_vit.py), compiled in a fraction of the time.
+        model = tiny_vit(depth=48, norm=norm, initializer="glorot", scan=True)
         model.compile(keras.optimizers.AdamW(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
-        loss = model.fit(x, y, batch_size=32, epochs=25, verbose=0).history["loss"]  # 8 steps x 25 = 200 steps
+        loss = model.fit(x, y, batch_size=32, epochs=epochs, verbose=0).history["loss"]  # 8 steps an epoch
         assert np.all(np.isfinite(loss)), (norm, loss)
-        if norm == "pre":  # measured: 2.42 -> 0.12 (float32: 2.50 -> 0.19); width 16 de-escalated stays ~2.3
-            assert loss[-1] < 0.5 * loss[0], loss
+        if norm == "pre":  # measured in 48 steps: 2.49 -> 1.50; width 16 de-escalated stays ~2.3
+            assert loss[-1] < 0.7 * loss[0], loss
 
     txl = tiny_txl(depth=48)
-    ids = np.random.default_rng(0).integers(0, 60, (4 * 200, 9)).astype("int32")
+    ids = np.random.default_rng(0).integers(0, 60, (4 * 10, 9)).astype("int32")
     txl.compile(keras.optimizers.Adam(1e-3), LogProbabilityCrossentropy())
-    steps = txl.fit(ids[:, :-1], ids[:, 1:], batch_size=4, verbose=0).history["loss"]  # 200 steps
+    steps = txl.fit(ids[:, :-1], ids[:, 1:], batch_size=4, verbose=0).history["loss"]  # 10 steps
     assert np.all(np.isfinite(steps)), steps
 
 

@@ -180,8 +180,8 @@ class TransformerBlock(SequenceLayer):
         return x if self._residual_factor == 1.0 else self._residual_factor * x
 
     def _branch_scale(self, branch, x):
-        """Branch 0 (attention) or 1 (FFN) as it joins a pre-norm stream: as is, or times the layout's
-        scale (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`)."""
+        """Branch 0 (attention) or 1 (FFN) as it joins the residual: as is, or times the layout's scale
+        (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`)."""
         scale = self.layout.branch_scale(self.layout_state, branch)
         return x if scale is None else keras.ops.cast(scale, x.dtype) * x
 
@@ -219,10 +219,10 @@ class TransformerBlock(SequenceLayer):
         unless asked) and `eq21_inputs` (what eq. (21) reads at each place); `attend` goes to the
         attention sublayer."""
         attended, scores = self._attention(inputs, training, return_attention_scores, **attend)
-        y1 = self._residual(inputs) + attended  # step 1: X + alpha * P X W
+        y1 = self._residual(inputs) + self._branch_scale(0, attended)  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
         ffn_in = y2 if ffn_input is None else ffn_input(y2)
-        y3 = self._residual(ffn_in) + self._feed_forward(ffn_in, training)  # step 3
+        y3 = self._residual(ffn_in) + self._branch_scale(1, self._feed_forward(ffn_in, training))  # step 3
         y4 = self.ffn_norm(y3)  # step 4
         outputs = y4 if output is None else output(y4)
         eq21_inputs = {"pre_ffn": y2, "output": y4}

@@ -54,7 +54,7 @@ class Layout:
         return None
 
     def branch_scale(self, state, index):
-        """The scale branch `index` (0: attention, 1: FFN) joins a pre-norm stream with, or `None`."""
+        """The scale branch `index` (0: attention, 1: FFN) joins the residual with, or `None`."""
         return None
 
     def __repr__(self):

@@ -1,0 +1,178 @@
+"""The paper's depth on a CPU: 80-block ViTs on a Fashion-MNIST subset, nine arms, a learning-rate grid
+per arm, then three seeds at each arm's best rate. Resumable cell by cell.
+
+    nice -n 19 python zoo/depth80_study.py [--jobs 2] [--runs runs/depth80]
+
+Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`) in its own folder under
+`--runs` (a killed cell resumes from its last saved epoch); a finished cell becomes one row of
+`zoo/depth80_fashion_mnist/results.csv`, which is all the card (`zoo/depth80_card.py`) reads.
+
+The plan follows from the rows: an arm first runs seed 0 at each rate of `GRID`; if its best rate (the
+lowest final training loss: trainability is the paper's question, and the test set is not used to
+choose) lies at an end of what was tried, the grid grows by a factor 3 past that end (at most
+`MAX_EXTENSIONS` times); once the best is inside, seeds 1 and 2 run at it.
+"""
+
+import argparse
+import csv
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "results.csv")
+
+# Width 32, 4 heads of 8, patch 7 (16 patches and the class token), depth 80: the paper's depth at a
+# width a 2-core CPU trains (about 75 s an epoch of 10,000 images with JAX and scan, measured).
+MODEL = ("--depth", "80", "--hidden-dim", "32", "--num-heads", "4", "--patch-size", "7", "--scan")
+DATA = ("--dataset", "fashion_mnist", "--train-size", "10000", "--batch-size", "128", "--no-download")
+EPOCHS = 4  # 316 steps; the step schedule (x0.2 at 70% and 90%, Sec. 3.3) follows the epoch count
+WARMUP_STEPS = 79  # one epoch of 10,000 images at batch 128, linear from 0
+ARMS = {
+    "post": ("--norm", "post"),
+    "post_warmup": ("--norm", "post", "--warmup-steps", str(WARMUP_STEPS)),
+    "pre": ("--norm", "pre"),
+    "deescalate": ("--norm", "deescalate"),  # the paper's tau = 1 at every block output
+    "deescalate_warmup": ("--norm", "deescalate", "--warmup-steps", str(WARMUP_STEPS)),
+    "deepnorm": ("--norm", "deepnorm"),
+    "layerscale": ("--norm", "layerscale"),
+    "deescalate_layerscale": ("--norm", "deescalate_layerscale"),
+    "deescalate_learned_tau": ("--norm", "deescalate", "--learn-tau"),
+}
+GRID = (1e-4, 3e-4, 1e-3)
+MAX_EXTENSIONS = 2
+SEEDS = (0, 1, 2)
+FIELDS = (
+    "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
+    "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
+)  # fmt: skip
+
+
+def read_rows(path=RESULTS):
+    if not os.path.exists(path):
+        return []
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _loss(row):
+    value = float(row["train_loss"])
+    return value if math.isfinite(value) else math.inf
+
+
+def best_rate(rows, arm):
+    """The arm's seed-0 rate of lowest final training loss, or None before any seed-0 row."""
+    tried = [row for row in rows if row["arm"] == arm and int(row["seed"]) == 0]
+    return float(min(tried, key=_loss)["learning_rate"]) if tried else None
+
+
+def next_cells(rows, arm):
+    """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
+    tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
+    missing = [lr for lr in GRID if not any(math.isclose(lr, t) for t in tried)]
+    if missing:
+        return [(lr, 0) for lr in missing]
+    best = best_rate(rows, arm)
+    extensions = len(tried) - len(GRID)
+    if best == tried[0] or best == tried[-1]:
+        if extensions >= MAX_EXTENSIONS:
+            return []  # the card says the best lies at the grid's end
+        return [(float(f"{best / 3 if best == tried[0] else best * 3:.3g}"), 0)]
+    done = {int(row["seed"]) for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), best)}
+    return [(best, seed) for seed in SEEDS if seed not in done]
+
+
+def cell_folder(runs, arm, learning_rate, seed):
+    return os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
+
+
+def run_cell(runs, arm, learning_rate, seed, epochs):
+    """One recipe run (it resumes a killed one); its row."""
+    out = cell_folder(runs, arm, learning_rate, seed)
+    command = [
+        sys.executable, os.path.join(ROOT, "recipes", "cifar10_vit.py"), *DATA, *MODEL, *ARMS[arm],
+        "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(epochs),
+        "--out", out, "--verbose", "0",
+    ]  # fmt: skip
+    start = time.perf_counter()
+    with open(out + ".log", "a") as log:
+        code = subprocess.call(command, cwd=ROOT, env={**os.environ, "KERAS_BACKEND": "jax"}, stdout=log, stderr=log)
+    if code:
+        raise RuntimeError(f"{arm} lr {learning_rate:g} seed {seed} failed (exit {code}); see {out}.log")
+    variant = os.path.join(out, ARMS[arm][1])
+    with open(os.path.join(variant, "summary.json")) as handle:
+        summary = json.load(handle)
+    with open(os.path.join(variant, "history.csv"), newline="") as handle:
+        history = list(csv.DictReader(handle))
+    return {
+        "arm": arm,
+        "learning_rate": f"{learning_rate:g}",
+        "seed": seed,
+        "epochs": summary["epochs"],
+        "train_loss": summary["train_loss"],
+        "test_loss": summary["test_loss"],
+        "test_accuracy": summary["test_accuracy"],
+        "best_test_accuracy": summary["best_test_accuracy"],
+        "similarity_init": summary["last_block_similarity_start"],
+        "similarity_end": summary["last_block_similarity_end"],
+        "loss_curve": ";".join(f"{float(h['loss']):.5g}" for h in history),
+        "test_accuracy_curve": ";".join(f"{float(h['val_accuracy']):.4f}" for h in history),
+        "seconds": round(time.perf_counter() - start, 1),
+        "backend": "jax",
+    }
+
+
+def append_row(row, path=RESULTS):
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    new = not os.path.exists(path)
+    with open(path, "a", newline="") as handle:
+        writer = csv.DictWriter(handle, FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def pending(rows, arms, running):
+    """The next cells, breadth first: every arm's grid before any arm's seeds."""
+    cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm)]
+    cells = [cell for cell in cells if cell not in running]
+    return sorted(cells, key=lambda cell: cell[2])
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "depth80"), help="the cells' run folders")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
+    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all nine)")
+    args = parser.parse_args(argv)
+    arms = args.arms.split(",")
+    unknown = sorted(set(arms) - set(ARMS))
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(ARMS)}")
+    os.makedirs(args.runs, exist_ok=True)
+    running = {}
+    with ThreadPoolExecutor(args.jobs) as pool:
+        while True:
+            rows = read_rows()
+            for cell in pending(rows, arms, set(running.values()))[: args.jobs - len(running)]:
+                print(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}", flush=True)
+                running[pool.submit(run_cell, args.runs, *cell, EPOCHS)] = cell
+            if not running:
+                break
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                cell = running.pop(future)
+                row = future.result()
+                append_row(row)
+                print(f"done {cell[0]} lr {cell[1]:g} seed {cell[2]}: train loss {row['train_loss']:.4f}, "
+                      f"test acc {row['test_accuracy']:.4f}, {row['seconds']:.0f} s", flush=True)  # fmt: skip
+
+
+if __name__ == "__main__":
+    main()

@@ -218,6 +218,7 @@ def model_overrides(args, norm):
         overrides["trainable_tau"] = True
     if args.scan:
         overrides["scan"] = True
+    overrides.update(flags.model_kit_overrides(args))
     return overrides
 
 
@@ -239,6 +240,10 @@ def check_args(args):
     if plain and (args.tau is not None or args.learn_tau):
         flag, value = ("--tau", args.tau) if args.tau is not None else ("--learn-tau", True)
         raise InputError(flag, value, f"de-escalating layouts only (--norm has {', '.join(plain)})")
+    if args.scan and args.drop_path_rate:
+        raise InputError(
+            "--drop-path", args.drop_path_rate, "no --scan (scanned blocks are identical; each drops at its own rate)"
+        )
     if args.dataset != "folder" and args.image_size is not None:
         raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
     size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)

@@ -195,6 +195,7 @@ def variant_settings(args, norm):
     if args.init:
         overrides["initializer"] = args.init
     overrides.update(_deescalation_overrides(args, norm))
+    overrides.update(flags.model_kit_overrides(args))
     settings = {
         "preset": preset,
         "smoke": args.smoke,

@@ -49,6 +49,7 @@ EVERY_BACKEND = frozenset(
         "test_self_attention.py",
         "test_similarity.py",
         "test_spectral.py",
+        "test_stochastic_depth.py",
         "test_transformer_xl.py",
         "test_vit.py",
     }

@@ -125,12 +125,15 @@ def test_a_run_folder_made_before_the_kit_resumes_and_a_kit_setting_is_recorded(
     ],
 )
 def test_the_recipes_take_the_kit_and_record_it(recipe, argv, tmp_path, capsys):
-    kit = ["--warmup-steps", "2", "--ema", "0.9", "--grad-accum", "2", "--global-clipnorm", "1.0"]
+    kit = ["--warmup-steps", "2", "--ema", "0.9", "--grad-accum", "2", "--global-clipnorm", "1.0", "--drop-path", "0.2"]
     code, _, err = run_recipe_here(
-        recipe, ["--smoke", "--depth", "1", "--norm", "deescalate", *argv, *kit, "--out", str(tmp_path)], capsys
+        recipe, ["--smoke", "--depth", "2", "--norm", "deescalate", *argv, *kit, "--out", str(tmp_path)], capsys
     )
     assert code == 0, err[-3000:]
     with open(tmp_path / "deescalate" / "config.json") as f:
         train = json.load(f)["train"]
     assert (train["warmup_steps"], train["ema"], train["grad_accum"], train["global_clipnorm"]) == (2, 0.9, 2, 1.0)
     assert train["schedule"] == argv[argv.index("--schedule") + 1]
+    # --drop-path reaches the model: timm's linear rule over the two blocks, kept in the checkpoint
+    model = keras.saving.load_model(tmp_path / "deescalate" / "checkpoints" / "last.keras")
+    assert [model.get_layer(f"block_{i:02d}").drop_path for i in range(2)] == [0.0, 0.2]

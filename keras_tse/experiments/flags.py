@@ -143,6 +143,13 @@ def unit_float(text):
     return value
 
 
+def drop_rate(text):
+    value = _number(text, float, "a number in [0, 1)")
+    if not 0.0 <= value < 1.0:
+        raise _refuse(text, "a number in [0, 1)")
+    return value
+
+
 def open_unit_float(text):
     value = _number(text, float, "a number in (0, 1)")
     if not 0.0 < value < 1.0:
@@ -380,8 +387,16 @@ KIT_FLAGS = (
 
 def add_training_kit(parser, defaults, schedules):
     """The kit's flags for a recipe whose optimisation defaults are `defaults` (a TrainConfig or an
-    LMTrainConfig: the flags it has no field for are not offered)."""
+    LMTrainConfig: the flags it has no field for are not offered), and the model's: `--drop-path`."""
     kit = parser.add_argument_group("training kit (defaults: the recipe's, the paper's settings)")
+    kit.add_argument(
+        "--drop-path",
+        dest="drop_path_rate",
+        type=drop_rate,
+        default=None,
+        help="stochastic depth: block i of L drops each branch with probability RATE x i/(L-1) while training "
+        "(timm's rule; keras_tse.layers.StochasticDepth) (default: off)",
+    )
     for flag, field, kind, text in KIT_FLAGS:
         if not hasattr(defaults, field):
             continue
@@ -389,6 +404,12 @@ def add_training_kit(parser, defaults, schedules):
         shown = "off" if value is None or (field == "grad_accum" and value == 1) else value
         options = dict(choices=schedules) if field == "schedule" else dict(type=kind)
         kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
+
+
+def model_kit_overrides(args):
+    """The model keywords the kit's flags set: `drop_path_rate` when `--drop-path` is given."""
+    rate = getattr(args, "drop_path_rate", None)
+    return {"drop_path_rate": rate} if rate else {}
 
 
 def kit_settings(args):

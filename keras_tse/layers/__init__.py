@@ -13,6 +13,7 @@ from keras_tse.layers.relative_attention import RelativeAttention
 from keras_tse.layers.rezero_block import ReZeroBlock
 from keras_tse.layers.scanned_blocks import ScannedBlocks
 from keras_tse.layers.self_attention import SelfAttention
+from keras_tse.layers.stochastic_depth import StochasticDepth
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
 from keras_tse.layouts.deepnorm import deepnorm_constants  # the baselines' constants, beside their blocks
@@ -32,6 +33,7 @@ __all__ = [
     "ReZeroBlock",
     "ScannedBlocks",
     "SelfAttention",
+    "StochasticDepth",
     "TransformerBlock",
     "TransformerXLBlock",
     "cait_layer_scale_init",

@@ -19,6 +19,7 @@ from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._sequence_layer import SequenceLayer
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
+from keras_tse.layers.stochastic_depth import StochasticDepth
 from keras_tse.layouts.layout import get_layout, split_options
 from keras_tse.norms import DEESCALATE_AT
 
@@ -44,6 +45,8 @@ class TransformerBlock(SequenceLayer):
             Defaults to `"relu"`, the paper's choice.
         dropout: float in [0, 1), on each branch output and on the FFN hidden layer. Defaults to `0.0`.
         attention_dropout: float in [0, 1), dropout on P. Defaults to `0.0`.
+        drop_path: float in [0, 1), the probability each branch is dropped for an example while
+            training (`StochasticDepth`, stochastic depth). Defaults to `0.0`.
         causal: bool, causal (decoder) attention, and a causal de-escalation. Defaults to `False`.
         layer_norm_epsilon: float, LayerNorm epsilon. Defaults to `1e-5`.
         initializer: weight scheme of the attention and FFN, `"glorot"`, `"torch"` (PyTorch's
@@ -91,6 +94,7 @@ class TransformerBlock(SequenceLayer):
         initializer="glorot",
         kernel_initializer=None,
         deescalate_at="output",
+        drop_path=0.0,
         **kwargs,
     ):
         layout = get_layout(norm)
@@ -111,6 +115,7 @@ class TransformerBlock(SequenceLayer):
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
         self.deescalate_at = _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
+        self.drop_path = _checks.dropout_rate("drop_path", drop_path)
         if self.layout.deescalates and not self.layout.causal_mean and not self.causal:
             raise ValueError(f"norm={norm!r} measures a causal model's leak. Received: causal={causal!r}")
 
@@ -141,6 +146,7 @@ class TransformerBlock(SequenceLayer):
         self.attention_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
+        self.drop_branch = StochasticDepth(self.drop_path, dtype=policy, name="drop_path") if self.drop_path else None
         for layer in (self.self_attention, self.attention_norm, self.ffn_inner, self.ffn_norm):
             if layer is not None:
                 layer.build(input_shape)
@@ -179,11 +185,13 @@ class TransformerBlock(SequenceLayer):
         """A post-norm add's residual input: `x`, or the layout's multiple of it (DeepNet's `alpha x`)."""
         return x if self._residual_factor == 1.0 else self._residual_factor * x
 
-    def _branch_scale(self, branch, x):
-        """Branch 0 (attention) or 1 (FFN) as it joins the residual: as is, or times the layout's scale
-        (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`)."""
+    def _branch(self, branch, x, training):
+        """Branch 0 (attention) or 1 (FFN) as it joins the residual: times the layout's scale if it has
+        one (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`), then dropped for
+        some examples while training if `drop_path` says so (stochastic depth)."""
         scale = self.layout.branch_scale(self.layout_state, branch)
-        return x if scale is None else keras.ops.cast(scale, x.dtype) * x
+        x = x if scale is None else keras.ops.cast(scale, x.dtype) * x
+        return x if self.drop_branch is None else self.drop_branch(x, training=training)
 
     def _normalize(self, norm, x):
         """`norm(x)`, or `x` in a block without LayerNorm (ReZero)."""
@@ -219,10 +227,10 @@ class TransformerBlock(SequenceLayer):
         unless asked) and `eq21_inputs` (what eq. (21) reads at each place); `attend` goes to the
         attention sublayer."""
         attended, scores = self._attention(inputs, training, return_attention_scores, **attend)
-        y1 = self._residual(inputs) + self._branch_scale(0, attended)  # step 1: X + alpha * P X W
+        y1 = self._residual(inputs) + self._branch(0, attended, training)  # step 1: X + alpha * P X W
         y2 = self.attention_norm(y1)  # step 2
         ffn_in = y2 if ffn_input is None else ffn_input(y2)
-        y3 = self._residual(ffn_in) + self._branch_scale(1, self._feed_forward(ffn_in, training))  # step 3
+        y3 = self._residual(ffn_in) + self._branch(1, self._feed_forward(ffn_in, training), training)  # step 3
         y4 = self.ffn_norm(y3)  # step 4
         outputs = y4 if output is None else output(y4)
         eq21_inputs = {"pre_ffn": y2, "output": y4}
@@ -237,11 +245,11 @@ class TransformerBlock(SequenceLayer):
         inputs = residual_stream(inputs)  # XLA:CPU differentiates the stream in linear time (_residual.py)
         x_hat = self._normalize(self.attention_norm, inputs)
         attended, scores = self._attention(x_hat, training, return_attention_scores, **attend)
-        branch = self._branch_scale(0, attended)
+        branch = self._branch(0, attended, training)
         y = inputs + branch  # eq. (19): Y = X + P(X_hat) X_hat W
         y_hat = self._normalize(self.ffn_norm, y)
         ffn_in = y_hat if ffn_input is None else ffn_input(y_hat)
-        z = y + self._branch_scale(1, self._feed_forward(ffn_in, training))  # Z = Y + phi(LN(Y) W_1) W_2
+        z = y + self._branch(1, self._feed_forward(ffn_in, training), training)  # Z = Y + phi(LN(Y) W_1) W_2
         outputs = z if output is None else output(z)
         eq21_inputs = {"pre_ffn": y_hat, "output": z}
         return dict(
@@ -300,6 +308,7 @@ class TransformerBlock(SequenceLayer):
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "deescalate_at": self.deescalate_at,
+            "drop_path": self.drop_path,
             **self.layout_options,
         }
 

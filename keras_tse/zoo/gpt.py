@@ -5,6 +5,7 @@ import keras
 from keras_tse import _checks
 from keras_tse.layers import AdaptiveEmbedding, PositionEmbedding, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
+from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import stack_block
@@ -25,7 +26,7 @@ def gpt(
     depth=12, norm="deescalate", *,
     vocab_size=10_000, segment_len=128, batch_size=None,  # input
     hidden_dim=128, num_heads=4, head_dim=None, ffn_dim=512, activation="gelu",  # blocks
-    dropout=0.0, attention_dropout=0.0, cutoffs=(), div_val=1, initializer="transformer_xl",
+    dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0, cutoffs=(), div_val=1, initializer="transformer_xl",
     tau=1.0, trainable_tau=False, deescalate_at="pre_ffn",  # eq. (21)
     name=None,
 ):
@@ -57,6 +58,8 @@ def gpt(
         hidden_dim, num_heads, head_dim, ffn_dim, activation: the blocks' widths and FFN activation.
         dropout: float, on the embeddings and in every block. Defaults to `0.0`.
         attention_dropout: float, on P. Defaults to `0.0`.
+        drop_path_rate: float in [0, 1), stochastic depth, block `i` at `drop_path_rate * i / (depth - 1)`
+            (`StochasticDepth`). Defaults to `0.0`.
         cutoffs, div_val: the adaptive softmax's cluster bounds and width divisor (`AdaptiveEmbedding`).
         initializer: weight scheme of every layer. Defaults to `"transformer_xl"` (N(0, 0.02)).
         tau, trainable_tau: eq. (21)'s strength, and whether it is learned (de-escalating layouts).
@@ -89,10 +92,10 @@ def gpt(
     token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
     x = PositionEmbedding(segment_len, initializer=initializer, name="position_embedding")(embedding(token_ids))
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
-    for i in range(depth):
+    for i, rate in enumerate(linear_rates(drop_path_rate, depth)):
         block = stack_block(
             norm, depth, dict(tau=tau, trainable_tau=trainable_tau), causal=True, deescalate_at=deescalate_at,
-            **options, name=f"block_{i:02d}",
+            drop_path=rate, **options, name=f"block_{i:02d}",
         )
         x = block(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)

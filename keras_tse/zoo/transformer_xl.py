@@ -9,6 +9,7 @@ from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.zoo.blocks import transformer_xl_block
 from keras_tse.zoo.registry import register_family
@@ -69,6 +70,8 @@ class TransformerXL(keras.Model):
         dropout: float, on embeddings, branches and the final states.
             Defaults to `0.0` (Sec. 3.4 disables it).
         attention_dropout: float, on P. Defaults to `0.0`.
+        drop_path_rate: float in [0, 1), stochastic depth, block `i` at
+            `drop_path_rate * i / (depth - 1)` (`StochasticDepth`). Defaults to `0.0`.
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool. Defaults to `False`.
         deescalate_at: `"pre_ffn"` (Sec. 3.4) or `"output"`, where
@@ -98,7 +101,7 @@ class TransformerXL(keras.Model):
         hidden_dim=410, num_heads=10, head_dim=41, ffn_dim=820,  # blocks
         segment_len=150, mem_len=150, batch_size=40,  # the segment stream and its memory
         cutoffs=(20000, 40000, 200000), div_val=1,  # adaptive input and softmax
-        dropout=0.0, attention_dropout=0.0, initializer="transformer_xl",
+        dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0, initializer="transformer_xl",
         tau=1.0, trainable_tau=False, deescalate_at="pre_ffn", deescalate_memory=True,  # eq. (21)
         name=None, **kwargs,
     ):
@@ -120,9 +123,9 @@ class TransformerXL(keras.Model):
         )
         blocks = [
             transformer_xl_block(
-                norm, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, name=f"block_{i:02d}"
+                norm, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, drop_path=rate, name=f"block_{i:02d}"
             )
-            for i in range(depth)
+            for i, rate in enumerate(linear_rates(drop_path_rate, depth))
         ]
         token_ids = keras.Input((segment_len,), batch_size=batch_size, dtype="int32", name="token_ids")
         x = keras.layers.Dropout(dropout, name="embedding_dropout")(embedding(token_ids))

@@ -5,6 +5,7 @@ import keras
 from keras_tse import _checks
 from keras_tse.layers import PatchEmbedding, ScannedBlocks, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
+from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import stack_block
@@ -21,6 +22,7 @@ def vit(
     depth=80, norm="deescalate", *,
     image_size=32, patch_size=4, channels=3, num_classes=10, pool="cls",  # input and head
     hidden_dim=192, ffn_dim=384, num_heads=8, activation="relu", alpha=1.0, dropout=0.0,  # blocks (Table 1)
+    drop_path_rate=0.0,  # stochastic depth, linear in depth (timm's rule)
     tau=1.0, trainable_tau=False, deescalate_at="output",  # de-escalation, eq. (21)
     initializer="torch", embedding_initializer="timm", scan=False, name=None,
 ):
@@ -68,6 +70,10 @@ def vit(
         pool: `"cls"` or `"mean"`. Defaults to `"cls"`.
         dropout: float in [0, 1), dropout on the embeddings and in every
             block. Defaults to `0.0`.
+        drop_path_rate: float in [0, 1), stochastic depth: block `i` drops
+            each branch for an example with probability
+            `drop_path_rate * i / (depth - 1)` while training (`StochasticDepth`).
+            Defaults to `0.0`, the paper's (none).
         activation: FFN activation. Defaults to `"relu"`.
         alpha: positive float scaling self-attention (Algorithm 1). Defaults
             to `1.0`.
@@ -122,14 +128,14 @@ def vit(
         name="patch_embedding",
     )
     places = _deescalate_places(layout, depth, deescalate_at, pool)
-    if scan and (dropout or len(set(places)) > 1):
-        raise ValueError(
-            "scan=True needs identical blocks without dropout. Received: "
-            + (f"dropout={dropout}" if dropout else "pool='mean' with deescalate_at='output' (the last block differs)")
-        )
+    drop_rates = linear_rates(drop_path_rate, depth)
+    if scan and (dropout or drop_path_rate or len(set(places)) > 1):
+        obstacle = _scan_obstacle(dropout, drop_path_rate)
+        raise ValueError(f"scan=True needs identical blocks without dropout. Received: {obstacle}")
+    layout_options = dict(tau=tau, trainable_tau=trainable_tau)
     blocks = [
-        _vit_block(norm, depth, place, dict(tau=tau, trainable_tau=trainable_tau), block_options, f"block_{i:02d}")
-        for i, place in enumerate(places[:1] if scan else places)
+        _vit_block(norm, depth, place, layout_options, {**block_options, "drop_path": rate}, f"block_{i:02d}")
+        for i, (place, rate) in enumerate(list(zip(places, drop_rates))[:1] if scan else zip(places, drop_rates))
     ]
 
     inputs = keras.Input((image_size, image_size, channels), name="images")
@@ -157,6 +163,14 @@ def _vit_block(norm, depth, place, layout_options, block_options, name):
             raise ValueError(f"pool='mean' needs a last block without eq. (21). Received: norm={norm!r}")
         norm = layout.without_deescalation
     return stack_block(norm, depth, layout_options, deescalate_at=place or "output", **block_options, name=name)
+
+
+def _scan_obstacle(dropout, drop_path_rate):
+    if dropout:
+        return f"dropout={dropout}"
+    if drop_path_rate:
+        return f"drop_path_rate={drop_path_rate} (each block drops at its own rate)"
+    return "pool='mean' with deescalate_at='output' (the last block differs)"
 
 
 def _deescalate_places(layout, depth, deescalate_at, pool):

@@ -40,6 +40,7 @@ EVERY_BACKEND = frozenset(
         "test_kill_resume.py",
         "test_language_model.py",
         "test_layouts.py",
+        "test_preset_folders.py",
         "test_probe.py",
         "test_recipe_txl.py",
         "test_recipes.py",

@@ -2,6 +2,7 @@
 
 from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates
+from keras_tse.zoo.preset_folder import save_preset
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
 from keras_tse.zoo.registry import register_family
 from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
@@ -16,6 +17,7 @@ __all__ = [
     "gpt",
     "list_models",
     "presets",
+    "save_preset",
     "register_family",
     "transformer_xl",
     "vit",

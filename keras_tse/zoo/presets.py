@@ -17,6 +17,7 @@ import re
 import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
+from keras_tse.zoo.preset_folder import is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES
 
 # Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
@@ -160,9 +161,15 @@ def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
     folder or a saved file never claims a configuration it does not have. No preset has published
     weights yet: `pretrained=True` (timm's name) or `load_weights=True` (KerasHub's) says so.
 
+    A folder `save_preset` wrote (KerasHub's layout: `config.json`, `model.weights.h5`,
+    `metadata.json`) loads as saved, on any backend.
+
     Example: `from_preset("vit80_cifar10_deescalate", tau=0.5, num_classes=100)`;
-    `from_preset("runs/cifar10/deescalate/model.keras")`.
+    `from_preset("runs/cifar10/deescalate/model.keras")`; `from_preset("my_preset/")`.
     """
+    if is_preset_folder(preset):
+        _no_overrides(overrides)
+        return load_preset(preset)
     if isinstance(preset, (str, os.PathLike)) and str(preset).endswith(".keras"):
         return _load_file(os.fspath(preset), overrides)
     if preset not in PRESETS:
@@ -214,11 +221,15 @@ def overridden_name(preset, overrides):
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
 
 
+def _no_overrides(overrides):
+    if overrides:
+        raise ValueError(f"A saved model is loaded as it is; overrides apply to presets. Received: {sorted(overrides)}")
+
+
 def _load_file(path, overrides):
     import keras
 
-    if overrides:
-        raise ValueError(f"A saved model is loaded as it is; overrides apply to presets. Received: {sorted(overrides)}")
+    _no_overrides(overrides)
     if not os.path.exists(path):
         raise ValueError(f"No such file. Received: preset={path!r}")
     return keras.saving.load_model(path)

@@ -1,0 +1,71 @@
+"""A model as a folder to hand on, in KerasHub's preset layout: `config.json` (the model's Keras
+config, `keras.saving.serialize_keras_object`), `model.weights.h5` (`model.save_weights`) and
+`metadata.json` (versions, parameter count, and what the saver adds: the card's numbers, the command
+that trained it). `save_preset` writes one, `load_preset` builds the model back on any backend.
+"""
+
+import json
+import os
+import shutil
+import tempfile
+
+import keras
+
+from keras_tse import __version__
+
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.weights.h5"
+METADATA_FILE = "metadata.json"
+
+
+def is_preset_folder(path):
+    """Whether `path` is a folder holding a preset's `config.json`."""
+    return isinstance(path, (str, os.PathLike)) and os.path.isfile(os.path.join(path, CONFIG_FILE))
+
+
+def save_preset(model, folder, metadata=None):
+    """Write `model` to the new folder `folder`: its config, its weights and `metadata` (a dict of
+    JSON values). A folder that exists and holds anything is left as it is (a ValueError); the files
+    are written beside it and renamed into place, so an interrupted save leaves no half a preset."""
+    folder = os.fspath(folder)
+    if os.path.exists(folder) and (not os.path.isdir(folder) or os.listdir(folder)):
+        raise ValueError(f"save_preset writes a new folder and never replaces one. Received: folder={folder!r}")
+    parent = os.path.dirname(os.path.abspath(folder))
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix=".preset-", dir=parent)
+    try:
+        with open(os.path.join(staging, CONFIG_FILE), "w") as f:
+            json.dump(keras.saving.serialize_keras_object(model), f, indent=2)
+        model.save_weights(os.path.join(staging, WEIGHTS_FILE))
+        with open(os.path.join(staging, METADATA_FILE), "w") as f:
+            json.dump({**_versions(model), **(metadata or {})}, f, indent=2)
+        if os.path.isdir(folder):
+            os.rmdir(folder)  # empty: checked above
+        os.replace(staging, folder)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return folder
+
+
+def load_preset(folder):
+    """The model saved in preset folder `folder`, its weights loaded."""
+    with open(os.path.join(folder, CONFIG_FILE)) as f:
+        model = keras.saving.deserialize_keras_object(json.load(f))
+    model.load_weights(os.path.join(folder, WEIGHTS_FILE))
+    return model
+
+
+def preset_metadata(folder):
+    """The preset folder's `metadata.json`."""
+    with open(os.path.join(folder, METADATA_FILE)) as f:
+        return json.load(f)
+
+
+def _versions(model):
+    return {
+        "keras_version": keras.__version__,
+        "keras_tse_version": __version__,
+        "saved_with_backend": keras.backend.backend(),
+        "parameter_count": int(model.count_params()),
+    }

@@ -337,6 +337,9 @@ def run(args):
         augment=spec(args).augment,  # none on a user's own images
         shuffle=True,
         seed=args.seed,
+        mixup=train_config.mixup,
+        cutmix=train_config.cutmix,
+        num_classes=own_geometry(args)[2] if own_data(args) else spec(args).classes,
         **normalization,
     )
     test = data.image_dataset(x_test, y_test, train_config.batch_size, **normalization)

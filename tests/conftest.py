@@ -49,6 +49,7 @@ EVERY_BACKEND = frozenset(
         "test_scale.py",
         "test_self_attention.py",
         "test_similarity.py",
+        "test_shipped_presets.py",
         "test_spectral.py",
         "test_stochastic_depth.py",
         "test_transformer_xl.py",

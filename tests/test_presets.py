@@ -45,7 +45,10 @@ def test_presets_command_lists_every_preset_with_its_count(capsys):
 
 def test_every_preset_has_its_metadata_and_an_existing_card():
     for name, entry in zoo.presets().items():
-        assert entry["weights"] is None, name
+        if entry["weights"] is not None:  # shipped: a preset folder inside the package, under 5 MB
+            folder = os.path.join(os.path.dirname(zoo.__file__), entry["weights"])
+            assert sorted(os.listdir(folder)) == ["config.json", "metadata.json", "model.weights.h5"], name
+            assert sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)) < 5 * 2**20, name
         assert entry["normalization"] and entry["description"], name
         assert os.path.exists(os.path.join(ROOT, entry["card"])), (name, entry["card"])
     assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"
@@ -56,6 +59,16 @@ def test_every_preset_has_its_metadata_and_an_existing_card():
 def test_asking_for_weights_says_none_are_published(keyword):
     with pytest.raises(ValueError, match=r"No weights are published for preset 'vit24_digits' yet.*vit24_digits\.md"):
         zoo.from_preset("vit24_digits", **{keyword: True})
+
+
+def test_a_shipped_preset_loads_its_weights_unless_told_not_to():
+    trained = zoo.from_preset("vit6_digits")
+    untrained = zoo.from_preset("vit6_digits", load_weights=False)
+    assert trained.count_params() == untrained.count_params() and trained.name == untrained.name == "vit6_digits"
+    assert not all(np.array_equal(a, b) for a, b in zip(trained.get_weights(), untrained.get_weights()))
+    with pytest.raises(ValueError, match=r"loads its trained weights as they are. Received overrides: \['depth'\]"):
+        zoo.from_preset("vit6_digits", depth=2)
+    assert zoo.from_preset("vit6_digits", load_weights=False, depth=2).name == "vit6_digits-depth2"
 
 
 def test_an_overridden_preset_is_named_after_the_change():

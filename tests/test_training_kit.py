@@ -110,6 +110,28 @@ def test_label_smoothing_spreads_the_target_as_keras_does_for_one_hot_labels():
     assert float(smooth) == pytest.approx(float(one_hot), rel=1e-6) and float(smooth) > float(plain)
 
 
+@pytest.mark.parametrize("pipeline", ["numpy", "tf"])
+def test_mixup_mixes_each_image_and_its_target_with_the_same_partner_and_weight(pipeline):
+    from keras_tse.data import image_dataset
+
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 256, (32, 6, 6, 1)).astype("uint8"), np.arange(32) % 4
+    plain = image_dataset(x, y, 32, mean=(0.5,), std=(0.25,), pipeline=pipeline)
+    mixed = image_dataset(x, y, 32, mean=(0.5,), std=(0.25,), pipeline=pipeline, mixup=0.4, num_classes=4)
+    (images, _), (mixed_images, targets) = [tuple(map(np.asarray, next(iter(d)))) for d in (plain, mixed)]
+    np.testing.assert_allclose(targets.sum(-1), 1.0, atol=1e-6)
+    soft = [i for i in range(32) if targets[i].max() < 0.999]
+    assert len(soft) >= 8, targets  # pairs of different classes are mixed
+    for i in soft:  # image i = w x_i + (1 - w) x_j, target = w e_{y_i} + (1 - w) e_{y_j}: the same j and w
+        w, other = targets[i, y[i]], [c for c in np.nonzero(targets[i] > 1e-6)[0] if c != y[i]][0]
+        partners = [
+            j
+            for j in np.nonzero(y == other)[0]
+            if np.allclose(mixed_images[i], w * images[i] + (1 - w) * images[j], atol=1e-4)
+        ]
+        assert partners, i
+
+
 def test_a_run_folder_made_before_the_kit_resumes_and_a_kit_setting_is_recorded():
     old_fields = {f.name for f in dataclasses.fields(TrainConfig)} - set(TrainConfig.ADDED)
     assert set(recorded(TrainConfig())) == old_fields  # as the config.json of a run before the kit
@@ -120,7 +142,10 @@ def test_a_run_folder_made_before_the_kit_resumes_and_a_kit_setting_is_recorded(
 @pytest.mark.parametrize(
     "recipe, argv",
     [
-        ("cifar10_vit", ["--epochs", "1", "--label-smoothing", "0.1", "--schedule", "cosine"]),
+        (
+            "cifar10_vit",
+            ["--epochs", "1", "--label-smoothing", "0.1", "--schedule", "cosine", "--mixup", "0.2", "--cutmix", "1.0"],
+        ),
         ("wikitext103_txl", ["--steps", "4", "--schedule", "step", "--weight-decay", "0.01"]),
     ],
 )
@@ -134,6 +159,11 @@ def test_the_recipes_take_the_kit_and_record_it(recipe, argv, tmp_path, capsys):
         train = json.load(f)["train"]
     assert (train["warmup_steps"], train["ema"], train["grad_accum"], train["global_clipnorm"]) == (2, 0.9, 2, 1.0)
     assert train["schedule"] == argv[argv.index("--schedule") + 1]
+    if "--mixup" in argv:  # mixed soft targets in training, class ids in the test set, one accuracy for both
+        assert (train["mixup"], train["cutmix"]) == (0.2, 1.0)
+        with open(tmp_path / "deescalate" / "summary.json") as f:
+            summary = json.load(f)
+        assert 0.0 <= summary["train_accuracy"] <= 1.0 and 0.0 <= summary["test_accuracy"] <= 1.0
     # --drop-path reaches the model: timm's linear rule over the two blocks, kept in the checkpoint
     model = keras.saving.load_model(tmp_path / "deescalate" / "checkpoints" / "last.keras")
     assert [model.get_layer(f"block_{i:02d}").drop_path for i in range(2)] == [0.0, 0.2]

@@ -145,6 +145,17 @@ def pending(rows, arms, running):
     return sorted(cells, key=lambda cell: cell[2])
 
 
+def nice_the_session():
+    """Give this session's scheduling group this process's nice value. Under Linux's autogroup
+    scheduling a nice value ranks a process only within its session, so a study started in a session
+    of its own (setsid, nohup from a shell) otherwise takes as much CPU as everything else together."""
+    try:
+        with open("/proc/self/autogroup", "w") as handle:
+            handle.write(str(os.nice(0)))
+    except OSError:  # not Linux, autogroup off, or not allowed: the nice value alone
+        pass
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "depth80"), help="the cells' run folders")
@@ -156,6 +167,7 @@ def main(argv=None):
     if unknown:
         parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(ARMS)}")
     os.makedirs(args.runs, exist_ok=True)
+    nice_the_session()
     running = {}
     with ThreadPoolExecutor(args.jobs) as pool:
         while True:

@@ -21,6 +21,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 | scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
 | torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json` |
+| shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
@@ -39,6 +40,8 @@ DOCUMENTS = (
     os.path.join("zoo", "fashion_mnist_vit.md"),
     os.path.join("zoo", "ptb_transformer_xl16.md"),
     os.path.join("zoo", "gpt8_small.md"),
+    os.path.join("zoo", "vit6_fashion_mnist.md"),
+    os.path.join("zoo", "vit6_digits.md"),
 )
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
@@ -165,6 +168,10 @@ def render(name):
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator(TIMING_RECIPES[name]).markdown_table(json.load(f))
+    if name == "shipped_presets":
+        return _generator("ship_presets").markdown_table()
+    if name.startswith("shipped_"):
+        return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
     if name == "ci":
         ci_times = _generator("ci_times")
         return ci_times.markdown_table(ci_times.read()[-1:])  # the latest run; the file keeps them all

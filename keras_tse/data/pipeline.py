@@ -26,6 +26,9 @@ def image_dataset(
     value_range=(0, 255),
     seed=0,
     pipeline="auto",
+    mixup=0.0,
+    cutmix=0.0,
+    num_classes=None,
 ):
     """Batches of `(images, labels)` ready for `fit` / `evaluate`.
 
@@ -38,25 +41,34 @@ def image_dataset(
         mean, std: per-channel statistics in `value_range / value_range[1]` units (e.g. CIFAR's),
             or `None` to leave the values as they are.
         seed: shuffling and augmentation seed.
+        mixup, cutmix: the alpha of MixUp (Zhang et al. 2018) and of CutMix (Yun et al. 2019), Keras's
+            layers, on the normalised batches; `0` leaves them out. With either, the labels come as
+            `num_classes`-wide soft targets, mixed as the images are; with both, each batch takes one
+            of the two, evenly (timm's switch probability, 0.5).
+        num_classes: int, the width of the soft targets; needed with `mixup` or `cutmix`.
         pipeline: `"tf"`, `"numpy"`, or `"auto"` (tf.data when TensorFlow is installed). The two
             shuffle differently, so a run that must give the same numbers on any install names one.
     """
     if pipeline not in ("auto", "tf", "numpy"):
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
     tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
+    mix = _Mix(mixup, cutmix, num_classes, seed) if mixup or cutmix else None
     if tf is None:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
-        return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed)
+        return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed, mix)
     prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
+    if mix is not None:
+        prepare_images, prepare = prepare, lambda x, y: mix(prepare_images(x), y, tf)
     data = tf.data.Dataset.from_tensor_slices((images, labels))
     if shuffle:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
     # With augmentation the map runs one batch at a time: RandAugment draws from one stateful seed
     # generator, and parallel calls would draw in a different order each run (the same seed would not
     # give the same images). Prefetch still overlaps it with training.
-    parallel = 1 if augment else tf.data.AUTOTUNE
+    parallel = 1 if augment or mix is not None else tf.data.AUTOTUNE
+    step = prepare if mix is not None else lambda x, y: (prepare(x), y)
     with equalization_as_in_tensorflow():  # `map` traces `prepare` here, once
-        data = data.batch(batch_size).map(lambda x, y: (prepare(x), y), num_parallel_calls=parallel, deterministic=True)
+        data = data.batch(batch_size).map(step, num_parallel_calls=parallel, deterministic=True)
     return data.prefetch(tf.data.AUTOTUNE)
 
 
@@ -161,11 +173,40 @@ class _Prepare:
         return x
 
 
+class _Mix:
+    """MixUp and/or CutMix on a batch of normalised images and integer labels: the labels one-hot,
+    then mixed with the images' pairs and weights by Keras's layer; with both, one layer per batch,
+    drawn evenly. `tf` is TensorFlow inside a tf.data map (the draw then runs in the graph), or None."""
+
+    def __init__(self, mixup, cutmix, num_classes, seed):
+        if not num_classes:
+            raise ValueError(f"MixUp and CutMix need the number of classes. Received: num_classes={num_classes!r}")
+        chosen = ((mixup, keras.layers.MixUp), (cutmix, keras.layers.CutMix))
+        self.layers = [layer(alpha, seed=seed) for alpha, layer in chosen if alpha]
+        self.num_classes, self.rng = num_classes, np.random.default_rng(seed)
+
+    def __call__(self, images, labels, tf=None):
+        if tf is None:
+            targets = np.eye(self.num_classes, dtype="float32")[np.asarray(labels).reshape(-1)]
+            layer = self.layers[int(self.rng.integers(len(self.layers)))]
+            mixed = layer({"images": images, "labels": targets})
+            return keras.ops.convert_to_numpy(mixed["images"]), keras.ops.convert_to_numpy(mixed["labels"])
+        targets = tf.one_hot(tf.reshape(tf.cast(labels, tf.int32), [-1]), self.num_classes)
+        branches = [lambda layer=layer: _pair(layer({"images": images, "labels": targets})) for layer in self.layers]
+        if len(branches) == 1:
+            return branches[0]()
+        return tf.cond(tf.random.uniform(()) < 0.5, branches[0], branches[1])
+
+
+def _pair(mixed):
+    return mixed["images"], mixed["labels"]
+
+
 class _NumpyBatches(keras.utils.PyDataset):
-    def __init__(self, images, labels, batch_size, prepare, shuffle, seed):
+    def __init__(self, images, labels, batch_size, prepare, shuffle, seed, mix=None):
         super().__init__()
         self.images, self.labels, self.batch_size = images, labels, batch_size
-        self.prepare, self.shuffle = prepare, shuffle
+        self.prepare, self.shuffle, self.mix = prepare, shuffle, mix
         self.rng = np.random.default_rng(seed)
         self.order = np.arange(len(labels))
         self.on_epoch_end()
@@ -175,7 +216,8 @@ class _NumpyBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         rows = self.order[index * self.batch_size : (index + 1) * self.batch_size]
-        return keras.ops.convert_to_numpy(self.prepare(self.images[rows])), self.labels[rows]
+        images = keras.ops.convert_to_numpy(self.prepare(self.images[rows]))
+        return (images, self.labels[rows]) if self.mix is None else self.mix(images, self.labels[rows])
 
     def on_epoch_end(self):
         if self.shuffle:

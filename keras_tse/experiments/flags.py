@@ -380,6 +380,10 @@ KIT_FLAGS = (
     ("--ema", "ema", open_unit_float, "keep an exponential moving average of the weights with this momentum; "
      "validation and checkpoints read it (Keras's use_ema, SwapEMAWeights)"),
     ("--label-smoothing", "label_smoothing", smoothing, "label smoothing of the classification loss"),
+    ("--mixup", "mixup", non_negative_float, "MixUp with this alpha on the training batches (Keras's MixUp; "
+     "soft targets)"),
+    ("--cutmix", "cutmix", non_negative_float, "CutMix with this alpha on the training batches (Keras's CutMix); "
+     "with --mixup, each batch takes one of the two"),
     ("--grad-accum", "grad_accum", positive_int, "accumulate the gradients of N batches per update: the batch "
      "of N x --batch-size on the memory of one (Keras's gradient_accumulation_steps)"),
 )  # fmt: skip
@@ -401,7 +405,8 @@ def add_training_kit(parser, defaults, schedules):
         if not hasattr(defaults, field):
             continue
         value = getattr(defaults, field)
-        shown = "off" if value is None or (field == "grad_accum" and value == 1) else value
+        off = value is None or (field == "grad_accum" and value == 1) or (field in ("mixup", "cutmix") and not value)
+        shown = "off" if off else value
         options = dict(choices=schedules) if field == "schedule" else dict(type=kind)
         kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
 

@@ -24,7 +24,7 @@ def count_sizes(progress=False):
     bar = keras.utils.Progbar(len(names), unit_name="preset") if progress else None
     sizes = {}
     for i, name in enumerate(names):
-        model = zoo.from_preset(name)
+        model = zoo.from_preset(name, load_weights=False)  # the architecture's count, weights shipped or not
         sizes[name] = model_sizes(model)
         del model
         keras.backend.clear_session(free_memory=True)

@@ -27,7 +27,7 @@ class TrainConfig:
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
     ADDED = ("warmup_steps", "schedule", "min_learning_rate", "epsilon", "clipnorm", "global_clipnorm", "ema")
-    ADDED += ("label_smoothing", "grad_accum")  # the kit's fields this config did not always have
+    ADDED += ("label_smoothing", "grad_accum", "mixup", "cutmix")  # the kit's fields this config did not always have
     # the kit; defaults: the paper's Sec. 3.3 (no warmup, the step decay, Keras's Adam epsilon)
     warmup_steps: int = 0
     schedule: str = "step"
@@ -38,6 +38,8 @@ class TrainConfig:
     ema: float = None  # EMA momentum of the weights; None: off
     label_smoothing: float = 0.0
     grad_accum: int = 1
+    mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
+    cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
     jit_compile: object = (
         "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
     )
@@ -47,6 +49,9 @@ class TrainConfig:
         check_kit(self)
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={self.label_smoothing!r}")
+        for name in ("mixup", "cutmix"):
+            if not (_checks.is_real(getattr(self, name)) and getattr(self, name) >= 0):
+                raise ValueError(f"`{name}` must be a non-negative alpha. Received: {name}={getattr(self, name)!r}")
 
 
 @dataclasses.dataclass

@@ -61,7 +61,10 @@ def fit_variant(
     training and only `checkpoints/last.keras` is written, at the end.
     """
     optimizer = make_optimizer(config, steps_per_epoch)
-    IMAGE_CLASSIFICATION.compile(model, optimizer, config.jit_compile, label_smoothing=config.label_smoothing)
+    mixed = bool(config.mixup or config.cutmix)
+    IMAGE_CLASSIFICATION.compile(
+        model, optimizer, config.jit_compile, soft_targets=mixed, label_smoothing=config.label_smoothing
+    )
     # shuffle=False: the pipeline shuffles.
     fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
     return train_in_folder(

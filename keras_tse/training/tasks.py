@@ -7,7 +7,10 @@ import dataclasses
 
 import keras
 
-from keras_tse.losses import LogProbabilityCrossentropy, SparseCategoricalCrossentropyWithSmoothing
+from keras_tse.losses import LogProbabilityCrossentropy, SparseCategoricalCrossentropyWithSmoothing, accuracy
+
+# The metric that also reads soft targets, for a run whose training batches are mixed (MixUp, CutMix)
+SOFT_TARGET_METRICS = {"accuracy": accuracy}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -27,18 +30,21 @@ class Task:
     metrics: tuple
     summary: dict
 
-    def compile(self, model, optimizer="rmsprop", jit_compile="auto", **loss_options):
+    def compile(self, model, optimizer="rmsprop", jit_compile="auto", soft_targets=False, **loss_options):
         """`model` compiled for this task (Keras's default optimizer where none is given: evaluation
-        only); `loss_options` go to the loss (an image classifier's `label_smoothing`)."""
-        loss = self.loss(**loss_options)
-        model.compile(optimizer=optimizer, loss=loss, metrics=list(self.metrics), jit_compile=jit_compile)
+        only); `loss_options` go to the loss (an image classifier's `label_smoothing`); with
+        `soft_targets` (mixed training batches) the loss and metrics read soft targets and class ids."""
+        loss = self.loss(**loss_options, **({"soft_targets": True} if soft_targets else {}))
+        metrics = [SOFT_TARGET_METRICS.get(m, m) if soft_targets else m for m in self.metrics]
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile)
         return model
 
 
-def _classification_loss(label_smoothing=0.0):
+def _classification_loss(label_smoothing=0.0, soft_targets=False):
     """Cross-entropy of the heads' float32 logits; smoothed labels where asked (Keras smooths one-hot
-    labels only, so `SparseCategoricalCrossentropyWithSmoothing` one-hots them)."""
-    if label_smoothing:
+    labels only, so `SparseCategoricalCrossentropyWithSmoothing` one-hots them), and mixed soft
+    targets as they come."""
+    if label_smoothing or soft_targets:
         return SparseCategoricalCrossentropyWithSmoothing(label_smoothing)
     return keras.losses.SparseCategoricalCrossentropy(from_logits=True)
 

@@ -33,6 +33,9 @@ def save_preset(model, folder, metadata=None):
     parent = os.path.dirname(os.path.abspath(folder))
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix=".preset-", dir=parent)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(staging, 0o777 & ~umask)  # a folder like any other, not mkdtemp's private one
     try:
         with open(os.path.join(staging, CONFIG_FILE), "w") as f:
             json.dump(keras.saving.serialize_keras_object(model), f, indent=2)

@@ -43,9 +43,18 @@ def _txl60(norm, description, **config):
     return _preset("transformer_xl", config, description, _WT103, "transformer_xl60_wt103")
 
 
-def _preset(builder, config, description, normalization, card):
+def _preset(builder, config, description, normalization, card, weights=None):
     entry = dict(builder=builder, config=config, description=description, normalization=normalization)
-    return {**entry, "card": f"zoo/{card}.md", "weights": None}  # no trained weights are published yet
+    return {**entry, "card": f"zoo/{card}.md", "weights": weights}
+
+
+# Trained on the 2-core CPU and shipped inside the package (`zoo/ship_presets.py` trains, evaluates and
+# writes each; its card gives the command and the test accuracy). Not the paper's sizes.
+_SHIPPED_VIT = dict(depth=6, hidden_dim=64, ffn_dim=128, num_heads=4, norm="deescalate", initializer="torch")
+
+
+def _shipped(name, config, description, normalization):
+    return _preset("vit", {**_SHIPPED_VIT, **config}, description, normalization, name, f"weights/{name}")
 
 
 PRESETS = {
@@ -82,6 +91,18 @@ PRESETS = {
         "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
         "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
         "vit24_digits",
+    ),
+    "vit6_fashion_mnist": _shipped(
+        "vit6_fashion_mnist",
+        dict(image_size=28, patch_size=4, channels=1),
+        "A 6-block de-escalated ViT trained on Fashion-MNIST (CPU, minutes): weights included.",
+        "pixels / 255, then Fashion-MNIST's mean and std (keras_tse.data.mnist.FASHION_MEAN / FASHION_STD)",
+    ),
+    "vit6_digits": _shipped(
+        "vit6_digits",
+        dict(image_size=8, patch_size=2, channels=1),
+        "A 6-block de-escalated ViT trained on scikit-learn's 8x8 digits (CPU, a minute): weights included.",
+        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
     ),
     "transformer_xl60_wt103_post": _txl60(
         "post", "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails."
@@ -154,12 +175,13 @@ def presets():
     return listed
 
 
-def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
+def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     """Build the model of preset `preset`, with any builder keyword overridden; or load a `.keras` file.
 
     An overridden preset's model is named after the change (`vit80_cifar10_post-depth24`), so a run
-    folder or a saved file never claims a configuration it does not have. No preset has published
-    weights yet: `pretrained=True` (timm's name) or `load_weights=True` (KerasHub's) says so.
+    folder or a saved file never claims a configuration it does not have. A preset that ships weights
+    (`presets()[name]["weights"]`) loads them unless `load_weights=False` (KerasHub's name; timm's
+    `pretrained` is the same switch); asked of a preset without weights, either says so.
 
     A folder `save_preset` wrote (KerasHub's layout: `config.json`, `model.weights.h5`,
     `metadata.json`) loads as saved, on any backend.
@@ -177,7 +199,15 @@ def from_preset(preset, *, pretrained=False, load_weights=False, **overrides):
             f"Unknown preset; choose from {sorted(PRESETS)} or give a .keras file path. Received: preset={preset!r}"
         )
     entry = PRESETS[preset]
-    if pretrained or load_weights:
+    wanted = [flag for flag in (pretrained, load_weights) if flag is not None]
+    if entry["weights"] is not None and all(wanted):
+        if overrides:
+            raise ValueError(
+                f"Preset {preset!r} loads its trained weights as they are. Received overrides: {sorted(overrides)}; "
+                "pass load_weights=False to build it untrained with them"
+            )
+        return load_preset(os.path.join(os.path.dirname(os.path.abspath(__file__)), entry["weights"]))
+    if entry["weights"] is None and any(wanted):
         raise ValueError(
             f"No weights are published for preset {preset!r} yet (its `weights` is None). Build it untrained "
             f"(pretrained=False, the default) and train it with the command in {entry['card']}, or load a model "

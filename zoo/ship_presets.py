@@ -1,0 +1,110 @@
+"""The presets that ship with weights: train each with the ViT recipe, evaluate it on its test set and
+write it into the package as a preset folder (`keras_tse/zoo/weights/NAME/`, `zoo.save_preset`), its
+`metadata.json` holding the measured test accuracy and the command: the result file of its card.
+
+    KERAS_BACKEND=jax python zoo/ship_presets.py vit6_fashion_mnist   # trains (minutes), evaluates, writes
+    KERAS_BACKEND=jax python zoo/ship_presets.py vit6_digits
+
+A folder already there is never replaced: delete it first to ship anew. The tests evaluate each
+shipped preset on every backend against the accuracy recorded here (tests/test_shipped_presets.py).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
+# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/presets.py, `_shipped`), with a
+# learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
+COMMANDS = {
+    "vit6_fashion_mnist": "--dataset fashion_mnist --patch-size 4 --epochs 10 --batch-size 128 "
+    "--learning-rate 1e-3 --warmup-steps 469 --schedule cosine",
+    "vit6_digits": "--dataset digits --patch-size 2 --epochs 40 --batch-size 64 "
+    "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
+}
+MODEL = "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2"
+
+
+def recipe_command(name, out):
+    return f"python recipes/cifar10_vit.py {COMMANDS[name]} {MODEL} --out {out}"
+
+
+def evaluate_test_set(model, dataset):
+    """(accuracy, images) of `model` on the registry data set's whole test split, normalised as the recipe does."""
+    from keras_tse import data
+
+    spec = data.get_dataset(dataset)
+    _, (x_test, y_test) = spec.load_data(None, download=False)
+    x = data.normalized(x_test, np.asarray(spec.mean, "float32"), np.asarray(spec.std, "float32"), spec.value_range)
+    predicted = np.argmax(model.predict(x, batch_size=500, verbose=0), axis=-1)
+    return float(np.mean(predicted == np.asarray(y_test).reshape(-1))), int(len(y_test))
+
+
+def ship(name, run_folder, command):
+    """The run's final model, rebuilt as the preset (its name, its config), evaluated and written."""
+    import keras
+
+    from keras_tse import zoo
+
+    trained = keras.saving.load_model(os.path.join(run_folder, "checkpoints", "last.keras"))
+    model = zoo.from_preset(name, load_weights=False)
+    model.set_weights(trained.get_weights())
+    dataset = COMMANDS[name].split()[1]
+    accuracy, images = evaluate_test_set(model, dataset)
+    with open(os.path.join(run_folder, "summary.json")) as f:
+        summary = json.load(f)
+    metadata = {
+        "preset": name,
+        "dataset": dataset,
+        "test_accuracy": accuracy,
+        "test_images": images,
+        "train_loss": summary["train_loss"],
+        "epochs": summary["epochs"],
+        "command": command,
+        "machine": "2-core AMD EPYC CPU, 24 GiB",
+        "date": datetime.date.today().isoformat(),
+    }
+    zoo.save_preset(model, os.path.join(WEIGHTS, name), metadata=metadata)
+    return metadata
+
+
+def markdown_table(names=None):
+    """The shipped presets measured: one row each, from the metadata.json each was shipped with."""
+    rows = [
+        "| preset | data set | test accuracy | test images | parameters | weights file | epochs | trained |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name in names or sorted(COMMANDS):
+        folder = os.path.join(WEIGHTS, name)
+        with open(os.path.join(folder, "metadata.json")) as f:
+            m = json.load(f)
+        size = os.path.getsize(os.path.join(folder, "model.weights.h5")) / 2**20
+        rows.append(
+            f"| `{name}` | {m['dataset']} | {100 * m['test_accuracy']:.2f}% | {m['test_images']:,} | "
+            f"{m['parameter_count']:,} | {size:.2f} MiB | {m['epochs']} | {m['date']}, {m['machine']}, JAX |"
+        )
+    return "\n".join(rows)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=sorted(COMMANDS))
+    parser.add_argument("--runs", default=os.path.join("runs", "ship"), help="where the training runs go")
+    args = parser.parse_args(argv)
+    if os.path.exists(os.path.join(WEIGHTS, args.name)):
+        parser.error(f"{os.path.join(WEIGHTS, args.name)} exists; delete it to ship {args.name} anew")
+    out = os.path.join(args.runs, args.name)
+    command = recipe_command(args.name, out)
+    subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True)
+    metadata = ship(args.name, os.path.join(ROOT, out, "deescalate"), f"KERAS_BACKEND=jax {command}")
+    print(json.dumps(metadata, indent=2))
+
+
+if __name__ == "__main__":
+    main()

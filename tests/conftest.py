@@ -34,6 +34,7 @@ EVERY_BACKEND = frozenset(
         "test_compile_cache.py",
         "test_de_escalation.py",
         "test_escalation.py",
+        "test_export.py",
         "test_fixtures.py",
         "test_gpt.py",
         "test_initializers.py",

@@ -1,0 +1,68 @@
+"""`keras-tse export`: the artefact gives the `.keras` model's logits (1e-4) where this backend exports
+the format, and one line naming the way where it does not."""
+
+import os
+import shutil
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse.experiments import cli
+
+BACKEND = keras.backend.backend()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FIXTURE = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate.keras")  # a trained ViT and its logits
+
+
+@pytest.fixture
+def run_folder(tmp_path):
+    """A run's variant folder as the recipes leave it: the model in checkpoints/last.keras."""
+    os.makedirs(tmp_path / "run" / "checkpoints")
+    shutil.copy(FIXTURE, tmp_path / "run" / "checkpoints" / "last.keras")
+    saved = np.load(FIXTURE.replace(".keras", ".npz"))
+    return str(tmp_path / "run"), saved["inputs"], saved["expected"]
+
+
+def test_a_keras_artefact_predicts_as_the_run_did(run_folder, tmp_path, capsys):
+    run, x, expected = run_folder
+    out = str(tmp_path / "model.keras")
+    assert cli.main(["export", run, "--out", out]) == 0
+    assert "as keras" in capsys.readouterr().out
+    model = keras.saving.load_model(out)
+    assert getattr(model, "optimizer", None) is None  # an inference artefact: the forward pass, no training state
+    np.testing.assert_allclose(np.asarray(model.predict(x, verbose=0)), expected, atol=1e-4)
+    assert cli.main(["export", run, "--out", out]) == 2  # never over an existing path
+    assert "--out: received" in capsys.readouterr().err
+
+
+def test_a_tf_saved_model_gives_the_same_logits_or_one_line_saying_where_it_does(run_folder, tmp_path, capsys):
+    tf = pytest.importorskip("tensorflow")
+    run, x, expected = run_folder
+    out = str(tmp_path / "saved_model")
+    code = cli.main(["export", run, "--format", "tf_saved_model", "--out", out])
+    if BACKEND == "torch":  # Keras exports it from TensorFlow and JAX (the command's EXPORTED_FROM)
+        assert code == 2 and not os.path.exists(out)
+        err = capsys.readouterr().err.strip()
+        assert err.endswith(
+            "expected a backend Keras exports it from (tensorflow or jax); run it with KERAS_BACKEND=jax"
+        )
+        return
+    assert code == 0
+    artefact = tf.saved_model.load(out)  # held: its variables live as long as it does
+    served = artefact.serve(x).numpy()
+    np.testing.assert_allclose(served, expected, atol=1e-4)
+
+
+def test_onnx_without_its_packages_is_one_line_naming_them(run_folder, tmp_path, capsys, monkeypatch):
+    from keras_tse.experiments.commands import export
+
+    run, _, _ = run_folder
+    monkeypatch.setattr(export.importlib.util, "find_spec", lambda name: None)  # as on a machine without them
+    assert cli.main(["export", run, "--format", "onnx", "--out", str(tmp_path / "m.onnx")]) == 2
+    needs = " and ".join(export.ONNX_NEEDS[BACKEND])
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith(f"expected {needs} installed (pip install {needs.replace(' and ', ' ')})")
+    )

@@ -5,16 +5,16 @@ import os
 
 HELP = "a trained model (run folder, .keras file or preset folder) as a .keras file, a TF SavedModel or ONNX"
 FORMATS = ("keras", "tf_saved_model", "onnx")
-# The backends Keras 3 exports each format from. PyTorch's tf_saved_model export goes through
-# torch.export, which fails on these models (Keras 3.15, torch 2.13, measured); the .keras file loads
-# on any backend, so the artefact comes from JAX or TensorFlow instead.
+# The backends this command exports each format from, the last one named in the one-line answer
+# elsewhere: the .keras file loads on any backend, so the artefact can come from another. Measured with
+# Keras 3.15: PyTorch's export (torch.export, torch 2.13) fails on these models for both formats; JAX's
+# ONNX export needs jax2onnx, which brings flax, optax and orbax; TensorFlow's goes through tf2onnx.
 EXPORTED_FROM = {
     "keras": ("tensorflow", "jax", "torch"),
     "tf_saved_model": ("tensorflow", "jax"),
-    "onnx": ("tensorflow", "jax", "torch"),
+    "onnx": ("tensorflow",),
 }
-# What Keras's ONNX export imports on each backend, beyond the backend itself.
-ONNX_NEEDS = {"tensorflow": ("onnx", "tf2onnx"), "jax": ("onnx", "tf2onnx"), "torch": ("onnx", "onnxscript")}
+NEEDS = {"onnx": ("onnx", "tf2onnx")}  # what Keras's export imports for the format, beyond TensorFlow
 
 
 def add_arguments(parser):
@@ -39,14 +39,17 @@ def check(args, backend):
 
     if os.path.exists(args.out):
         raise InputError("--out", args.out, "a new path (export never replaces a file or folder)")
-    if backend not in EXPORTED_FROM[args.format]:
-        others = " or ".join(EXPORTED_FROM[args.format])
+    exporters = EXPORTED_FROM[args.format]
+    if backend not in exporters:
         raise InputError(
-            "--format", args.format, f"a backend Keras exports it from ({others}); run it with KERAS_BACKEND=jax"
+            "--format",
+            args.format,
+            f"a backend it is exported from ({' or '.join(exporters)}); run it with KERAS_BACKEND={exporters[-1]}",
         )
-    missing = [m for m in ONNX_NEEDS[backend] if importlib.util.find_spec(m) is None] if args.format == "onnx" else []
+    missing = [module for module in NEEDS.get(args.format, ()) if importlib.util.find_spec(module) is None]
     if missing:
-        raise InputError("--format", "onnx", f"{' and '.join(missing)} installed (pip install {' '.join(missing)})")
+        needed = " and ".join(missing)
+        raise InputError("--format", args.format, f"{needed} installed (pip install {' '.join(missing)})")
 
 
 def run(args):
@@ -63,6 +66,8 @@ def run(args):
     if args.format == "keras":
         model.save(args.out)
     else:
+        if args.format == "onnx":  # Keras's ONNX export reads the shapes of a first call
+            model(keras.ops.zeros((1, *model.input.shape[1:]), model.input.dtype))
         model.export(args.out, format=args.format, verbose=False)
     print(f"wrote {args.out}: {model.name} as {args.format}, exported on {keras.backend.backend()} from {source}")
     return 0

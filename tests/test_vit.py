@@ -28,6 +28,7 @@ def preset_model():
     built.clear()
 
 
+@pytest.mark.one_backend  # 20-50 s a preset; the blocks' numerics run on every backend at small size
 @pytest.mark.parametrize("norm", ["post", "pre", "deescalate"])
 def test_paper_vit80_size_and_escalation_at_init(norm, preset_model):
     model = preset_model(f"vit80_cifar10_{norm}")  # Table 1's ViT at depth 80, the paper's variant
@@ -90,8 +91,7 @@ def test_bad_arguments_fail_up_front(kwargs, pattern):
 
 
 # Every 80-block preset once (20-40 s each): their blocks run on every backend at small size
-# (tests/test_baselines.py, test_layouts.py), the paper's three presets in the test above, and the
-# preset adds only the depth.
+# (tests/test_baselines.py, test_layouts.py), and the preset adds only the depth.
 
 
 @pytest.mark.parametrize(

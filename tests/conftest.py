@@ -67,6 +67,7 @@ ONE_BACKEND = frozenset(
         "test_layout.py",
         "test_presets.py",
         "test_published_numbers.py",
+        "test_verdicts.py",
         "test_readme.py",
         "test_real_data.py",
         "test_reliability.py",

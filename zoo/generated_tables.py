@@ -21,6 +21,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 | scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
 | torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json` |
+| depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `python zoo/depth80_study.py --jobs 2` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
@@ -42,7 +43,13 @@ DOCUMENTS = (
     os.path.join("zoo", "gpt8_small.md"),
     os.path.join("zoo", "vit6_fashion_mnist.md"),
     os.path.join("zoo", "vit6_digits.md"),
+    os.path.join("zoo", "depth80_fashion_mnist.md"),
 )
+DEPTH80_BLOCKS = {
+    "depth80_results": "results_table",
+    "depth80_grid": "grid_table",
+    "depth80_verdicts": "verdicts_table",
+}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
     "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
@@ -168,6 +175,9 @@ def render(name):
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator(TIMING_RECIPES[name]).markdown_table(json.load(f))
+    if name in DEPTH80_BLOCKS:
+        card = _generator("depth80_card")
+        return getattr(card, DEPTH80_BLOCKS[name])(card.depth80_study.read_rows())
     if name == "shipped_presets":
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):

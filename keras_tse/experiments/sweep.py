@@ -32,6 +32,7 @@ import numpy as np
 
 from keras_tse import _checks, data, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
+from keras_tse.experiments import verdicts as verdict_rule
 from keras_tse.layers import initializers
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
@@ -478,25 +479,62 @@ def verdicts(rows, threshold=0.5):
     return "\n".join(lines)
 
 
+def seed_values(rows, arm, depth, learning_rate, column="final_loss"):
+    """Each seed's `column` in the cell of `arm` = (norm, tau, initializer) at `depth` and `learning_rate`."""
+    return [
+        float(row[column])
+        for row in rows
+        if (row["norm"], row["tau"], row["initializer"]) == arm
+        and int(row["depth"]) == depth
+        and float(row["learning_rate"]) == learning_rate
+    ]
+
+
+def published_verdicts(rows, scheme, depth):
+    """{published method: verdict against de-escalation} at (init, depth), each arm at its best rate.
+
+    A method beats de-escalation when it beats every tau's arm under the verdict rule
+    (`keras_tse.experiments.verdicts`); it loses when every tau's arm beats it; else tied within seeds."""
+    best = best_over_learning_rates(rows)
+
+    def seeds(norm, tau):
+        return seed_values(rows, (norm, tau, scheme), depth, best[(norm, tau, scheme, depth)][1])
+
+    taus = [k[1] for k in best if k[0] == "deescalate" and k[2:] == (scheme, depth)]
+    found = {}
+    for norm, _ in PUBLISHED_ARMS:
+        if (norm, "", scheme, depth) not in best or not taus:
+            continue
+        each = {verdict_rule.compare(seeds(norm, ""), seeds("deescalate", tau)) for tau in taus}
+        found[norm] = each.pop() if len(each) == 1 and each != {verdict_rule.TIED} else verdict_rule.TIED
+    return found
+
+
+_PHRASES = {
+    verdict_rule.BEATS: ("beats de-escalation", "beat de-escalation"),
+    verdict_rule.TIED: ("is tied with de-escalation within seeds", "are tied with de-escalation within seeds"),
+    verdict_rule.LOSES: ("loses to de-escalation", "lose to de-escalation"),
+}
+
+
 def orderings(rows):
     """One line per (init, depth): every arm at its best learning rate, lowest seed-mean final loss
-    first, then whether a published method beats the best de-escalation arm there."""
+    first, then each published method's verdict against de-escalation (`published_verdicts`)."""
     best = best_over_learning_rates(rows)
     lines = []
     for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             arms = sorted((v, cell_label(k[0], k[1]), k[0]) for k, v in best.items() if k[2:] == (scheme, depth))
             order = " < ".join(f"{label} {v[0]:.3f} ({v[1]:g})" for v, label, _ in arms)
-            deescalation = min(((v[0], label) for v, label, norm in arms if norm == "deescalate"), default=None)
-            published = [(v, label) for v, label, norm in arms if (norm, "") in PUBLISHED_ARMS]
-            if deescalation and published:
-                beating = [label for v, label in published if v[0] < deescalation[0]]
-                verdict = (
-                    f"**{', '.join(beating)} beat{'s' if len(beating) == 1 else ''} de-escalation**"
-                    if beating
-                    else "de-escalation beats every published method"
-                )
-                order += f". {verdict} (its best: {deescalation[1]} {deescalation[0]:.3f})"
+            found = published_verdicts(rows, scheme, depth)
+            if found:
+                parts = []
+                for verdict in (verdict_rule.BEATS, verdict_rule.TIED, verdict_rule.LOSES):
+                    names = [norm for norm, v in found.items() if v == verdict]
+                    if names:
+                        text = f"{', '.join(names)} {_PHRASES[verdict][len(names) > 1]}"
+                        parts.append(f"**{text}**" if verdict == verdict_rule.BEATS else text)
+                order += ". " + "; ".join(parts) + " (against each tau, by the verdict rule of zoo/README.md)"
             lines.append(f"- depth {depth}, {scheme} init: {order}.")
     return "\n".join(lines)
 

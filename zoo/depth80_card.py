@@ -1,0 +1,147 @@
+"""The tables and figure of zoo/depth80_fashion_mnist.md, from the depth-80 study's result file alone.
+
+    python zoo/depth80_card.py        # the loss-curve figure; the tables are generated blocks
+                                      # (python zoo/generated_tables.py)
+
+Each arm is read at its best learning rate (`depth80_study.best_rate`: the seed-0 rate of lowest final
+training loss); its seeds there are averaged; a verdict follows the verdict rule of zoo/README.md and is
+given only once both arms have at least two seeds at their best rates.
+"""
+
+import math
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import depth80_study  # noqa: E402
+
+FIGURE = os.path.join(os.path.dirname(depth80_study.RESULTS), "loss_curves.png")
+# The card's questions, each a pair of arms: (A, B, what A against B answers).
+QUESTIONS = (
+    ("deescalate", "post", "does de-escalation train where post-norm does not?"),
+    ("post_warmup", "post", "does warmup rescue post-norm?"),
+    ("deescalate", "post_warmup", "de-escalation against post-norm with warmup"),
+    ("deescalate_warmup", "deescalate", "does de-escalation still need warmup?"),
+    ("deescalate", "pre", "de-escalation against pre-norm"),
+    ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
+    ("deescalate", "layerscale", "de-escalation against LayerScale"),
+    ("deescalate_layerscale", "layerscale", "does de-escalation add to LayerScale?"),
+    ("deescalate_learned_tau", "deescalate", "a learned tau against the paper's tau = 1"),
+)
+
+
+def _floats(rows, column):
+    return [float(row[column]) for row in rows]
+
+
+def best_cells(rows):
+    """arm -> (best rate, its rows), for every arm with a seed-0 row."""
+    found = {}
+    for arm in depth80_study.ARMS:
+        rate = depth80_study.best_rate(rows, arm)
+        if rate is not None:
+            found[arm] = (rate, [r for r in rows if r["arm"] == arm and math.isclose(float(r["learning_rate"]), rate)])
+    return found
+
+
+def _grid_state(rows, arm, rate):
+    tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
+    if len(tried) < len(depth80_study.GRID):
+        return f"grid {len(tried)} of {len(depth80_study.GRID)}"
+    inside = tried[0] < rate < tried[-1]
+    return (
+        "inside " + "/".join(f"{t:g}" for t in tried)
+        if inside
+        else "at the edge of " + "/".join(f"{t:g}" for t in tried)
+    )
+
+
+def _spread(values, digits=3):
+    mean = float(np.mean(values))
+    return (
+        f"{mean:.{digits}f}"
+        if len(values) == 1
+        else f"{mean:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
+
+
+def results_table(rows):
+    """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
+    cells = best_cells(rows)
+    lines = [
+        "| arm | best lr | rates | seeds | final train loss | test accuracy | similarity at init | similarity at end |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for arm in depth80_study.ARMS:
+        if arm not in cells:
+            lines.append(f"| {arm} | not run | | 0 | | | | |")
+            continue
+        rate, members = cells[arm]
+        lines.append(
+            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate)} | {len(members)} | "
+            f"{_spread(_floats(members, 'train_loss'))} | {_spread(_floats(members, 'test_accuracy'), 4)} | "
+            f"{_spread(_floats(members, 'similarity_init'), 4)} | {_spread(_floats(members, 'similarity_end'), 4)} |"
+        )
+    return "\n".join(lines)
+
+
+def grid_table(rows):
+    """Every finished cell: arm, rate, seed, final train loss and test accuracy, seconds."""
+    lines = ["| arm | lr | seed | final train loss | test accuracy | seconds |", "|---|---:|---:|---:|---:|---:|"]
+    for row in sorted(
+        rows, key=lambda r: (list(depth80_study.ARMS).index(r["arm"]), float(r["learning_rate"]), int(r["seed"]))
+    ):
+        lines.append(
+            f"| {row['arm']} | {float(row['learning_rate']):g} | {row['seed']} | {float(row['train_loss']):.4f} | "
+            f"{float(row['test_accuracy']):.4f} | {float(row['seconds']):.0f} |"
+        )
+    return "\n".join(lines)
+
+
+def verdicts_table(rows):
+    """Each of the card's questions answered by the verdict rule on final training loss and test accuracy."""
+    from keras_tse.experiments import verdicts
+
+    cells = best_cells(rows)
+    lines = ["| question | A | B | on final train loss | on test accuracy |", "|---|---|---|---|---|"]
+    for a, b, question in QUESTIONS:
+        seeds = [len(cells[arm][1]) if arm in cells else 0 for arm in (a, b)]
+        if min(seeds) < verdicts.MIN_SEEDS:
+            answer = [f"not measured ({seeds[0]} and {seeds[1]} seeds)"] * 2
+        else:
+            answer = [
+                f"A {verdicts.compare(_floats(cells[a][1], column), _floats(cells[b][1], column), lower)} B"
+                for column, lower in (("train_loss", True), ("test_accuracy", False))
+            ]
+        lines.append(f"| {question} | {a} | {b} | {answer[0]} | {answer[1]} |")
+    return "\n".join(lines)
+
+
+def plot(rows, out=FIGURE):
+    """Per arm, the seed-mean training loss per epoch at its best rate."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for arm, (rate, members) in best_cells(rows).items():
+        curves = np.array([[float(v) for v in r["loss_curve"].split(";")] for r in members])
+        ax.plot(
+            np.arange(1, curves.shape[1] + 1),
+            curves.mean(axis=0),
+            marker="o",
+            label=f"{arm} ({rate:g}, n={len(members)})",
+        )
+    ax.set(xlabel="epoch", ylabel="training loss (seed mean)", title="ViT, depth 80, width 32, Fashion-MNIST 10k")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+if __name__ == "__main__":
+    print(plot(depth80_study.read_rows()))

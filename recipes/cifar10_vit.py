@@ -246,6 +246,9 @@ def check_args(args):
         )
     if args.dataset != "folder" and args.image_size is not None:
         raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
+    batch = args.batch_size or (SMOKE_TRAIN if args.smoke else TRAIN).batch_size
+    if args.num_processes and batch % args.num_processes:
+        raise InputError("--batch-size", batch, f"a multiple of --num-processes {args.num_processes} (each a part)")
     size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)
     preset = {**keras_tse.zoo.full_config(variant_of(args.norm[0])["preset"]), **(SMOKE_MODEL if args.smoke else {})}
     patch = args.patch_size or preset["patch_size"]
@@ -290,6 +293,7 @@ def variant_settings(args, norm, train_config):
         "seed": args.seed,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
+        "processes": training.scale.process()[1],
         **({"data": args.fingerprint} if own_data(args) else {}),
     }
     return variant["preset"], overrides, config, settings
@@ -300,13 +304,14 @@ def run(args):
     check_args(args)  # before any data is read or model built: a bad input answers at once
     args.fingerprint = data_fingerprint(args) if own_data(args) else None
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
-    claim_folder(args.out, PROG, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
 
     import keras  # here, not at the top: see the imports
 
     data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
 
     jit_compile = training.scale.configure(**flags.scale_settings(args))
+    args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
+    claim_folder(args.out, PROG, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
@@ -340,9 +345,10 @@ def run(args):
         mixup=train_config.mixup,
         cutmix=train_config.cutmix,
         num_classes=own_geometry(args)[2] if own_data(args) else spec(args).classes,
+        shard=training.scale.process(),
         **normalization,
     )
-    test = data.image_dataset(x_test, y_test, train_config.batch_size, **normalization)
+    test = data.image_dataset(x_test, y_test, train_config.batch_size, shard=training.scale.process(), **normalization)
     probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
     steps_per_epoch = -(-len(y_train) // train_config.batch_size)
 
@@ -419,6 +425,7 @@ def parse_args(argv=None):
         batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
     )
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
+    flags.add_process_arguments(parser)
     parser.add_argument(
         "--data-source",
         choices=data.tfds_source.SOURCES,

@@ -66,6 +66,7 @@ ONE_BACKEND = frozenset(
         "test_figures.py",
         "test_layout.py",
         "test_presets.py",
+        "test_processes.py",
         "test_published_numbers.py",
         "test_verdicts.py",
         "test_readme.py",

@@ -91,6 +91,10 @@ def _vit(t, *argv):
     return ["--out", str(t / "runs"), *argv]
 
 
+def _processes(coordinator, count, index):
+    return ["--coordinator", coordinator, "--num-processes", str(count), "--process-id", str(index)]
+
+
 CASES = [
     # the ViT recipe: flags alone and against each other
     ("vit-epochs-0", VIT, lambda t: _vit(t, "--epochs", "0"), "'0'"),
@@ -126,6 +130,11 @@ CASES = [
     ),
     ("vit-compile-cache-file", VIT, lambda t: _vit(t, "--compile-cache", user_files(t, "c") + "/c"), "a file"),
     ("vit-data-parallel-torch", VIT, lambda t: _vit(t, "--data-parallel"), "KERAS_BACKEND=torch"),
+    ("vit-coordinator-alone", VIT, lambda t: _vit(t, "--coordinator", "127.0.0.1:29500"), "without --num-processes"),
+    ("vit-coordinator-no-port", VIT, lambda t: _vit(t, *_processes("localhost", 2, 0)), "received 'localhost'"),
+    ("vit-process-id-2-of-2", VIT, lambda t: _vit(t, *_processes("127.0.0.1:29500", 2, 2)), "--process-id: received 2"),
+    ("vit-processes-torch", VIT, lambda t: _vit(t, *_processes("127.0.0.1:29500", 2, 0)), "KERAS_BACKEND=torch"),
+    ("vit-distributed-and-id", VIT, lambda t: _vit(t, "--distributed", "auto", "--process-id", "0"), "or the other"),
     # the ViT recipe: a user's own images and arrays
     ("folder-no-data-dir", VIT, lambda t: _vit(t, "--dataset", "folder"), "--data-dir: received nothing"),
     ("folder-missing", VIT, lambda t: _vit(t, "--dataset", "folder", "--data-dir", str(t / "nope")), "nope"),

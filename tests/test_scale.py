@@ -24,8 +24,8 @@ def mixed_policy():
     scale.configure_precision(False)
 
 
-def tiny_vit(depth=2, norm="deescalate", initializer="torch"):
-    return helpers.tiny_vit(depth=depth, norm=norm, initializer=initializer)
+def tiny_vit(depth=2, norm="deescalate", initializer="torch", scan=False):
+    return helpers.tiny_vit(depth=depth, norm=norm, initializer=initializer, scan=scan)
 
 
 def tiny_txl(norm="deescalate", depth=2):

@@ -16,6 +16,8 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tse.processes import process, this_process_only
+
 
 def token_similarity(x):
     """`t_sim(X) = ||Pi_1 X||_F^2 / ||X||_F^2` in [0, 1] (Definition 1).
@@ -94,7 +96,9 @@ def block_outputs_model(model, layers=None, with_output=False):
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
     inputs, outputs, final = _call_outputs(model, chosen)
-    return keras.Model(inputs, [*final, *outputs] if with_output else outputs, name=f"{model.name}_blocks")
+    probe = keras.Model(inputs, [*final, *outputs] if with_output else outputs, name=f"{model.name}_blocks")
+    probe._keras_tse_source = (model, layers, with_output)  # to rebuild it on one process's devices
+    return probe
 
 
 def _call_outputs(model, chosen):
@@ -129,6 +133,12 @@ def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=No
     The model's state is left as found: a Transformer-XL block writes its memory on every call, and
     a probe in the middle of `fit` must not replace the training stream's memory with the probe's.
     """
+    if process()[1] > 1:
+        return _measure_on_this_process(probe, inputs, measures, warmup_inputs)
+    return _measure(probe, inputs, measures, warmup_inputs)
+
+
+def _measure(probe, inputs, measures, warmup_inputs):
     batch = keras.tree.flatten(inputs)[0].shape[0]
     state = snapshot_state(probe)
     if warmup_inputs is not None:
@@ -137,6 +147,20 @@ def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=No
     restore_state(state)
     outputs = outputs if isinstance(outputs, (list, tuple)) else [outputs]
     return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
+
+
+def _measure_on_this_process(probe, inputs, measures, warmup_inputs):
+    """`measure_blocks` when several processes train together: Keras's `predict` cannot gather outputs
+    that span processes, so each process measures on a copy of the probe's model on its own devices,
+    rebuilt from its config once, its weights read from the replicated ones (the same everywhere)."""
+    model, layers, with_output = probe._keras_tse_source
+    with this_process_only():
+        local = getattr(probe, "_keras_tse_local_copy", None)
+        if local is None:
+            copy = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
+            local = probe._keras_tse_local_copy = (copy, block_outputs_model(copy, layers, with_output))
+        local[0].set_weights(model.get_weights())
+        return _measure(local[1], inputs, measures, warmup_inputs)
 
 
 def snapshot_state(model):

@@ -29,6 +29,7 @@ def image_dataset(
     mixup=0.0,
     cutmix=0.0,
     num_classes=None,
+    shard=(0, 1),
 ):
     """Batches of `(images, labels)` ready for `fit` / `evaluate`.
 
@@ -48,14 +49,27 @@ def image_dataset(
         num_classes: int, the width of the soft targets; needed with `mixup` or `cutmix`.
         pipeline: `"tf"`, `"numpy"`, or `"auto"` (tf.data when TensorFlow is installed). The two
             shuffle differently, so a run that must give the same numbers on any install names one.
+        shard: `(index, count)`: this process's part of every batch, rows `[index * b / count,
+            (index + 1) * b / count)` of each batch of `b` (the last batch too), for one of `count`
+            processes training together. Every process draws the same shuffled, augmented global batch
+            (same seed) and keeps its part, so together they feed exactly one process's batches.
     """
+    index, count = shard
+    if not 0 <= index < count:
+        raise ValueError(f"`shard` must be (index, count) with 0 <= index < count. Received: shard={shard!r}")
+    for size in (batch_size, len(labels) % batch_size or batch_size):
+        if size % count:
+            raise ValueError(
+                f"Every batch must split evenly over {count} processes. Received: a batch of {size} "
+                f"({len(labels)} examples in batches of {batch_size}); expected a multiple of {count}."
+            )
     if pipeline not in ("auto", "tf", "numpy"):
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
     tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
     mix = _Mix(mixup, cutmix, num_classes, seed) if mixup or cutmix else None
     if tf is None:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
-        return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed, mix)
+        return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed, mix, shard)
     prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
     if mix is not None:
         prepare_images, prepare = prepare, lambda x, y: mix(prepare_images(x), y, tf)
@@ -69,7 +83,19 @@ def image_dataset(
     step = prepare if mix is not None else lambda x, y: (prepare(x), y)
     with equalization_as_in_tensorflow():  # `map` traces `prepare` here, once
         data = data.batch(batch_size).map(step, num_parallel_calls=parallel, deterministic=True)
+    if count > 1:
+        data = data.map(lambda *batch: tuple(_part(tensor, index, count) for tensor in batch))
     return data.prefetch(tf.data.AUTOTUNE)
+
+
+def _part(batch, index, count):
+    """Rows `[index * b / count, (index + 1) * b / count)` of a batch of `b` (NumPy or tf)."""
+    size = batch.shape[0] // count if batch.shape[0] is not None else None
+    if size is None:  # a tf.data batch of unknown size: slice by its runtime shape
+        import tensorflow as tf
+
+        size = tf.shape(batch)[0] // count
+    return batch[index * size : (index + 1) * size]
 
 
 @contextlib.contextmanager
@@ -203,8 +229,9 @@ def _pair(mixed):
 
 
 class _NumpyBatches(keras.utils.PyDataset):
-    def __init__(self, images, labels, batch_size, prepare, shuffle, seed, mix=None):
+    def __init__(self, images, labels, batch_size, prepare, shuffle, seed, mix=None, shard=(0, 1)):
         super().__init__()
+        self.shard = shard
         self.images, self.labels, self.batch_size = images, labels, batch_size
         self.prepare, self.shuffle, self.mix = prepare, shuffle, mix
         self.rng = np.random.default_rng(seed)
@@ -217,7 +244,8 @@ class _NumpyBatches(keras.utils.PyDataset):
     def __getitem__(self, index):
         rows = self.order[index * self.batch_size : (index + 1) * self.batch_size]
         images = keras.ops.convert_to_numpy(self.prepare(self.images[rows]))
-        return (images, self.labels[rows]) if self.mix is None else self.mix(images, self.labels[rows])
+        batch = (images, self.labels[rows]) if self.mix is None else self.mix(images, self.labels[rows])
+        return batch if self.shard[1] == 1 else tuple(_part(np.asarray(t), *self.shard) for t in batch)
 
     def on_epoch_end(self):
         if self.shuffle:

@@ -266,9 +266,34 @@ def check_scale(args):
         raise InputError(
             "--data-parallel", f"KERAS_BACKEND={backend}", "KERAS_BACKEND=jax (keras.distribution is JAX-only)"
         )
+    check_processes(args, backend)
     cache = getattr(args, "compile_cache", None)
     if cache not in (None, "off") and os.path.exists(cache) and not os.path.isdir(cache):
         raise InputError("--compile-cache", f"{cache}, a file", "a folder, or 'off'")
+
+
+def check_processes(args, backend):
+    """The multi-process flags: all three of coordinator, count and index or none (or `--distributed
+    auto` alone), a HOST:PORT, an index below the count, and the JAX backend."""
+    given = {f: getattr(args, a, None) for f, a in PROCESS_FLAGS}
+    named = [f for f, v in given.items() if v is not None]
+    if getattr(args, "distributed", None) is not None and named:
+        raise InputError("--distributed auto", f"also {', '.join(named)}", "one or the other")
+    if named and len(named) < len(PROCESS_FLAGS):
+        missing = [f for f in given if f not in named]
+        raise InputError(", ".join(named), f"without {', '.join(missing)}", "all three of " + ", ".join(given))
+    if named:
+        host, _, port = args.coordinator.rpartition(":")
+        if not host or not port.isdigit():
+            raise InputError("--coordinator", repr(args.coordinator), "HOST:PORT, e.g. 127.0.0.1:29500")
+        if args.process_id >= args.num_processes:
+            raise InputError("--process-id", args.process_id, f"0 to {args.num_processes - 1} (--num-processes)")
+    first = named[0] if named else "--distributed" if getattr(args, "distributed", None) else None
+    if first and backend != "jax":
+        raise InputError(first, f"KERAS_BACKEND={backend}", "KERAS_BACKEND=jax (keras.distribution is JAX-only)")
+
+
+PROCESS_FLAGS = (("--coordinator", "coordinator"), ("--num-processes", "num_processes"), ("--process-id", "process_id"))
 
 
 def installed(module):
@@ -346,7 +371,17 @@ def scale_settings(args):
         jit_compile=args.jit_compile,
         data_parallel=args.data_parallel,
         compile_cache_dir=args.compile_cache,
+        processes=processes_of(args),
     )
+
+
+def processes_of(args):
+    """None (one process), "auto" (`--distributed auto`) or the coordinator, count and index given."""
+    if getattr(args, "distributed", None) == "auto":
+        return "auto"
+    if getattr(args, "coordinator", None) is None:
+        return None
+    return dict(coordinator=args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
 
 
 def add_scale_arguments(parser):
@@ -365,6 +400,24 @@ def add_scale_arguments(parser):
         "--data-parallel",
         action="store_true",
         help="JAX only: keras.distribution.DataParallel over every visible device",
+    )
+
+
+def add_process_arguments(parser):
+    """The flags of a run over several processes (`keras_tse.training.scale.join_processes`), JAX only.
+    The ViT recipe takes them; the language-model recipe not yet (its memory is not split by process)."""
+    parser.add_argument(
+        "--coordinator",
+        metavar="HOST:PORT",
+        help="JAX only: train with other processes through JAX's distributed runtime; process 0's address "
+        "(with --num-processes and --process-id; data parallel over every process's devices)",
+    )
+    parser.add_argument("--num-processes", type=positive_int, help="how many processes train together")
+    parser.add_argument("--process-id", type=non_negative_int, help="this process's index, 0 to N-1; 0 writes --out")
+    parser.add_argument(
+        "--distributed",
+        choices=("auto",),
+        help="JAX only: join the cluster JAX detects (SLURM and the other launchers it knows), no flags needed",
     )
 
 

@@ -158,8 +158,8 @@ def run_config(model_name, config, extra_config):
 
 
 # Settings that change neither the model nor the data: a folder made under one resumes under another
-# (the checkpoints load on any backend). Keys as `flatten` names them.
-INCIDENTAL = ("backend", "data_parallel", "train.jit_compile", "resumed_with")
+# (the checkpoints load on any backend, and N processes feed one process's batches). Keys as `flatten` names them.
+INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "resumed_with")
 
 
 # What a run folder holds once a run has begun in it (besides config.json).

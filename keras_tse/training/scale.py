@@ -20,25 +20,83 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
   device takes `batch / N` of every batch; variables are replicated and gradients all-reduced.
   Transformer-XL's memory variables are replicated too: every device holds the whole
   `[batch, mem_len, d]` memory, computed in the one global program, so segments keep their order.
+- `--coordinator HOST:PORT --num-processes N --process-id I` (or `--distributed auto`, where JAX finds
+  the cluster itself: SLURM and the other launchers it knows): N processes, one a host, train as one
+  through JAX's distributed runtime (`keras.distribution.initialize`), data parallel over every device
+  of every process. Each process feeds its part of every global batch (`data.image_dataset(shard=)`);
+  the global batch, learning rate and losses are one process's. On CPU the collectives run on gloo.
 """
+
+import atexit
+import importlib
+import os
+import shutil
+import tempfile
 
 import keras
 
+from keras_tse.processes import process
 from keras_tse.training import compile_cache
 
 MIXED_POLICY = "mixed_bfloat16"
 
 
-def configure(mixed_precision=False, jit_compile=False, data_parallel=False, compile_cache_dir=None):
+def configure(mixed_precision=False, jit_compile=False, data_parallel=False, compile_cache_dir=None, processes=None):
     """Set the global policy, compile cache and distribution asked for; returns the `jit_compile` to use.
 
     `compile_cache_dir`: a folder, "off", or None for the default (`compile_cache.use_compile_cache`).
+    `processes`: None (this process alone), "auto", or `dict(coordinator=, num_processes=, process_id=)`
+    (`join_processes`).
     """
+    if processes is not None:  # first: JAX's runtime must start before anything touches a device
+        join_processes(processes)
     configure_precision(mixed_precision)
     compile_cache.use_compile_cache(compile_cache_dir)
-    if data_parallel:
+    if data_parallel or processes is not None:
         use_data_parallel()
     return True if jit_compile else "auto"
+
+
+def join_processes(processes):
+    """Join the other processes of a multi-process run (JAX's distributed runtime); returns `process()`.
+
+    Blocks until every process has joined, so what a process reads before this (a run folder to
+    resume) no other process has written yet."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Training over several processes uses keras.distribution, which runs on the JAX backend. "
+            f"Received: KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=jax."
+        )
+    # XLA's CPU collectives across processes need an implementation (gloo ships with jaxlib); GPUs use
+    # NCCL whatever this says. Asking which devices there are would start JAX too early.
+    importlib.import_module("jax").config.update("jax_cpu_collectives_implementation", "gloo")
+    if processes == "auto":
+        keras.distribution.initialize()
+    else:
+        keras.distribution.initialize(
+            job_addresses=processes["coordinator"],
+            num_processes=processes["num_processes"],
+            process_id=processes["process_id"],
+        )
+    return process()
+
+
+def writer_folder(out):
+    """The folder this process writes a run into: `out` on process 0 (or alone); on the others a private
+    copy of `out` as it is before process 0 writes anything, deleted at exit. Every process then reads
+    the same run to resume from, and only process 0's files remain. Call it on every process."""
+    index, count = process()
+    if count == 1:
+        return out
+    private = None
+    if index > 0:
+        private = os.path.join(tempfile.mkdtemp(prefix=f"keras_tse_process{index}_"), "run")
+        if os.path.isdir(out):
+            shutil.copytree(out, private)
+        atexit.register(shutil.rmtree, os.path.dirname(private), True)
+    # process 0 writes only once every other process has its copy
+    importlib.import_module("jax.experimental.multihost_utils").sync_global_devices("keras_tse run folder")
+    return out if private is None else private
 
 
 def configure_precision(mixed):
@@ -53,5 +111,7 @@ def use_data_parallel(devices=None):
             f"Received: KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=jax."
         )
     devices = devices or keras.distribution.list_devices()
-    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices))
+    # Each process feeds its own part of every batch (`data.image_dataset(shard=)`), so Keras must not
+    # shard the datasets again; with one process there is nothing to shard either way.
+    keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
     return devices

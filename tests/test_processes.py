@@ -1,0 +1,131 @@
+"""Several processes training as one through JAX's distributed runtime (`--coordinator`, `--num-processes`,
+`--process-id`): the same losses as one process, one writer, and a run that resumes across process counts.
+
+Every test starts its recipe processes with KERAS_BACKEND=jax on this machine's CPU (gloo collectives),
+so it runs once, whatever backend the suite runs under."""
+
+import csv
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from keras_tse import data as pipelines
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _arrays(path, train=48, test=12):
+    rng = np.random.default_rng(1)
+    np.savez(
+        path,
+        x_train=rng.integers(0, 255, (train, 8, 8), dtype=np.uint8),
+        y_train=np.arange(train) % 3,
+        x_test=rng.integers(0, 255, (test, 8, 8), dtype=np.uint8),
+        y_test=np.arange(test) % 3,
+    )
+    return str(path)
+
+
+def _start(data, out, epochs, tmp, processes=None, log=None):
+    """One recipe process (the ViT smoke model, one block), its own temp folder; `processes`:
+    (port, count, index) to join others."""
+    argv = [sys.executable, RECIPE, "--smoke", "--norm", "deescalate", "--depth", "1", "--epochs", str(epochs)]
+    argv += ["--batch-size", "16", "--dataset", "npz", "--data-dir", data, "--out", str(out), "--verbose", "2"]
+    if processes is not None:
+        port, count, index = processes
+        argv += ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(count), "--process-id", str(index)]
+    os.makedirs(tmp, exist_ok=True)
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _history(out):
+    with open(os.path.join(out, "deescalate", "history.csv"), newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _files(folder):
+    return sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
+
+
+def test_two_processes_train_as_one_and_only_process_0_writes(tmp_path):
+    data = _arrays(tmp_path / "d.npz")
+    port = _free_port()
+    runs = [
+        _start(data, tmp_path / "one", 2, tmp_path / "tmp_one"),
+        _start(data, tmp_path / "two", 2, tmp_path / "tmp_0", (port, 2, 0)),
+        _start(data, tmp_path / "two", 2, tmp_path / "tmp_1", (port, 2, 1)),
+    ]
+    outputs = [run.communicate(timeout=400)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], "\n".join(o[-2000:] for o in outputs)
+    one, two = _history(tmp_path / "one"), _history(tmp_path / "two")
+    assert len(one) == len(two) == 2
+    for column in ("loss", "val_loss", "val_accuracy"):
+        np.testing.assert_allclose([float(r[column]) for r in two], [float(r[column]) for r in one], atol=1e-4)
+    # process 1 wrote its copy of the run in its own temp folder and deleted it; process 0 wrote --out
+    assert os.listdir(tmp_path / "tmp_1") == []
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+    assert "keras_tse_process1_" in outputs[2] and "keras_tse_process1_" not in outputs[1]
+
+
+def test_a_run_of_two_processes_killed_mid_epoch_resumes_with_one(tmp_path):
+    """Both processes killed in the second epoch (a launcher stops them all when one dies), then the same
+    command with one process: it starts at the second epoch from the two processes' checkpoint, and no
+    row is there twice. (A resumed epoch shuffles anew, one process or several, so only the epoch that
+    ran under two processes matches one process: the test above.)"""
+    data = _arrays(tmp_path / "d.npz", train=480, test=48)  # 30 steps an epoch: room to land mid-epoch
+    port = _free_port()
+    logs = [open(tmp_path / f"p{i}.log", "w") for i in range(2)]
+    runs = [_start(data, tmp_path / "two", 3, tmp_path / f"tmp_{i}", (port, 2, i), logs[i]) for i in range(2)]
+    history = tmp_path / "two" / "deescalate" / "history.csv"
+    deadline = time.time() + 400
+    while time.time() < deadline and not (history.exists() and len(history.read_text().splitlines()) >= 2):
+        assert all(run.poll() is None for run in runs), (tmp_path / "p0.log").read_text()[-2000:]
+        time.sleep(0.2)
+    time.sleep(1.0)  # into the second epoch
+    for run in runs:
+        run.send_signal(signal.SIGKILL)
+        run.wait()
+    for log in logs:
+        log.close()
+    assert len(_history(tmp_path / "two")) == 1, "killed after the second epoch had ended"
+    resumed = _start(data, tmp_path / "two", 3, tmp_path / "tmp_resume")
+    output = resumed.communicate(timeout=400)[0]
+    assert resumed.returncode == 0, output[-2000:]
+    assert "Epoch 2/3" in output and "Epoch 1/3" not in output
+    rows = _history(tmp_path / "two")
+    assert [r["epoch"] for r in rows] == ["0", "1", "2"]
+    assert all(np.isfinite(float(r["loss"])) for r in rows)
+    with open(tmp_path / "two" / "deescalate" / "config.json") as f:
+        assert '"processes": 2' in f.read()  # made by two processes, resumed by one
+
+
+@pytest.mark.parametrize("pipeline", ["numpy", "tf"])
+def test_the_processes_parts_of_every_batch_make_one_processs_batch(pipeline):
+    rng = np.random.default_rng(0)
+    images, labels = rng.integers(0, 255, (20, 4, 4, 1), dtype=np.uint8), np.arange(20) % 3
+    kwargs = dict(shuffle=True, seed=3, pipeline=pipeline, mixup=0.2, num_classes=3)
+    whole = [tuple(np.asarray(t) for t in b) for b in pipelines.image_dataset(images, labels, 8, **kwargs)]
+    parts = [
+        [tuple(np.asarray(t) for t in b) for b in pipelines.image_dataset(images, labels, 8, shard=(i, 2), **kwargs)]
+        for i in range(2)
+    ]
+    assert [len(b[0]) for b in whole] == [8, 8, 4] and [len(b[0]) for b in parts[1]] == [4, 4, 2]
+    for batch, first, second in zip(whole, *parts):
+        for full, a, b in zip(batch, first, second):
+            np.testing.assert_array_equal(np.concatenate([a, b]), full)
+    with pytest.raises(ValueError, match="a batch of 4 .20 examples in batches of 8.; expected a multiple of 8"):
+        pipelines.image_dataset(images, labels, 8, shard=(0, 8), pipeline=pipeline)

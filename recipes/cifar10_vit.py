@@ -425,7 +425,7 @@ def parse_args(argv=None):
         batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
     )
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
-    flags.add_process_arguments(parser)
+    flags.add_distribution_arguments(parser)
     parser.add_argument(
         "--data-source",
         choices=data.tfds_source.SOURCES,

@@ -134,6 +134,7 @@ CASES = [
     ("vit-coordinator-no-port", VIT, lambda t: _vit(t, *_processes("localhost", 2, 0)), "received 'localhost'"),
     ("vit-process-id-2-of-2", VIT, lambda t: _vit(t, *_processes("127.0.0.1:29500", 2, 2)), "--process-id: received 2"),
     ("vit-processes-torch", VIT, lambda t: _vit(t, *_processes("127.0.0.1:29500", 2, 0)), "KERAS_BACKEND=torch"),
+    ("vit-model-parallel-torch", VIT, lambda t: _vit(t, "--model-parallel", "2"), "KERAS_BACKEND=torch"),
     ("vit-distributed-and-id", VIT, lambda t: _vit(t, "--distributed", "auto", "--process-id", "0"), "or the other"),
     # the ViT recipe: a user's own images and arrays
     ("folder-no-data-dir", VIT, lambda t: _vit(t, "--dataset", "folder"), "--data-dir: received nothing"),

@@ -138,6 +138,32 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device():
     assert report["txl_log_probs"] < 1e-5
 
 
+@pytest.mark.large
+@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution.ModelParallel runs on JAX")
+def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kernels():
+    """`--model-parallel 2` on four CPU devices (2 batch x 2 model): the ViT's losses and weights as on
+    one device (tolerances as above), and every attention and feed-forward kernel half on each device,
+    blocks built one by one and scanned alike. Prints what each device holds."""
+    env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "model_parallel_worker.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    report = json.loads(process.stdout.strip().splitlines()[-1])
+    assert report["mesh"] == [2, 2]
+    for name, blocks in (("blocks", 2), ("scanned", 1)):
+        held = report[f"{name}_held"]
+        print(f"{name}: bytes on each device / whole: " + ", ".join(f"{k} {a}/{b}" for k, (a, b) in held.items()))
+        assert report[f"{name}_loss"] < 1e-5 and report[f"{name}_weights"] < 1e-4
+        assert len(held) == 7 * blocks  # query, key, value, output; FFN inner kernel and bias, outer kernel
+        assert all(2 * a == b for a, b in held.values())
+
+
 def test_data_parallel_refuses_other_backends():
     if BACKEND == "jax":
         pytest.skip("JAX supports it")

@@ -289,6 +289,10 @@ def check_processes(args, backend):
         if args.process_id >= args.num_processes:
             raise InputError("--process-id", args.process_id, f"0 to {args.num_processes - 1} (--num-processes)")
     first = named[0] if named else "--distributed" if getattr(args, "distributed", None) else None
+    if getattr(args, "model_parallel", 1) > 1:
+        if first:
+            raise InputError("--model-parallel", args.model_parallel, f"1 with {first} (one process a model, for now)")
+        first = "--model-parallel"
     if first and backend != "jax":
         raise InputError(first, f"KERAS_BACKEND={backend}", "KERAS_BACKEND=jax (keras.distribution is JAX-only)")
 
@@ -372,6 +376,7 @@ def scale_settings(args):
         data_parallel=args.data_parallel,
         compile_cache_dir=args.compile_cache,
         processes=processes_of(args),
+        model_parallel=getattr(args, "model_parallel", 1),
     )
 
 
@@ -403,9 +408,18 @@ def add_scale_arguments(parser):
     )
 
 
-def add_process_arguments(parser):
-    """The flags of a run over several processes (`keras_tse.training.scale.join_processes`), JAX only.
-    The ViT recipe takes them; the language-model recipe not yet (its memory is not split by process)."""
+def add_distribution_arguments(parser):
+    """The flags of a run over several processes (`keras_tse.training.scale.join_processes`) or with its
+    weights split over devices (`scale.use_model_parallel`), JAX only. The ViT recipe takes them; the
+    language-model recipe not yet (its memory is not split by process, its layout is untested)."""
+    parser.add_argument(
+        "--model-parallel",
+        type=positive_int,
+        default=1,
+        metavar="K",
+        help="JAX only: split attention and feed-forward kernels over K devices (keras.distribution.ModelParallel; "
+        "the batch over the rest) (default: 1)",
+    )
     parser.add_argument(
         "--coordinator",
         metavar="HOST:PORT",

@@ -25,6 +25,11 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
   through JAX's distributed runtime (`keras.distribution.initialize`), data parallel over every device
   of every process. Each process feeds its part of every global batch (`data.image_dataset(shard=)`);
   the global batch, learning rate and losses are one process's. On CPU the collectives run on gloo.
+- `--model-parallel K`: `keras.distribution.ModelParallel` on a (devices / K, K) mesh of axes
+  ("batch", "model"): the batch split over the first axis, and over the second the kernels of
+  attention and feed-forward (Megatron's split: the first projection by its output columns, the second
+  by its input rows, so each device computes its heads and its part of the hidden layer) and the
+  vocabulary of the adaptive embedding (`MODEL_PARALLEL_LAYOUT`). Every other weight is replicated.
 """
 
 import atexit
@@ -41,18 +46,27 @@ from keras_tse.training import compile_cache
 MIXED_POLICY = "mixed_bfloat16"
 
 
-def configure(mixed_precision=False, jit_compile=False, data_parallel=False, compile_cache_dir=None, processes=None):
+def configure(
+    mixed_precision=False,
+    jit_compile=False,
+    data_parallel=False,
+    compile_cache_dir=None,
+    processes=None,
+    model_parallel=1,
+):
     """Set the global policy, compile cache and distribution asked for; returns the `jit_compile` to use.
 
     `compile_cache_dir`: a folder, "off", or None for the default (`compile_cache.use_compile_cache`).
     `processes`: None (this process alone), "auto", or `dict(coordinator=, num_processes=, process_id=)`
-    (`join_processes`).
+    (`join_processes`). `model_parallel`: devices on the model axis (`use_model_parallel`), 1 for none.
     """
     if processes is not None:  # first: JAX's runtime must start before anything touches a device
         join_processes(processes)
     configure_precision(mixed_precision)
     compile_cache.use_compile_cache(compile_cache_dir)
-    if data_parallel or processes is not None:
+    if model_parallel > 1:
+        use_model_parallel(model_parallel)
+    elif data_parallel or processes is not None:
         use_data_parallel()
     return True if jit_compile else "auto"
 
@@ -115,3 +129,45 @@ def use_data_parallel(devices=None):
     # shard the datasets again; with one process there is nothing to shard either way.
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
     return devices
+
+
+# variable path (a regex, as keras.distribution.LayoutMap reads it) -> how it is split over "model".
+# Blocks built one by one name a kernel `block_07/ffn_inner/kernel`; scanned blocks stack them into
+# `blocks/block_00_ffn_inner_kernel` with the depth first, which stays whole.
+MODEL_PARALLEL_LAYOUT = {  # LayoutMap matches a whole path (re.fullmatch)
+    r".*/(query|key|value|qkv|position)/kernel": (None, "model"),  # by heads: output columns
+    r".*/attention_output/kernel": ("model", None),  # by heads: input rows
+    r".*/ffn_inner/kernel": (None, "model"),
+    r".*/ffn_inner/bias": ("model",),
+    r".*/ffn_outer/kernel": ("model", None),
+    r".*_(query|key|value|qkv|position)_kernel": (None, None, "model"),
+    r".*_attention_output_kernel": (None, "model", None),
+    r".*_ffn_inner_kernel": (None, None, "model"),
+    r".*_ffn_inner_bias": (None, "model"),
+    r".*_ffn_outer_kernel": (None, "model", None),
+    r"embedding/embeddings_\d+": ("model", None),  # the adaptive embedding, by vocabulary rows
+}
+
+
+def use_model_parallel(model_devices, devices=None):
+    """Distribute every model built after this over a ("batch", "model") mesh with `model_devices` on
+    the model axis; returns the mesh. JAX only, as `keras.distribution` is. Attention and feed-forward
+    widths (and an adaptive embedding's vocabulary parts) must divide by `model_devices`."""
+    if keras.backend.backend() != "jax":
+        raise ValueError(
+            "Model parallelism here uses keras.distribution, which runs on the JAX backend. "
+            f"Received: KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=jax."
+        )
+    devices = devices or keras.distribution.list_devices()
+    if len(devices) % model_devices:
+        raise ValueError(
+            f"`model_devices` must divide the {len(devices)} devices. Received: model_devices={model_devices}"
+        )
+    mesh = keras.distribution.DeviceMesh((len(devices) // model_devices, model_devices), ("batch", "model"), devices)
+    layout_map = keras.distribution.LayoutMap(mesh)
+    for pattern, axes in MODEL_PARALLEL_LAYOUT.items():
+        layout_map[pattern] = axes
+    keras.distribution.set_distribution(
+        keras.distribution.ModelParallel(layout_map=layout_map, batch_dim_name="batch", auto_shard_dataset=False)
+    )
+    return mesh

@@ -355,23 +355,23 @@ def run(args):
     summaries = {}
     for norm, (preset, overrides, config, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
-        model = keras_tse.zoo.from_preset(preset, **overrides)
-        run_dir = os.path.join(args.out, norm)
-        print(
-            f"\n=== {norm}: {model.name}, {model.count_params():,} parameters, lr {config.learning_rate:g} -> {run_dir}"
-        )
-        sizes = {"train_size": len(y_train), "test_size": len(y_test)}
-        summaries[norm] = training.fit_variant(
-            model,
-            train,
-            test,
-            run_dir,
-            config,
-            probe,
-            steps_per_epoch,
-            extra_config={**settings, **sizes},
-            verbose=args.verbose,
-        )
+        with training.scale.replica_scope():  # TensorFlow's MirroredStrategy: build, compile and fit in it
+            model = keras_tse.zoo.from_preset(preset, **overrides)
+            run_dir = os.path.join(args.out, norm)
+            size = f"{model.count_params():,} parameters"
+            print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
+            sizes = {"train_size": len(y_train), "test_size": len(y_test)}
+            summaries[norm] = training.fit_variant(
+                model,
+                train,
+                test,
+                run_dir,
+                config,
+                probe,
+                steps_per_epoch,
+                extra_config={**settings, **sizes},
+                verbose=args.verbose,
+            )
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
     name = os.path.basename(args.data_dir.rstrip("/")) if own_data(args) else spec(args).title
     title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")

@@ -245,6 +245,12 @@ def _causal_twin(preset, overrides):
 
 def check_args(args):
     """The flags against each other and the text folder's files, before any text is read."""
+    if args.data_parallel and flags.current_backend() == "tensorflow":
+        raise InputError(
+            "--data-parallel",
+            "KERAS_BACKEND=tensorflow",
+            "KERAS_BACKEND=jax for the language model (MirroredStrategy cannot update its memory per replica)",
+        )
     if own_text(args):
         if args.data_dir is None:
             raise InputError(

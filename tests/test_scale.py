@@ -164,8 +164,27 @@ def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kerne
         assert all(2 * a == b for a, b in held.values())
 
 
-def test_data_parallel_refuses_other_backends():
-    if BACKEND == "jax":
-        pytest.skip("JAX supports it")
+@pytest.mark.large
+@pytest.mark.skipif(BACKEND != "tensorflow", reason="tf.distribute.MirroredStrategy is TensorFlow's")
+def test_tensorflow_data_parallel_on_two_logical_cpus_matches_one_device():
+    """`--data-parallel` on TensorFlow: MirroredStrategy over two logical CPU devices, the ViT's losses
+    and weights as on one device (tolerances of the JAX test above)."""
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", "mirrored_worker.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    report = json.loads(process.stdout.strip().splitlines()[-1])
+    assert report["devices"] == 2 and report["replicas"] == 2
+    assert report["loss"] < 1e-5 and report["weights"] < 1e-4
+
+
+def test_data_parallel_refuses_pytorch():
+    if BACKEND != "torch":
+        pytest.skip("JAX and TensorFlow support it")
     with pytest.raises(ValueError, match=f"Received: KERAS_BACKEND='{BACKEND}'"):
         scale.use_data_parallel()

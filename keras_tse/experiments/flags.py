@@ -262,9 +262,11 @@ def current_backend():
 def check_scale(args):
     """The scale flags against the backend, and --compile-cache against the file system."""
     backend = current_backend()
-    if getattr(args, "data_parallel", False) and backend != "jax":
+    if getattr(args, "data_parallel", False) and backend not in ("jax", "tensorflow"):
         raise InputError(
-            "--data-parallel", f"KERAS_BACKEND={backend}", "KERAS_BACKEND=jax (keras.distribution is JAX-only)"
+            "--data-parallel",
+            f"KERAS_BACKEND={backend}",
+            "KERAS_BACKEND=jax or tensorflow (Keras's fit does not train over several PyTorch devices yet)",
         )
     check_processes(args, backend)
     cache = getattr(args, "compile_cache", None)

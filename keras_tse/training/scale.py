@@ -33,6 +33,7 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
 """
 
 import atexit
+import contextlib
 import importlib
 import os
 import shutil
@@ -118,17 +119,36 @@ def configure_precision(mixed):
 
 
 def use_data_parallel(devices=None):
-    """Distribute every later `fit` over `devices` (default: all) by the batch; returns the device list."""
-    if keras.backend.backend() != "jax":
+    """Distribute every later `fit` over `devices` (default: all) by the batch; returns the device list.
+
+    JAX: `keras.distribution.DataParallel`. TensorFlow: `tf.distribute.MirroredStrategy` over the local
+    devices, whose models must be built and compiled inside `replica_scope()`. PyTorch: not supported by
+    Keras's `fit` (Keras 3.15); a ValueError says so."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        global _strategy
+        _strategy = importlib.import_module("tensorflow").distribute.MirroredStrategy(devices)
+        return list(_strategy.extended.worker_devices)
+    if backend != "jax":
         raise ValueError(
-            "Data parallelism here uses keras.distribution, which runs on the JAX backend. "
-            f"Received: KERAS_BACKEND={keras.backend.backend()!r}; set KERAS_BACKEND=jax."
+            "Data parallelism with Keras's fit runs on JAX (keras.distribution) and TensorFlow "
+            f"(MirroredStrategy), not yet on PyTorch. Received: KERAS_BACKEND={backend!r}; "
+            "set KERAS_BACKEND=jax or tensorflow."
         )
     devices = devices or keras.distribution.list_devices()
     # Each process feeds its own part of every batch (`data.image_dataset(shard=)`), so Keras must not
     # shard the datasets again; with one process there is nothing to shard either way.
     keras.distribution.set_distribution(keras.distribution.DataParallel(devices=devices, auto_shard_dataset=False))
     return devices
+
+
+_strategy = None  # TensorFlow's MirroredStrategy, once `use_data_parallel` made one
+
+
+def replica_scope():
+    """Where a model is built and compiled: the MirroredStrategy's scope on TensorFlow with data
+    parallelism (its variables are then mirrored on every device), else nothing."""
+    return _strategy.scope() if _strategy is not None else contextlib.nullcontext()
 
 
 # variable path (a regex, as keras.distribution.LayoutMap reads it) -> how it is split over "model".

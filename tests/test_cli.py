@@ -127,6 +127,9 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
     assert any(d.startswith("cpu:") for d in devices), devices
     accelerators = [d for d in devices if not d.startswith("cpu:")]
     assert facts["accelerator"] == (accelerators[0] if accelerators else "none (CPU only)")
+    assert facts["process"] == (
+        f"0 of 1 ({len(devices)} device{'s' if len(devices) > 1 else ''} in all)" if backend == "jax" else "0 of 1"
+    )
 
 
 def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_where_no_gpu_can_be_seen():

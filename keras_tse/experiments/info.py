@@ -124,6 +124,16 @@ def keras_settings():
     return backend, config.get("floatx", "float32"), config.get("image_data_format", "channels_last")
 
 
+def process_of(backend):
+    """`index of count` among the processes JAX's distributed runtime joined (`0 of 1` alone or
+    on another backend), with the devices all of them see together."""
+    if backend != "jax":
+        return "0 of 1"
+    jax = importlib.import_module("jax")
+    devices = jax.device_count()
+    return f"{jax.process_index()} of {jax.process_count()} ({devices} device{'s' if devices > 1 else ''} in all)"
+
+
 def environment():
     """The facts `keras-tse info` prints, as a dict of strings (and the device list)."""
     backend, floatx, data_format = keras_settings()
@@ -136,6 +146,7 @@ def environment():
         "backend_version": backend_version(backend),  # numpy's too, under "numpy"
         "devices": devices,
         "accelerator": accelerators[0] if accelerators else "none (CPU only)",
+        "process": process_of(backend),
         "dtype_policy": floatx,  # a fresh process's global policy is floatx's until code sets another
         "image_data_format": data_format,
         "python": platform.python_version(),

@@ -113,10 +113,14 @@ def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, reci
 @pytest.mark.parametrize(
     "argv, expected",
     [
-        (["--norm", "post", "--tau", "0.5"], "--norm: received post; expected deescalate or deescalate_leaky_global"),
+        (
+            ["--norm", "post", "--tau", "0.5"],
+            "--norm: received post; expected deescalate or deescalate_layerscale or deescalate_leaky_global",
+        ),
         (
             ["--norm", "deescalate_leaky_global", "--segment-mean"],
-            "--norm: received deescalate_leaky_global; expected deescalate: --segment-mean set(s) eq. (21)",
+            "--norm: received deescalate_leaky_global; expected deescalate or deescalate_layerscale: --segment-mean "
+            "set(s) eq. (21)",
         ),
     ],
 )

@@ -5,7 +5,7 @@ from keras import ops
 import keras_tse
 from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.layers import DeEscalation, PostNormBlock, TransformerBlock
-from keras_tse.zoo import from_preset, presets, vit
+from keras_tse.zoo import from_preset, full_config, presets, vit
 
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
 
@@ -102,7 +102,7 @@ def test_bad_arguments_fail_up_front(kwargs, pattern):
     ],
 )
 def test_every_vit_preset_forward_pass_is_finite(name, preset_model):
-    config = presets()[name]["config"]
+    config = full_config(name)  # the builder's defaults filled in (a shipped preset leaves num_classes at 10)
     model = preset_model(name)
     x = _images((2, config["image_size"], config["image_size"], config.get("channels", 3)))
     logits = model.predict(x, verbose=0)

@@ -12,6 +12,8 @@ in float32 whatever the input precision.
 model, the per-block curve of the paper's Figs. 1, 2 and 5.
 """
 
+import weakref
+
 import keras
 import numpy as np
 from keras import ops
@@ -97,7 +99,7 @@ def block_outputs_model(model, layers=None, with_output=False):
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
     inputs, outputs, final = _call_outputs(model, chosen)
     probe = keras.Model(inputs, [*final, *outputs] if with_output else outputs, name=f"{model.name}_blocks")
-    probe._keras_tse_source = (model, layers, with_output)  # to rebuild it on one process's devices
+    _SOURCES[probe] = (model, layers, with_output)  # to rebuild it on one process's devices
     return probe
 
 
@@ -149,18 +151,24 @@ def _measure(probe, inputs, measures, warmup_inputs):
     return [np.array([float(np.mean(ops.convert_to_numpy(m(out)))) for out in outputs]) for m in measures]
 
 
+# probe -> (model, layers, with_output) it was made from; probe -> (a copy of the model on this
+# process's devices, the copy's probe). Weak: a probe's entries go with it.
+_SOURCES = weakref.WeakKeyDictionary()
+_LOCAL_COPIES = weakref.WeakKeyDictionary()
+
+
 def _measure_on_this_process(probe, inputs, measures, warmup_inputs):
     """`measure_blocks` when several processes train together: Keras's `predict` cannot gather outputs
     that span processes, so each process measures on a copy of the probe's model on its own devices,
     rebuilt from its config once, its weights read from the replicated ones (the same everywhere)."""
-    model, layers, with_output = probe._keras_tse_source
+    model, layers, with_output = _SOURCES[probe]
     with this_process_only():
-        local = getattr(probe, "_keras_tse_local_copy", None)
-        if local is None:
+        if probe not in _LOCAL_COPIES:
             copy = keras.saving.deserialize_keras_object(keras.saving.serialize_keras_object(model))
-            local = probe._keras_tse_local_copy = (copy, block_outputs_model(copy, layers, with_output))
-        local[0].set_weights(model.get_weights())
-        return _measure(local[1], inputs, measures, warmup_inputs)
+            _LOCAL_COPIES[probe] = (copy, block_outputs_model(copy, layers, with_output))
+        copy, local_probe = _LOCAL_COPIES[probe]
+        copy.set_weights(model.get_weights())
+        return _measure(local_probe, inputs, measures, warmup_inputs)
 
 
 def snapshot_state(model):

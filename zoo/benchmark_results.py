@@ -111,20 +111,18 @@ MEASURES = {
 
 
 def compare(results, variant, other):
-    """Per measure, how `variant` stands against `other` over the seeds: "beat" (its worst seed is
-    better than the other's best), "fell short of" (its best seed is worse than the other's worst),
-    else "matched" (the seed ranges overlap)."""
+    """Per measure, how `variant` stands against `other` over the seeds, by the verdict rule of
+    zoo/README.md (`keras_tse.experiments.verdicts`): "beat", "fell short of", or "tied within seeds
+    with". (With two seeds an arm beats only where every seed beats every seed: the bootstrap interval of
+    two seeds never excludes zero when their ranges overlap.)"""
+    from keras_tse.experiments import verdicts
+
+    words = {verdicts.BEATS: "beat", verdicts.LOSES: "fell short of", verdicts.TIED: "tied within seeds with"}
     verdict = {}
     for key, better in MEASURES[results["kind"]]:
-        sign = 1.0 if better == "lower" else -1.0  # compare as "lower is better"
-        mine = [sign * r[key] for r in results["runs"][variant]]
-        theirs = [sign * r[key] for r in results["runs"][other]]
-        if max(mine) < min(theirs):
-            verdict[key] = "beat"
-        elif min(mine) > max(theirs):
-            verdict[key] = "fell short of"
-        else:
-            verdict[key] = "matched"
+        mine = [r[key] for r in results["runs"][variant]]
+        theirs = [r[key] for r in results["runs"][other]]
+        verdict[key] = words[verdicts.compare(mine, theirs, lower_is_better=better == "lower")]
     return verdict
 
 
@@ -134,7 +132,7 @@ COMPARED_WITH = ("post", "pre", "deepnorm", "layerscale", "rezero")
 
 
 def verdicts(results, variant="deescalate", others=None):
-    """One line per comparison: where de-escalation beat, matched or fell short of post- and pre-norm
+    """One line per comparison: where de-escalation beat, tied with or fell short of post- and pre-norm
     and of every published depth method the study trained (`COMPARED_WITH`)."""
     names = {"train_loss": "train loss", "test_accuracy": "test accuracy", "test_perplexity": "test perplexity"}
     if others is None:

@@ -193,7 +193,7 @@ def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
 
 
 def test_benchmark_verdicts_follow_the_seed_ranges():
-    """beat: every seed better than every seed of the other; fell short: every seed worse; else matched.
+    """beat: every seed better than every seed of the other; fell short: every seed worse; else tied.
     Accuracy counts higher as better, loss and perplexity lower."""
     from tests.helpers import recipe_module
 
@@ -212,8 +212,8 @@ def test_benchmark_verdicts_follow_the_seed_ranges():
     }
     assert results_module.compare(results, "deescalate", "post") == {"train_loss": "beat", "test_accuracy": "beat"}
     assert results_module.compare(results, "deescalate", "pre") == {
-        "train_loss": "matched",
-        "test_accuracy": "matched",
+        "train_loss": "tied within seeds with",
+        "test_accuracy": "tied within seeds with",
     }
     assert results_module.compare(results, "post", "pre") == {
         "train_loss": "fell short of",
@@ -221,7 +221,8 @@ def test_benchmark_verdicts_follow_the_seed_ranges():
     }
     assert results_module.verdicts(results).splitlines() == [
         "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each).",
-        "- deescalate matched pre on train loss; matched pre on test accuracy (2 seeds each).",
+        "- deescalate tied within seeds with pre on train loss; tied within seeds with pre on test accuracy "
+        "(2 seeds each).",
     ]
     # a study with the published depth methods compares with each of them too, after the paper's two
     results["runs"]["layerscale"] = runs((1.2, 0.58), (1.25, 0.57))

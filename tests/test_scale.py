@@ -34,6 +34,20 @@ def tiny_txl(norm="deescalate", depth=2):
     )
 
 
+def _worker(name, env):
+    """Run tests/NAME.py in a fresh process with `env` added; the JSON line it prints last."""
+    process = subprocess.run(
+        [sys.executable, os.path.join(ROOT, "tests", f"{name}.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert process.returncode == 0, process.stderr[-3000:]
+    return json.loads(process.stdout.strip().splitlines()[-1])
+
+
 def digits(n):
     from sklearn.datasets import load_digits
 
@@ -120,17 +134,9 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device():
     1e-4 on weights after 8 AdamW steps (Adam divides tiny gradient differences by tiny second
     moments early on).
     """
-    env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    process = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "data_parallel_worker.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
+    report = _worker(
+        "data_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
     )
-    assert process.returncode == 0, process.stderr[-3000:]
-    report = json.loads(process.stdout.strip().splitlines()[-1])
     assert report["devices"] == 2 and report["replicas"] == 2
     assert report["vit_loss"] < 1e-5 and report["txl_loss"] < 1e-5
     assert report["vit_weights"] < 1e-4
@@ -144,17 +150,9 @@ def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kerne
     """`--model-parallel 2` on four CPU devices (2 batch x 2 model): the ViT's losses and weights as on
     one device (tolerances as above), and every attention and feed-forward kernel half on each device,
     blocks built one by one and scanned alike. Prints what each device holds."""
-    env = {**os.environ, "KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    process = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "model_parallel_worker.py")],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
+    report = _worker(
+        "model_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     )
-    assert process.returncode == 0, process.stderr[-3000:]
-    report = json.loads(process.stdout.strip().splitlines()[-1])
     assert report["mesh"] == [2, 2]
     for name, blocks in (("blocks", 2), ("scanned", 1)):
         held = report[f"{name}_held"]
@@ -169,16 +167,7 @@ def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kerne
 def test_tensorflow_data_parallel_on_two_logical_cpus_matches_one_device():
     """`--data-parallel` on TensorFlow: MirroredStrategy over two logical CPU devices, the ViT's losses
     and weights as on one device (tolerances of the JAX test above)."""
-    process = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", "mirrored_worker.py")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "KERAS_BACKEND": "tensorflow"},
-        cwd=ROOT,
-        timeout=600,
-    )
-    assert process.returncode == 0, process.stderr[-3000:]
-    report = json.loads(process.stdout.strip().splitlines()[-1])
+    report = _worker("mirrored_worker", {"KERAS_BACKEND": "tensorflow"})
     assert report["devices"] == 2 and report["replicas"] == 2
     assert report["loss"] < 1e-5 and report["weights"] < 1e-4
 

@@ -69,22 +69,44 @@ def _store_in_tfds_format(split, tfds_dir):
     )
 
 
-def test_tensorflow_datasets_is_a_source_after_the_data_dir_files(fashion, tmp_path):
-    _store_in_tfds_format(fashion, tmp_path / "tfds")
-    empty, tfds_dir = str(tmp_path / "empty"), str(tmp_path / "tfds")
+def _balanced_subset(fashion, monkeypatch, train_per_class=12, test_per_class=4):
+    """The first images of each class, and the loaders told that this is the release (its per-class
+    counts): the source logic on real images in seconds, where the whole set takes minutes to encode."""
+    parts = []
+    for (x, y), per_class in zip(fashion, (train_per_class, test_per_class)):
+        keep = np.sort(np.concatenate([np.nonzero(y == c)[0][:per_class] for c in range(10)]))
+        parts.append((x[keep], y[keep]))
+    counts = {"train": [train_per_class] * 10, "test": [test_per_class] * 10}
+    monkeypatch.setattr(mnist, "FASHION_SET", mnist.FASHION_SET._replace(counts=counts))
+    return tuple(parts)
+
+
+def _write_fashion_files(split, folder):
+    folder.mkdir(parents=True)
+    (x, y), (x_test, y_test) = split
+    for name, array in zip(mnist.IDX_FILES.values(), (x[..., 0], y, x_test[..., 0], y_test)):
+        _write_idx(str(folder / name), array)
+
+
+def test_tensorflow_datasets_is_a_source_after_the_data_dir_files(fashion, tmp_path, monkeypatch):
+    small = _balanced_subset(fashion, monkeypatch)
+    _store_in_tfds_format(small, tmp_path / "tfds")
+    _write_fashion_files(small, tmp_path / "files" / "fashion-mnist")
+    monkeypatch.setattr(mnist, "DEBIAN_FOLDER", "nowhere")  # ignore a system-wide package
+    empty, files, tfds_dir = str(tmp_path / "empty"), str(tmp_path / "files"), str(tmp_path / "tfds")
 
     def per_class_sums(split):  # the same images and labels whatever the order
         return [np.stack([x[y == c].sum(axis=0, dtype="int64") for c in range(10)]) for x, y in split]
 
-    # no files in --data-dir: "auto" reads TFDS's prepared copy (checked: the standard counts)
+    # no files in --data-dir: "auto" reads TFDS's prepared copy (checked: the per-class counts)
     from_tfds = data.load_fashion_mnist(empty, download=False, tfds_dir=tfds_dir)
-    for ours, theirs in zip(per_class_sums(from_tfds), per_class_sums(fashion)):
+    for ours, theirs in zip(per_class_sums(from_tfds), per_class_sums(small)):
         np.testing.assert_array_equal(ours, theirs)
-    assert not np.array_equal(from_tfds[0][1], fashion[0][1])  # TFDS's own shuffled order: it came from TFDS
+    assert not np.array_equal(from_tfds[0][1], small[0][1])  # TFDS's own shuffled order: it came from TFDS
     # files present: they come first under "auto"; "tfds" asks for TFDS; "files" never looks at it
-    first = data.load_fashion_mnist(download=False, tfds_dir=tfds_dir)
-    np.testing.assert_array_equal(first[0][1], fashion[0][1])
-    asked = data.load_fashion_mnist(download=False, source="tfds", tfds_dir=tfds_dir)
+    first = data.load_fashion_mnist(files, download=False, tfds_dir=tfds_dir)
+    np.testing.assert_array_equal(first[0][1], small[0][1])
+    asked = data.load_fashion_mnist(files, download=False, source="tfds", tfds_dir=tfds_dir)
     np.testing.assert_array_equal(asked[0][1], from_tfds[0][1])
     with pytest.raises(FileNotFoundError, match="Fashion-MNIST is not available"):
         data.load_fashion_mnist(empty, download=False, source="files", tfds_dir=tfds_dir)
@@ -168,7 +190,7 @@ def test_download_path_fetches_checks_and_loads(tmp_path, monkeypatch, fashion):
     """The online path end to end, with a file:// mirror standing in for the server."""
     mirror = tmp_path / "mirror"
     mirror.mkdir()
-    (x, y), (x_test, y_test) = fashion
+    (x, y), (x_test, y_test) = _balanced_subset(fashion, monkeypatch)
     arrays = {
         "train-images-idx3-ubyte.gz": x[..., 0],
         "train-labels-idx1-ubyte.gz": y,

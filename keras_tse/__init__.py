@@ -20,17 +20,19 @@ from keras_tse._lazy import load_all
 __version__ = "0.1.0"
 
 SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "schedules", "zoo")
-__all__ = [*SUBPACKAGES, "__version__"]
+__all__ = [*SUBPACKAGES, "compile_blocks", "__version__"]
 
 
 def __getattr__(name):
     if name in SUBPACKAGES:
         return importlib.import_module(f"{__name__}.{name}")
+    if name == "compile_blocks":  # the PyTorch backend's per-block torch.compile, for a user's own model
+        return importlib.import_module(f"{__name__}.training.block_compile").compile_blocks
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted([*globals(), *SUBPACKAGES])
+    return sorted([*globals(), *SUBPACKAGES, "compile_blocks"])
 
 
 def _register():

@@ -28,6 +28,7 @@ EVERY_BACKEND = frozenset(
     {
         "test_attention_diagnostics.py",
         "test_baselines.py",
+        "test_block_compile.py",
         "test_bench.py",
         "test_blocks.py",
         "test_callbacks.py",

@@ -71,9 +71,14 @@ def test_private_names_stay_inside_their_package():
 
 
 def test_no_code_reaches_into_another_objects_private_attributes():
-    """`obj._x` only on `self`; the one exception is Keras' own resume mechanism, which its
-    BackupAndRestore drives the same way (`model._initial_epoch`)."""
-    allowed = {("keras_tse.callbacks.run_backup", "self.model._initial_epoch")}
+    """`obj._x` only on `self`; two exceptions, where Keras has no public way: its own resume mechanism,
+    which its BackupAndRestore drives the same way (`model._initial_epoch`), and the name scope a
+    compiled block skips (`keras_tse.training.block_compile`: read by dynamo, it makes each block a
+    new program)."""
+    allowed = {
+        ("keras_tse.callbacks.run_backup", "self.model._initial_epoch"),
+        ("keras_tse.training.block_compile", "layer_class._open_name_scope"),
+    }
     wrong = []
     for module, path in _modules():
         for node in ast.walk(ast.parse(open(path).read())):

@@ -103,8 +103,13 @@ def test_48_block_models_train_under_mixed_bfloat16(mixed_policy):
 
 
 @pytest.mark.large
+@pytest.mark.skipif(
+    BACKEND == "torch",
+    reason="Keras's whole-step torch.compile took 108 s in CI for one block; the recipes compile per block "
+    "on PyTorch (tests/test_block_compile.py)",
+)
 def test_jit_compile_true_trains_like_the_default():
-    """`--jit-compile`: torch.compile on PyTorch, XLA on JAX/TF; the same steps as the default path."""
+    """`Model.compile(jit_compile=True)`: XLA on JAX/TF; the same steps as the default path."""
     x, y = digits(32)
     results = []
     for jit_compile in ("auto", True):

@@ -374,7 +374,7 @@ def scale_settings(args):
     `add_compile_cache` add: the library takes values, never an argparse namespace."""
     return dict(
         mixed_precision=args.mixed_precision,
-        jit_compile=args.jit_compile,
+        jit_compile={None: False, "blocks": True}.get(args.jit_compile, args.jit_compile),
         data_parallel=args.data_parallel,
         compile_cache_dir=args.compile_cache,
         processes=processes_of(args),
@@ -400,8 +400,12 @@ def add_scale_arguments(parser):
     )
     parser.add_argument(
         "--jit-compile",
-        action="store_true",
-        help="compile(jit_compile=True): torch.compile on PyTorch (XLA is the default on JAX, and TF on a GPU)",
+        nargs="?",
+        const="blocks",
+        default=None,
+        choices=("blocks", "whole_model"),
+        help="compile(jit_compile=True): on PyTorch torch.compile of each block (blocks, the default) or of the "
+        "whole train step (whole_model, Keras's); XLA is the default on JAX, and TF on a GPU",
     )
     parser.add_argument(
         "--data-parallel",

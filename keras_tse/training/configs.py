@@ -40,9 +40,7 @@ class TrainConfig:
     grad_accum: int = 1
     mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
     cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
-    jit_compile: object = (
-        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
-    )
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch  # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
 
     def __post_init__(self):
         _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
@@ -80,9 +78,7 @@ class LMTrainConfig:
     ema: float = None
     grad_accum: int = 1
     similarity_every_n_batches: int = None
-    jit_compile: object = (
-        "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: torch.compile too
-    )
+    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch  # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
 
     def __post_init__(self):
         _checks.config_fields(

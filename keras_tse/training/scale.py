@@ -9,9 +9,10 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
   DeEscalation, the ViT's logits and the adaptive softmax's log-probabilities. The fused
   `ops.dot_product_attention` path takes the flash / cuDNN kernel on a GPU with 16-bit inputs
   (JAX and PyTorch); those kernels accumulate the softmax in float32.
-- `--jit-compile`: `compile(jit_compile=True)`; on PyTorch that is `torch.compile`. Without it
-  Keras's default applies: XLA on JAX, and on TensorFlow when a GPU is
-  present; eager PyTorch.
+- `--jit-compile`: `compile(jit_compile=True)`: XLA on JAX and TensorFlow; on PyTorch `torch.compile`
+  of each block (`block_compile.py`), or of the whole step with `--jit-compile whole_model` (Keras's
+  own, slow to compile at depth). Without it Keras's default applies: XLA on JAX, and on TensorFlow
+  when a GPU is present; eager PyTorch.
 - `--compile-cache DIR` (the flag is `keras_tse.experiments.flags`'s, shared with the CLI): the
   backend's persistent compilation cache (`compile_cache.py`), on by default, so a resume or a
   second seed loads its compiled programs instead of compiling them again.
@@ -43,6 +44,7 @@ import keras
 
 from keras_tse.processes import process
 from keras_tse.training import compile_cache
+from keras_tse.training.block_compile import WHOLE_MODEL
 
 MIXED_POLICY = "mixed_bfloat16"
 
@@ -69,7 +71,7 @@ def configure(
         use_model_parallel(model_parallel)
     elif data_parallel or processes is not None:
         use_data_parallel()
-    return True if jit_compile else "auto"
+    return jit_compile if jit_compile == WHOLE_MODEL else (True if jit_compile else "auto")
 
 
 def join_processes(processes):

@@ -8,6 +8,7 @@ import dataclasses
 import keras
 
 from keras_tse.losses import LogProbabilityCrossentropy, SparseCategoricalCrossentropyWithSmoothing, accuracy
+from keras_tse.training import block_compile
 
 # The metric that also reads soft targets, for a run whose training batches are mixed (MixUp, CutMix)
 SOFT_TARGET_METRICS = {"accuracy": accuracy}
@@ -32,12 +33,15 @@ class Task:
 
     def compile(self, model, optimizer="rmsprop", jit_compile="auto", soft_targets=False, **loss_options):
         """`model` compiled for this task (Keras's default optimizer where none is given: evaluation
-        only); `loss_options` go to the loss (an image classifier's `label_smoothing`); with
+        only); `jit_compile` as `Model.compile`'s, but True on PyTorch compiles each block
+        (`block_compile`) and `"whole_model"` is Keras's torch.compile of the whole step;
+        `loss_options` go to the loss (an image classifier's `label_smoothing`); with
         `soft_targets` (mixed training batches) the loss and metrics read soft targets and class ids."""
         loss = self.loss(**loss_options, **({"soft_targets": True} if soft_targets else {}))
         metrics = [SOFT_TARGET_METRICS.get(m, m) if soft_targets else m for m in self.metrics]
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=jit_compile)
-        return model
+        keras_jit_compile, per_block = block_compile.keras_jit_compile(jit_compile)
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics, jit_compile=keras_jit_compile)
+        return block_compile.compile_blocks(model) if per_block else model
 
 
 def _classification_loss(label_smoothing=0.0, soft_targets=False):

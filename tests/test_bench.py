@@ -9,6 +9,7 @@ import pytest
 
 from keras_tse import zoo
 from keras_tse.experiments import bench, timm_peer
+from keras_tse.experiments.commands import bench as commands_bench
 from keras_tse.layers._residual import residual_stream
 from tests.helpers import tiny_vit
 
@@ -76,8 +77,10 @@ def test_peer_picks_the_default_cases():
     assert bench.BenchConfig().cases == bench.VIT_CASES + bench.TXL_CASES  # KerasHub's peer, as before
     timm = bench.BenchConfig(peer=("timm",)).cases
     assert timm == ("vit_post", "vit_pre", "vit_deescalate", "timm_post", "timm_pre") + bench.TXL_CASES
-    assert set(bench.BenchConfig(peer=("keras_hub", "timm")).cases) == set(bench.CASES)
-    assert bench.TIMM_CASES == timm_peer.TIMM_CASES
+    assert set(bench.BenchConfig(peer=("keras_hub", "timm", "torch")).cases) == set(bench.CASES)
+    assert commands_bench.TIMM_CASES == timm_peer.TIMM_CASES and commands_bench.TORCH_CASES == timm_peer.TORCH_CASES
+    torch_nn = bench.BenchConfig(peer=("torch",)).cases
+    assert torch_nn == ("vit_post", "vit_pre", "vit_deescalate", "torch_post", "torch_pre") + bench.TXL_CASES
     with pytest.raises(ValueError, match=r"Unknown peer \['flax'\].*Received: peer=\('flax',\)"):
         bench.BenchConfig(peer=("flax",))
 
@@ -118,6 +121,28 @@ def test_timm_peer_has_our_vits_parameters():
         blocks = [type(b).__name__ for b in peer.blocks]
         assert blocks == ["Block" if pre else "ResPostBlock"] * depth
         assert peer(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+@pytest.mark.one_backend
+def test_torch_nn_peer_is_algorithm_1_or_pre_norm_at_our_shape():
+    """PyTorch's own encoder layer, post-norm (`LN(x + f(x))`) or pre-norm, and our ViT's parameters plus
+    the query/key/value biases nn.MultiheadAttention always has; it trains in the bench's timing loop."""
+    pytest.importorskip("torch")
+    import torch
+
+    for depth, pre in ((1, False), (2, True)):
+        ours = zoo.vit(depth=depth, norm="pre" if pre else "post")
+        peer = timm_peer.torch_vit(depth, normalize_first=pre)
+        assert [layer.norm_first for layer in peer.blocks.layers] == [pre] * depth
+        extra = sum(p.numel() for p in peer.parameters()) - sum(int(np.prod(v.shape)) for v in ours.trainable_weights)
+        assert extra == 3 * 192 * depth  # the in-projection bias
+        assert peer(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+    config = bench.BenchConfig.quick(cases=("torch_post", "torch_pre"), vit_depth=1, vit_batch=4, steps=2, rounds=1)
+    results = timm_peer.run_timm_cases(config.cases, config)
+    assert [r["case"] for r in results] == ["torch_post", "torch_pre"]
+    assert all(
+        r["backend"].startswith("torch") and "torch.nn" in r["backend"] and np.isfinite(r["loss"]) for r in results
+    )
 
 
 @pytest.mark.one_backend

@@ -357,7 +357,15 @@ GENERATED_BLOCKS = {
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
     "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid"},
     "zoo/escalation.md": {"escalation"},
-    "zoo/speed.md": {"bench", "scan_compile", "torch_compile"},
+    "zoo/speed.md": {
+        "bench",
+        "scan_compile",
+        "torch_compile",
+        "torch_block_compile_12",
+        "torch_block_compile_48",
+        "bench_torch_nn_compiled",
+        "bench_torch_nn_eager",
+    },
     "zoo/depth_study.md": {
         "depth_study_progress",
         "depth_study_edges",

@@ -82,7 +82,7 @@ def test_mixed_bfloat16_transformer_xl_gives_normalised_float32_log_probs(mixed_
 
 @pytest.mark.large
 @pytest.mark.skipif(BACKEND != "jax", reason="the speed bar is JAX's; one backend keeps CI short")
-def test_48_block_models_train_under_mixed_bfloat16(mixed_policy):
+def test_48_block_vits_train_and_transformer_xl_evaluates_under_mixed_bfloat16(mixed_policy):
     x, y = digits(256)
     for norm, epochs in (("pre", 6), ("deescalate", 1)):
         # Glorot, the init these numbers were measured with: under "torch" the 48-block pre-norm model
@@ -95,11 +95,13 @@ def test_48_block_models_train_under_mixed_bfloat16(mixed_policy):
         if norm == "pre":  # measured in 48 steps: 2.49 -> 1.50; width 16 de-escalated stays ~2.3
             assert loss[-1] < 0.7 * loss[0], loss
 
+    # Transformer-XL has no scanned form: its 48 unrolled blocks took 62 s to compile for training (2-core
+    # CPU, JAX); the forward pass, where a bfloat16 overflow at depth would show, compiles in a third
     txl = tiny_txl(depth=48)
-    ids = np.random.default_rng(0).integers(0, 60, (4 * 10, 9)).astype("int32")
-    txl.compile(keras.optimizers.Adam(1e-3), LogProbabilityCrossentropy())
-    steps = txl.fit(ids[:, :-1], ids[:, 1:], batch_size=4, verbose=0).history["loss"]  # 10 steps
-    assert np.all(np.isfinite(steps)), steps
+    ids = np.random.default_rng(0).integers(0, 60, (4 * 3, 9)).astype("int32")
+    txl.compile(loss=LogProbabilityCrossentropy())
+    loss = txl.evaluate(ids[:, :-1], ids[:, 1:], batch_size=4, verbose=0)  # 3 segments, memory carried
+    assert np.isfinite(loss) and abs(loss - np.log(60)) < 1.0, loss  # near uniform at init, as in float32
 
 
 @pytest.mark.large

@@ -20,7 +20,9 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python zoo/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
 | scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
-| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json` |
+| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,whole_model --out zoo/figures/torch_compile.json` |
+| torch_block_compile_12, torch_block_compile_48 | zoo/figures/torch_block_compile_{12,48}.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,blocks --depth D --out ...` |
+| bench_torch_nn_eager, bench_torch_nn_compiled | zoo/figures/bench_torch_nn_cpu_{eager,compiled}.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer torch --cases vit_post,vit_pre,torch_post,torch_pre --out ...` (the second with `--jit-compile`) |
 | depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `python zoo/depth80_study.py --jobs 2` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
@@ -60,9 +62,19 @@ BENCHMARKS = {
 # The language-model study's arms, beside ptb_txl16 (`zoo/ptb_transformer_xl16.md`, "Where and how much").
 LM_STUDY = ("zoo", "ptb_transformer_xl16", "lm_study.json")
 # The bench runs shown case by case: block name -> the `keras-tse bench --out` JSON in zoo/figures/.
-BENCH_RUNS = {"bench_timm": "bench_timm_cpu_torch.json", "bench_timm_compiled": "bench_timm_cpu_torch_compiled.json"}
+BENCH_RUNS = {
+    "bench_timm": "bench_timm_cpu_torch.json",
+    "bench_timm_compiled": "bench_timm_cpu_torch_compiled.json",
+    "bench_torch_nn_eager": "bench_torch_nn_cpu_eager.json",
+    "bench_torch_nn_compiled": "bench_torch_nn_cpu_compiled.json",
+}
 # The compile-time measurements: block name (= the JSON's name in zoo/figures/) -> the recipe that wrote it.
-TIMING_RECIPES = {"scan_compile": "scan_compile_time", "torch_compile": "torch_compile_time"}
+TIMING_RECIPES = {
+    "scan_compile": "scan_compile_time",
+    "torch_compile": "torch_compile_time",
+    "torch_block_compile_12": "torch_compile_time",
+    "torch_block_compile_48": "torch_compile_time",
+}
 BLOCK = re.compile(r"(<!-- generated: (\w+) -->\n)(.*?)(<!-- end generated -->)", flags=re.S)
 
 

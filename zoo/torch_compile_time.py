@@ -1,14 +1,18 @@
-"""Where does `jit_compile=True` spend its time on the PyTorch backend?
+"""Where does `jit_compile=True` spend its time on the PyTorch backend, whole model or block by block?
 
-`model.compile(jit_compile=True)` on the PyTorch backend wraps Keras' train step in `torch.compile`.
-On a CPU a zoo ViT-12 of width 32 then needs minutes for two epochs of two batches that run in
-about a second eagerly. This measures why, each mode in a fresh process with the persistent compile
-cache off: the eager fit and the compiled fit, wall time to the end of every batch, and, from
-dynamo's own records (`torch._dynamo.utils.compile_times`, `counters`), how many frames dynamo
-compiled, how long it spent tracing Python bytecode, how long inductor spent generating code, and
-whether dynamo reached its recompile limit; then the median of ten more steps, compiled by then.
+Keras's `model.compile(jit_compile=True)` on the PyTorch backend wraps its train step in
+`torch.compile` (mode `whole_model` here): on a CPU a zoo ViT-12 of width 32 then needs minutes for
+two epochs of two batches that run in about a second eagerly. keras_tse's `jit_compile=True`
+compiles each block instead, one compiled function shared by the blocks (`blocks`,
+`keras_tse.compile_blocks`). This measures each mode in a fresh process with the persistent
+compile cache off: the fit, wall time to the end of every batch, and, from dynamo's own records
+(`torch._dynamo.utils.compile_times`, `counters`), how many frames dynamo compiled, how long it spent
+tracing Python bytecode, how long inductor spent generating code, and whether dynamo reached its
+recompile limit; then the median of ten more steps, compiled by then.
 
     KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json
+    KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,blocks --depth 48 \
+        --out zoo/figures/torch_block_compile_48.json
 
 The model and data are the depth study's cell shape (8x8x1 images, 2x2 patches, width 32, 4 heads,
 FFN 64, post-norm); the numbers are random, since only the time is measured.
@@ -24,7 +28,7 @@ import numpy as np
 
 from keras_tse.experiments import fresh_processes
 
-MODES = ("eager", "compiled")
+MODES = ("eager", "blocks", "whole_model")  # Keras's jit_compile: "auto", then keras_tse's True and "whole_model"
 
 
 def dynamo_record():
@@ -57,6 +61,7 @@ class LimitWarnings(logging.Handler):
 def measure(mode, depth, epochs, batches, timed_steps=10):
     import keras
 
+    import keras_tse
     from keras_tse import zoo
     from keras_tse.training.compile_cache import use_compile_cache
 
@@ -68,8 +73,10 @@ def measure(mode, depth, epochs, batches, timed_steps=10):
     model.compile(
         keras.optimizers.AdamW(1e-3),
         keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-        jit_compile=mode == "compiled",
+        jit_compile=mode == "whole_model",
     )
+    if mode == "blocks":
+        keras_tse.compile_blocks(model)
     rng = np.random.default_rng(0)
     x = rng.normal(size=(64 * batches, 8, 8, 1)).astype("float32")
     y = np.arange(64 * batches) % 10
@@ -101,7 +108,7 @@ def run(args):
             f"This measures torch.compile: run it with KERAS_BACKEND=torch (got {keras.backend.backend()!r})."
         )
     argv = ["--depth", str(args.depth), "--epochs", str(args.epochs), "--batches", str(args.batches)]
-    results = fresh_processes.measure_apart(os.path.abspath(__file__), MODES, argv)
+    results = fresh_processes.measure_apart(os.path.abspath(__file__), args.modes, argv)
     import torch
 
     settings = {k: getattr(args, k) for k in ("depth", "epochs", "batches")}
@@ -110,26 +117,30 @@ def run(args):
 
 
 def markdown_table(result):
-    s, eager, compiled = result["settings"], result["eager"], result["compiled"]
+    s = result["settings"]
     steps = s["epochs"] * s["batches"]
+    modes = [mode for mode in MODES if mode in result]
     lines = [
         f"| ViT-{s['depth']}, width 32, {s['epochs']} epochs x {s['batches']} batches of 64 | fit (s) "
         "| first step (s) | later step, median (s) | loss, last epoch |",
         "|---|---:|---:|---:|---:|",
     ]
-    for mode in MODES:
+    for mode in modes:
         r = result[mode]
         first, later = r["batch_ends_s"][0], r["later_step_s"]
         lines.append(f"| {mode} | {r['fit_s']:.1f} | {first:.2f} | {later:.3f} | {r['loss'][-1]:.4f} |")
-    lines.append(
-        f"\nCompiled, {steps} steps: dynamo compiled {compiled['frames_compiled']} frames in "
-        f"{compiled['dynamo_total_s']:.1f} s, of which tracing Python bytecode took "
-        f"{compiled['bytecode_tracing_s']:.1f} s and inductor's code generation "
-        f"{compiled['inductor_codegen_s']:.1f} s; {compiled['graph_breaks']} graph breaks, "
-        f"{compiled['recompile_limit_warnings']} recompile-limit warnings. "
-        f"The compiled fit took {compiled['fit_s'] / eager['fit_s']:.0f}x the eager one; a later compiled step "
-        f"takes {compiled['later_step_s'] / eager['later_step_s']:.2f}x an eager one."
-    )
+    eager = result["eager"]
+    for mode in modes[1:]:
+        r = result[mode]
+        lines.append(
+            f"\n`{mode}`, {steps} steps: dynamo compiled {r['frames_compiled']} frames in "
+            f"{r['dynamo_total_s']:.1f} s, of which tracing Python bytecode took "
+            f"{r['bytecode_tracing_s']:.1f} s and inductor's code generation "
+            f"{r['inductor_codegen_s']:.1f} s; {r['graph_breaks']} graph breaks, "
+            f"{r['recompile_limit_warnings']} recompile-limit warnings. "
+            f"The fit took {r['fit_s'] / eager['fit_s']:.0f}x the eager one; a later step "
+            f"takes {r['later_step_s'] / eager['later_step_s']:.2f}x an eager one."
+        )
     return "\n".join(lines)
 
 
@@ -138,6 +149,12 @@ def main(argv=None):
     parser.add_argument("--depth", type=int, default=12, help="blocks (default 12)")
     parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
     parser.add_argument("--batches", type=int, default=2, help="batches of 64 per epoch (default 2)")
+    parser.add_argument(
+        "--modes",
+        type=lambda text: tuple(text.split(",")),
+        default=MODES,
+        help=f"comma-separated, of {', '.join(MODES)} (default: all)",
+    )
 
     def measure_mode(mode, args):
         return measure(mode, args.depth, args.epochs, args.batches)

@@ -9,8 +9,14 @@ for every case of one run:
   and `True`), the peer a Keras user would build instead; KerasHub has no Transformer-XL, so the
   language model is compared with itself across norms only;
 - `timm_post`, `timm_pre` (`--peer timm`): timm's `VisionTransformer` at the same shape
-  (`ResPostBlock`, `Block`) trained in plain PyTorch, the peer a PyTorch user would pick
-  (`keras_tse.experiments.timm_peer`); its own child process, whatever the Keras backend;
+  (`ResPostBlock`, res-post-norm: the norm inside the residual branch; `Block`, pre-norm) trained
+  in plain PyTorch, the peer a PyTorch user would pick (`keras_tse.experiments.timm_peer`); its own
+  child process, whatever the Keras backend;
+- `torch_post`, `torch_pre` (`--peer torch`): a ViT of the same shape built from PyTorch's own
+  `nn.TransformerEncoderLayer` (`norm_first=False`: Algorithm 1's classic post-norm, the same
+  architecture as `vit_post`; `norm_first=True`: pre-norm), in the same child as timm's. It needs no
+  torchvision, so it runs where timm does not import. With `jit_compile` both plain-PyTorch peers are
+  `torch.compile`-d whole, as a PyTorch user would;
 - `txl_post`, `txl_pre`, `txl_deescalate`: `zoo.transformer_xl`, tokens per second.
 
 With `vit_deescalate` the run also times one `TokenSimilarityMetric` probe measurement on its
@@ -50,7 +56,7 @@ import numpy as np
 from keras_tse import _checks, run_files
 
 # the cases, peers and dtypes are the command line's (checked where the flags enter, before Keras loads)
-from keras_tse.experiments.commands.bench import CASES, DTYPES, PEERS, TIMM_CASES, TXL_CASES, VIT_CASES
+from keras_tse.experiments.commands.bench import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 
@@ -72,7 +78,7 @@ class BenchConfig:
     steps: int = 10  # timed steps
     rounds: int = 2  # turns of `steps` timed steps per case (see run_cases)
     isolate: bool = False  # one process per case (clean peak memory) instead of one per model family
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True = torch.compile
+    jit_compile: object = "auto"  # Keras's default; True: XLA, on PyTorch per block; "whole_model" (block_compile)
     peak_tflops: float = None  # the device's peak for `dtype`, for MFU
     budget_s: float = None  # stop a child still running after this many seconds of the whole run
 
@@ -87,7 +93,7 @@ class BenchConfig:
         self.peer = _checks.subset_of("peer", self.peer, tuple(PEERS))
         if self.cases is None:
             peers = [c for p in self.peer for c in PEERS[p]]
-            self.cases = tuple(c for c in CASES if c in peers or not c.startswith(("peer", "timm")))
+            self.cases = tuple(c for c in CASES if c in peers or not c.startswith(("peer", "timm", "torch")))
         self.cases = _checks.subset_of("cases", self.cases, CASES)
         _checks.one_of("dtype", self.dtype, DTYPES)
         _checks.config_fields(
@@ -388,9 +394,9 @@ def run_bench(config, out=None, log=print):
     turns in one process; measured on the 2-core CPU, the same case in two fresh processes differed
     by up to 8% in median step time while its steps within one process spread by under 5%). With
     `isolate`, one child per case: each peak memory is then that case's alone (JAX reports a peak
-    over the life of the process). The timm cases are a family of their own (plain PyTorch).
+    over the life of the process). The timm and torch.nn cases are a family of their own (plain PyTorch).
     """
-    families = [[c for c in config.cases if c in family] for family in (VIT_CASES, TIMM_CASES, TXL_CASES)]
+    families = [[c for c in config.cases if c in family] for family in (VIT_CASES, PLAIN_TORCH_CASES, TXL_CASES)]
     groups = [[c] for c in config.cases] if config.isolate else [f for f in families if f]
     deadline = time.monotonic() + config.budget_s if config.budget_s else None
     results = []
@@ -410,10 +416,10 @@ def _run_child(cases, config, deadline=None):
     timeout = None if deadline is None else deadline - time.monotonic()
     if timeout is not None and timeout <= 0:
         return [dict(case=case, error=f"not run: the time budget of {config.budget_s:g} s was spent") for case in cases]
-    timm = cases[0] in TIMM_CASES
-    module = "keras_tse.experiments.timm_peer" if timm else "keras_tse.experiments.bench"
+    plain_torch = cases[0] in PLAIN_TORCH_CASES
+    module = "keras_tse.experiments.timm_peer" if plain_torch else "keras_tse.experiments.bench"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
-    if timm:  # plain PyTorch: Keras (imported for the settings) must not load another framework beside it
+    if plain_torch:  # plain PyTorch: Keras (imported for the settings) must not load another framework beside it
         env["KERAS_BACKEND"] = "torch"
     try:
         process = subprocess.run(
@@ -441,6 +447,8 @@ def ratios(results, field="step_ms"):
         "ours/peer pre-norm (vit_pre / peer_pre)": ("vit_pre", "peer_pre"),
         "ours/timm post-norm (vit_post / timm_post)": ("vit_post", "timm_post"),
         "ours/timm pre-norm (vit_pre / timm_pre)": ("vit_pre", "timm_pre"),
+        "ours/torch.nn post-norm (vit_post / torch_post)": ("vit_post", "torch_post"),
+        "ours/torch.nn pre-norm (vit_pre / torch_pre)": ("vit_pre", "torch_pre"),
         "ViT deescalate / post": ("vit_deescalate", "vit_post"),
         "ViT pre / post": ("vit_pre", "vit_post"),
         "TXL deescalate / post": ("txl_deescalate", "txl_post"),
@@ -488,7 +496,7 @@ def cases_table(results):
         if "error" in r:
             lines.append(f"| {r['case']} | failed: {r['error']} | | | | | | | | |")
             continue
-        framework = r["backend"] if r["case"] in TIMM_CASES else f"Keras on {r['backend']}"
+        framework = r["backend"] if r["case"] in PLAIN_TORCH_CASES else f"Keras on {r['backend']}"
         lines.append(
             f"| {r['case']} | {framework} | {r['device']} | {r['dtype']} | {r['params']:,} | {r['batch']} "
             f"| {r['step_ms']:.1f} | {r['throughput']:,.0f} {r['unit']} | {r['compile_s']:.1f} "

@@ -374,7 +374,7 @@ def scale_settings(args):
     `add_compile_cache` add: the library takes values, never an argparse namespace."""
     return dict(
         mixed_precision=args.mixed_precision,
-        jit_compile={None: False, "blocks": True}.get(args.jit_compile, args.jit_compile),
+        jit_compile=args.jit_compile,
         data_parallel=args.data_parallel,
         compile_cache_dir=args.compile_cache,
         processes=processes_of(args),
@@ -391,6 +391,30 @@ def processes_of(args):
     return dict(coordinator=args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
 
 
+JIT_COMPILE_MODES = {"blocks": True, "whole_model": "whole_model"}  # `training.block_compile`'s values
+
+
+def jit_compile_mode(text):
+    """`--jit-compile`'s optional value: blocks (True: on PyTorch each block compiled) or whole_model."""
+    if text not in JIT_COMPILE_MODES:
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(JIT_COMPILE_MODES)}; received {text!r}")
+    return JIT_COMPILE_MODES[text]
+
+
+def add_jit_compile(parser, default):
+    parser.add_argument(
+        "--jit-compile",
+        nargs="?",
+        const=True,
+        default=default,
+        type=jit_compile_mode,
+        metavar="{blocks,whole_model}",
+        help="compile(jit_compile=True): XLA on JAX and TF; on PyTorch torch.compile of each block (blocks, the "
+        "default) or of the whole train step (whole_model, Keras's own). Without it: XLA on JAX (TF: on a GPU), "
+        "eager PyTorch",
+    )
+
+
 def add_scale_arguments(parser):
     """The flags `keras_tse.training.scale.configure` reads: precision, compilation, data parallelism."""
     parser.add_argument(
@@ -398,15 +422,7 @@ def add_scale_arguments(parser):
         action="store_true",
         help="train under the mixed_bfloat16 policy (float32 variables, bfloat16 compute)",
     )
-    parser.add_argument(
-        "--jit-compile",
-        nargs="?",
-        const="blocks",
-        default=None,
-        choices=("blocks", "whole_model"),
-        help="compile(jit_compile=True): on PyTorch torch.compile of each block (blocks, the default) or of the "
-        "whole train step (whole_model, Keras's); XLA is the default on JAX, and TF on a GPU",
-    )
+    add_jit_compile(parser, default=False)
     parser.add_argument(
         "--data-parallel",
         action="store_true",

@@ -40,7 +40,9 @@ class TrainConfig:
     grad_accum: int = 1
     mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
     cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch  # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
+    # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
+    # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
+    jit_compile: object = "auto"
 
     def __post_init__(self):
         _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
@@ -78,7 +80,9 @@ class LMTrainConfig:
     ema: float = None
     grad_accum: int = 1
     similarity_every_n_batches: int = None
-    jit_compile: object = "auto"  # Keras's default: XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch  # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
+    # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
+    # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
+    jit_compile: object = "auto"
 
     def __post_init__(self):
         _checks.config_fields(

@@ -9,10 +9,12 @@ from keras_tse.run_files import claim_file
 HELP = "train-step throughput and peak memory, ours beside a KerasHub or timm peer"
 
 VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
-TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer.TIMM_CASES; kept here so bench never imports it
+TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer's; kept here so bench never imports it
+TORCH_CASES = ("torch_post", "torch_pre")  # torch.nn.TransformerEncoderLayer's ViT (timm_peer)
+PLAIN_TORCH_CASES = TIMM_CASES + TORCH_CASES
 TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
-CASES = VIT_CASES + TIMM_CASES + TXL_CASES
-PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES}
+CASES = VIT_CASES + PLAIN_TORCH_CASES + TXL_CASES
+PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES, "torch": TORCH_CASES}
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
@@ -24,12 +26,14 @@ def add_arguments(parser):
         "--cases",
         type=flags.choice_list(CASES, {}),
         help="comma-separated cases (default: ours, --peer's and TXL's): vit_post, vit_pre, vit_deescalate, "
-        "peer_post, peer_pre (KerasHub), timm_post, timm_pre, txl_post, txl_pre, txl_deescalate",
+        "peer_post, peer_pre (KerasHub), timm_post, timm_pre, torch_post, torch_pre (torch.nn), txl_post, txl_pre, "
+        "txl_deescalate",
     )
     parser.add_argument(
         "--peer",
         type=flags.choice_list(tuple(PEERS), {}),
-        help="whose ViT to time beside ours: keras_hub (default), timm (plain PyTorch, `pip install timm`) or both",
+        help="whose ViT to time beside ours: keras_hub (default), timm (plain PyTorch, `pip install timm`), torch "
+        "(torch.nn.TransformerEncoderLayer, post- and pre-norm), or several",
     )
     parser.add_argument(
         "--budget-s",
@@ -56,12 +60,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--warmup", type=flags.non_negative_int, help="untimed steps after the first (default: 3; --quick 2)"
     )
-    parser.add_argument(
-        "--jit-compile",
-        action="store_const",
-        const=True,
-        help="compile=True: torch.compile on PyTorch (default: Keras's auto: XLA on JAX (TF: on a GPU), eager torch)",
-    )
+    flags.add_jit_compile(parser, default=None)  # the plain-PyTorch peers are torch.compile-d with it
     parser.add_argument(
         "--peak-tflops", type=flags.positive_float, help="the device's peak TFLOP/s for --dtype, to report MFU"
     )

@@ -203,6 +203,7 @@ def variant_settings(args, norm):
         "dataset": args.dataset,
         **training.runner.backend_settings(),
         "data_parallel": args.data_parallel,
+        "processes": training.scale.process()[1],
         **({"data": args.fingerprint} if own_text(args) else {}),
         **({"model": args.model} if args.model != "transformer_xl" else {}),
     }
@@ -259,6 +260,8 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
+    if args.model_parallel > 1:
+        raise InputError("--model-parallel", args.model_parallel, "1 for the language model (no layout is tested)")
     if args.model == "gpt" and args.size == "paper":
         raise InputError("--size", "paper", "--model transformer_xl (Fig. 7's widths are the Transformer-XL's)")
     for norm in args.norm:
@@ -292,13 +295,14 @@ def run(args):
     )
     shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
     shared.update({"model": args.model} if args.model != "transformer_xl" else {})
-    claim_folder(args.out, PROG, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
 
     import keras  # here, not at the top: see the imports
 
     data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
 
-    config = train_settings(args)
+    config = train_settings(args)  # joins the other processes, if any, first
+    args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
+    claim_folder(args.out, PROG, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
         train = training.recorded(config)
@@ -316,6 +320,9 @@ def run(args):
         flush=True,
     )
     batch_size, segment_len = _stream_shape(plans, config)
+    processes = training.scale.process()[1]
+    if batch_size % processes:
+        raise InputError("--batch-size", batch_size, f"a multiple of the {processes} processes (each feeds a part)")
     where = {"text": lambda split: os.path.join(args.data_dir, f"{split}.txt")}.get(args.dataset, lambda s: s)
     check_text_length(ids, batch_size, segment_len, where)
     if args.epochs is not None:  # passes over the training stream, in optimizer steps
@@ -425,6 +432,7 @@ def parse_args(argv=None):
         batch_help="override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)",
     )
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
+    flags.add_distribution_arguments(parser)
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":
         parser.error(

@@ -81,6 +81,39 @@ def test_two_processes_train_as_one_and_only_process_0_writes(tmp_path):
     assert "keras_tse_process1_" in outputs[2] and "keras_tse_process1_" not in outputs[1]
 
 
+def test_the_language_model_trains_over_two_processes_as_one(tmp_path):
+    """The Transformer-XL recipe: each process feeds its streams of every batch (their memory rows), the
+    losses of every logged interval and the perplexities are one process's, and only process 0 writes."""
+    lm = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
+    argv = [sys.executable, lm, "--smoke", "--norm", "deescalate", "--depth", "1", "--steps", "8"]
+    argv += ["--eval-interval", "4", "--batch-size", "4", "--verbose", "2"]
+    port = _free_port()
+
+    def start(out, tmp, processes=None):
+        extra = [] if processes is None else ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
+        extra += [] if processes is None else ["--process-id", str(processes)]
+        os.makedirs(tmp, exist_ok=True)
+        env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
+        command = [*argv, "--out", str(out), *extra]
+        return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    runs = [start(tmp_path / "one", tmp_path / "t"), *(start(tmp_path / "two", tmp_path / f"t{i}", i) for i in (0, 1))]
+    outputs = [run.communicate(timeout=400)[0] for run in runs]
+    assert [run.returncode for run in runs] == [0, 0, 0], "\n".join(o[-2000:] for o in outputs)
+    for name in ("steps.csv", "history.csv"):
+        rows = []
+        for out in ("one", "two"):
+            with open(tmp_path / out / "deescalate" / name, newline="") as f:
+                rows.append(list(csv.DictReader(f)))
+        assert len(rows[0]) == len(rows[1]) >= 2
+        columns = [c for c in rows[0][0] if c in ("loss", "val_loss", "perplexity", "val_perplexity")]
+        for column in columns:
+            got, expected = ([float(r[column]) for r in part] for part in (rows[1], rows[0]))
+            np.testing.assert_allclose(got, expected, rtol=1e-4, err_msg=f"{name} {column}")
+    assert _files(tmp_path / "two") == _files(tmp_path / "one")
+    assert os.listdir(tmp_path / "t1") == []
+
+
 def _wait_for_rows(history, rows, runs, log):
     """Until `history` holds more than `rows` epoch rows; the runs must still be running."""
     deadline = time.time() + 400

@@ -66,7 +66,7 @@ class Vocabulary:
             return cls(line.rstrip("\n") for line in f)
 
 
-def lm_segments(ids, batch_size, segment_len):
+def lm_segments(ids, batch_size, segment_len, shard=(0, 1)):
     """Inputs and next-token targets `[num_segments * batch_size, segment_len]`, in stream order.
 
     Transformer-XL's LMOrderedIterator: the corpus is cut into `batch_size` contiguous streams
@@ -75,8 +75,18 @@ def lm_segments(ids, batch_size, segment_len):
     dropped. Row `k * batch_size + b` is window `k` of stream `b`, so `fit(x, y,
     batch_size=batch_size, shuffle=False)` hands batch `k` the `k`-th window of every stream and
     each batch continues the previous one, as the memory needs.
+
+    `shard=(index, count)`: this process's part of every batch when `count` processes train together,
+    streams `[index * b / count, (index + 1) * b / count)` of the `b = batch_size` (rows of `b / count`
+    a window): together the processes feed exactly the batches of one.
     """
     batch_size = _checks.positive_int("batch_size", batch_size)
+    index, count = shard
+    if not 0 <= index < count or batch_size % count:
+        raise ValueError(
+            f"`shard` must be (index, count) with 0 <= index < count, count dividing batch_size {batch_size}. "
+            f"Received: shard={shard!r}"
+        )
     segment_len = _checks.positive_int("segment_len", segment_len)
     ids = np.asarray(ids)
     steps = len(ids) // batch_size
@@ -86,10 +96,11 @@ def lm_segments(ids, batch_size, segment_len):
             f"Too few tokens for one segment: {len(ids)} tokens in {batch_size} streams of {steps}, "
             f"need at least segment_len + 1 = {segment_len + 1} per stream."
         )
-    streams = ids[: steps * batch_size].reshape(batch_size, steps)
+    part = batch_size // count
+    streams = ids[: steps * batch_size].reshape(batch_size, steps)[index * part : (index + 1) * part]
     used = windows * segment_len
-    x = streams[:, :used].reshape(batch_size, windows, segment_len)
-    y = streams[:, 1 : used + 1].reshape(batch_size, windows, segment_len)
+    x = streams[:, :used].reshape(part, windows, segment_len)
+    y = streams[:, 1 : used + 1].reshape(part, windows, segment_len)
     return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))
 
 

@@ -432,8 +432,8 @@ def add_scale_arguments(parser):
 
 def add_distribution_arguments(parser):
     """The flags of a run over several processes (`keras_tse.training.scale.join_processes`) or with its
-    weights split over devices (`scale.use_model_parallel`), JAX only. The ViT recipe takes them; the
-    language-model recipe not yet (its memory is not split by process, its layout is untested)."""
+    weights split over devices (`scale.use_model_parallel`), JAX only. Both recipes take them; the
+    language model refuses `--model-parallel` (no layout of it is tested)."""
     parser.add_argument(
         "--model-parallel",
         type=positive_int,

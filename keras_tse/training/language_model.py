@@ -19,6 +19,7 @@ import numpy as np
 
 from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
+from keras_tse.processes import process
 from keras_tse.training import optimizers
 from keras_tse.training.runner import run_config, summarize, train_in_folder
 from keras_tse.training.tasks import LANGUAGE_MODELLING
@@ -61,11 +62,14 @@ def fit_language_model(
             check_token_ids(name, np.asarray(ids), vocab_size)
     if batch != config.batch_size:
         raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size={config.batch_size}")
-    stream = SegmentStream(*lm_segments(train_ids, batch, segment), batch, config.eval_interval)
-    x_valid, y_valid = lm_segments(valid_ids, batch, segment)
+    # several processes training together: each feeds its part of every batch (its streams)
+    shard, local = process(), batch // process()[1]
+    stream = SegmentStream(*lm_segments(train_ids, batch, segment, shard), local, config.eval_interval)
+    x_valid, y_valid = lm_segments(valid_ids, batch, segment, shard)
+    x_probe = lm_segments(valid_ids, batch, segment)[0]  # whole batches: the probe runs on this process alone
     LANGUAGE_MODELLING.compile(model, make_lm_optimizer(config), config.jit_compile)
     fit_kwargs = dict(
-        x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=batch, shuffle=False
+        x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=local, shuffle=False
     )
     callbacks = [
         *optimizers.ema_callbacks(config),
@@ -91,13 +95,13 @@ def fit_language_model(
         run_dir,
         run_config(model.name, config, extra_config),
         fit_kwargs,
-        x_valid[batch : 2 * batch],
+        x_probe[batch : 2 * batch],
         summarize_with_test,
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         extra_callbacks=callbacks,
         verbose=verbose,
-        probe_warmup=x_valid[:batch],
+        probe_warmup=x_probe[:batch],
     )
 
 
@@ -117,9 +121,9 @@ def evaluate_stream(model, ids, batch_size=None):
     segments in order, each segment attending to the memory of the ones before it.
     """
     batch, segment = model.input.shape[0] or batch_size, model.input.shape[1]
-    x, y = lm_segments(ids, batch, segment)
+    x, y = lm_segments(ids, batch, segment, process())  # this process's streams, when several train together
     reset_memory(model)
-    loss = model.evaluate(x, y, batch_size=batch, verbose=0, return_dict=True)["loss"]
+    loss = model.evaluate(x, y, batch_size=batch // process()[1], verbose=0, return_dict=True)["loss"]
     reset_memory(model)
     return float(loss)
 

@@ -188,3 +188,15 @@ def test_the_processes_parts_of_every_batch_make_one_processs_batch(pipeline):
             np.testing.assert_array_equal(np.concatenate([a, b]), full)
     with pytest.raises(ValueError, match="a batch of 4 .20 examples in batches of 8.; expected a multiple of 8"):
         pipelines.image_dataset(images, labels, 8, shard=(0, 8), pipeline=pipeline)
+
+
+def test_the_processes_streams_make_one_processs_segments():
+    from keras_tse.data.text import lm_segments
+
+    ids = np.arange(1_000)
+    (x, y), parts = lm_segments(ids, 4, 5), [lm_segments(ids, 4, 5, (i, 2)) for i in (0, 1)]
+    for whole, index in ((x, 0), (y, 1)):
+        halves = [part[index].reshape(-1, 2, 5) for part in parts]  # window k: this process's 2 streams
+        np.testing.assert_array_equal(np.concatenate(halves, axis=1).reshape(-1, 5), whole)
+    with pytest.raises(ValueError, match=r"count dividing batch_size 4\. Received: shard=\(0, 3\)"):
+        lm_segments(ids, 4, 5, (0, 3))

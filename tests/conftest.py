@@ -12,8 +12,12 @@ The rule is this file: every test file is in EVERY_BACKEND or ONE_BACKEND, and i
 test may move to the other group with `@pytest.mark.one_backend` or `@pytest.mark.every_backend`.
 `tests/test_suite.py` fails on a test file in neither list, so a new file has to choose.
 
-Which process runs the one-backend group is the runner's choice: it sets KERAS_TSE_ONE_BACKEND_TESTS
-to "run" in one process and "skip" in the others. A plain `pytest` (the variable unset) runs them all.
+Which process runs the one-backend group is the runner's choice, through KERAS_TSE_ONE_BACKEND_TESTS:
+"run" (all of them), "skip" (none), or a half of the group: "in_process" (those not marked
+`starts_processes`) and "starting_processes" (those marked: their work is in processes they start
+with their own KERAS_BACKEND, so the process that hosts them can be any backend's). The runner gives
+the two halves to two processes so that no one process carries the whole group. A plain `pytest`
+(the variable unset) runs them all.
 """
 
 import os
@@ -81,6 +85,7 @@ ONE_BACKEND = frozenset(
     }
 )
 ONE_BACKEND_TESTS = "KERAS_TSE_ONE_BACKEND_TESTS"
+ONE_BACKEND_MODES = ("run", "skip", "in_process", "starting_processes")
 _RUN_FOLDERS = []
 
 
@@ -112,8 +117,8 @@ def pytest_configure(config):
     if wanted and keras.backend.backend() != wanted:
         raise pytest.UsageError(f"KERAS_BACKEND={wanted} but Keras runs {keras.backend.backend()}")
     mode = os.environ.get(ONE_BACKEND_TESTS, "run")
-    if mode not in ("run", "skip"):
-        raise pytest.UsageError(f"{ONE_BACKEND_TESTS} must be 'run' or 'skip'. Received: {mode!r}")
+    if mode not in ONE_BACKEND_MODES:
+        raise pytest.UsageError(f"{ONE_BACKEND_TESTS} must be one of {ONE_BACKEND_MODES}. Received: {mode!r}")
     # One compilation cache for the whole run (tests/run_all_backends.py shares it between its processes),
     # never the user's: the suite builds the same small models again and again, in this process and in
     # the recipe processes it starts, and JAX then compiles each program once (tests/README.md).
@@ -123,14 +128,22 @@ def pytest_configure(config):
     use_compile_cache()
     config.addinivalue_line("markers", "every_backend: run on every backend, whatever the file's group")
     config.addinivalue_line("markers", "one_backend: run in one backend's process only, whatever the file's group")
+    config.addinivalue_line("markers", "starts_processes: a one-backend test whose work runs in processes it starts")
+
+
+def kept_here(item, mode):
+    """Whether a process in `mode` (of ONE_BACKEND_MODES) runs the test."""
+    if mode == "run" or runs_on_every_backend(item):
+        return True
+    starts_processes = item.get_closest_marker("starts_processes") is not None
+    return {"skip": False, "in_process": not starts_processes, "starting_processes": starts_processes}[mode]
 
 
 def pytest_collection_modifyitems(config, items):
-    if os.environ.get(ONE_BACKEND_TESTS, "run") == "run":
-        return
+    mode = os.environ.get(ONE_BACKEND_TESTS, "run")
     kept, left = [], []
     for item in items:
-        (kept if runs_on_every_backend(item) else left).append(item)
+        (kept if kept_here(item, mode) else left).append(item)
     config.hook.pytest_deselected(items=left)
     items[:] = kept
 

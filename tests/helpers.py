@@ -75,3 +75,14 @@ def tiny_transformer_xl(**overrides):
     from keras_tse import zoo
 
     return zoo.transformer_xl(**{**TINY_TRANSFORMER_XL, **overrides})
+
+
+def only_on(value, *backends):
+    """A parameter of an every-backend test that runs under `backends` only: the cases of one test spread
+    over the three processes, each backend running some, so CI runs each case once or twice, not thrice."""
+    import keras
+    import pytest
+
+    here = keras.backend.backend()
+    reason = f"this case runs under {', '.join(backends)} (the others run the test's other cases)"
+    return pytest.param(value, marks=pytest.mark.skipif(here not in backends, reason=reason))

@@ -13,7 +13,6 @@ import pytest
 
 import keras_tse
 from keras_tse import training
-from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import block_compile
 from tests import helpers
 
@@ -60,40 +59,31 @@ def test_compiled_blocks_train_as_eager_and_compile_once_whatever_the_depth():
     per_model = graphs[0] - before
     assert per_model == 1, per_model  # one program (the training forward) for the three blocks
     assert graphs[1] == graphs[0]  # nothing compiled after the first epoch
+    x, y = _images()
+    evaluated = compiled.evaluate(x, y, verbose=0, return_dict=True)["loss"]
+    assert evaluated == pytest.approx(eager.evaluate(x, y, verbose=0, return_dict=True)["loss"], abs=1e-5)
+    assert _graphs() == graphs[1] + 1  # inference: one program more
+    graphs[1] += 1
     # a deeper model of the same block compiles nothing new: the programs are per block class and mode
     _, _, deeper = _train(True, depth=6, epochs=1)
     assert deeper[0] == graphs[1]
 
 
 @TORCH_ONLY
-def test_dropout_drops_while_training_and_inference_is_eager_s_output():
+def test_dropout_drops_while_a_compiled_block_trains():
     keras.utils.set_random_seed(0)
-    model = helpers.tiny_vit(depth=2, dropout=0.5)
+    model = helpers.tiny_vit(depth=1, dropout=0.5)
     x, _ = _images(8)
-    expected = keras.ops.convert_to_numpy(model(x, training=False))
+    inference = keras.ops.convert_to_numpy(model(x, training=False))  # eager
     keras_tse.compile_blocks(model)
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(model(x, training=False)), expected, atol=1e-5)
-    graphs = _graphs()
-    model(x, training=False)
-    assert _graphs() == graphs  # the inference program is kept
     first, second = (keras.ops.convert_to_numpy(model(x, training=True)) for _ in range(2))
     assert np.abs(first - second).max() > 1e-3  # a new dropout mask each call
-    assert np.abs(first - expected).max() > 1e-3
+    assert np.abs(first - inference).max() > 1e-3
 
 
-@TORCH_ONLY
 def test_the_gpt_decoder_compiles_per_block_and_transformer_xl_stays_eager():
-    ids = np.random.default_rng(0).integers(0, 40, (8, 7)).astype("int32")
-    results = []
-    for compiled in (False, True):
-        keras.utils.set_random_seed(0)
-        model = keras_tse.zoo.gpt(depth=2, vocab_size=40, segment_len=6, hidden_dim=16, num_heads=2, ffn_dim=32)
-        model.compile(keras.optimizers.Adam(1e-3), LogProbabilityCrossentropy(), jit_compile=False)
-        if compiled:
-            keras_tse.compile_blocks(model)
-            assert len(block_compile.model_blocks(model)) == 2
-        results.append(model.fit(ids[:, :-1], ids[:, 1:], batch_size=4, shuffle=False, verbose=0).history["loss"])
-    np.testing.assert_allclose(results[1], results[0], atol=1e-5)
+    gpt = keras_tse.zoo.gpt(depth=2, vocab_size=40, segment_len=6, hidden_dim=16, num_heads=2, ffn_dim=32)
+    assert [block.name for block in block_compile.model_blocks(gpt)] == ["block_00", "block_01"]
     txl = keras_tse.compile_blocks(helpers.tiny_transformer_xl())  # its blocks write their memory in the call
     assert block_compile.model_blocks(txl) == []
 
@@ -110,10 +100,10 @@ def test_a_compiled_model_saves_the_same_file_and_loads_as_a_plain_one(tmp_path)
     model = helpers.tiny_vit(depth=2)
     x, _ = _images(4)
     model.save(tmp_path / "plain.keras")
-    keras_tse.compile_blocks(model)
+    expected = keras.ops.convert_to_numpy(model(x))
+    keras_tse.compile_blocks(model)  # (its programs are compiled at the first call: none here)
     compiled = keras.backend.backend() == "torch"
     assert block_compile.is_compiled(model.get_layer("block_01")) == compiled
-    expected = keras.ops.convert_to_numpy(model(x))
     model.save(tmp_path / "compiled.keras")
     assert _config_of(tmp_path / "compiled.keras") == _config_of(tmp_path / "plain.keras")
     loaded = keras.saving.load_model(tmp_path / "compiled.keras")

@@ -54,6 +54,7 @@ def test_values_equal_the_profile_and_the_logs_get_the_last_block(tmp_path):
     assert history.history["tcos_last"][-1] == pytest.approx(metric.records[-1]["tcos_2"], rel=1e-6)
 
 
+@pytest.mark.one_backend  # which keys reach the history is the callback's Python, not the backend's
 def test_logs_all_puts_every_block_in_history_and_none_puts_none(tmp_path):
     probe = _data()[0][:16]
     _, history = _fit(TokenSimilarityMetric(probe, logs="all"), tmp_path / "all.csv", epochs=1)

@@ -91,8 +91,9 @@ def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows
 
     out = str(tmp_path)
     run = os.path.join(out, "deescalate")
-    # (kind, n): kills spread over the run: config, a first checkpoint mid-zip, a later one mid-zip
-    faults = [("rename", 1), ("zip", 3), ("zip", 9)]
+    # (kind, n): kills spread over the run: config, then a checkpoint mid-zip (a later checkpoint's kill
+    # is the same code at another moment: dropped to keep CI short)
+    faults = [("rename", 1), ("zip", 3)]
     killed = []
     for kind, n in faults:
         result = _child(kind, n, out)
@@ -101,7 +102,7 @@ def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows
         assert result.returncode == -9, result.stderr[-3000:]
         killed.append((kind, n))
         _every_file_loads(run)
-    assert len(killed) >= 2 and ("zip", 3) in killed, killed
+    assert killed == faults, killed
     result = _child("rename", 10_000, out)  # no fault
     assert result.returncode == 0, result.stderr[-3000:]
     _every_file_loads(run)

@@ -61,6 +61,7 @@ def _files(folder):
     return sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
 
 
+@pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
 def test_two_processes_train_as_one_and_only_process_0_writes(tmp_path):
     data = _arrays(tmp_path / "d.npz")
     port = _free_port()
@@ -81,6 +82,7 @@ def test_two_processes_train_as_one_and_only_process_0_writes(tmp_path):
     assert "keras_tse_process1_" in outputs[2] and "keras_tse_process1_" not in outputs[1]
 
 
+@pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
 def test_the_language_model_trains_over_two_processes_as_one(tmp_path):
     """The Transformer-XL recipe: each process feeds its streams of every batch (their memory rows), the
     losses of every logged interval and the perplexities are one process's, and only process 0 writes."""
@@ -127,6 +129,7 @@ def _first_epoch(log):
     return int(log.read_text().split("Epoch ")[1].split("/")[0])
 
 
+@pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
 def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_path):
     """Process 1 of two killed after the second epoch's row: process 0 waits on it (JAX's runtime would
     stop it after about 70 s; the launcher, srun, stops it at once, as here). Resumed by one process,

@@ -92,6 +92,7 @@ def _other_backend():
     return "torch" if keras.backend.backend() != "torch" else "jax"
 
 
+@pytest.mark.one_backend  # a checkpoint of each backend loading on the others is test_saving's, on every backend
 def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_path, capsys):
     """Killed under one backend, resumed under the current one (the backend does not change
     the model or the data, and every checkpoint loads on any backend); then a finished folder is

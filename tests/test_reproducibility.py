@@ -35,6 +35,7 @@ def test_a_short_training_twice_gives_identical_losses_and_weights():
     assert _train_once(4)[0] != first[0]  # ... and the seed does matter
 
 
+@pytest.mark.one_backend  # each backend's determinism is the training test above; this is the sweep's rows
 def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
     config = sweep.SweepConfig.quick(steps=6)
     cell = dict(
@@ -56,6 +57,7 @@ def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
 
 
 @pytest.mark.one_backend  # each backend's determinism is the in-process training test above; this is the CLI's
+@pytest.mark.starts_processes  # two demo processes under JAX
 def test_demo_in_two_fresh_processes_prints_identical_numbers(tmp_path):
     """The README's promise, the way a user meets it: the same `keras-tse demo` command (on JAX, the
     README's backend), run twice as separate processes, prints the same table and writes the same

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.run_all_backends import launch_order, one_backend_process
+from tests.run_all_backends import launch_order, one_backend_modes, one_backend_process
 
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
@@ -63,8 +63,22 @@ def test_skip_mode_deselects_the_one_backend_tests_and_keeps_the_rest():
     assert any("test_training.py" in line for line in counts["run"])
     assert not any("test_training.py" in line for line in counts["skip"])  # a one-backend file
     kept = {line.split("::")[1] for line in counts["skip"]}
-    assert "test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend" in kept  # an every-backend test
+    assert "test_checkpoint_reloads_and_fit_continues_and_separate_calls_share_one_plot" in kept  # every backend
     assert "test_no_data_stops_with_the_file_to_fetch" not in kept  # marked one_backend inside that file
+
+
+def test_the_two_halves_of_the_one_backend_group_split_it():
+    """ "in_process" and "starting_processes" run the one-backend tests between them, each test once."""
+    one_backend = [_Item("test_data.py"), _Item("test_processes.py", "starts_processes"), _Item("test_vit.py")]
+    runs = {mode: [conftest.kept_here(i, mode) for i in one_backend] for mode in conftest.ONE_BACKEND_MODES}
+    assert runs["run"] == [True, True, True] and runs["skip"] == [False, False, True]
+    assert runs["in_process"] == [True, False, True] and runs["starting_processes"] == [False, True, True]
+    assert one_backend_modes(["tensorflow", "jax", "torch"], "torch") == {
+        "tensorflow": "starting_processes",
+        "jax": "skip",
+        "torch": "in_process",
+    }
+    assert one_backend_modes(["jax", "torch"], "torch") == {"jax": "skip", "torch": "run"}
 
 
 def test_the_runner_gives_the_one_backend_tests_to_one_process_and_starts_it_first():

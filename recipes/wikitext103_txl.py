@@ -260,8 +260,6 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
-    if args.model_parallel > 1:
-        raise InputError("--model-parallel", args.model_parallel, "1 for the language model (no layout is tested)")
     if args.model == "gpt" and args.size == "paper":
         raise InputError("--size", "paper", "--model transformer_xl (Fig. 7's widths are the Transformer-XL's)")
     for norm in args.norm:
@@ -432,7 +430,7 @@ def parse_args(argv=None):
         batch_help="override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)",
     )
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
-    flags.add_distribution_arguments(parser)
+    flags.add_distribution_arguments(parser, model_parallel=False)  # no layout of the language model is tested
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":
         parser.error(

@@ -229,7 +229,7 @@ CASES = [
     ("txl-steps-0", TXL, lambda t: _vit(t, "--steps", "0"), "'0'"),
     ("txl-depth-huge", TXL, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
     ("txl-epochs-and-steps", TXL, lambda t: _vit(t, "--epochs", "1", "--steps", "5"), "--epochs: received 1"),
-    ("txl-model-parallel", TXL, lambda t: _vit(t, "--model-parallel", "2"), "--model-parallel: received 2"),
+    ("txl-model-parallel", TXL, lambda t: _vit(t, "--model-parallel", "2"), "received --model-parallel 2"),
     ("txl-processes-torch", TXL, lambda t: _vit(t, *_processes("127.0.0.1:29500", 2, 0)), "KERAS_BACKEND=torch"),
     ("txl-tau-on-pre", TXL, lambda t: _vit(t, "--norm", "pre", "--tau", "0.5"), "--norm: received pre"),
     ("txl-size-paper-wt103", TXL, lambda t: _vit(t, "--size", "paper"), "'paper'"),

@@ -430,18 +430,19 @@ def add_scale_arguments(parser):
     )
 
 
-def add_distribution_arguments(parser):
+def add_distribution_arguments(parser, model_parallel=True):
     """The flags of a run over several processes (`keras_tse.training.scale.join_processes`) or with its
-    weights split over devices (`scale.use_model_parallel`), JAX only. Both recipes take them; the
-    language model refuses `--model-parallel` (no layout of it is tested)."""
-    parser.add_argument(
-        "--model-parallel",
-        type=positive_int,
-        default=1,
-        metavar="K",
-        help="JAX only: split attention and feed-forward kernels over K devices (keras.distribution.ModelParallel; "
-        "the batch over the rest) (default: 1)",
-    )
+    weights split over devices (`scale.use_model_parallel`), JAX only. Both recipes take the process
+    flags; `--model-parallel` only where `model_parallel` (the language model has no tested layout)."""
+    if model_parallel:
+        parser.add_argument(
+            "--model-parallel",
+            type=positive_int,
+            default=1,
+            metavar="K",
+            help="JAX only: split attention and feed-forward kernels over K devices (keras.distribution.ModelParallel; "
+            "the batch over the rest) (default: 1)",
+        )
     parser.add_argument(
         "--coordinator",
         metavar="HOST:PORT",

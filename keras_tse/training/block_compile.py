@@ -10,8 +10,9 @@ once (the layer objects are its inputs, their weights its arguments) and compile
 mode (training, inference), whatever the depth. Name scopes matter only to variables being created,
 which a built block's call never does, so they are skipped while a compiled block runs.
 
-Measured (zoo/speed.md has the bench): a ViT-12, width 32, first epoch 9.4 s against the whole-model
-compile's 233 s, ViT-48 13.7 s; later epochs 0.76x eager's time; losses equal to eager's to 1e-6.
+Measured (zoo/speed.md, from zoo/figures/torch_block_compile_{12,48}.json): a ViT-12, width 32, first
+step 25.7 s against the whole-model compile's 163 s, ViT-48 26.6 s; later steps 0.80x and 0.74x eager's;
+the same losses.
 
 Only a block's plain forward is compiled: the probe's path (`return_attention_scores=True`) and the
 symbolic build (meta tensors) run the block as it is. Dropout draws other random numbers compiled

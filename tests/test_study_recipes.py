@@ -9,6 +9,7 @@ import pytest
 
 from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
+from tests.helpers import recipe_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -257,3 +258,41 @@ def test_the_scanned_vit_is_the_unrolled_one_on_the_same_weights():
     assert scanned["max_logit_difference"] < 1e-5
     np.testing.assert_allclose(scanned["losses"], unrolled["losses"], rtol=1e-5)
     assert scanned["losses"][-1] < scanned["losses"][0]  # the gradients reach the stacked weights
+
+
+def _cell_rows(cells):
+    return [{"arm": "a", "learning_rate": f"{lr:g}", "seed": str(seed), "loss": str(loss)} for lr, seed, loss in cells]
+
+
+def test_a_cell_study_brackets_the_best_rate_before_it_runs_the_seeds():
+    cell_study = recipe_module("cell_study")
+    plan = cell_study.Plan(arms=("a",), grid=(1e-4, 3e-4, 1e-3), select_by="loss", max_extensions=1)
+    assert cell_study.next_cells([], "a", plan) == [(1e-4, 0), (3e-4, 0), (1e-3, 0)]
+    inside = _cell_rows([(1e-4, 0, 2.0), (3e-4, 0, 1.0), (1e-3, 0, 1.5)])
+    assert cell_study.next_cells(inside, "a", plan) == [(3e-4, 1), (3e-4, 2)]
+    assert cell_study.next_cells(inside + _cell_rows([(3e-4, 2, 1.1)]), "a", plan) == [(3e-4, 1)]
+    edge = _cell_rows([(1e-4, 0, 2.0), (3e-4, 0, 1.5), (1e-3, 0, float("nan"))])  # a diverged run is never best
+    assert cell_study.next_cells(edge, "a", plan) == [(3e-4, 1), (3e-4, 2)]
+    low = _cell_rows([(1e-4, 0, 1.0), (3e-4, 0, 1.5), (1e-3, 0, 2.0)])
+    assert cell_study.next_cells(low, "a", plan) == [(3.33e-05, 0)]  # the grid grows past the best end
+    assert cell_study.next_cells(low + _cell_rows([(3.33e-5, 0, 0.9)]), "a", plan) == []  # no more extensions
+    once = cell_study.Plan(arms=("a",), grid=(5e-4,), select_by="loss", bracket=False)
+    assert cell_study.next_cells(_cell_rows([(5e-4, 0, 1.0)]), "a", once) == [(5e-4, 1), (5e-4, 2)]
+
+
+def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cut_short(tmp_path):
+    cell_study = recipe_module("cell_study")
+    plan = cell_study.Plan(arms=("a", "b"), grid=(1e-3,), seeds=(0, 1), select_by="loss", bracket=False)
+    results = tmp_path / "study" / "results.csv"
+    results.parent.mkdir()
+    results.write_text("arm,learning_rate,seed,loss,seconds\na,0.001,0,1.5,3\nb,0.001,0,2")  # b's row cut by a kill
+    ran = []
+
+    def run_cell(arm, lr, seed):
+        ran.append((arm, seed))
+        return {"arm": arm, "learning_rate": f"{lr:g}", "seed": seed, "loss": 1.0 + seed, "seconds": 1, "extra": 0}
+
+    cell_study.run(plan, plan.arms, run_cell, str(results), ("arm", "learning_rate", "seed", "loss", "seconds"))
+    assert ran == [("b", 0), ("a", 1), ("b", 1)]  # every arm's seed 0 before any arm's seed 1
+    rows = cell_study.read_rows(str(results))
+    assert sorted((r["arm"], r["seed"]) for r in rows) == [("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")]

@@ -48,8 +48,8 @@ def best_cells(rows):
 
 def _grid_state(rows, arm, rate):
     tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-    if len(tried) < len(depth80_study.GRID):
-        return f"grid {len(tried)} of {len(depth80_study.GRID)}"
+    if len(tried) < len(depth80_study.PLAN.grid):
+        return f"grid {len(tried)} of {len(depth80_study.PLAN.grid)}"
     inside = tried[0] < rate < tried[-1]
     return (
         "inside " + "/".join(f"{t:g}" for t in tried)

@@ -7,21 +7,22 @@ Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`)
 `--runs` (a killed cell resumes from its last saved epoch); a finished cell becomes one row of
 `zoo/depth80_fashion_mnist/results.csv`, which is all the card (`zoo/depth80_card.py`) reads.
 
-The plan follows from the rows: an arm first runs seed 0 at each rate of `GRID`; if its best rate (the
-lowest final training loss: trainability is the paper's question, and the test set is not used to
-choose) lies at an end of what was tried, the grid grows by a factor 3 past that end (at most
-`MAX_EXTENSIONS` times); once the best is inside, seeds 1 and 2 run at it.
+The plan (`zoo/cell_study.py`) follows from the rows: an arm first runs seed 0 at each rate of the grid;
+if its best rate (the lowest final training loss: trainability is the paper's question, and the test set
+is not used to choose) lies at an end of what was tried, the grid grows by a factor 3 past that end (at
+most twice); once the best is inside, seeds 1 and 2 run at it.
 """
 
 import argparse
 import csv
+import functools
 import json
-import math
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import cell_study
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "results.csv")
@@ -43,54 +44,26 @@ ARMS = {
     "deescalate_layerscale": ("--norm", "deescalate_layerscale"),
     "deescalate_learned_tau": ("--norm", "deescalate", "--learn-tau"),
 }
-GRID = (1e-4, 3e-4, 1e-3)
-MAX_EXTENSIONS = 2
-SEEDS = (0, 1, 2)
+PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(1e-4, 3e-4, 1e-3), select_by="train_loss")
 FIELDS = (
     "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
     "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
 )  # fmt: skip
 
 
-def read_rows(path=RESULTS):
-    if not os.path.exists(path):
-        return []
-    with open(path, newline="") as handle:
-        return list(csv.DictReader(handle))
-
-
-def _loss(row):
-    value = float(row["train_loss"])
-    return value if math.isfinite(value) else math.inf
+def read_rows():
+    return cell_study.read_rows(RESULTS)
 
 
 def best_rate(rows, arm):
-    """The arm's seed-0 rate of lowest final training loss, or None before any seed-0 row."""
-    tried = [row for row in rows if row["arm"] == arm and int(row["seed"]) == 0]
-    return float(min(tried, key=_loss)["learning_rate"]) if tried else None
-
-
-def next_cells(rows, arm):
-    """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
-    tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
-    missing = [lr for lr in GRID if not any(math.isclose(lr, t) for t in tried)]
-    if missing:
-        return [(lr, 0) for lr in missing]
-    best = best_rate(rows, arm)
-    extensions = len(tried) - len(GRID)
-    if best == tried[0] or best == tried[-1]:
-        if extensions >= MAX_EXTENSIONS:
-            return []  # the card says the best lies at the grid's end
-        return [(float(f"{best / 3 if best == tried[0] else best * 3:.3g}"), 0)]
-    done = {int(row["seed"]) for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), best)}
-    return [(best, seed) for seed in SEEDS if seed not in done]
+    return cell_study.best_rate(rows, arm, PLAN)
 
 
 def cell_folder(runs, arm, learning_rate, seed):
     return os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
 
 
-def run_cell(runs, arm, learning_rate, seed, epochs):
+def run_cell(runs, arm, learning_rate, seed, *, epochs):
     """One recipe run (it resumes a killed one); its row."""
     out = cell_folder(runs, arm, learning_rate, seed)
     command = [
@@ -126,64 +99,15 @@ def run_cell(runs, arm, learning_rate, seed, epochs):
     }
 
 
-def append_row(row, path=RESULTS):
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    new = not os.path.exists(path)
-    with open(path, "a", newline="") as handle:
-        writer = csv.DictWriter(handle, FIELDS)
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
-        handle.flush()
-        os.fsync(handle.fileno())
-
-
-def pending(rows, arms, running):
-    """The next cells, breadth first: every arm's grid before any arm's seeds."""
-    cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm)]
-    cells = [cell for cell in cells if cell not in running]
-    return sorted(cells, key=lambda cell: cell[2])
-
-
-def nice_the_session():
-    """Give this session's scheduling group this process's nice value. Under Linux's autogroup
-    scheduling a nice value ranks a process only within its session, so a study started in a session
-    of its own (setsid, nohup from a shell) otherwise takes as much CPU as everything else together."""
-    try:
-        with open("/proc/self/autogroup", "w") as handle:
-            handle.write(str(os.nice(0)))
-    except OSError:  # not Linux, autogroup off, or not allowed: the nice value alone
-        pass
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "depth80"), help="the cells' run folders")
     parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all nine)")
     args = parser.parse_args(argv)
-    arms = args.arms.split(",")
-    unknown = sorted(set(arms) - set(ARMS))
-    if unknown:
-        parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(ARMS)}")
+    arms = cell_study.check_arms(parser, args.arms, PLAN)
     os.makedirs(args.runs, exist_ok=True)
-    nice_the_session()
-    running = {}
-    with ThreadPoolExecutor(args.jobs) as pool:
-        while True:
-            rows = read_rows()
-            for cell in pending(rows, arms, set(running.values()))[: args.jobs - len(running)]:
-                print(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}", flush=True)
-                running[pool.submit(run_cell, args.runs, *cell, EPOCHS)] = cell
-            if not running:
-                break
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
-            for future in done:
-                cell = running.pop(future)
-                row = future.result()
-                append_row(row)
-                print(f"done {cell[0]} lr {cell[1]:g} seed {cell[2]}: train loss {row['train_loss']:.4f}, "
-                      f"test acc {row['test_accuracy']:.4f}, {row['seconds']:.0f} s", flush=True)  # fmt: skip
+    cell_study.run(PLAN, arms, functools.partial(run_cell, args.runs, epochs=EPOCHS), RESULTS, FIELDS, args.jobs)
 
 
 if __name__ == "__main__":

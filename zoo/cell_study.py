@@ -1,0 +1,116 @@
+"""A study made of recipe runs ("cells"), resumable cell by cell: the plan every study in zoo/ follows.
+
+Per arm, seed 0 runs at each learning rate of the grid; if the arm's best rate (the lowest value of the
+study's selection column, never the test set's) lies at an end of what was tried, the grid grows by a
+factor 3 past that end, at most `max_extensions` times; once the best is inside, the other seeds run at
+it. A plan with `bracket=False` runs its seeds at the grid's best rate at once (a one-point grid, e.g. a
+rate carried over from a bracketed study). Each finished cell is one row appended to the study's CSV,
+flushed and synced, so a killed study loses only the cells that were running (and those resume from
+their own last saved epoch: the recipes do).
+"""
+
+import dataclasses
+import math
+import os
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+from keras_tse.run_files import append_row, read_logged_rows, write_csv
+
+
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    arms: tuple
+    grid: tuple
+    seeds: tuple = (0, 1, 2)
+    max_extensions: int = 2
+    select_by: str = "train_loss"  # the column whose lowest seed-0 value names the best rate
+    bracket: bool = True
+
+
+def read_rows(path):
+    """The study's finished cells; a row a kill cut short is left out (its cell runs again)."""
+    return [row for _, row in read_logged_rows(path)[1]] if os.path.exists(path) else []
+
+
+def _value(row, column):
+    value = float(row[column])
+    return value if math.isfinite(value) else math.inf  # a diverged run is the worst, never the best
+
+
+def heal(path):
+    """Rewrite the study's CSV without the rows a kill cut short (their cells run again), so that the next
+    row starts a line of its own."""
+    if os.path.exists(path):
+        fields, whole, cut = read_logged_rows(path)
+        if cut:
+            print(f"{path}: line(s) {cut} cut short by a kill; their cells run again", flush=True)
+            write_csv(path, fields, [row for _, row in whole])
+
+
+def best_rate(rows, arm, plan):
+    """The arm's seed-0 rate of lowest `plan.select_by`, or None before any seed-0 row."""
+    tried = [row for row in rows if row["arm"] == arm and int(row["seed"]) == 0]
+    return float(min(tried, key=lambda row: _value(row, plan.select_by))["learning_rate"]) if tried else None
+
+
+def next_cells(rows, arm, plan):
+    """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
+    tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
+    missing = [lr for lr in plan.grid if not any(math.isclose(lr, t) for t in tried)]
+    if missing:
+        return [(lr, 0) for lr in missing]
+    best = best_rate(rows, arm, plan)
+    if plan.bracket and best in (tried[0], tried[-1]):
+        if len(tried) - len(plan.grid) >= plan.max_extensions:
+            return []  # the card says the best lies at the grid's end
+        return [(float(f"{best / 3 if best == tried[0] else best * 3:.3g}"), 0)]
+    done = {int(row["seed"]) for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), best)}
+    return [(best, seed) for seed in plan.seeds if seed not in done]
+
+
+def pending(rows, plan, arms, running):
+    """The next cells, breadth first: every arm's grid before any arm's seeds."""
+    cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm, plan)]
+    return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
+
+
+def nice_the_session():
+    """Give this session's scheduling group this process's nice value. Under Linux's autogroup
+    scheduling a nice value ranks a process only within its session, so a study started in a session
+    of its own (setsid, nohup from a shell) otherwise takes as much CPU as everything else together."""
+    try:
+        with open("/proc/self/autogroup", "w") as handle:
+            handle.write(str(os.nice(0)))
+    except OSError:  # not Linux, autogroup off, or not allowed: the nice value alone
+        pass
+
+
+def check_arms(parser, names, plan):
+    arms = tuple(names.split(","))
+    unknown = sorted(set(arms) - set(plan.arms))
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(plan.arms)}")
+    return arms
+
+
+def run(plan, arms, run_cell, results, fields, jobs=1):
+    """Run the pending cells of `arms`, `jobs` at a time, until none is left; `run_cell(arm, lr, seed)`
+    returns a finished cell's row (a dict with the `fields`), appended to `results` as it comes."""
+    nice_the_session()
+    os.makedirs(os.path.dirname(results), exist_ok=True)
+    heal(results)
+    running = {}
+    with ThreadPoolExecutor(jobs) as pool:
+        while True:
+            for cell in pending(read_rows(results), plan, arms, set(running.values()))[: jobs - len(running)]:
+                print(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}", flush=True)
+                running[pool.submit(run_cell, *cell)] = cell
+            if not running:
+                return
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                arm, lr, seed = running.pop(future)
+                row = future.result()
+                append_row(results, {field: row[field] for field in fields})
+                print(f"done {arm} lr {lr:g} seed {seed}: {plan.select_by} {float(row[plan.select_by]):.4f}, "
+                      f"{float(row['seconds']):.0f} s", flush=True)  # fmt: skip

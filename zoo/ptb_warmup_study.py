@@ -16,7 +16,7 @@ Choices where the paper is silent:
 - the best rate is the one of lowest validation loss at seed 0 (`zoo/cell_study.py`'s plan), never the
   test set's;
 - the 32-block part runs every arm at 5e-4, the rate of the card's studies, without a grid: a grid
-  there would cost three times the CPU (a 32-block cell is about twice a 16-block one); the rows' `depth`
+  there would cost three times the CPU (a 32-block cell has twice the blocks of a 16-block one); the rows' `depth`
   column tells the parts apart.
 """
 

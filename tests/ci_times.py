@@ -52,6 +52,15 @@ def markdown_table(records):
     return "\n".join(lines)
 
 
+def spread(records):
+    """One line: how many runs the file keeps and the range of their totals."""
+    totals = [r["total_s"] for r in records]
+    return (
+        f"{len(records)} runs on record (tests/ci_times.json), {min(totals):,} to {max(totals):,} s in total: "
+        "this machine kind's speed varies between sessions, so compare runs of one session."
+    )
+
+
 def read(path=TIMES):
     with open(path) as f:
         return json.load(f)

@@ -196,7 +196,8 @@ def render(name):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
     if name == "ci":
         ci_times = _generator("ci_times")
-        return ci_times.markdown_table(ci_times.read()[-1:])  # the latest run; the file keeps them all
+        records = ci_times.read()
+        return ci_times.markdown_table(records[-1:]) + "\n\n" + ci_times.spread(records)  # the latest run
     raise ValueError(f"No generated README table is called {name!r}.")
 
 

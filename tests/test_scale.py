@@ -158,7 +158,8 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device():
 
 
 @pytest.mark.large
-@pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution.ModelParallel runs on JAX")
+@pytest.mark.one_backend  # ModelParallel runs on JAX: the worker process is JAX's whatever backend hosts the test
+@pytest.mark.starts_processes
 def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kernels():
     """`--model-parallel 2` on four CPU devices (2 batch x 2 model): the ViT's losses and weights as on
     one device (tolerances as above), and every attention and feed-forward kernel half on each device,

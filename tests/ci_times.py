@@ -57,7 +57,7 @@ def spread(records):
     totals = [r["total_s"] for r in records]
     return (
         f"{len(records)} runs on record (tests/ci_times.json), {min(totals):,} to {max(totals):,} s in total: "
-        "this machine kind's speed varies between sessions, so compare runs of one session."
+        "the 2-core machines differ between sessions (the machine column), so compare runs of one session."
     )
 
 

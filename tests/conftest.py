@@ -69,6 +69,7 @@ ONE_BACKEND = frozenset(
         "test_data.py",
         "test_datasets.py",
         "test_figures.py",
+        "test_gpu_plan.py",
         "test_layout.py",
         "test_presets.py",
         "test_processes.py",

@@ -365,6 +365,7 @@ GENERATED_BLOCKS = {
         "torch_block_compile_48",
         "bench_torch_nn_compiled",
         "bench_torch_nn_eager",
+        "gpu_speed",
     },
     "zoo/depth_study.md": {
         "depth_study_progress",
@@ -378,6 +379,8 @@ GENERATED_BLOCKS = {
         "depth_study_earlier",
     },
     "zoo/vit24_digits.md": {"demo_similarity", "demo"},
+    "zoo/vit80_cifar10.md": {"gpu_fig6"},
+    "zoo/transformer_xl60_wt103.md": {"gpu_fig7"},
     "zoo/fashion_mnist_vit.md": {f"fmnist_vit{d}{s}" for d in (24, 48) for s in ("", "_verdicts", "_similarity")},
     "zoo/ptb_transformer_xl16.md": {
         "ptb_txl16",

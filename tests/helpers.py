@@ -42,6 +42,24 @@ def recipe_module(name):
     return module
 
 
+def run_zoo_script(script, *args, timeout=600):
+    """`python zoo/<script> args` in a fresh process; what it printed (it must succeed)."""
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    result = subprocess.run(
+        [sys.executable, os.path.join(root, "zoo", script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
 def run_recipe_here(name, argv, capsys):
     """`python recipes/<name>.py argv` run in this process, as its `__main__` runs it: the exit code and
     what it printed (no interpreter and backend start-up to pay; the tests that need a fresh process,

@@ -4,27 +4,17 @@ session would use them (its cells' processes run under JAX and PyTorch, whatever
 import csv
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.helpers import recipe_module
+from tests.helpers import recipe_module, run_zoo_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.starts_processes
 
 
 def _plan(zoo, *argv):
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "zoo", "gpu_plan.py"), "--zoo", str(zoo), *argv],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return run_zoo_script("gpu_plan.py", "--zoo", str(zoo), *argv)
 
 
 def _cell(out, figure, name):

@@ -1,29 +1,15 @@
 """The depth study's two scripts: the card's tables from a sweep CSV, and the gradient-at-init diagnostic."""
 
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
-from tests.helpers import recipe_module
+from tests.helpers import recipe_module, run_zoo_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _run(script, *args):
-    result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "zoo", script), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
 
 
 def _rows(stdout, first_column):
@@ -66,14 +52,16 @@ def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(t
     ]
     for r in rows:
         append_row(str(tmp_path / "sweep.csv"), r)
-    stdout = _run("depth_study_card.py", str(tmp_path))
+    stdout = run_zoo_script("depth_study_card.py", str(tmp_path))
     total = len(list(sweep.cells(sweep.SweepConfig())))
     assert stdout.startswith(f"- the first grid: 5 of {total} cells\n- DeepNorm, ReZero, LayerScale: 0 of 81 cells")
-    init = {(r[0], r[2]): r[3:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 6}
-    # the init table takes one row per seed (the measures do not depend on the lr) and averages over seeds
-    assert init[("deescalate (tau 1)", "12")] == ["0", "20", "1"]
-    assert init[("deescalate (tau 0.5)", "12")] == ["0.4", "6", "1"]
-    assert init[("post", "12")] == ["0.9", "2", "1"]
+    init = {(r[0], r[2]): r[3:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 7}
+    # the init table takes one row per seed, its largest lr's (the measures do not depend on the lr), and
+    # averages over seeds; the line below it gives how far one seed's runs at other rates lie apart
+    assert init[("deescalate (tau 1)", "12")] == ["0.001", "0", "20", "1"]
+    assert init[("deescalate (tau 0.5)", "12")] == ["0.001", "0.4", "6", "1"]
+    assert init[("post", "12")] == ["0.001", "0.9", "2", "1"]
+    assert "differs by up to 1550.0% (deescalate (tau 0.5), torch, depth 12, seed 0)" in stdout
     assert (tmp_path / "plots" / "heatmap.png").exists()
 
 
@@ -139,7 +127,7 @@ def test_edge_rates_name_the_arms_whose_best_rate_is_the_lowest_or_highest_run()
 
 @pytest.mark.large
 def test_gradient_diagnostic_rows_are_consistent():
-    stdout = _run(
+    stdout = run_zoo_script(
         "deescalation_gradients.py",
         "--depths",
         "3",

@@ -10,11 +10,17 @@ their own last saved epoch: the recipes do).
 """
 
 import dataclasses
+import json
 import math
 import os
+import subprocess
+import sys
+import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from keras_tse.run_files import append_row, read_logged_rows, write_csv
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,6 +89,28 @@ def nice_the_session():
             handle.write(str(os.nice(0)))
     except OSError:  # not Linux, autogroup off, or not allowed: the nice value alone
         pass
+
+
+def run_recipe(recipe, argv, out, what):
+    """`python recipes/<recipe> argv --out out` under JAX (a killed run resumes from its last backup), its
+    output appended to `out`.log; the seconds it took. A failure names `what` and the log."""
+    command = [sys.executable, os.path.join(ROOT, "recipes", recipe), *argv, "--out", out, "--verbose", "0"]
+    start = time.perf_counter()
+    with open(out + ".log", "a") as log:
+        code = subprocess.call(command, cwd=ROOT, env={**os.environ, "KERAS_BACKEND": "jax"}, stdout=log, stderr=log)
+    if code:
+        raise RuntimeError(f"{what} failed (exit {code}); see {out}.log")
+    return round(time.perf_counter() - start, 1)
+
+
+def read_json(folder, name):
+    with open(os.path.join(folder, name)) as handle:
+        return json.load(handle)
+
+
+def add_arguments(parser, runs):
+    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", runs), help="the cells' run folders")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
 
 
 def check_arms(parser, names, plan):

@@ -16,11 +16,7 @@ most twice); once the best is inside, seeds 1 and 2 run at it.
 import argparse
 import csv
 import functools
-import json
 import os
-import subprocess
-import sys
-import time
 
 import cell_study
 
@@ -66,19 +62,11 @@ def cell_folder(runs, arm, learning_rate, seed):
 def run_cell(runs, arm, learning_rate, seed, *, epochs):
     """One recipe run (it resumes a killed one); its row."""
     out = cell_folder(runs, arm, learning_rate, seed)
-    command = [
-        sys.executable, os.path.join(ROOT, "recipes", "cifar10_vit.py"), *DATA, *MODEL, *ARMS[arm],
-        "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(epochs),
-        "--out", out, "--verbose", "0",
-    ]  # fmt: skip
-    start = time.perf_counter()
-    with open(out + ".log", "a") as log:
-        code = subprocess.call(command, cwd=ROOT, env={**os.environ, "KERAS_BACKEND": "jax"}, stdout=log, stderr=log)
-    if code:
-        raise RuntimeError(f"{arm} lr {learning_rate:g} seed {seed} failed (exit {code}); see {out}.log")
+    argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
+    argv += ["--epochs", str(epochs)]
+    seconds = cell_study.run_recipe("cifar10_vit.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, ARMS[arm][1])
-    with open(os.path.join(variant, "summary.json")) as handle:
-        summary = json.load(handle)
+    summary = cell_study.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         history = list(csv.DictReader(handle))
     return {
@@ -94,15 +82,14 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs):
         "similarity_end": summary["last_block_similarity_end"],
         "loss_curve": ";".join(f"{float(h['loss']):.5g}" for h in history),
         "test_accuracy_curve": ";".join(f"{float(h['val_accuracy']):.4f}" for h in history),
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": seconds,
         "backend": "jax",
     }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "depth80"), help="the cells' run folders")
-    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
+    cell_study.add_arguments(parser, "depth80")
     parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all nine)")
     args = parser.parse_args(argv)
     arms = cell_study.check_arms(parser, args.arms, PLAN)

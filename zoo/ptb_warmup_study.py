@@ -22,11 +22,7 @@ Choices where the paper is silent:
 
 import argparse
 import functools
-import json
 import os
-import subprocess
-import sys
-import time
 
 import cell_study
 
@@ -65,20 +61,11 @@ def read_rows():
 def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
     """One recipe run (it resumes a killed one); its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
-    command = [
-        sys.executable, os.path.join(ROOT, "recipes", "wikitext103_txl.py"), *data, *ARMS[arm],
-        "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--out", out, "--verbose", "0",
-    ]  # fmt: skip
-    start = time.perf_counter()
-    with open(out + ".log", "a") as log:
-        code = subprocess.call(command, cwd=ROOT, env={**os.environ, "KERAS_BACKEND": "jax"}, stdout=log, stderr=log)
-    if code:
-        raise RuntimeError(f"{arm} lr {learning_rate:g} seed {seed} failed (exit {code}); see {out}.log")
+    argv = [*data, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
+    seconds = cell_study.run_recipe("wikitext103_txl.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, ARMS[arm][1])
-    with open(os.path.join(variant, "summary.json")) as handle:
-        summary = json.load(handle)
-    with open(os.path.join(variant, "config.json")) as handle:
-        config = json.load(handle)  # what the run was, as the recipe wrote it
+    summary = cell_study.read_json(variant, "summary.json")
+    config = cell_study.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
     steps, losses = read_steps(os.path.join(variant, "steps.csv"))
     return {
         "arm": arm,
@@ -94,15 +81,14 @@ def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
         "similarity_init": summary["last_block_similarity_start"],
         "similarity_end": summary["last_block_similarity_end"],
         "loss_curve": ";".join(f"{loss:.5g}" for loss in losses),
-        "seconds": round(time.perf_counter() - start, 1),
+        "seconds": seconds,
         "backend": "jax",
     }
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", "ptb_warmup"), help="the cells' run folders")
-    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
+    cell_study.add_arguments(parser, "ptb_warmup")
     parser.add_argument("--part", choices=tuple(PARTS), default="grid", help="the 16-block grid or the 32-block rows")
     parser.add_argument("--arms", help="comma-separated arms of the part (default: all of them)")
     args = parser.parse_args(argv)

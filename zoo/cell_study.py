@@ -113,6 +113,16 @@ def add_arguments(parser, runs):
     parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
 
 
+def machine_name():
+    """ "<cores>-core <CPU model>" of this machine, for each row: a cell's seconds mean something only with it."""
+    model = "unknown CPU"
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+        model = names[0].replace("(R)", "").replace("(TM)", "") if names else model
+    return f"{os.cpu_count()}-core {' '.join(model.split())}"
+
+
 def check_arms(parser, names, plan):
     arms = tuple(names.split(","))
     unknown = sorted(set(arms) - set(plan.arms))
@@ -123,7 +133,8 @@ def check_arms(parser, names, plan):
 
 def run(plan, arms, run_cell, results, fields, jobs=1):
     """Run the pending cells of `arms`, `jobs` at a time, until none is left; `run_cell(arm, lr, seed)`
-    returns a finished cell's row (a dict with the `fields`), appended to `results` as it comes."""
+    returns a finished cell's row (a dict with the `fields` but "machine", which this adds), appended to
+    `results` as it comes."""
     nice_the_session()
     os.makedirs(os.path.dirname(results), exist_ok=True)
     heal(results)
@@ -138,7 +149,7 @@ def run(plan, arms, run_cell, results, fields, jobs=1):
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
                 arm, lr, seed = running.pop(future)
-                row = future.result()
+                row = {**future.result(), "machine": machine_name()}
                 append_row(results, {field: row[field] for field in fields})
                 print(f"done {arm} lr {lr:g} seed {seed}: {plan.select_by} {float(row[plan.select_by]):.4f}, "
                       f"{float(row['seconds']):.0f} s", flush=True)  # fmt: skip

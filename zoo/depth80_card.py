@@ -88,16 +88,26 @@ def results_table(rows):
 
 
 def grid_table(rows):
-    """Every finished cell: arm, rate, seed, final train loss and test accuracy, seconds."""
-    lines = ["| arm | lr | seed | final train loss | test accuracy | seconds |", "|---|---:|---:|---:|---:|---:|"]
+    """Every finished cell: arm, rate, seed, final train loss and test accuracy, seconds and machine; then
+    the range of a cell's seconds on each machine."""
+    lines = [
+        "| arm | lr | seed | final train loss | test accuracy | seconds | machine |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
     for row in sorted(
         rows, key=lambda r: (list(depth80_study.ARMS).index(r["arm"]), float(r["learning_rate"]), int(r["seed"]))
     ):
         lines.append(
             f"| {row['arm']} | {float(row['learning_rate']):g} | {row['seed']} | {float(row['train_loss']):.4f} | "
-            f"{float(row['test_accuracy']):.4f} | {float(row['seconds']):.0f} |"
+            f"{float(row['test_accuracy']):.4f} | {float(row['seconds']):.0f} | {row['machine']} |"
         )
-    return "\n".join(lines)
+    by_machine = {}
+    for row in rows:
+        by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
+    costs = "; ".join(
+        f"{machine}: {min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)" for machine, s in sorted(by_machine.items())
+    )
+    return "\n".join(lines) + f"\n\nSeconds a cell, two cells at once, by machine: {costs}."
 
 
 def verdicts_table(rows):

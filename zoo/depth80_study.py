@@ -44,6 +44,7 @@ PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(1e-4, 3e-4, 1e-3), select_by="tra
 FIELDS = (
     "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
     "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
+    "machine",
 )  # fmt: skip
 
 

@@ -51,6 +51,7 @@ PARTS = {
 FIELDS = (
     "arm", "depth", "learning_rate", "seed", "warmup_steps", "steps", "train_loss", "valid_loss", "valid_perplexity",
     "test_perplexity", "similarity_init", "similarity_end", "loss_curve", "seconds", "backend",
+    "machine",
 )  # fmt: skip
 
 

@@ -200,10 +200,11 @@ def run(args):
         time.sleep(1)
         over = time.time() > deadline
         for cell, (process, details) in list(running.items()):
-            if over and process.poll() is None:
+            stopped = over and process.poll() is None
+            if stopped:
                 _stop(process)
             if process.poll() is not None:
-                _finish(cell, process, *details, stopped=over)
+                _finish(cell, process, *details, stopped=stopped)
                 del running[cell]
     print(f"left for later calls: {', '.join(c.name for c in todo) or 'nothing'}")
     return 0

@@ -1,20 +1,29 @@
 """The GPU plan's dry run on the CPU: `zoo/gpu_plan.py run --tiny` then `adopt`, as a lent machine's
-session would use them (its cells' processes run under JAX and PyTorch, whatever backend hosts the test)."""
+session would use them. The plan's commands run in this process; the cells' runs in processes it starts,
+under JAX (the bench cell: its own backend), whatever backend hosts the test."""
 
 import csv
 import json
-import os
 
 import pytest
 
-from tests.helpers import recipe_module, run_zoo_script
+from tests.helpers import recipe_module
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = pytest.mark.starts_processes
 
 
-def _plan(zoo, *argv):
-    return run_zoo_script("gpu_plan.py", "--zoo", str(zoo), *argv)
+@pytest.fixture
+def plan(capsys):
+    """`python zoo/gpu_plan.py --zoo ZOO ARGV`, run here: what it printed."""
+    module = recipe_module("gpu_plan")
+
+    def call(zoo, *argv):
+        capsys.readouterr()
+        assert module.main(["--zoo", str(zoo), *argv]) == 0
+        return capsys.readouterr().out
+
+    call.module = module
+    return call
 
 
 def _cell(out, figure, name):
@@ -22,16 +31,16 @@ def _cell(out, figure, name):
         return json.load(f)
 
 
-def test_a_tiny_run_returns_small_files_and_adopting_them_fills_the_cards_tables(tmp_path):
+def test_a_tiny_run_returns_small_files_and_adopting_them_fills_the_cards_tables(tmp_path, plan):
     zoo, out = tmp_path / "zoo", tmp_path / "out"
     cells = ("--cells", "fig6_post_s0", "speed_jax_s0")
-    printed = _plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "300", *cells)
+    printed = plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "300", *cells)
     assert "left for later calls: nothing" in printed
     assert _cell(out, "fig6", "post_s0")["finished"] == 1 and _cell(out, "speed", "jax_s0")["finished"] == 1
     assert not list(out.rglob("checkpoints")) and not list(out.rglob("*.keras"))  # a call returns small files only
     assert json.loads((out / "machine.json").read_text())["jax"]
 
-    _plan(zoo, "adopt", str(out))
+    plan(zoo, "adopt", str(out))
     with open(zoo / "cells.csv") as f:
         rows = {row["cell"]: row for row in csv.DictReader(f)}
     assert set(rows) == {"fig6_post_s0", "speed_jax_s0"}
@@ -39,28 +48,27 @@ def test_a_tiny_run_returns_small_files_and_adopting_them_fills_the_cards_tables
     assert rows["fig6_post_s0"]["device"] and "--norm post --seed 0" in rows["fig6_post_s0"]["command"]
     fig6 = json.loads((zoo / "fig6.json").read_text())
     assert [r["seed"] for r in fig6["runs"]["post"]] == [0]
-    plan = recipe_module("gpu_plan")
-    block = plan.card_block("gpu_fig6", str(zoo))
+    block = plan.module.card_block("gpu_fig6", str(zoo))
     assert "| post | 1 |" in block and "1 of the plan's 12 cells" in block
-    assert "| jax | vit_post |" in plan.card_block("gpu_speed", str(zoo))
-    assert plan.card_block("gpu_fig7", str(zoo)).startswith("Not measured on a GPU")
+    assert "| jax | vit_post |" in plan.module.card_block("gpu_speed", str(zoo))
+    assert plan.module.card_block("gpu_fig7", str(zoo)).startswith("Not measured on a GPU")
 
     # called again, the adopted cells are not run again; adopting the same folder twice adds nothing
-    again = _plan(zoo, "run", "--tiny", "--out", str(tmp_path / "again"), "--cells", "fig6_post_s0")
+    again = plan(zoo, "run", "--tiny", "--out", str(tmp_path / "again"), "--cells", "fig6_post_s0")
     assert "start " not in again and "left for later calls: nothing" in again
-    _plan(zoo, "adopt", str(out))
+    plan(zoo, "adopt", str(out))
     assert len((zoo / "cells.csv").read_text().splitlines()) == 3
 
 
-def test_a_cell_starts_only_within_the_budget_and_one_running_past_it_is_stopped_and_kept_unfinished(tmp_path):
+def test_a_cell_starts_only_within_the_budget_and_one_running_past_it_is_stopped_and_kept_unfinished(tmp_path, plan):
     zoo, out = tmp_path / "zoo", tmp_path / "out"
-    printed = _plan(zoo, "run", "--out", str(out), "--budget-s", "60")  # below every paper-size cell's estimate
+    printed = plan(zoo, "run", "--out", str(out), "--budget-s", "60")  # below every paper-size cell's estimate
     assert "start " not in printed and "left for later calls: fig6_post_s0, fig6_pre_s0" in printed
-    printed = _plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "2", "--cells", "fig7_post_s0")
+    printed = plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "2", "--cells", "fig7_post_s0")
     record = _cell(out, "fig7", "post_s0")
     assert "unfinished fig7_post_s0" in printed and record["stopped_at_budget"] and record["finished"] == 0
-    _plan(zoo, "adopt", str(out))
-    status = {line.split()[0]: line for line in _plan(zoo, "status").splitlines()}
+    plan(zoo, "adopt", str(out))
+    status = {line.split()[0]: line for line in plan(zoo, "status").splitlines()}
     assert "unfinished" in status["fig7_post_s0"] and "not run" in status["fig7_pre_s0"]
     assert not (zoo / "fig7").exists()  # nothing of it in the figure's runs
-    assert recipe_module("gpu_plan").card_block("gpu_fig7", str(zoo)).startswith("Not measured on a GPU")
+    assert plan.module.card_block("gpu_fig7", str(zoo)).startswith("Not measured on a GPU")

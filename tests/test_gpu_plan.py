@@ -72,3 +72,13 @@ def test_a_cell_starts_only_within_the_budget_and_one_running_past_it_is_stopped
     assert "unfinished" in status["fig7_post_s0"] and "not run" in status["fig7_pre_s0"]
     assert not (zoo / "fig7").exists()  # nothing of it in the figure's runs
     assert plan.module.card_block("gpu_fig7", str(zoo)).startswith("Not measured on a GPU")
+
+
+def test_a_cell_not_in_the_plan_is_refused_in_one_line_before_anything_runs(tmp_path, plan, capsys):
+    with pytest.raises(SystemExit) as stop:
+        plan.module.main(
+            ["--zoo", str(tmp_path / "zoo"), "run", "--out", str(tmp_path / "out"), "--cells", "fig6_postt_s0"]
+        )
+    assert stop.value.code == 2
+    assert "invalid choice: 'fig6_postt_s0' (choose from 'fig6_post_s0'" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

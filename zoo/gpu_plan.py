@@ -44,6 +44,9 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# The sibling generators (cell_study, benchmark_results) are imported where used: `run` on the lent
+# machine must not start JAX in this parent process before its cells claim the GPU's memory.
+sys.path.insert(0, os.path.join(ROOT, "zoo"))
 ZOO = os.path.join(ROOT, "zoo", "gpu")
 SMALL_FILES = ("summary.json", "config.json", "history.csv", "steps.csv", "similarity.csv")
 FIELDS = (
@@ -114,7 +117,6 @@ def command(cell, out, tiny=False, data_dir=None):
 
 
 def read_cells(zoo=ZOO):
-    sys.path.insert(0, os.path.join(ROOT, "zoo"))
     import cell_study
 
     return {row["cell"]: row for row in cell_study.read_rows(os.path.join(zoo, "cells.csv"))}
@@ -277,7 +279,6 @@ def adopt(args):
 
 def collect_figures(zoo):
     """zoo/<figure>.json (and its curves) from the adopted runs of each figure, by benchmark_results."""
-    sys.path.insert(0, os.path.join(ROOT, "zoo"))
     import benchmark_results
 
     from keras_tse import run_files
@@ -301,14 +302,11 @@ def card_block(name, zoo=ZOO):
     if figure == "speed":
         table = speed_table(zoo, [row["arm"] for row in done])
     else:
-        sys.path.insert(0, os.path.join(ROOT, "zoo"))
         import benchmark_results
 
         with open(os.path.join(zoo, f"{figure}.json")) as f:
             table = benchmark_results.markdown_table(json.load(f))
-    machines = sorted(
-        {f"{r['device']} ({r['backend']}, {r['dtype']}, Keras {r['keras']}, JAX {r['jax']})" for r in done}
-    )
+    machines = sorted({_machine_line(r) for r in done})
     dates = sorted(r["date"][:10] for r in done)
     return (
         f"{table}\n\n{len(done)} of the plan's {planned} cells, run on {'; '.join(machines)}, "
@@ -356,7 +354,10 @@ def main(argv=None):
     run_parser.add_argument("--budget-s", type=float, default=540, help="seconds to spend (default: 540)")
     run_parser.add_argument("--parallel", type=int, default=3, help="trainings sharing the GPU (default: 3)")
     run_parser.add_argument("--data-dir", help="the data sets' folder (default: the recipes' own)")
-    run_parser.add_argument("--cells", nargs="+", help="only these cells (names as `status` prints them)")
+    run_parser.add_argument(
+        "--cells", nargs="+", choices=[cell.name for cell in PLAN], metavar="CELL",
+        help="only these cells (names as `status` prints them)",
+    )  # fmt: skip
     run_parser.add_argument("--tiny", action="store_true", help="CPU-sized cells: a dry run of the plan")
     adopt_parser = commands.add_parser("adopt", help="adopt the files a `run` returned")
     adopt_parser.add_argument("folder", help="the folder `run` wrote (its --out), fetched back")

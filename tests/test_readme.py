@@ -3,7 +3,10 @@
 import pathlib
 import re
 
+import keras
 import pytest
+
+from keras_tse.training import block_compile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -27,8 +30,11 @@ def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python")
     assert len(snippets) == 5  # the main API, the layers, the zoo and callbacks, your own data, the presets
-    for snippet in snippets:
-        exec(compile(snippet, "README.md", "exec"), {})
+    namespaces = [{} for _ in snippets]
+    for snippet, namespace in zip(snippets, namespaces):
+        exec(compile(snippet, "README.md", "exec"), namespace)
+    blocks = block_compile.model_blocks(namespaces[2]["small"])  # the zoo snippet
+    assert [block_compile.is_compiled(b) for b in blocks] == [keras.backend.backend() == "torch"] * 4
     assert (tmp_path / "blocks.keras").exists()
     with open(tmp_path / "history.csv") as f:
         assert "tsim_last" in f.readline()

@@ -46,6 +46,32 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
         run(2)
 
 
+def test_a_learned_tau_run_records_each_blocks_tau_as_trained_scanned_or_not(tmp_path):
+    from keras_tse.data import image_dataset
+    from keras_tse.training import fit_variant
+    from keras_tse.training.runner import summary_line
+
+    x = np.random.default_rng(0).standard_normal((16, 8, 8, 1)).astype("float32")
+    data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
+    config = TrainConfig(epochs=1, batch_size=8, learning_rate=0.05, weight_decay=0.0)
+    for scan in (False, True):
+        kwargs = dict(depth=2, patch_size=4, hidden_dim=8, ffn_dim=8, norm="deescalate", scan=scan)
+        model = tiny_vit(**kwargs, tau=0.5, trainable_tau=True)
+        run = str(tmp_path / f"scan{scan}")
+        summary = fit_variant(model, data, data, run, config, x[:4], 2, checkpoints=False, verbose=0)
+        taus = summary["learned_tau"]
+        # two steps at lr 0.05 move each block's tau off its start, and the recorded values are the weights'
+        assert len(taus) == 2 and all(0.0 <= t <= 1.0 and t != 0.5 for t in taus)
+        weights = [w for w in model.weights if w.name.endswith("tau")]
+        np.testing.assert_allclose(
+            np.concatenate([np.ravel(ops.convert_to_numpy(w)) for w in weights]), taus, atol=1e-5
+        )
+        assert f"learned tau {min(taus):.3f}-{max(taus):.3f}" in summary_line("deescalate", summary)
+    fixed = fit_variant(tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=8, norm="deescalate"), data, data,
+                        str(tmp_path / "fixed"), config, x[:4], 2, checkpoints=False, verbose=0)  # fmt: skip
+    assert "learned_tau" not in fixed
+
+
 @pytest.mark.parametrize(
     "kwargs, pattern",
     [({"epochs": 0}, "epochs=0"), ({"batch_size": -1}, "batch_size=-1"), ({"learning_rate": 0.0}, "learning_rate=0.0")],

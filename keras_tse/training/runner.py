@@ -146,11 +146,20 @@ def train_in_folder(
         summary = {"epochs": 0}
     else:
         summary = summarize(history, similarity, time.perf_counter() - start)
-    summary = {"model": model.name, **summary, **({"stopped": stop.stopped} if stop.stopped else {})}
+    taus = learned_taus(model)
+    summary = {"model": model.name, **summary, **({"learned_tau": taus} if taus else {})}
+    summary.update({"stopped": stop.stopped} if stop.stopped else {})
     run_files.write_json(summary_path, summary)
     if checkpoints:
         shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
     return summary
+
+
+def learned_taus(model):
+    """Each learned tau of eq. (21) in `model`, block by block (a scanned model stacks them in one weight);
+    [] where tau is fixed. DeEscalation names its weight "tau", clipped into [0, 1] after every step."""
+    weights = [w for w in model.weights if w.name.endswith("tau")]  # "tau", or the scan's "block_00_..._tau"
+    return [round(float(v), 5) for w in weights for v in keras.ops.convert_to_numpy(keras.ops.reshape(w, (-1,)))]
 
 
 def run_config(model_name, config, extra_config):
@@ -254,4 +263,5 @@ def summary_line(variant, s):
         f"{s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (best {s['best_test_accuracy']:.2%}), "
         f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}, "
         f"similarity overhead {s['similarity_overhead']:.1%}"
+        + (f", learned tau {min(s['learned_tau']):.3f}-{max(s['learned_tau']):.3f}" if "learned_tau" in s else "")
     )

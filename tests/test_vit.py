@@ -218,6 +218,21 @@ def test_scan_draws_each_block_like_a_block_and_saves_and_loads(tmp_path):
     np.testing.assert_allclose(loaded.predict(x, verbose=0), model.predict(x, verbose=0), atol=1e-6)
 
 
+def test_a_scanned_learned_tau_stays_in_the_unit_interval_fresh_or_loaded(tmp_path):
+    """eq. (21)'s learned tau is clipped into [0, 1] after every step, in the stack as in each block."""
+    import keras
+
+    model = vit(**TINY, norm="deescalate", trainable_tau=True, scan=True)
+    path = str(tmp_path / "scanned_tau.keras")
+    model.save(path)
+    for candidate in (model, keras.saving.load_model(path)):
+        tau = next(w for w in candidate.weights if w.name.endswith("tau"))
+        tau.assign(np.array([0.0, 0.5, 1.0], "float32"))
+        # a step of -0.25 on the first and +0.25 on the others: below 0, inside, above 1
+        keras.optimizers.SGD(1.0).apply([ops.convert_to_tensor([0.25, -0.25, -0.25])], [tau])
+        np.testing.assert_allclose(ops.convert_to_numpy(tau), [0.0, 0.75, 1.0])
+
+
 @pytest.mark.parametrize(
     "kwargs, expected",
     [

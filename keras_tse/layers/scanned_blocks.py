@@ -68,6 +68,8 @@ class ScannedBlocks(keras.layers.Layer):
                 shape=value.shape,
                 initializer=keras.initializers.Constant(value),
                 trainable=variable.trainable,
+                # each block's own constraint, element-wise on the stack (a learned tau stays in [0, 1], eq. 21)
+                constraint=variable.constraint,
                 name=variable.path.split("/", 1)[1].replace("/", "_"),
             )
             for variable, value in zip(self.template.variables, initial)

@@ -284,3 +284,43 @@ def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cu
     assert ran == [("b", 0), ("a", 1), ("b", 1)]  # every arm's seed 0 before any arm's seed 1
     rows = cell_study.read_rows(str(results))
     assert sorted((r["arm"], r["seed"]) for r in rows) == [("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")]
+
+
+@pytest.mark.parametrize("study", ["tau_sweep_study", "depth80_study"])
+def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, monkeypatch):
+    """Every arm's flags, read by the ViT recipe's own parser: the depth, width and tau the card states."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))  # the studies import their sibling cell_study
+    module, recipe = recipe_module(study), recipe_module("cifar10_vit")
+    for arm, flags in module.ARMS.items():
+        args = recipe.parse_args([*module.DATA, *module.MODEL, *flags])
+        recipe.check_args(args)
+        overrides = recipe.model_overrides(args, args.norm[0])
+        depth = 48 if study == "tau_sweep_study" else 80
+        assert (overrides["depth"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["scan"]) == (
+            depth,
+            32,
+            64,
+            True,
+        )
+        if study == "tau_sweep_study":
+            learned = arm == "tau_learned"
+            assert overrides["tau"] == (1.0 if learned else float(arm.removeprefix("tau_")))
+            assert overrides.get("trainable_tau", False) is learned
+        else:
+            assert overrides.get("trainable_tau", False) is (arm == "deescalate_learned_tau")
+
+
+def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    study = recipe_module("tau_sweep_study")
+    fixed = dict(test_accuracy="0.9", similarity_end="0.1", learned_tau_mean="")
+    rows = [
+        {**fixed, "arm": "tau_1", "learning_rate": lr, "seed": s, "train_loss": loss}
+        for lr, s, loss in (("0.0003", 0, "0.9"), ("0.001", 0, "0.2"), ("0.003", 0, "nan"), ("0.001", 1, "0.4"))
+    ]
+    rows.append({**fixed, "arm": "tau_learned", "learning_rate": "0.001", "seed": 0, "train_loss": "0.3",
+                 "learned_tau_mean": "0.8125"})  # fmt: skip
+    table = study.markdown_table(rows)
+    assert "| 1 | 0.001 | 0.0003/0.001/0.003 | 2 | 0.300 (0.200-0.400) | 0.9000 (0.9000-0.9000) |" in table
+    assert "| learned | 0.001 | 0.001 | 1 | 0.300 | 0.9000 | 0.1000 | 0.812 |" in table
+    assert "| 0.5 | not run | | 0 |" in table and "5 cells measured" in table

@@ -324,3 +324,29 @@ def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
     assert "| 1 | 0.001 | 0.0003/0.001/0.003 | 2 | 0.300 (0.200-0.400) | 0.9000 (0.9000-0.9000) |" in table
     assert "| learned | 0.001 | 0.001 | 1 | 0.300 | 0.9000 | 0.1000 | 0.812 |" in table
     assert "| 0.5 | not run | | 0 |" in table and "5 cells measured" in table
+
+
+def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_seeds(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    study = recipe_module("ptb_warmup_study")
+
+    def row(arm, lr, seed, valid, test):
+        warmup = 50 if arm.endswith("warmup") else 0
+        measured = {
+            "valid_loss": valid,
+            "valid_perplexity": valid * 100,
+            "test_perplexity": test,
+            "similarity_end": 0.5,
+        }
+        return {"arm": arm, "depth": 16, "warmup_steps": warmup, "learning_rate": lr, "seed": seed, **measured}
+
+    rows = [
+        row("pre", lr, 0, v, t) for lr, v, t in (("0.00025", 5.0, 150.0), ("0.0005", 4.0, 190.0), ("0.001", 4.5, 100.0))
+    ]
+    rows += [row("pre", "0.0005", s, 4.1, 180.0 + s) for s in (1, 2)]
+    rows += [row("pre_warmup", "0.0005", s, 4.0, 170.0 + s) for s in (0, 1, 2)]
+    table = study.markdown_table(rows)
+    # the best rate is the lowest validation loss (0.0005), not the lowest test perplexity (0.001)
+    assert "| pre | 16 | 0 | 0.0005 | 0.00025/0.0005/0.001 | 3 | 406.7 (400.0-410.0) | 184.3 (181.0-190.0) |" in table
+    assert "| does warmup help pre-norm? | pre_warmup | pre | A beats B |" in table  # 170-172 against 181-190
+    assert "| causal de-escalation against pre-norm | causal | pre | not measured (0 and 3 seeds) |" in table

@@ -59,6 +59,14 @@ def best_rate(rows, arm, plan):
     return float(min(tried, key=lambda row: _value(row, plan.select_by))["learning_rate"]) if tried else None
 
 
+def at_best(rows, arm, plan):
+    """(the arm's best rate, its rows at that rate: every seed run there), or (None, []) before any seed-0 row."""
+    rate = best_rate(rows, arm, plan)
+    if rate is None:
+        return None, []
+    return rate, [row for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), rate)]
+
+
 def next_cells(rows, arm, plan):
     """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
     tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})

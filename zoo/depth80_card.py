@@ -8,13 +8,13 @@ training loss); its seeds there are averaged; a verdict follows the verdict rule
 given only once both arms have at least two seeds at their best rates.
 """
 
-import math
 import os
 import sys
 
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cell_study  # noqa: E402
 import depth80_study  # noqa: E402
 
 FIGURE = os.path.join(os.path.dirname(depth80_study.RESULTS), "loss_curves.png")
@@ -38,12 +38,8 @@ def _floats(rows, column):
 
 def best_cells(rows):
     """arm -> (best rate, its rows), for every arm with a seed-0 row."""
-    found = {}
-    for arm in depth80_study.ARMS:
-        rate = depth80_study.best_rate(rows, arm)
-        if rate is not None:
-            found[arm] = (rate, [r for r in rows if r["arm"] == arm and math.isclose(float(r["learning_rate"]), rate)])
-    return found
+    found = {arm: cell_study.at_best(rows, arm, depth80_study.PLAN) for arm in depth80_study.ARMS}
+    return {arm: cell for arm, cell in found.items() if cell[0] is not None}
 
 
 def _grid_state(rows, arm, rate):

@@ -25,6 +25,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | bench_torch_nn_eager, bench_torch_nn_compiled | zoo/figures/bench_torch_nn_cpu_{eager,compiled}.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer torch --cases vit_post,vit_pre,torch_post,torch_pre --out ...` (the second with `--jit-compile`) |
 | depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `python zoo/depth80_study.py --jobs 2` (cell by cell, resumable) |
 | tau_sweep | zoo/depth_study/tau_sweep.csv | `python zoo/tau_sweep_study.py --jobs 2` (cell by cell, resumable) |
+| ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `python zoo/ptb_warmup_study.py --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
 | gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python zoo/gpu_plan.py run ...` on a lent GPU, then `python zoo/gpu_plan.py adopt FOLDER` here |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
@@ -198,8 +199,8 @@ def render(name):
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
-    if name == "tau_sweep":
-        study = _generator("tau_sweep_study")
+    if name in ("tau_sweep", "ptb_warmup"):
+        study = _generator(f"{name}_study")
         return study.markdown_table(study.read_rows())
     if name in ("gpu_fig6", "gpu_fig7", "gpu_speed"):
         return _generator("gpu_plan").card_block(name)

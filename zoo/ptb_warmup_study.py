@@ -87,6 +87,59 @@ def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
     }
 
 
+# The card's questions, each a pair of arms of one part: (A, B, what A against B answers).
+QUESTIONS = (
+    ("pre_warmup", "pre", "does warmup help pre-norm?"),
+    ("causal_warmup", "causal", "does warmup help causal de-escalation?"),
+    ("causal", "pre", "causal de-escalation against pre-norm"),
+    ("causal_warmup", "pre_warmup", "the same, both with warmup"),
+    ("causal_32", "post_32", "at 32 blocks: causal de-escalation against post-norm"),
+    ("causal_32", "pre_32", "at 32 blocks: causal de-escalation against pre-norm"),
+)
+
+
+def _part(arm):
+    return next(plan for plan in PARTS.values() if arm in plan.arms)
+
+
+def _spread(values, digits):
+    mean = sum(values) / len(values)
+    return f"{mean:.{digits}f}" + (f" ({min(values):.{digits}f}-{max(values):.{digits}f})" if len(values) > 1 else "")
+
+
+def markdown_table(rows):
+    """One line per arm at its best rate (by validation loss; seed means, min-max), then each question
+    answered on test perplexity by the verdict rule once both arms have its seeds."""
+    from keras_tse.experiments import verdicts
+
+    lines = [
+        "| arm | blocks | warmup steps | best lr | rates tried (seed 0) | seeds | valid perplexity "
+        "| test perplexity | similarity at end |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
+    ]
+    best = {arm: cell_study.at_best(rows, arm, _part(arm)) for arm in ARMS}
+    for arm, (rate, members) in best.items():
+        if rate is None:
+            lines.append(f"| {arm} | | | not run | | 0 | | | |")
+            continue
+        tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
+        cells = [_spread([float(r[c]) for r in members], d) for c, d in
+                 (("valid_perplexity", 1), ("test_perplexity", 1), ("similarity_end", 3))]  # fmt: skip
+        lines.append(
+            f"| {arm} | {members[0]['depth']} | {members[0]['warmup_steps']} | {rate:g} | "
+            f"{'/'.join(f'{t:g}' for t in tried)} | {len(members)} | {' | '.join(cells)} |"
+        )
+    lines += ["", "| question | A | B | on test perplexity |", "|---|---|---|---|"]
+    for a, b, question in QUESTIONS:
+        seeds = [[float(r["test_perplexity"]) for r in best[arm][1]] for arm in (a, b)]
+        enough = min(map(len, seeds)) >= verdicts.MIN_SEEDS
+        answer = (
+            f"A {verdicts.compare(*seeds)} B" if enough else f"not measured ({len(seeds[0])} and {len(seeds[1])} seeds)"
+        )
+        lines.append(f"| {question} | {a} | {b} | {answer} |")
+    return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/ptb_transformer_xl16/warmup_study.csv`)."
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     cell_study.add_arguments(parser, "ptb_warmup")

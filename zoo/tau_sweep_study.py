@@ -88,13 +88,12 @@ def markdown_table(rows):
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for arm in ARMS:
-        rate = cell_study.best_rate(rows, arm, PLAN)
+        rate, at_best = cell_study.at_best(rows, arm, PLAN)
         label = arm.removeprefix("tau_")
         if rate is None:
             lines.append(f"| {label} | not run | | 0 | | | | |")
             continue
         tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-        at_best = [r for r in rows if r["arm"] == arm and float(r["learning_rate"]) == rate]
         cells = [_spread([float(r[c]) for r in at_best], d) for c, d in (("train_loss", 3), ("test_accuracy", 4))]
         cells.append(_spread([float(r["similarity_end"]) for r in at_best], 4))
         cells.append(_spread([float(r["learned_tau_mean"]) for r in at_best], 3) if label == "learned" else "")

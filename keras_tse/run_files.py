@@ -180,7 +180,18 @@ def _fsync(path):
 
 
 def append_row(path, record):
+    """Append `record` (a dict) as one row of the CSV at `path`, its header first if the file is new, flushed
+    to disk. A file whose header names other columns is refused: under it the values would be read as
+    other columns."""
     new = not os.path.exists(path) or os.path.getsize(path) == 0
+    if not new:
+        with open(path, newline="") as f:
+            header = next(csv.reader(f), [])
+        if header != list(record):
+            raise ValueError(
+                f"{path}: received a row of columns {list(record)}; expected the file's columns {header} "
+                "(write to another file, or move this one away)"
+            )
     with open(path, "a", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(record))
         if new:

@@ -108,6 +108,24 @@ def test_a_csv_that_is_not_a_sweep_is_named(tmp_path):
         sweep.run_sweep(sweep.SweepConfig.quick(), str(tmp_path))
 
 
+def test_a_row_of_other_columns_is_refused_not_appended_under_the_files_header(tmp_path):
+    from keras_tse.run_files import append_row, read_logged_rows
+
+    path = tmp_path / "results.csv"
+    append_row(str(path), {"arm": "post", "loss": 1.5})
+    before = path.read_text()
+    with pytest.raises(ValueError, match=r"received a row of columns \['arm', 'loss', 'tau'\]; expected the file's"):
+        append_row(str(path), {"arm": "pre", "loss": 0.5, "tau": 1})
+    with pytest.raises(ValueError, match="expected the file's columns"):
+        append_row(str(path), {"loss": 0.5, "arm": "pre"})  # the same names in another order
+    assert path.read_text() == before
+    append_row(str(path), {"arm": "pre", "loss": 0.5})
+    assert [row for _, row in read_logged_rows(str(path))[1]] == [
+        {"arm": "post", "loss": "1.5"},
+        {"arm": "pre", "loss": "0.5"},
+    ]
+
+
 # --- 4: token ids are checked before they reach Transformer-XL --------------------------------------------
 
 TINY_XL = dict(

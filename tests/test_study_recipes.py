@@ -324,6 +324,11 @@ def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
     assert "| 1 | 0.001 | 0.0003/0.001/0.003 | 2 | 0.300 (0.200-0.400) | 0.9000 (0.9000-0.9000) |" in table
     assert "| learned | 0.001 | 0.001 | 1 | 0.300 | 0.9000 | 0.1000 | 0.812 |" in table
     assert "| 0.5 | not run | | 0 |" in table and "5 cells measured" in table
+    columns = recipe_module("cell_study").learned_tau_columns
+    assert columns({"learned_tau": [1.0, 0.5, 0.75]}) == dict(
+        learned_tau_mean="0.7500", learned_tau_min="0.5000", learned_tau_max="1.0000"
+    )
+    assert set(columns({"train_loss": 1.0}).values()) == {""}  # a fixed tau: empty columns
 
 
 def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_seeds(monkeypatch):

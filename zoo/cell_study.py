@@ -111,6 +111,17 @@ def run_recipe(recipe, argv, out, what):
     return round(time.perf_counter() - start, 1)
 
 
+LEARNED_TAU = ("learned_tau_mean", "learned_tau_min", "learned_tau_max")
+
+
+def learned_tau_columns(summary):
+    """A run's learned taus of eq. (21) (`summary.json`'s `learned_tau`, one per block) as a row's mean, min and
+    max; empty where tau is fixed."""
+    taus = summary.get("learned_tau", [])
+    values = (sum(taus) / len(taus), min(taus), max(taus)) if taus else ("", "", "")
+    return {name: (f"{v:.4f}" if taus else "") for name, v in zip(LEARNED_TAU, values)}
+
+
 def read_json(folder, name):
     with open(os.path.join(folder, name)) as handle:
         return json.load(handle)

@@ -67,18 +67,21 @@ def results_table(rows):
     """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
     cells = best_cells(rows)
     lines = [
-        "| arm | best lr | rates | seeds | final train loss | test accuracy | similarity at init | similarity at end |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        "| arm | best lr | rates | seeds | final train loss | test accuracy | similarity at init | similarity at end "
+        "| learned tau (block mean) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for arm in depth80_study.ARMS:
         if arm not in cells:
-            lines.append(f"| {arm} | not run | | 0 | | | | |")
+            lines.append(f"| {arm} | not run | | 0 | | | | | |")
             continue
         rate, members = cells[arm]
+        learned = _spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
             f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate)} | {len(members)} | "
             f"{_spread(_floats(members, 'train_loss'))} | {_spread(_floats(members, 'test_accuracy'), 4)} | "
-            f"{_spread(_floats(members, 'similarity_init'), 4)} | {_spread(_floats(members, 'similarity_end'), 4)} |"
+            f"{_spread(_floats(members, 'similarity_init'), 4)} | {_spread(_floats(members, 'similarity_end'), 4)} "
+            f"| {learned} |"
         )
     return "\n".join(lines)
 

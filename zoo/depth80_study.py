@@ -44,7 +44,7 @@ PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(1e-4, 3e-4, 1e-3), select_by="tra
 FIELDS = (
     "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
     "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
-    "machine",
+    "machine", *cell_study.LEARNED_TAU,
 )  # fmt: skip
 
 
@@ -81,6 +81,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs):
         "best_test_accuracy": summary["best_test_accuracy"],
         "similarity_init": summary["last_block_similarity_start"],
         "similarity_end": summary["last_block_similarity_end"],
+        **cell_study.learned_tau_columns(summary),
         "loss_curve": ";".join(f"{float(h['loss']):.5g}" for h in history),
         "test_accuracy_curve": ";".join(f"{float(h['val_accuracy']):.4f}" for h in history),
         "seconds": seconds,

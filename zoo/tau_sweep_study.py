@@ -24,7 +24,6 @@ import argparse
 import csv
 import functools
 import os
-import statistics
 
 import cell_study
 
@@ -41,8 +40,7 @@ ARMS = {
 PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), select_by="train_loss")
 FIELDS = (
     "arm", "tau", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy",
-    "similarity_init", "similarity_end", "learned_tau_mean", "learned_tau_min", "learned_tau_max", "loss_curve",
-    "seconds", "backend", "machine",
+    "similarity_init", "similarity_end", *cell_study.LEARNED_TAU, "loss_curve", "seconds", "backend", "machine",
 )  # fmt: skip
 
 
@@ -59,10 +57,9 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
     summary = cell_study.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         losses = [float(row["loss"]) for row in csv.DictReader(handle)]
-    learned = summary.get("learned_tau", [])
     return {
         "arm": arm,
-        "tau": "learned" if learned else ARMS[arm][3],
+        "tau": "learned" if "--learn-tau" in ARMS[arm] else ARMS[arm][3],
         "learning_rate": f"{learning_rate:g}",
         "seed": seed,
         "epochs": summary["epochs"],
@@ -71,9 +68,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
         "test_accuracy": summary["test_accuracy"],
         "similarity_init": summary["last_block_similarity_start"],
         "similarity_end": summary["last_block_similarity_end"],
-        "learned_tau_mean": f"{statistics.fmean(learned):.4f}" if learned else "",
-        "learned_tau_min": f"{min(learned):.4f}" if learned else "",
-        "learned_tau_max": f"{max(learned):.4f}" if learned else "",
+        **cell_study.learned_tau_columns(summary),
         "loss_curve": ";".join(f"{loss:.5g}" for loss in losses),
         "seconds": seconds,
         "backend": "jax",

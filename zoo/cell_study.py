@@ -111,6 +111,12 @@ def run_recipe(recipe, argv, out, what):
     return round(time.perf_counter() - start, 1)
 
 
+def spread(values, digits=3):
+    """A table cell of seeds: their mean, and their range when there are several: "0.551 (0.544-0.558)"."""
+    mean = sum(values) / len(values)
+    return f"{mean:.{digits}f}" + (f" ({min(values):.{digits}f}-{max(values):.{digits}f})" if len(values) > 1 else "")
+
+
 LEARNED_TAU = ("learned_tau_mean", "learned_tau_min", "learned_tau_max")
 
 

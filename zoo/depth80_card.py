@@ -16,6 +16,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cell_study  # noqa: E402
 import depth80_study  # noqa: E402
+from cell_study import spread  # noqa: E402
 
 FIGURE = os.path.join(os.path.dirname(depth80_study.RESULTS), "loss_curves.png")
 # The card's questions, each a pair of arms: (A, B, what A against B answers).
@@ -54,15 +55,6 @@ def _grid_state(rows, arm, rate):
     )
 
 
-def _spread(values, digits=3):
-    mean = float(np.mean(values))
-    return (
-        f"{mean:.{digits}f}"
-        if len(values) == 1
-        else f"{mean:.{digits}f} ({min(values):.{digits}f}-{max(values):.{digits}f})"
-    )
-
-
 def results_table(rows):
     """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
     cells = best_cells(rows)
@@ -76,11 +68,11 @@ def results_table(rows):
             lines.append(f"| {arm} | not run | | 0 | | | | | |")
             continue
         rate, members = cells[arm]
-        learned = _spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
+        learned = spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
             f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate)} | {len(members)} | "
-            f"{_spread(_floats(members, 'train_loss'))} | {_spread(_floats(members, 'test_accuracy'), 4)} | "
-            f"{_spread(_floats(members, 'similarity_init'), 4)} | {_spread(_floats(members, 'similarity_end'), 4)} "
+            f"{spread(_floats(members, 'train_loss'))} | {spread(_floats(members, 'test_accuracy'), 4)} | "
+            f"{spread(_floats(members, 'similarity_init'), 4)} | {spread(_floats(members, 'similarity_end'), 4)} "
             f"| {learned} |"
         )
     return "\n".join(lines)

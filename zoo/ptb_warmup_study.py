@@ -25,6 +25,7 @@ import functools
 import os
 
 import cell_study
+from cell_study import spread
 
 from keras_tse.run_files import read_steps
 
@@ -102,11 +103,6 @@ def _part(arm):
     return next(plan for plan in PARTS.values() if arm in plan.arms)
 
 
-def _spread(values, digits):
-    mean = sum(values) / len(values)
-    return f"{mean:.{digits}f}" + (f" ({min(values):.{digits}f}-{max(values):.{digits}f})" if len(values) > 1 else "")
-
-
 def markdown_table(rows):
     """One line per arm at its best rate (by validation loss; seed means, min-max), then each question
     answered on test perplexity by the verdict rule once both arms have its seeds."""
@@ -123,7 +119,7 @@ def markdown_table(rows):
             lines.append(f"| {arm} | | | not run | | 0 | | | |")
             continue
         tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-        cells = [_spread([float(r[c]) for r in members], d) for c, d in
+        cells = [spread([float(r[c]) for r in members], d) for c, d in
                  (("valid_perplexity", 1), ("test_perplexity", 1), ("similarity_end", 3))]  # fmt: skip
         lines.append(
             f"| {arm} | {members[0]['depth']} | {members[0]['warmup_steps']} | {rate:g} | "

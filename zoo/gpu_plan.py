@@ -19,14 +19,16 @@ covers its estimate, stops one still running at the budget, and keeps only each 
 (summary, history, steps, similarity, config, plots; checkpoints are deleted). A call returns at most 8
 files, none deeper than `$OUT/a/b/`, so the cells run in a scratch folder (`--work`) and `run` packs the
 finished ones into one `$OUT/cells.tar.gz`, rewritten whole after each cell: a call cut off at its limit
-still returns every cell that had finished. A cell stopped at the budget is adopted as unfinished and not
-run again (delete its row of `cells.csv` to retry it).
+still returns every cell that had finished. A cell stopped at the budget (or by the call's limit) is
+adopted as unfinished and not run again (delete its row of `cells.csv` to retry it); a classifier's
+finished epochs are kept apart, in `fig6_stopped`, at its last finished epoch.
 
 The plan, in order (a later step's cells run only once the earlier ones are adopted or running):
 1. Fig. 6 at Table 1's size on all of Fashion-MNIST (patch 4, 49 patches; `--scan`, the same model),
    JAX, float32, the paper's optimiser and rates, 4 epochs a run (measured once on an H100: about
-   100 s of compile, then 35-45 s an epoch with three runs sharing the GPU): post, pre, de-escalation x
-   3 seeds, then post with one epoch of warmup, DeepNorm and LayerScale (at 1e-4) x 1 seed.
+   100 s of compile, then 35-45 s an epoch with three runs sharing the GPU; on an H200, six runs at once
+   saturate it, 145-149 s an epoch each, so keep `--parallel 3`): post, pre, de-escalation x 3 seeds,
+   then post with one epoch of warmup, DeepNorm and LayerScale (at 1e-4) x 1 seed.
 2. Fig. 7 at Sec. 3.4's widths (`--size paper`: 60 blocks) on Penn Treebank: post, pre and causal
    de-escalation at tau 0.5 (the best causal setting of zoo/ptb_transformer_xl16.md), seed 0, then 1-2.
 3. The speed table: `keras-tse bench` at paper size under bfloat16, JAX, then PyTorch compiled per
@@ -40,6 +42,7 @@ import datetime
 import glob
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,8 +59,8 @@ ZOO = os.path.join(ROOT, "zoo", "gpu")
 ARCHIVE = "cells.tar.gz"
 SMALL_FILES = ("summary.json", "config.json", "history.csv", "steps.csv", "similarity.csv")
 FIELDS = (
-    "cell", "figure", "arm", "seed", "finished", "seconds", "device", "backend", "dtype", "keras", "jax", "torch",
-    "date", "command",
+    "cell", "figure", "arm", "seed", "finished", "epochs", "seconds", "parallel", "device", "backend", "dtype",
+    "keras", "jax", "torch", "date", "command",
 )  # fmt: skip
 
 FIG6 = ("--dataset", "fashion_mnist", "--patch-size", "4", "--epochs", "4", "--scan", "--no-download")
@@ -84,7 +87,12 @@ TINY = {
     "fig7": ("--dataset", "ptb", "--smoke", "--depth", "1", "--steps", "4", "--eval-interval", "2", "--no-download"),
     "speed": ("--quick", "--cases", "vit_post", "--steps", "1", "--rounds", "1", "--warmup", "0"),
 }
-ESTIMATE_S = {"fig6": 360, "fig7": 540, "speed": 500}  # a cell starts only if this much budget is left
+# A cell starts only if this much budget is left. fig6: measured on an H200 (JAX, float32), six runs
+# saturate the GPU (100% utilisation) at 300-320 ms a step each, 145-149 s an epoch, the first 33 s more
+# (compiling): about 19 steps/s in all, so three runs take about 75 s an epoch, 4 epochs and the start
+# about 360 s.
+ESTIMATE_S = {"fig6": 360, "fig7": 540, "speed": 500}
+EPOCH_LINE = re.compile(r"^\s*\d+/\d+ - (\d+)s - ", re.M)  # Keras's `verbose=2` line of a finished epoch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -200,7 +208,7 @@ def run(args):
             if not os.path.exists(os.path.join(args.work, "machine.json")):  # the machine, once a cell runs on it
                 os.makedirs(args.work, exist_ok=True)
                 with open(os.path.join(args.work, "machine.json"), "w") as f:
-                    json.dump(machine(), f, indent=2)
+                    json.dump({**machine(), "parallel": args.parallel}, f, indent=2)
             cell = todo.pop(0)
             running[cell] = _start(cell, args)
         if not running:
@@ -225,8 +233,15 @@ def pack(work, out):
     os.makedirs(out, exist_ok=True)
     partial = os.path.join(out, ARCHIVE + ".partial")
     with tarfile.open(partial, "w:gz") as archive:
-        archive.add(work, arcname=".")
+        archive.add(work, arcname=".", filter=_small)
     os.replace(partial, os.path.join(out, ARCHIVE))
+
+
+def _small(member):
+    """Leave out checkpoints (of the cells still running too) and anything a call cannot return."""
+    if "checkpoints" in member.name.split("/") or member.size > 16 * 2**20:
+        return None
+    return member
 
 
 def unpack(folder):
@@ -251,10 +266,10 @@ def _may_start(cell, running, deadline, args):
     return args.tiny or time.time() + ESTIMATE_S[cell.figure] <= deadline
 
 
-def _variant_folder(out):
+def _variant_folder(out, marker="summary.json"):
     """The one run folder the recipe wrote under `out` (`out/<norm>/`)."""
-    (summary,) = glob.glob(os.path.join(out, "*", "summary.json"))
-    return os.path.dirname(summary)
+    (path,) = glob.glob(os.path.join(out, "*", marker))
+    return os.path.dirname(path)
 
 
 def _dtype(out):
@@ -262,7 +277,7 @@ def _dtype(out):
     if os.path.exists(os.path.join(out, "bench.json")):
         with open(os.path.join(out, "bench.json")) as f:
             return json.load(f)["config"]["dtype"]
-    with open(os.path.join(_variant_folder(out), "config.json")) as f:
+    with open(os.path.join(_variant_folder(out, "config.json"), "config.json")) as f:
         return json.load(f)["dtype_policy"]
 
 
@@ -294,16 +309,56 @@ def adopt(args):
         if cell.name in adopted:
             continue
         os.makedirs(args.zoo, exist_ok=True)
+        epochs = ""
         if record["finished"] and cell.figure == "speed":
             shutil.copy2(os.path.join(out, "bench.json"), os.path.join(args.zoo, f"speed_{cell.arm}.json"))
         elif record["finished"]:
             _copy_run(_variant_folder(out), os.path.join(args.zoo, cell.figure, f"seed_{cell.seed}", cell.arm))
+        elif cell.figure == "fig6" and _completed_epochs(out):
+            epochs = _adopt_stopped(cell, out, os.path.join(args.zoo, "fig6_stopped", f"seed_{cell.seed}", cell.arm))
         backend = cell.arm if cell.figure == "speed" else "jax"
-        row = {**record, **found, "backend": backend, "dtype": _dtype(out) if record["finished"] else ""}
+        kept = record["finished"] or epochs
+        row = {**record, **found, "epochs": epochs, "backend": backend, "dtype": _dtype(out) if kept else ""}
         append_row(os.path.join(args.zoo, "cells.csv"), {field: row.get(field, "") for field in FIELDS})
         print(f"adopted {cell.name} ({'finished' if record['finished'] else 'unfinished'})")
     collect_figures(args.zoo)
     return 0
+
+
+def _completed_epochs(out):
+    """The epochs a cell's run finished (its history's rows), 0 where it wrote none."""
+    folders = glob.glob(os.path.join(out, "*", "history.csv"))
+    if not folders:
+        return 0
+    with open(folders[0]) as f:
+        return max(len(f.read().splitlines()) - 1, 0)
+
+
+def _adopt_stopped(cell, out, target):
+    """A classifier stopped at the budget, kept at its last finished epoch: the summary a finished run
+    writes (`keras_tse.training.runner.summarize`: train loss, test loss and accuracy are the history's
+    last row, the token similarity its last epoch end), with the epochs it finished and planned; its
+    time is its finished epochs' own (the Keras log's lines), not the stopped one's."""
+    from keras_tse import run_files
+    from keras_tse.training import read_history
+
+    source = _variant_folder(out, "history.csv")
+    _copy_run(source, target)
+    history = read_history(os.path.join(source, "history.csv"))
+    with open(os.path.join(source, "config.json")) as f:
+        planned = json.load(f)["train"]["epochs"]
+    with open(out + ".log") as f:
+        seconds = [int(s) for s in EPOCH_LINE.findall(f.read())][: len(history["loss"])]
+    start, end = (per_block[-1] for per_block in run_files.similarity_start_end(os.path.join(source, "similarity.csv")))
+    summary = {
+        "epochs": len(history["loss"]), "epochs_planned": planned, "stopped_at_budget": True,
+        "train_loss": history["loss"][-1], "train_accuracy": history["accuracy"][-1],
+        "test_loss": history["val_loss"][-1], "test_accuracy": history["val_accuracy"][-1],
+        "best_test_accuracy": max(history["val_accuracy"]), "last_block_similarity_start": start,
+        "last_block_similarity_end": end, "seconds_this_session": sum(seconds),
+    }  # fmt: skip
+    run_files.write_json(os.path.join(target, "summary.json"), summary)
+    return summary["epochs"]
 
 
 def collect_figures(zoo):
@@ -312,7 +367,11 @@ def collect_figures(zoo):
 
     from keras_tse import run_files
 
-    for figure, title in (("fig6", "ViT-80 on Fashion-MNIST (GPU)"), ("fig7", "Transformer-XL-60 on PTB (GPU)")):
+    for figure, title in (
+        ("fig6", "ViT-80 on Fashion-MNIST (GPU)"),
+        ("fig6_stopped", "ViT-80 on Fashion-MNIST (GPU), stopped after 3 of 4 epochs"),
+        ("fig7", "Transformer-XL-60 on PTB (GPU)"),
+    ):
         runs = os.path.join(zoo, figure)
         if glob.glob(os.path.join(runs, "seed_*", "*", "summary.json")):
             results = benchmark_results.collect(runs)
@@ -321,26 +380,60 @@ def collect_figures(zoo):
 
 
 def card_block(name, zoo=ZOO):
-    """A card's generated block: the figure's table and the machines it ran on, or "not measured"."""
-    cells = list(read_cells(zoo).values())
-    figure = name.removeprefix("gpu_")
-    done = [row for row in cells if row["figure"] == figure and row["finished"] == "1"]
-    planned = sum(cell.figure == figure for cell in PLAN)
-    if not done:
+    """A card's generated block: the figure's table and the machines it ran on, the runs stopped at the
+    budget apart (their schedule was cut short), or "not measured"."""
+    cells = [row for row in read_cells(zoo).values() if row["figure"] == name.removeprefix("gpu_")]
+    figure, planned = name.removeprefix("gpu_"), sum(cell.figure == name.removeprefix("gpu_") for cell in PLAN)
+    done = [row for row in cells if row["finished"] == "1"]
+    stopped = [row for row in cells if row["finished"] == "0" and row["epochs"]]
+    parts = []
+    if done and figure == "speed":
+        parts.append(speed_table(zoo, [row["arm"] for row in done]))
+    elif done:
+        parts.append(_figure_table(zoo, figure))
+    if done:
+        parts.append(f"{len(done)} of the plan's {planned} cells, {_provenance(done)}.")
+    if stopped:
+        epochs = "/".join(sorted({row["epochs"] for row in stopped}))
+        parts.append(
+            f"Stopped before the end of their schedule, {len(stopped)} cells, {_provenance(stopped)}: each number "
+            f"is the run's last finished epoch ({epochs} of {_planned_epochs(stopped[0])} planned, so the learning "
+            "rate's schedule was cut short), the training time that of its finished epochs. The plan does not run "
+            "them again."
+        )
+        parts.append(_figure_table(zoo, f"{figure}_stopped", verdicts=True))
+    if not parts:
         return f"Not measured on a GPU: none of the plan's {planned} cells has run (`zoo/gpu_plan.py`)."
-    if figure == "speed":
-        table = speed_table(zoo, [row["arm"] for row in done])
-    else:
-        import benchmark_results
+    return "\n\n".join(parts)
 
-        with open(os.path.join(zoo, f"{figure}.json")) as f:
-            table = benchmark_results.markdown_table(json.load(f))
-    machines = sorted({_machine_line(r) for r in done})
-    dates = sorted(r["date"][:10] for r in done)
-    return (
-        f"{table}\n\n{len(done)} of the plan's {planned} cells, run on {'; '.join(machines)}, "
-        f"{dates[0]} to {dates[-1]} (`zoo/gpu/cells.csv`)."
-    )
+
+def _figure_table(zoo, figure, verdicts=False):
+    """A figure's result file as the card's table; with `verdicts`, de-escalation against the others and
+    pre- against post-norm by the verdict rule (every seed of one beats every seed of the other)."""
+    import benchmark_results
+
+    with open(os.path.join(zoo, f"{figure}.json")) as f:
+        results = json.load(f)
+    table = benchmark_results.markdown_table(results)
+    if not verdicts:
+        return table
+    lines = [benchmark_results.verdicts(results)]
+    if {"pre", "post"} <= set(results["runs"]):
+        lines.append(benchmark_results.verdicts(results, "pre", ["post"]))
+    return table + "\n\n" + "\n".join(line for line in lines if line)
+
+
+def _planned_epochs(row):
+    return row["command"].split("--epochs ")[1].split()[0]
+
+
+def _provenance(rows):
+    machines = sorted({_machine_line(r) for r in rows})
+    dates = sorted(r["date"][:10] for r in rows)
+    sharing = sorted({r["parallel"] for r in rows if r["parallel"]})
+    shared = f", {' or '.join(sharing)} runs sharing the GPU" if sharing else ""
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    return f"run on {'; '.join(machines)}{shared}, {when} (`zoo/gpu/cells.csv`)"
 
 
 def speed_table(zoo, backends):

@@ -9,7 +9,8 @@ right after it, in words the checker reads:
 `SOURCE [METRIC]: ARMS RELATION ARMS [at KEY VALUES]`: RELATION is `beats`/`beat`, `ties`/`tie` (tied
 within seeds) or `loses to`/`lose to`; each side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
-the depth study (`deescalate(*)`: every tau), the arm names of `zoo/depth80_study.py` in depth80. Each
+the depth study (`deescalate(*)`: every tau), the arm names of `zoo/depth80_study.py` in depth80, the
+variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each). Each
 arm is taken at its best learning rate, every seed of that cell, and judged by the verdict rule
 (`keras_tse.experiments.verdicts`, zoo/README.md).
 
@@ -29,7 +30,7 @@ SENTENCE = re.compile(
     r"^(?P<a>.+?) (?P<relation>beats|beat|ties|tie|loses to|lose to) (?P<b>.+?)"
     r"(?: at (?P<key>\w+) (?P<values>[\d, ]+))?$"
 )
-LOWER_IS_BETTER = ("loss", "perplexity")
+LOWER_IS_BETTER = ("loss", "perplexity")  # every other metric (accuracy) is better higher
 
 
 def _depth_study_seeds(metric, arm, key, value):
@@ -72,7 +73,29 @@ def _depth80_seeds(metric, arm, key, value):
     ]
 
 
-SOURCES = {"depth_study": _depth_study_seeds, "depth80": _depth80_seeds}
+def _gpu_seeds(figure):
+    """(arm, every seed) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`zoo/gpu_plan.py`)."""
+
+    def seeds(metric, arm, key, value):
+        import json
+
+        if key is not None:
+            raise ValueError(f"gpu_{figure} claims take no 'at', got 'at {key}'")
+        with open(os.path.join(ROOT, "zoo", "gpu", f"{figure}.json")) as f:
+            runs = json.load(f)["runs"]
+        if arm not in runs:
+            raise ValueError(f"zoo/gpu/{figure}.json has no arm {arm!r}: it has {sorted(runs)}")
+        return [(arm, [float(r[metric or "train_loss"]) for r in runs[arm]])]
+
+    return seeds
+
+
+SOURCES = {
+    "depth_study": _depth_study_seeds,
+    "depth80": _depth80_seeds,
+    "gpu_fig6": _gpu_seeds("fig6"),
+    "gpu_fig6_stopped": _gpu_seeds("fig6_stopped"),
+}
 
 
 def claims(text):

@@ -143,3 +143,18 @@ def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_c
     assert "| deescalate | 2 | 0.4250 [0.4000, 0.4500] |" in block
     assert "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each)." in block
     assert not (zoo / "fig6").exists()  # nothing of them among the finished runs
+
+
+def test_a_bench_returned_outside_the_plans_cells_is_listed_apart_and_leaves_the_speed_cells_to_run(tmp_path, plan):
+    zoo = tmp_path / "zoo"
+    (zoo / "returned").mkdir(parents=True)
+    result = {"case": "vit_post", "backend": "jax", "device": "NVIDIA H200", "dtype": "mixed_bfloat16", "batch": 128,
+              "step_ms": 67.896, "throughput": 1885.2, "unit": "images/s", "train_tflops": 18.82, "compile_s": 59.94,
+              "peak_memory_gb": 4.714}  # fmt: skip
+    (zoo / "returned" / "2026-11-26_gpu_bench_vit_post.json").write_text(json.dumps({"results": [result]}))
+    block = plan.module.card_block("gpu_speed", str(zoo))
+    assert block.startswith("None of the plan's 2 cells has run")
+    assert (
+        "| jax | vit_post | NVIDIA H200 | mixed_bfloat16 | 128 | 67.9 | 1,885 images/s | 18.8 | 59.9 | 4.71 |" in block
+    )
+    assert "speed_jax_s0                 not run" in plan(zoo, "status")

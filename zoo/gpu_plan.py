@@ -388,7 +388,7 @@ def card_block(name, zoo=ZOO):
     stopped = [row for row in cells if row["finished"] == "0" and row["epochs"]]
     parts = []
     if done and figure == "speed":
-        parts.append(speed_table(zoo, [row["arm"] for row in done]))
+        parts.append(speed_table([os.path.join(zoo, f"speed_{row['arm']}.json") for row in done]))
     elif done:
         parts.append(_figure_table(zoo, figure))
     if done:
@@ -402,6 +402,10 @@ def card_block(name, zoo=ZOO):
             "them again."
         )
         parts.append(_figure_table(zoo, f"{figure}_stopped", verdicts=True))
+    if figure == "speed" and _benches_apart(zoo):
+        if not done:
+            parts.append(f"None of the plan's {planned} cells has run (`zoo/gpu_plan.py`).")
+        parts.append(_benches_apart(zoo))
     if not parts:
         return f"Not measured on a GPU: none of the plan's {planned} cells has run (`zoo/gpu_plan.py`)."
     return "\n\n".join(parts)
@@ -436,22 +440,36 @@ def _provenance(rows):
     return f"run on {'; '.join(machines)}{shared}, {when} (`zoo/gpu/cells.csv`)"
 
 
-def speed_table(zoo, backends):
-    """One row per timed case of each backend's bench file: step time, throughput, compile, memory."""
+def speed_table(paths):
+    """One row per timed case of each bench file: step time, throughput, compile, memory."""
     lines = [
         "| backend | case | device | dtype | batch | step (ms) | throughput | TFLOP/s | compile (s) "
         "| peak memory (GB) |",
         "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
     ]
-    for backend in backends:
-        with open(os.path.join(zoo, f"speed_{backend}.json")) as f:
+    for path in paths:
+        with open(path) as f:
             for r in json.load(f)["results"]:
                 lines.append(
-                    f"| {backend} | {r['case']} | {r['device']} | {r['dtype']} | {r['batch']} | {r['step_ms']:.1f} "
-                    f"| {r['throughput']:,.0f} {r['unit']} | {r['train_tflops']:.3g} | {r['compile_s']:.1f} "
-                    f"| {r['peak_memory_gb']:.2f} |"
+                    f"| {r['backend']} | {r['case']} | {r['device']} | {r['dtype']} | {r['batch']} "
+                    f"| {r['step_ms']:.1f} | {r['throughput']:,.0f} {r['unit']} | {r['train_tflops']:.3g} "
+                    f"| {r['compile_s']:.1f} | {r['peak_memory_gb']:.2f} |"
                 )
     return "\n".join(lines)
+
+
+def _benches_apart(zoo):
+    """Bench files a lent machine returned outside the plan's cells (`returned/*_bench_*.json`: a case
+    timed alone in the last minutes of a machine's time), listed apart from the plan's speed cells."""
+    paths = sorted(glob.glob(os.path.join(zoo, "returned", "*_bench_*.json")))
+    if not paths:
+        return None
+    names = ", ".join(f"`{os.path.basename(p)}`" for p in paths)
+    return (
+        f"Measured apart from the plan's cells, one case a call ({names} in `zoo/gpu/returned/`; "
+        f"`keras-tse bench --dtype mixed_bfloat16 --cases CASE --steps 10 --rounds 2`, median of 20 timed "
+        f"steps):\n\n{speed_table(paths)}"
+    )
 
 
 def _machine_line(row):

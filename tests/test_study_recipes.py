@@ -355,3 +355,29 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
     assert "| pre | 16 | 0 | 0.0005 | 0.00025/0.0005/0.001 | 3 | 406.7 (400.0-410.0) | 184.3 (181.0-190.0) |" in table
     assert "| does warmup help pre-norm? | pre_warmup | pre | A beats B |" in table  # 170-172 against 181-190
     assert "| causal de-escalation against pre-norm | causal | pre | not measured (0 and 3 seeds) |" in table
+
+
+@pytest.mark.parametrize(
+    "study, argv, arms",
+    [
+        ("depth80_study", ["--arms", "pre,post"], ("pre", "post")),
+        ("tau_sweep_study", [], ("tau_0", "tau_0.25", "tau_0.5", "tau_0.75", "tau_1", "tau_learned")),
+        ("ptb_warmup_study", ["--part", "deep"], ("post_32", "pre_32", "causal_32")),
+    ],
+)
+def test_each_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_one_in_one_line(
+    study, argv, arms, tmp_path, monkeypatch, capsys
+):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    module = recipe_module(study)
+    calls = []
+    monkeypatch.setattr(
+        module.cell_study, "run", lambda plan, arms, run_cell, *rest, **kw: calls.append((plan, arms, run_cell))
+    )
+    module.main(["--runs", str(tmp_path / "runs"), *argv])
+    ((plan, asked, run_cell),) = calls
+    assert asked == arms and set(arms) <= set(plan.arms) and run_cell.args == (str(tmp_path / "runs"),)
+    with pytest.raises(SystemExit) as stop:
+        module.main(["--runs", str(tmp_path / "runs"), *argv, "--arms", "bogus"])
+    assert stop.value.code == 2
+    assert f"--arms: unknown bogus; expected some of {', '.join(plan.arms)}" in capsys.readouterr().err

@@ -9,7 +9,9 @@ flushed and synced, so a killed study loses only the cells that were running (an
 their own last saved epoch: the recipes do).
 """
 
+import argparse
 import dataclasses
+import functools
 import json
 import math
 import os
@@ -133,11 +135,6 @@ def read_json(folder, name):
         return json.load(handle)
 
 
-def add_arguments(parser, runs):
-    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", runs), help="the cells' run folders")
-    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
-
-
 def machine_name():
     """ "<cores>-core <CPU model>" of this machine, for each row: a cell's seconds mean something only with it."""
     model = "unknown CPU"
@@ -148,12 +145,24 @@ def machine_name():
     return f"{os.cpu_count()}-core {' '.join(model.split())}"
 
 
-def check_arms(parser, names, plan):
-    arms = tuple(names.split(","))
+def main(argv, description, name, parts, run_cell, results, fields):
+    """A study's command line: `--runs`, `--jobs`, `--arms` (and `--part` where `parts` holds several plans:
+    {part: (plan, help)}), then its pending cells; `run_cell(runs, arm, lr, seed)` runs one."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", name), help="the cells' run folders")
+    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
+    if len(parts) > 1:
+        helps = "; ".join(f"{part}: {text}" for part, (_, text) in parts.items())
+        parser.add_argument("--part", choices=tuple(parts), default=next(iter(parts)), help=helps)
+    parser.add_argument("--arms", help="comma-separated arms (default: all of the plan's)")
+    args = parser.parse_args(argv)
+    plan = parts[getattr(args, "part", next(iter(parts)))][0]
+    arms = tuple(args.arms.split(",")) if args.arms else plan.arms
     unknown = sorted(set(arms) - set(plan.arms))
     if unknown:
         parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(plan.arms)}")
-    return arms
+    os.makedirs(args.runs, exist_ok=True)
+    run(plan, arms, functools.partial(run_cell, args.runs), results, fields, args.jobs)
 
 
 def run(plan, arms, run_cell, results, fields, jobs=1):

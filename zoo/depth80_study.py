@@ -13,7 +13,6 @@ is not used to choose) lies at an end of what was tried, the grid grows by a fac
 most twice); once the best is inside, seeds 1 and 2 run at it.
 """
 
-import argparse
 import csv
 import functools
 import os
@@ -90,13 +89,15 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cell_study.add_arguments(parser, "depth80")
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all nine)")
-    args = parser.parse_args(argv)
-    arms = cell_study.check_arms(parser, args.arms, PLAN)
-    os.makedirs(args.runs, exist_ok=True)
-    cell_study.run(PLAN, arms, functools.partial(run_cell, args.runs, epochs=EPOCHS), RESULTS, FIELDS, args.jobs)
+    cell_study.main(
+        argv,
+        __doc__.splitlines()[0],
+        "depth80",
+        {"all": (PLAN, "")},
+        functools.partial(run_cell, epochs=EPOCHS),
+        RESULTS,
+        FIELDS,
+    )
 
 
 if __name__ == "__main__":

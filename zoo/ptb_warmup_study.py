@@ -20,8 +20,6 @@ Choices where the paper is silent:
   column tells the parts apart.
 """
 
-import argparse
-import functools
 import os
 
 import cell_study
@@ -137,15 +135,15 @@ def markdown_table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cell_study.add_arguments(parser, "ptb_warmup")
-    parser.add_argument("--part", choices=tuple(PARTS), default="grid", help="the 16-block grid or the 32-block rows")
-    parser.add_argument("--arms", help="comma-separated arms of the part (default: all of them)")
-    args = parser.parse_args(argv)
-    plan = PARTS[args.part]
-    arms = cell_study.check_arms(parser, args.arms or ",".join(plan.arms), plan)
-    os.makedirs(args.runs, exist_ok=True)
-    cell_study.run(plan, arms, functools.partial(run_cell, args.runs), RESULTS, FIELDS, args.jobs)
+    cell_study.main(
+        argv,
+        __doc__.splitlines()[0],
+        "ptb_warmup",
+        {"grid": (PARTS["grid"], "the 16-block grid"), "deep": (PARTS["deep"], "the 32-block rows")},
+        run_cell,
+        RESULTS,
+        FIELDS,
+    )
 
 
 if __name__ == "__main__":

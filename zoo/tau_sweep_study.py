@@ -20,9 +20,7 @@ Choices where the paper is silent:
   weight decay; its row records the trained values' mean, minimum and maximum over the blocks.
 """
 
-import argparse
 import csv
-import functools
 import os
 
 import cell_study
@@ -99,13 +97,7 @@ def markdown_table(rows):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    cell_study.add_arguments(parser, "tau_sweep")
-    parser.add_argument("--arms", default=",".join(ARMS), help="comma-separated arms (default: all six)")
-    args = parser.parse_args(argv)
-    arms = cell_study.check_arms(parser, args.arms, PLAN)
-    os.makedirs(args.runs, exist_ok=True)
-    cell_study.run(PLAN, arms, functools.partial(run_cell, args.runs), RESULTS, FIELDS, args.jobs)
+    cell_study.main(argv, __doc__.splitlines()[0], "tau_sweep", {"all": (PLAN, "")}, run_cell, RESULTS, FIELDS)
 
 
 if __name__ == "__main__":

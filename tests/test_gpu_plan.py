@@ -133,7 +133,7 @@ def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_c
         rows = {row["cell"]: row for row in csv.DictReader(f)}
     assert (rows["fig6_post_s0"]["epochs"], rows["fig6_post_s0"]["parallel"]) == ("3", "6")
     summary = json.loads((zoo / "fig6_stopped" / "seed_1" / "deescalate" / "summary.json").read_text())
-    assert (summary["epochs"], summary["epochs_planned"], summary["stopped_at_budget"]) == (3, 4, True)
+    assert (summary["epochs"], summary["epochs_planned"], summary["cut_short"]) == (3, 4, True)
     assert (summary["train_loss"], summary["test_accuracy"], summary["test_loss"]) == (0.45, 0.87, 0.45 - 0.1)
     assert summary["seconds_this_session"] == 182 + 150 + 149  # its finished epochs' time, not the cut one's
     assert summary["last_block_similarity_end"] == pytest.approx(0.6)

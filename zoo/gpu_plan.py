@@ -89,8 +89,8 @@ TINY = {
 }
 # A cell starts only if this much budget is left. fig6: measured on an H200 (JAX, float32), six runs
 # saturate the GPU (100% utilisation) at 300-320 ms a step each, 145-149 s an epoch, the first 33 s more
-# (compiling): about 19 steps/s in all, so three runs take about 75 s an epoch, 4 epochs and the start
-# about 360 s.
+# (compiling): about 19 steps/s in all. Three runs sharing that evenly would take about 75 s an epoch,
+# 4 epochs and the start about 360 s (not measured on the H200).
 ESTIMATE_S = {"fig6": 360, "fig7": 540, "speed": 500}
 EPOCH_LINE = re.compile(r"^\s*\d+/\d+ - (\d+)s - ", re.M)  # Keras's `verbose=2` line of a finished epoch
 
@@ -335,10 +335,10 @@ def _completed_epochs(out):
 
 
 def _adopt_stopped(cell, out, target):
-    """A classifier stopped at the budget, kept at its last finished epoch: the summary a finished run
-    writes (`keras_tse.training.runner.summarize`: train loss, test loss and accuracy are the history's
-    last row, the token similarity its last epoch end), with the epochs it finished and planned; its
-    time is its finished epochs' own (the Keras log's lines), not the stopped one's."""
+    """A classifier cut short (at the budget or the call's limit), kept at its last finished epoch: the
+    summary a finished run writes (`keras_tse.training.runner.summarize`: train loss, test loss and
+    accuracy are the history's last row, the token similarity its last epoch end), with the epochs it
+    finished and planned; its time is its finished epochs' own (the Keras log's lines), not the cut one's."""
     from keras_tse import run_files
     from keras_tse.training import read_history
 
@@ -351,7 +351,7 @@ def _adopt_stopped(cell, out, target):
         seconds = [int(s) for s in EPOCH_LINE.findall(f.read())][: len(history["loss"])]
     start, end = (per_block[-1] for per_block in run_files.similarity_start_end(os.path.join(source, "similarity.csv")))
     summary = {
-        "epochs": len(history["loss"]), "epochs_planned": planned, "stopped_at_budget": True,
+        "epochs": len(history["loss"]), "epochs_planned": planned, "cut_short": True,
         "train_loss": history["loss"][-1], "train_accuracy": history["accuracy"][-1],
         "test_loss": history["val_loss"][-1], "test_accuracy": history["val_accuracy"][-1],
         "best_test_accuracy": max(history["val_accuracy"]), "last_block_similarity_start": start,

@@ -381,3 +381,17 @@ def test_each_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_one_i
         module.main(["--runs", str(tmp_path / "runs"), *argv, "--arms", "bogus"])
     assert stop.value.code == 2
     assert f"--arms: unknown bogus; expected some of {', '.join(plan.arms)}" in capsys.readouterr().err
+
+
+def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    card = recipe_module("depth80_card")
+    assert card.last_epoch_fall({"loss_curve": "2.0;1.0;0.8"}) == pytest.approx(20.0)
+    rows = [
+        {"arm": "pre", "learning_rate": str(lr), "seed": "0", "train_loss": str(loss), "test_accuracy": "0.7",
+         "loss_curve": f"1.0;{loss}", "similarity_init": "0.9", "similarity_end": "0.8", "learned_tau_mean": ""}
+        for lr, loss in ((1e-4, 0.8), (3e-4, 0.6), (1e-3, 0.7))
+    ]  # fmt: skip
+    rows.append({**rows[1], "seed": "1", "loss_curve": "1.0;0.8;0.6"})
+    line = next(line for line in card.results_table(rows).splitlines() if line.startswith("| pre |"))
+    assert "| 0.0003 | inside 0.0001/0.0003/0.001 | 2 | 0.600 (0.600-0.600) | 32.5 (25.0-40.0) |" in line

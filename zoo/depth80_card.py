@@ -55,23 +55,31 @@ def _grid_state(rows, arm, rate):
     )
 
 
+def last_epoch_fall(row):
+    """How far from flat a run's training-loss curve ends: its fall over the last epoch, in percent of
+    the epoch before's loss (the schedule's x0.2 steps at 70% and 90% fall in the last two epochs)."""
+    curve = [float(v) for v in row["loss_curve"].split(";")]
+    return 100 * (curve[-2] - curve[-1]) / curve[-2]
+
+
 def results_table(rows):
     """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
     cells = best_cells(rows)
     lines = [
-        "| arm | best lr | rates | seeds | final train loss | test accuracy | similarity at init | similarity at end "
-        "| learned tau (block mean) |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| arm | best lr | rates | seeds | final train loss | last epoch's fall (%) | test accuracy "
+        "| similarity at init | similarity at end | learned tau (block mean) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for arm in depth80_study.ARMS:
         if arm not in cells:
-            lines.append(f"| {arm} | not run | | 0 | | | | | |")
+            lines.append(f"| {arm} | not run | | 0 | | | | | | |")
             continue
         rate, members = cells[arm]
         learned = spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
             f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate)} | {len(members)} | "
-            f"{spread(_floats(members, 'train_loss'))} | {spread(_floats(members, 'test_accuracy'), 4)} | "
+            f"{spread(_floats(members, 'train_loss'))} | {spread([last_epoch_fall(r) for r in members], 1)} | "
+            f"{spread(_floats(members, 'test_accuracy'), 4)} | "
             f"{spread(_floats(members, 'similarity_init'), 4)} | {spread(_floats(members, 'similarity_end'), 4)} "
             f"| {learned} |"
         )

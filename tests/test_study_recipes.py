@@ -1,5 +1,6 @@
 """The depth study's two scripts: the card's tables from a sweep CSV, and the gradient-at-init diagnostic."""
 
+import json
 import os
 
 import numpy as np
@@ -395,3 +396,29 @@ def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
     rows.append({**rows[1], "seed": "1", "loss_curve": "1.0;0.8;0.6"})
     line = next(line for line in card.results_table(rows).splitlines() if line.startswith("| pre |"))
     assert "| 0.0003 | inside 0.0001/0.0003/0.001 | 2 | 0.600 (0.600-0.600) | 32.5 (25.0-40.0) |" in line
+
+
+@pytest.mark.parametrize("arm, recorded, expected", [("pre", {}, 0), ("pre_warmup", {"warmup_steps": 50}, 50)])
+def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_recorded_the_default(
+    arm, recorded, expected, tmp_path, monkeypatch
+):
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    study = recipe_module("ptb_warmup_study")
+
+    def run_recipe(recipe, argv, out, what):  # the files the recipe writes (config.json: the kit only where set)
+        variant = os.path.join(out, "pre")
+        os.makedirs(variant)
+        train = {"steps": 500, "learning_rate": 5e-4, **recorded}
+        with open(os.path.join(variant, "config.json"), "w") as f:
+            json.dump({"train": train, "overrides": {"depth": 16}}, f)
+        summary = {"train_loss": 5.0, "valid_loss": 5.1, "valid_perplexity": 164.0, "test_perplexity": 160.0,
+                   "last_block_similarity_start": 0.9, "last_block_similarity_end": 0.8}  # fmt: skip
+        with open(os.path.join(variant, "summary.json"), "w") as f:
+            json.dump(summary, f)
+        with open(os.path.join(variant, "steps.csv"), "w") as f:
+            f.write("step,loss\n250,5.5\n500,5.0\n")
+        return 12.0
+
+    monkeypatch.setattr(study.cell_study, "run_recipe", run_recipe)
+    row = study.run_cell(str(tmp_path), arm, 5e-4, 0)
+    assert (row["warmup_steps"], row["depth"], row["steps"], row["test_perplexity"]) == (expected, 16, 500, 160.0)

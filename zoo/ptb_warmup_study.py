@@ -66,13 +66,16 @@ def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
     variant = os.path.join(out, ARMS[arm][1])
     summary = cell_study.read_json(variant, "summary.json")
     config = cell_study.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
+    # config.json records the training kit's settings only where they differ from its defaults (no warmup)
+    from keras_tse.training.configs import LMTrainConfig
+
     steps, losses = read_steps(os.path.join(variant, "steps.csv"))
     return {
         "arm": arm,
         "depth": config["overrides"]["depth"],
         "learning_rate": f"{learning_rate:g}",
         "seed": seed,
-        "warmup_steps": config["train"]["warmup_steps"],
+        "warmup_steps": config["train"].get("warmup_steps", LMTrainConfig.warmup_steps),
         "steps": int(steps[-1]),
         "train_loss": summary["train_loss"],
         "valid_loss": summary["valid_loss"],

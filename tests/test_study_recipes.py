@@ -266,6 +266,7 @@ def test_a_cell_study_brackets_the_best_rate_before_it_runs_the_seeds():
     assert cell_study.next_cells(low, "a", plan) == [(3.33e-05, 0)]  # the grid grows past the best end
     assert cell_study.next_cells(low + _cell_rows([(3.33e-5, 0, 0.9)]), "a", plan) == []  # no more extensions
     once = cell_study.Plan(arms=("a",), grid=(5e-4,), select_by="loss", bracket=False)
+    assert cell_study.next_cells([], "a", once) == [(5e-4, 0), (5e-4, 1), (5e-4, 2)]  # nothing to wait for
     assert cell_study.next_cells(_cell_rows([(5e-4, 0, 1.0)]), "a", once) == [(5e-4, 1), (5e-4, 2)]
 
 
@@ -422,3 +423,15 @@ def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_reco
     monkeypatch.setattr(study.cell_study, "run_recipe", run_recipe)
     row = study.run_cell(str(tmp_path), arm, 5e-4, 0)
     assert (row["warmup_steps"], row["depth"], row["steps"], row["test_perplexity"]) == (expected, 16, 500, 160.0)
+
+
+def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, monkeypatch):
+    """A row's machine says which GPU trained the cell: the first name `nvidia-smi` lists, after the CPU;
+    without `nvidia-smi`, the CPU alone."""
+    cell_study = recipe_module("cell_study")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert "," not in cell_study.machine_name()
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text('#!/bin/sh\nprintf "NVIDIA H200\\nNVIDIA H200\\n"\n')
+    fake.chmod(0o755)
+    assert cell_study.machine_name().endswith(", NVIDIA H200")

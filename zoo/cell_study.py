@@ -3,8 +3,8 @@
 Per arm, seed 0 runs at each learning rate of the grid; if the arm's best rate (the lowest value of the
 study's selection column, never the test set's) lies at an end of what was tried, the grid grows by a
 factor 3 past that end, at most `max_extensions` times; once the best is inside, the other seeds run at
-it. A plan with `bracket=False` runs its seeds at the grid's best rate at once (a one-point grid, e.g. a
-rate carried over from a bracketed study). Each finished cell is one row appended to the study's CSV,
+it. A plan with `bracket=False` runs its seeds at the grid's best rate, all at once where the grid is one point
+(e.g. a rate carried over from a bracketed study). Each finished cell is one row appended to the study's CSV,
 flushed and synced, so a killed study loses only the cells that were running (and those resume from
 their own last saved epoch: the recipes do).
 """
@@ -15,6 +15,7 @@ import functools
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -71,6 +72,13 @@ def at_best(rows, arm, plan):
 
 def next_cells(rows, arm, plan):
     """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
+    if not plan.bracket and len(plan.grid) == 1:  # no rate to choose: every seed runs at once
+        done = {
+            int(row["seed"])
+            for row in rows
+            if row["arm"] == arm and math.isclose(float(row["learning_rate"]), plan.grid[0])
+        }
+        return [(plan.grid[0], seed) for seed in plan.seeds if seed not in done]
     tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
     missing = [lr for lr in plan.grid if not any(math.isclose(lr, t) for t in tried)]
     if missing:
@@ -135,14 +143,26 @@ def read_json(folder, name):
         return json.load(handle)
 
 
+def accelerator_name():
+    """The GPU's name as `nvidia-smi` gives it, or "" on a machine without one: a cell trains there when the
+    JAX it runs under is a CUDA build."""
+    if shutil.which("nvidia-smi") is None:
+        return ""
+    result = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    names = result.stdout.split("\n") if result.returncode == 0 else []
+    return names[0].strip() if names else ""
+
+
 def machine_name():
-    """ "<cores>-core <CPU model>" of this machine, for each row: a cell's seconds mean something only with it."""
+    """ "<cores>-core <CPU model>" of this machine, and ", <GPU>" where it has one, for each row: a cell's seconds
+    mean something only with it."""
     model = "unknown CPU"
     if os.path.exists("/proc/cpuinfo"):
         with open("/proc/cpuinfo") as handle:
             names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
         model = names[0].replace("(R)", "").replace("(TM)", "") if names else model
-    return f"{os.cpu_count()}-core {' '.join(model.split())}"
+    gpu = accelerator_name()
+    return f"{os.cpu_count()}-core {' '.join(model.split())}" + (f", {gpu}" if gpu else "")
 
 
 def main(argv, description, name, parts, run_cell, results, fields):

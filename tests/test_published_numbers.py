@@ -460,3 +460,58 @@ def test_the_demo_file_replaced_differs_in_training_only():
         assert [r["tsim_init"] for r in old[norm]] == [r["tsim_init"] for r in new[norm]]
     losses = [[f"{r['train_loss']:.4f}" for r in runs["post"]] for runs in (old, new)]
     assert losses == [["0.7487", "0.8692", "0.8767"], ["0.7426", "0.9051", "0.8595"]]
+
+
+def _cell_study_is_whole(study):
+    """Every arm of a cell study has seeds 0-2 at its best rate, nothing of its plan is left to run, and a
+    bracketed arm's best rate lies strictly inside the rates its seed 0 ran at. The arms' rows at their best."""
+    cell_study = recipe_module("cell_study")
+    rows = study.read_rows()
+    best = {}
+    for arm in study.ARMS:
+        plan = study.plan_of(arm)
+        rate, members = cell_study.at_best(rows, arm, plan)
+        assert sorted(int(r["seed"]) for r in members) == [0, 1, 2], arm
+        assert cell_study.next_cells(rows, arm, plan) == [], arm
+        tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and r["seed"] == "0"})
+        assert not plan.bracket or tried[0] < rate < tried[-1], (arm, rate, tried)
+        best[arm] = members
+    assert all(r["machine"].endswith(", NVIDIA H200") for r in rows)  # the cards say where they ran
+    return rows, best
+
+
+def test_the_ptb_warmup_study_is_whole_and_its_card_claims_hold(monkeypatch):
+    """zoo/ptb_transformer_xl16.md, "What the warmup study shows": the seeds, the rates and the plateau."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))  # the study imports zoo/cell_study.py
+    rows, best = _cell_study_is_whole(recipe_module("ptb_warmup_study"))
+    unigram = _unigram_test_perplexity()
+    with open(os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")) as f:
+        card = f.read()
+    assert f"within 2%\n   of {unigram:.1f}" in card
+
+    def stalled(row):
+        return abs(float(row["test_perplexity"]) / unigram - 1) < 0.02
+
+    assert {float(best[arm][0]["learning_rate"]) for arm in ("pre", "pre_warmup")} == {3e-3}  # 1
+    assert {float(best[arm][0]["learning_rate"]) for arm in ("causal", "causal_warmup")} == {5e-4}
+    assert sum(map(stalled, best["causal_warmup"])) == 1  # 2
+    assert all(stalled(r) for r in rows if r["arm"] == "causal" and float(r["learning_rate"]) == 1e-3)
+    assert all(stalled(r) and float(r["similarity_end"]) > 0.999 for r in best["post_32"])  # 3
+    assert sorted(map(stalled, best["causal_32"])) == [False, True, True]
+    assert f"{min(float(r['test_perplexity']) for r in best['causal_32']):.1f}" == "509.9"
+    assert {r["depth"] for arm in ("post_32", "pre_32", "causal_32") for r in best[arm]} == {"32"}
+
+
+def test_the_tau_sweep_is_whole_and_its_card_claims_hold(monkeypatch):
+    """zoo/depth_study.md, "What the sweep shows": tau 0's rate, the similarity each tau leaves, the learned tau."""
+    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
+    rows, best = _cell_study_is_whole(recipe_module("tau_sweep_study"))
+
+    def mean(arm, column):
+        return sum(float(r[column]) for r in best[arm]) / len(best[arm])
+
+    assert float(best["tau_0"][0]["learning_rate"]) == 1e-4
+    assert abs(mean("tau_0", "train_loss") - 1.3) < 0.05 and round(mean("tau_0", "test_accuracy"), 2) == 0.55
+    ends = [mean(f"tau_{tau}", "similarity_end") for tau in ("0.25", "0.5", "0.75", "1")]
+    assert [round(e, 3) for e in ends[1:]] == [0.022, 0.004, 0.0] and abs(ends[0] - 0.06) < 0.005
+    assert round(mean("tau_learned", "learned_tau_mean"), 3) == 0.994

@@ -73,7 +73,8 @@ def test_a_claim_the_checker_cannot_read_is_one_line():
         "cannot read 'deepnorm wins over post': expected 'ARMS beats|ties|loses to ARMS [at KEY VALUES]'"
     ]
     assert claims.check("nowhere", None, "a beats b") == [
-        "unknown source 'nowhere': expected one of ['depth80', 'depth_study', 'gpu_fig6', 'gpu_fig6_stopped']"
+        "unknown source 'nowhere': expected one of ['depth80', 'depth_study', 'gpu_fig6', 'gpu_fig6_stopped', "
+        "'ptb_warmup', 'tau_sweep']"
     ]
 
 
@@ -94,3 +95,16 @@ def test_a_claim_on_the_gpu_runs_is_read_from_their_result_file_and_a_wrong_one_
     assert failures == ["post loses to pre, not 'tied within seeds' (gpu_fig6_stopped)"]
     with pytest.raises(ValueError, match="zoo/gpu/fig6_stopped.json has no arm 'deepnorm'"):
         claims.check("gpu_fig6_stopped", "train_loss", "deepnorm beats post")
+
+
+def test_a_claim_on_a_cell_study_reads_each_arm_at_its_best_rate_and_a_wrong_one_fails():
+    """ptb_warmup judges test perplexity (lower is better) unless a metric is named; tau_sweep train loss."""
+    claims = recipe_module("verdict_claims")
+    assert claims.check("ptb_warmup", None, "pre beats causal") == []
+    assert claims.check("ptb_warmup", None, "causal beats pre") == ["causal loses to pre, not 'beats' (ptb_warmup)"]
+    assert claims.check("ptb_warmup", "valid_loss", "pre_32 beats causal_32") == []
+    assert claims.check("tau_sweep", "test_accuracy", "tau_0 ties tau_1") == [
+        "tau_0 loses to tau_1, not 'tied within seeds' (tau_sweep)"
+    ]
+    with pytest.raises(ValueError, match="the tau sweep has no arm 'tau_2': expected one of tau_0, "):
+        claims.check("tau_sweep", None, "tau_2 beats tau_0")

@@ -3,6 +3,7 @@ learning-rate warmup, the rate bracketed, three seeds; then the Transformer-XL a
 pre-norm and causal de-escalation. Resumable cell by cell.
 
     nice -n 19 python zoo/ptb_warmup_study.py [--jobs 2] [--part grid|deep] [--runs runs/ptb_warmup]
+    bash zoo/gpu_studies.sh OUT SECONDS    # on a GPU machine, beside the other cell study
 
 Each cell is one run of the language-model recipe (`recipes/wikitext103_txl.py --dataset ptb`, JAX), with
 the model, data and budget of the card's first studies (zoo/ptb_transformer_xl16.md: 16 blocks, width
@@ -100,8 +101,12 @@ QUESTIONS = (
 )
 
 
-def _part(arm):
-    return next(plan for plan in PARTS.values() if arm in plan.arms)
+def plan_of(arm):
+    """The plan (part) that runs `arm`."""
+    for plan in PARTS.values():
+        if arm in plan.arms:
+            return plan
+    raise ValueError(f"the PTB warmup study has no arm {arm!r}: expected one of {', '.join(ARMS)}")
 
 
 def markdown_table(rows):
@@ -114,7 +119,7 @@ def markdown_table(rows):
         "| test perplexity | similarity at end |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    best = {arm: cell_study.at_best(rows, arm, _part(arm)) for arm in ARMS}
+    best = {arm: cell_study.at_best(rows, arm, plan_of(arm)) for arm in ARMS}
     for arm, (rate, members) in best.items():
         if rate is None:
             lines.append(f"| {arm} | | | not run | | 0 | | | |")

@@ -2,6 +2,7 @@
 learned tau, each at its own best learning rate, three seeds. Resumable cell by cell.
 
     nice -n 19 python zoo/tau_sweep_study.py [--jobs 2] [--runs runs/tau_sweep]
+    bash zoo/gpu_studies.sh OUT SECONDS    # on a GPU machine, beside the other cell study
 
 Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`) on scikit-learn's 8x8
 digits with the depth study's model (zoo/depth_study.md: 48 blocks, width 32, 4 heads, FFN 64, 2x2
@@ -37,6 +38,15 @@ ARMS = {
     "tau_learned": ("--norm", "deescalate", "--tau", "1", "--learn-tau"),
 }
 PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), select_by="train_loss")
+
+
+def plan_of(arm):
+    """The plan that runs `arm` (the sweep has one)."""
+    if arm not in ARMS:
+        raise ValueError(f"the tau sweep has no arm {arm!r}: expected one of {', '.join(ARMS)}")
+    return PLAN
+
+
 FIELDS = (
     "arm", "tau", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy",
     "similarity_init", "similarity_end", *cell_study.LEARNED_TAU, "loss_curve", "seconds", "backend", "machine",

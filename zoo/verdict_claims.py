@@ -10,7 +10,9 @@ right after it, in words the checker reads:
 within seeds) or `loses to`/`lose to`; each side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
 the depth study (`deescalate(*)`: every tau), the arm names of `zoo/depth80_study.py` in depth80, the
-variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each). Each
+variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each), the arm names
+of `zoo/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
+`zoo/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
 arm is taken at its best learning rate, every seed of that cell, and judged by the verdict rule
 (`keras_tse.experiments.verdicts`, zoo/README.md).
 
@@ -22,7 +24,12 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DOCUMENTS = ("README.md", os.path.join("zoo", "depth_study.md"), os.path.join("zoo", "depth80_fashion_mnist.md"))
+DOCUMENTS = (
+    "README.md",
+    os.path.join("zoo", "depth_study.md"),
+    os.path.join("zoo", "depth80_fashion_mnist.md"),
+    os.path.join("zoo", "ptb_transformer_xl16.md"),
+)
 CLAIM = re.compile(r"<!-- verdict (?P<source>\w+)(?: (?P<metric>\w+))?: (?P<claim>.+?) -->")
 RELATIONS = {"beats": "beats", "beat": "beats", "ties": "tied within seeds", "tie": "tied within seeds"}
 RELATIONS.update({"loses to": "loses to", "lose to": "loses to"})
@@ -90,11 +97,33 @@ def _gpu_seeds(figure):
     return seeds
 
 
+def _cell_study_seeds(module, metric_by_default):
+    """(arm, every seed) of a cell study's arm at its best rate (`zoo/<module>.py`, `zoo/cell_study.py`'s plan)."""
+
+    def seeds(metric, arm, key, value):
+        import importlib
+
+        sys.path.insert(0, os.path.join(ROOT, "zoo"))
+        import cell_study
+
+        study = importlib.import_module(module)
+        if key is not None:
+            raise ValueError(f"{module} claims take no 'at', got 'at {key}'")
+        rate, members = cell_study.at_best(study.read_rows(), arm, study.plan_of(arm))
+        if rate is None:
+            raise ValueError(f"{study.RESULTS} has no row of arm {arm!r}")
+        return [(arm, [float(r[metric or metric_by_default]) for r in members])]
+
+    return seeds
+
+
 SOURCES = {
     "depth_study": _depth_study_seeds,
     "depth80": _depth80_seeds,
     "gpu_fig6": _gpu_seeds("fig6"),
     "gpu_fig6_stopped": _gpu_seeds("fig6_stopped"),
+    "ptb_warmup": _cell_study_seeds("ptb_warmup_study", "test_perplexity"),
+    "tau_sweep": _cell_study_seeds("tau_sweep_study", "train_loss"),
 }
 
 

@@ -5,9 +5,11 @@ under JAX (the bench cell: its own backend), whatever backend hosts the test."""
 import csv
 import json
 import tarfile
+import tempfile
 
 import pytest
 
+from keras_tse.run_files import write_csv
 from tests.helpers import recipe_module
 
 pytestmark = pytest.mark.starts_processes
@@ -116,8 +118,11 @@ def _stopped_run(work, arm, seed, losses, accuracies, epoch_seconds):
     (cell / "cell.json").write_text(json.dumps(record))
 
 
-def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_checkpoint(tmp_path, plan):
+def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_checkpoint(tmp_path, plan, monkeypatch):
     zoo, out, work = tmp_path / "zoo", tmp_path / "out", tmp_path / "work"
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    _stopped_run(work, "pre", 0, [], [], [])  # stopped in its first epoch: nothing to keep
     _stopped_run(work, "post", 0, [1.1, 0.8, 0.6], [0.60, 0.75, 0.80], [180, 150, 149])
     _stopped_run(work, "post", 1, [1.2, 0.9, 0.7], [0.58, 0.74, 0.79], [181, 149, 150])
     _stopped_run(work, "deescalate", 0, [0.8, 0.5, 0.4], [0.70, 0.82, 0.86], [182, 149, 148])
@@ -129,6 +134,7 @@ def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_c
         assert not [name for name in archive.getnames() if "checkpoints" in name]
 
     assert "adopted fig6_post_s0 (unfinished)" in plan(zoo, "adopt", str(out))
+    assert not list((tmp_path / "tmp").iterdir())  # the archive's extracted copy is gone
     with open(zoo / "cells.csv") as f:
         rows = {row["cell"]: row for row in csv.DictReader(f)}
     assert (rows["fig6_post_s0"]["epochs"], rows["fig6_post_s0"]["parallel"]) == ("3", "6")
@@ -143,6 +149,12 @@ def test_runs_cut_short_come_back_at_their_last_finished_epoch_and_without_any_c
     assert "| deescalate | 2 | 0.4250 [0.4000, 0.4500] |" in block
     assert "- deescalate beat post on train loss; beat post on test accuracy (2 seeds each)." in block
     assert not (zoo / "fig6").exists()  # nothing of them among the finished runs
+    assert rows["fig6_pre_s0"]["epochs"] == "" and not (zoo / "fig6_stopped" / "seed_0" / "pre").exists()
+    rows["fig6_post_s1"]["seconds"] = ""  # as a call's own limit leaves a cell: it never timed itself
+    write_csv(str(zoo / "cells.csv"), list(rows["fig6_post_s1"]), list(rows.values()))
+    printed = plan(zoo, "status")
+    assert "fig6_post_s1                 unfinished, time not measured (3 epochs kept) on NVIDIA H200" in printed
+    assert "fig6_pre_s0                  unfinished, 500.0 s on NVIDIA H200" in printed
 
 
 def test_a_bench_returned_outside_the_plans_cells_is_listed_apart_and_leaves_the_speed_cells_to_run(tmp_path, plan):

@@ -293,9 +293,18 @@ def _copy_run(source, target):
 def adopt(args):
     """Copy each finished cell's small files under `--zoo`, one row of cells.csv per cell with its
     machine, then the figures' result files from every adopted run, then the cards."""
-    from keras_tse.run_files import append_row
 
     folder = unpack(args.folder)
+    try:
+        return _adopt_cells(args, folder)
+    finally:
+        if folder != args.folder:  # the archive's extracted copy
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _adopt_cells(args, folder):
+    from keras_tse.run_files import append_row
+
     if not os.path.exists(os.path.join(folder, "machine.json")):
         print(f"{args.folder}: no cell ran there (no machine.json nor {ARCHIVE}); nothing to adopt")
         return 0
@@ -314,7 +323,7 @@ def adopt(args):
             shutil.copy2(os.path.join(out, "bench.json"), os.path.join(args.zoo, f"speed_{cell.arm}.json"))
         elif record["finished"]:
             _copy_run(_variant_folder(out), os.path.join(args.zoo, cell.figure, f"seed_{cell.seed}", cell.arm))
-        elif cell.figure == "fig6" and _completed_epochs(out):
+        elif cell.figure == "fig6":
             epochs = _adopt_stopped(cell, out, os.path.join(args.zoo, "fig6_stopped", f"seed_{cell.seed}", cell.arm))
         backend = cell.arm if cell.figure == "speed" else "jax"
         kept = record["finished"] or epochs
@@ -325,26 +334,21 @@ def adopt(args):
     return 0
 
 
-def _completed_epochs(out):
-    """The epochs a cell's run finished (its history's rows), 0 where it wrote none."""
-    folders = glob.glob(os.path.join(out, "*", "history.csv"))
-    if not folders:
-        return 0
-    with open(folders[0]) as f:
-        return max(len(f.read().splitlines()) - 1, 0)
-
-
 def _adopt_stopped(cell, out, target):
-    """A classifier cut short (at the budget or the call's limit), kept at its last finished epoch: the
+    """A classifier cut short (at the budget or the call's limit), kept at its last finished epoch (the epochs
+    kept; "" where it finished none): the
     summary a finished run writes (`keras_tse.training.runner.summarize`: train loss, test loss and
     accuracy are the history's last row, the token similarity its last epoch end), with the epochs it
     finished and planned; its time is its finished epochs' own (the Keras log's lines), not the cut one's."""
     from keras_tse import run_files
     from keras_tse.training import read_history
 
-    source = _variant_folder(out, "history.csv")
+    histories = glob.glob(os.path.join(out, "*", "history.csv"))
+    history = read_history(histories[0]) if histories else {}
+    if not history.get("loss"):
+        return ""  # stopped before its first epoch ended: nothing to keep
+    source = os.path.dirname(histories[0])
     _copy_run(source, target)
-    history = read_history(os.path.join(source, "history.csv"))
     with open(os.path.join(source, "config.json")) as f:
         planned = json.load(f)["train"]["epochs"]
     with open(out + ".log") as f:
@@ -382,8 +386,9 @@ def collect_figures(zoo):
 def card_block(name, zoo=ZOO):
     """A card's generated block: the figure's table and the machines it ran on, the runs stopped at the
     budget apart (their schedule was cut short), or "not measured"."""
-    cells = [row for row in read_cells(zoo).values() if row["figure"] == name.removeprefix("gpu_")]
-    figure, planned = name.removeprefix("gpu_"), sum(cell.figure == name.removeprefix("gpu_") for cell in PLAN)
+    figure = name.removeprefix("gpu_")
+    cells = [row for row in read_cells(zoo).values() if row["figure"] == figure]
+    planned = sum(cell.figure == figure for cell in PLAN)
     done = [row for row in cells if row["finished"] == "1"]
     stopped = [row for row in cells if row["finished"] == "0" and row["epochs"]]
     parts = []
@@ -476,12 +481,20 @@ def _machine_line(row):
     return f"{row['device']} ({row['backend']}, {row['dtype']}, Keras {row['keras']}, JAX {row['jax']})"
 
 
+def _time_kept(row):
+    """A cell's seconds, or what of it was kept where the call's limit stopped it before it timed itself."""
+    if row["seconds"]:
+        return f"{row['seconds']} s"
+    kept = f"{row['epochs']} epochs kept" if row["epochs"] else "nothing kept"
+    return f"time not measured ({kept})"
+
+
 def status(args):
     adopted = read_cells(args.zoo)
     for cell in PLAN:
         row = adopted.get(cell.name)
         state = "not run" if row is None else ("finished" if row["finished"] == "1" else "unfinished")
-        print(f"{cell.name:28} {state}" + (f", {row['seconds']} s on {row['device']}" if row else ""))
+        print(f"{cell.name:28} {state}" + (f", {_time_kept(row)} on {row['device']}" if row else ""))
     return 0
 
 

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The numeric tests (layers, blocks, similarity and spectra, models, callbacks, saving) under each backend
+# on a GPU machine, every test's outcome written to OUT/<backend>.log as it ends (`-v`), so that a run
+# stopped by its time limit still names each test that failed; OUT/<backend>.xml (JUnit) when it ends.
+#
+#   bash zoo/gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]     # default: jax torch
+#
+# The lent GPU machines have no TensorFlow: the tests that load a file under it fail there by design.
+set -u
+out=${1:?usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]}
+limit=${2:?usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]}
+shift 2
+files=(
+  tests/test_de_escalation.py tests/test_blocks.py tests/test_similarity.py tests/test_spectral.py
+  tests/test_self_attention.py tests/test_vit.py tests/test_transformer_xl.py tests/test_language_model.py
+  tests/test_callbacks.py tests/test_escalation.py tests/test_attention_diagnostics.py
+  tests/test_stochastic_depth.py tests/test_initializers.py tests/test_baselines.py tests/test_gpt.py
+  tests/test_saving.py
+)
+mkdir -p "$out"
+export XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 KERAS_TSE_ONE_BACKEND_TESTS=skip
+backends=("$@")
+[ ${#backends[@]} -eq 0 ] && backends=(jax torch)
+for backend in "${backends[@]}"; do
+  KERAS_BACKEND=$backend timeout "$limit" python3 -m pytest -v -n 6 -p no:cacheprovider --timeout 120 \
+    --junitxml="$out/$backend.xml" "${files[@]}" > "$out/$backend.log" 2>&1
+  code=$?
+  echo "$backend: exit $code$([ $code -eq 124 ] && echo ' (stopped at the limit)'); $(grep -c ' PASSED ' "$out/$backend.log") passed, $(grep -c ' FAILED ' "$out/$backend.log") failed"
+  grep ' FAILED ' "$out/$backend.log"
+done

@@ -70,15 +70,16 @@ def at_best(rows, arm, plan):
     return rate, [row for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), rate)]
 
 
+def _seeds_left(rows, arm, rate, plan):
+    """The (rate, seed) cells of `plan.seeds` that the arm has not run at `rate`."""
+    done = {int(row["seed"]) for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), rate)}
+    return [(rate, seed) for seed in plan.seeds if seed not in done]
+
+
 def next_cells(rows, arm, plan):
     """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
     if not plan.bracket and len(plan.grid) == 1:  # no rate to choose: every seed runs at once
-        done = {
-            int(row["seed"])
-            for row in rows
-            if row["arm"] == arm and math.isclose(float(row["learning_rate"]), plan.grid[0])
-        }
-        return [(plan.grid[0], seed) for seed in plan.seeds if seed not in done]
+        return _seeds_left(rows, arm, plan.grid[0], plan)
     tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
     missing = [lr for lr in plan.grid if not any(math.isclose(lr, t) for t in tried)]
     if missing:
@@ -88,8 +89,17 @@ def next_cells(rows, arm, plan):
         if len(tried) - len(plan.grid) >= plan.max_extensions:
             return []  # the card says the best lies at the grid's end
         return [(float(f"{best / 3 if best == tried[0] else best * 3:.3g}"), 0)]
-    done = {int(row["seed"]) for row in rows if row["arm"] == arm and math.isclose(float(row["learning_rate"]), best)}
-    return [(best, seed) for seed in plan.seeds if seed not in done]
+    return _seeds_left(rows, arm, best, plan)
+
+
+def plan_of(plans, arm, study):
+    """The plan among `plans` that runs `arm`; an unknown arm is one line naming `study`'s arms."""
+    plans = list(plans)
+    for plan in plans:
+        if arm in plan.arms:
+            return plan
+    arms = [name for plan in plans for name in plan.arms]
+    raise ValueError(f"{study} has no arm {arm!r}: expected one of {', '.join(arms)}")
 
 
 def pending(rows, plan, arms, running):

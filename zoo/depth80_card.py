@@ -3,9 +3,9 @@
     python zoo/depth80_card.py        # the loss-curve figure; the tables are generated blocks
                                       # (python zoo/generated_tables.py)
 
-Each arm is read at its best learning rate (`depth80_study.best_rate`: the seed-0 rate of lowest final
-training loss); its seeds there are averaged; a verdict follows the verdict rule of zoo/README.md and is
-given only once both arms have at least two seeds at their best rates.
+Each arm is read at its best learning rate (`cell_study.best_rate` under `depth80_study.PLAN`: the seed-0
+rate of lowest final training loss); its seeds there are averaged; a verdict follows the verdict rule of
+zoo/README.md and is given only once both arms have at least two seeds at their best rates.
 """
 
 import os

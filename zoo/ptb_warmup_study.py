@@ -103,10 +103,7 @@ QUESTIONS = (
 
 def plan_of(arm):
     """The plan (part) that runs `arm`."""
-    for plan in PARTS.values():
-        if arm in plan.arms:
-            return plan
-    raise ValueError(f"the PTB warmup study has no arm {arm!r}: expected one of {', '.join(ARMS)}")
+    return cell_study.plan_of(PARTS.values(), arm, "the PTB warmup study")
 
 
 def markdown_table(rows):

@@ -64,22 +64,6 @@ def _depth_study_seeds(metric, arm, key, value):
     return arms
 
 
-def _depth80_seeds(metric, arm, key, value):
-    """(arm, every seed) of the depth-80 study's arm at its best rate (`zoo/depth80_study.py`)."""
-    sys.path.insert(0, os.path.join(ROOT, "zoo"))
-    import depth80_study
-
-    if key is not None:
-        raise ValueError(f"depth80 claims take no 'at', got 'at {key}'")
-    rows = depth80_study.read_rows()
-    lr = depth80_study.best_rate(rows, arm)
-    if lr is None:
-        raise ValueError(f"the depth-80 result file has no arm {arm!r}")
-    return [
-        (arm, [float(r[metric or "train_loss"]) for r in rows if r["arm"] == arm and float(r["learning_rate"]) == lr])
-    ]
-
-
 def _gpu_seeds(figure):
     """(arm, every seed) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`zoo/gpu_plan.py`)."""
 
@@ -119,7 +103,7 @@ def _cell_study_seeds(module, metric_by_default):
 
 SOURCES = {
     "depth_study": _depth_study_seeds,
-    "depth80": _depth80_seeds,
+    "depth80": _cell_study_seeds("depth80_study", "train_loss"),
     "gpu_fig6": _gpu_seeds("fig6"),
     "gpu_fig6_stopped": _gpu_seeds("fig6_stopped"),
     "ptb_warmup": _cell_study_seeds("ptb_warmup_study", "test_perplexity"),

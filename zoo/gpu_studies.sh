@@ -10,9 +10,15 @@
 # The studies' cells are small (width 128 or 32): each runs in its own JAX process, many share the GPU,
 # and their compiles share the CPU cores, so the tau sweep runs at nice 10 behind the language model.
 set -u
-out=${1:?usage: gpu_studies.sh OUT SECONDS [WORK]}
-limit=${2:?usage: gpu_studies.sh OUT SECONDS [WORK]}
+[ $# -ge 2 ] || { echo "usage: gpu_studies.sh OUT SECONDS [WORK]; received $# arguments" >&2; exit 2; }
+out=$1
+limit=$2
 work=${3:-$(mktemp -d)}
+# OUT is this script's own: a folder that holds anything (someone's files, an earlier run's) is refused.
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "$(basename "$0"): OUT $out is not empty; expected a new or empty folder" >&2
+  exit 2
+fi
 mkdir -p "$out" "$work"
 export KERAS_BACKEND=jax XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 PYTHONUNBUFFERED=1
 ptb=zoo/ptb_transformer_xl16/warmup_study.csv

@@ -7,8 +7,9 @@
 #
 # The lent GPU machines have no TensorFlow: the tests that load a file under it fail there by design.
 set -u
-out=${1:?usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]}
-limit=${2:?usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]}
+[ $# -ge 2 ] || { echo "usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]; received $# arguments" >&2; exit 2; }
+out=$1
+limit=$2
 shift 2
 files=(
   tests/test_de_escalation.py tests/test_blocks.py tests/test_similarity.py tests/test_spectral.py
@@ -17,6 +18,11 @@ files=(
   tests/test_stochastic_depth.py tests/test_initializers.py tests/test_baselines.py tests/test_gpt.py
   tests/test_saving.py
 )
+# OUT is this script's own: a folder that holds anything (someone's files, an earlier run's) is refused.
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "$(basename "$0"): OUT $out is not empty; expected a new or empty folder" >&2
+  exit 2
+fi
 mkdir -p "$out"
 export XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 KERAS_TSE_ONE_BACKEND_TESTS=skip
 backends=("$@")

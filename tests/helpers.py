@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 
 
@@ -28,29 +30,32 @@ def run_block_harness(test_case, cls, extra, num_trainable):
 
 
 def recipe_module(name):
-    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package), or a card's
-    generator, `zoo/<name>.py` (or `tests/<name>.py`, the CI-times one)."""
+    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package)."""
     import importlib.util
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    folders = [os.path.join(root, folder) for folder in ("recipes", "zoo", "tests")]
-    path = next(p for p in (os.path.join(f, f"{name}.py") for f in folders) if os.path.exists(p))
+    path = os.path.join(root, "recipes", f"{name}.py")
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-def run_zoo_script(script, *args, timeout=600):
-    """`python zoo/<script> args` in a fresh process; what it printed (it must succeed)."""
-    import os
+def lab_module(name):
+    """A module of the lab, `keras_tse.experiments.lab.<name>`."""
+    import importlib
+
+    return importlib.import_module(f"keras_tse.experiments.lab.{name}")
+
+
+def run_lab_module(name, *args, timeout=600):
+    """`python -m keras_tse.experiments.lab.<name> args` in a fresh process; what it printed (it must succeed)."""
     import subprocess
     import sys
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     result = subprocess.run(
-        [sys.executable, os.path.join(root, "zoo", script), *args],
+        [sys.executable, "-m", f"keras_tse.experiments.lab.{name}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -1,4 +1,4 @@
-"""The GPU plan's dry run on the CPU: `zoo/gpu_plan.py run --tiny` then `adopt`, as a lent machine's
+"""The GPU plan's dry run on the CPU: `keras_tse.experiments.lab.gpu_plan run --tiny` then `adopt`, as a lent machine's
 session would use them. The plan's commands run in this process; the cells' runs in processes it starts,
 under JAX (the bench cell: its own backend), whatever backend hosts the test."""
 
@@ -10,15 +10,15 @@ import tempfile
 import pytest
 
 from keras_tse.run_files import write_csv
-from tests.helpers import recipe_module
+from tests.helpers import lab_module
 
 pytestmark = pytest.mark.starts_processes
 
 
 @pytest.fixture
 def plan(capsys):
-    """`python zoo/gpu_plan.py --zoo ZOO ARGV`, run here: what it printed."""
-    module = recipe_module("gpu_plan")
+    """`python -m keras_tse.experiments.lab.gpu_plan --zoo ZOO ARGV`, run here: what it printed."""
+    module = lab_module("gpu_plan")
 
     def call(zoo, *argv):
         capsys.readouterr()

@@ -4,7 +4,7 @@ import os
 import subprocess
 import sys
 
-from tests.helpers import recipe_module
+from tests.helpers import lab_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIED = "tied within seeds with"  # the cards' word for the verdict rule's tie (zoo/README.md)
@@ -12,7 +12,7 @@ TIED = "tied within seeds with"  # the cards' word for the verdict rule's tie (z
 
 def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
     result = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "zoo", "generated_tables.py"), "--check"],
+        [sys.executable, "-m", "keras_tse.experiments.lab.generated_tables", "--check"],
         capture_output=True,
         text=True,
         timeout=300,
@@ -34,7 +34,7 @@ def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
 
 
 def test_the_check_fails_on_a_hand_edited_number(tmp_path):
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     with open(os.path.join(ROOT, "zoo", "escalation.md")) as f:
         text = f.read()
     rewritten, names = generated_tables.rewrite(text)
@@ -62,7 +62,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
     """zoo/depth_study.md's headline, checked on the committed CSVs it is printed from."""
     import csv
 
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     verdicts = generated_tables.render("depth_study_verdicts").splitlines()
     for depth in (24, 48):
         torch_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, torch init:"))
@@ -88,7 +88,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
 
 def test_the_depth_study_comparisons_with_pre_norm_hold():
     """Points 3 and 4 of the card: post-norm's t_sim at init lower under torch; de-escalation vs pre-norm."""
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
     rows = generated_tables._study()
@@ -122,7 +122,7 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
 
 def test_the_published_methods_claims_hold():
     """Point 6 of zoo/depth_study.md, read from the card's own ordering lines and checked on the CSV."""
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
     rows = generated_tables._study()
@@ -160,10 +160,10 @@ def test_the_published_methods_claims_hold():
 def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
     """Every part of the study's grid is in the CSV, and every arm's best rate (each init and depth)
     lies strictly inside the rates it was run at, as the card's own edge line says."""
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
-    card = recipe_module("depth_study_card")
+    card = lab_module("depth_study_card")
     rows = generated_tables._study()
     present = {sweep.cell_key(r) for r in rows}
     for name, config in card.STUDY_GRIDS.items():
@@ -177,7 +177,7 @@ def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
 
 def test_no_learning_rate_rescues_post_norm():
     """Point 3: 3e-5 is worse than 1e-4 at depth 48 under both inits; 3e-3 leaves post-norm at chance."""
-    generated_tables = recipe_module("generated_tables")
+    generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
     stats = sweep.group_stats(generated_tables._study())
@@ -205,8 +205,8 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
     rescue post-norm."""
     from keras_tse.experiments import sweep
 
-    generated_tables = recipe_module("generated_tables")
-    card = recipe_module("depth_study_card")
+    generated_tables = lab_module("generated_tables")
+    card = lab_module("depth_study_card")
     rows = generated_tables._study()
     first_grid, _ = card.split_by_grid(rows, {"first": sweep.SweepConfig()})
     assert len(first_grid) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
@@ -228,7 +228,7 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
 
 def _benchmark(name):
     """(benchmark_results module, the committed result file of study `name`)."""
-    return recipe_module("benchmark_results"), recipe_module("generated_tables").benchmark(name)
+    return lab_module("benchmark_results"), lab_module("generated_tables").benchmark(name)
 
 
 def test_the_fashion_mnist_card_conclusions_hold_in_the_committed_results():
@@ -394,12 +394,12 @@ GENERATED_BLOCKS = {
 
 
 def _missing_blocks(document, text):
-    names = {match[1] for match in recipe_module("generated_tables").BLOCK.findall(text)}
+    names = {match[1] for match in lab_module("generated_tables").BLOCK.findall(text)}
     return sorted(GENERATED_BLOCKS[document] - names)
 
 
 def test_every_card_keeps_its_generated_blocks():
-    assert set(GENERATED_BLOCKS) == set(recipe_module("generated_tables").DOCUMENTS)
+    assert set(GENERATED_BLOCKS) == set(lab_module("generated_tables").DOCUMENTS)
     for document in GENERATED_BLOCKS:
         with open(os.path.join(ROOT, document)) as f:
             assert _missing_blocks(document, f.read()) == [], document
@@ -465,7 +465,7 @@ def test_the_demo_file_replaced_differs_in_training_only():
 def _cell_study_is_whole(study):
     """Every arm of a cell study has seeds 0-2 at its best rate, nothing of its plan is left to run, and a
     bracketed arm's best rate lies strictly inside the rates its seed 0 ran at. The arms' rows at their best."""
-    cell_study = recipe_module("cell_study")
+    cell_study = lab_module("engine")
     rows = study.read_rows()
     best = {}
     for arm in study.ARMS:
@@ -482,8 +482,7 @@ def _cell_study_is_whole(study):
 
 def test_the_ptb_warmup_study_is_whole_and_its_card_claims_hold(monkeypatch):
     """zoo/ptb_transformer_xl16.md, "What the warmup study shows": the seeds, the rates and the plateau."""
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))  # the study imports zoo/cell_study.py
-    rows, best = _cell_study_is_whole(recipe_module("ptb_warmup_study"))
+    rows, best = _cell_study_is_whole(lab_module("ptb_warmup_study"))
     unigram = _unigram_test_perplexity()
     with open(os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")) as f:
         card = f.read()
@@ -504,8 +503,7 @@ def test_the_ptb_warmup_study_is_whole_and_its_card_claims_hold(monkeypatch):
 
 def test_the_tau_sweep_is_whole_and_its_card_claims_hold(monkeypatch):
     """zoo/depth_study.md, "What the sweep shows": tau 0's rate, the similarity each tau leaves, the learned tau."""
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    rows, best = _cell_study_is_whole(recipe_module("tau_sweep_study"))
+    rows, best = _cell_study_is_whole(lab_module("tau_sweep_study"))
 
     def mean(arm, column):
         return sum(float(r[column]) for r in best[arm]) / len(best[arm])

@@ -8,7 +8,7 @@ import pytest
 
 from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
-from tests.helpers import recipe_module, run_zoo_script
+from tests.helpers import lab_module, recipe_module, run_lab_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -53,7 +53,7 @@ def test_card_counts_the_committed_grid_and_averages_the_init_measures_per_tau(t
     ]
     for r in rows:
         append_row(str(tmp_path / "sweep.csv"), r)
-    stdout = run_zoo_script("depth_study_card.py", str(tmp_path))
+    stdout = run_lab_module("depth_study_card", str(tmp_path))
     total = len(list(sweep.cells(sweep.SweepConfig())))
     assert stdout.startswith(f"- the first grid: 5 of {total} cells\n- DeepNorm, ReZero, LayerScale: 0 of 81 cells")
     init = {(r[0], r[2]): r[3:] for r in _rows(stdout, "post") + _rows(stdout, "deescalate") if len(r) == 7}
@@ -72,9 +72,8 @@ def _cell_row(norm, depth, lr, seed, final_loss):
 
 
 def test_merge_takes_only_whole_seed_groups_of_the_study_grid(tmp_path):
-    from tests.helpers import recipe_module
 
-    card = recipe_module("depth_study_card")
+    card = lab_module("depth_study_card")
     grids = {
         "tiny": sweep.SweepConfig(
             depths=(12,), norms=("deepnorm",), initializers=("torch",), learning_rates=(1e-3, 3e-3)
@@ -108,9 +107,8 @@ def test_merge_takes_only_whole_seed_groups_of_the_study_grid(tmp_path):
 
 
 def test_edge_rates_name_the_arms_whose_best_rate_is_the_lowest_or_highest_run():
-    from tests.helpers import recipe_module
 
-    card = recipe_module("depth_study_card")
+    card = lab_module("depth_study_card")
     losses = {("post", 1e-4): 0.9, ("post", 1e-3): 1.5, ("pre", 1e-4): 0.8, ("pre", 1e-3): 0.4}
     losses.update({("pre", 3e-4): 0.5, ("deepnorm", 1e-4): 0.9, ("deepnorm", 3e-4): 0.2, ("deepnorm", 1e-3): 0.6})
     rows = [_cell_row(norm, 12, lr, seed, loss) for (norm, lr), loss in losses.items() for seed in (0, 1)]
@@ -128,8 +126,8 @@ def test_edge_rates_name_the_arms_whose_best_rate_is_the_lowest_or_highest_run()
 
 @pytest.mark.large
 def test_gradient_diagnostic_rows_are_consistent():
-    stdout = run_zoo_script(
-        "deescalation_gradients.py",
+    stdout = run_lab_module(
+        "deescalation_gradients",
         "--depths",
         "3",
         "--widths",
@@ -153,12 +151,10 @@ def test_gradient_diagnostic_rows_are_consistent():
 
 
 def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
-    """zoo/benchmark_results.py on two hand-made seed folders: the table is their mean [min, max]."""
+    """The lab's benchmark_results on two hand-made seed folders: the table is their mean [min, max]."""
     import json
 
-    from tests.helpers import recipe_module
-
-    results_module = recipe_module("benchmark_results")
+    results_module = lab_module("benchmark_results")
     for seed, (loss, accuracy, tsim_end) in enumerate(((0.5, 0.8, 0.25), (0.7, 0.6, 0.75))):
         run = tmp_path / f"seed_{seed}" / "deescalate"
         run.mkdir(parents=True)
@@ -185,9 +181,8 @@ def test_benchmark_results_collects_seeds_and_prints_mean_and_range(tmp_path):
 def test_benchmark_verdicts_follow_the_seed_ranges():
     """beat: every seed better than every seed of the other; fell short: every seed worse; else tied.
     Accuracy counts higher as better, loss and perplexity lower."""
-    from tests.helpers import recipe_module
 
-    results_module = recipe_module("benchmark_results")
+    results_module = lab_module("benchmark_results")
 
     def runs(*pairs):
         return [{"train_loss": loss, "test_accuracy": accuracy} for loss, accuracy in pairs]
@@ -224,9 +219,8 @@ def test_benchmark_verdicts_follow_the_seed_ranges():
 
 
 def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
-    from tests.helpers import recipe_module
 
-    results_module = recipe_module("benchmark_results")
+    results_module = lab_module("benchmark_results")
     record = {"train_perplexity": 200.0, "valid_perplexity": 300.0, "test_perplexity": 280.0}
     leaky = {"train_perplexity": 100.0, "valid_perplexity": 400.0, "test_perplexity": 390.0}
     table = results_module.leak_table(
@@ -237,11 +231,10 @@ def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
 
 
 def test_the_scanned_vit_is_the_unrolled_one_on_the_same_weights():
-    """The measuring device of zoo/scan_compile_time.py: the blocks' weights stacked and run by
+    """The measuring device of keras_tse/experiments/lab/scan_compile_time.py: the blocks' weights stacked and run by
     `keras.ops.scan` give the zoo ViT's logits and, step by step, its training losses."""
-    from tests.helpers import recipe_module
 
-    scan = recipe_module("scan_compile_time")
+    scan = lab_module("scan_compile_time")
     unrolled = scan.measure("unrolled", depth=3, hidden_dim=16, batch_size=4, steps=2)
     scanned = scan.measure("scanned", depth=3, hidden_dim=16, batch_size=4, steps=2)
     assert scanned["max_logit_difference"] < 1e-5
@@ -254,7 +247,7 @@ def _cell_rows(cells):
 
 
 def test_a_cell_study_brackets_the_best_rate_before_it_runs_the_seeds():
-    cell_study = recipe_module("cell_study")
+    cell_study = lab_module("engine")
     plan = cell_study.Plan(arms=("a",), grid=(1e-4, 3e-4, 1e-3), select_by="loss", max_extensions=1)
     assert cell_study.next_cells([], "a", plan) == [(1e-4, 0), (3e-4, 0), (1e-3, 0)]
     inside = _cell_rows([(1e-4, 0, 2.0), (3e-4, 0, 1.0), (1e-3, 0, 1.5)])
@@ -270,29 +263,64 @@ def test_a_cell_study_brackets_the_best_rate_before_it_runs_the_seeds():
     assert cell_study.next_cells(_cell_rows([(5e-4, 0, 1.0)]), "a", once) == [(5e-4, 1), (5e-4, 2)]
 
 
-def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cut_short(tmp_path):
-    cell_study = recipe_module("cell_study")
-    plan = cell_study.Plan(arms=("a", "b"), grid=(1e-3,), seeds=(0, 1), select_by="loss", bracket=False)
+def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):
+    engine = lab_module("engine")
+    plan = engine.Plan(arms=arms, grid=(1e-3,), seeds=seeds, select_by="loss", bracket=False)
     results = tmp_path / "study" / "results.csv"
-    results.parent.mkdir()
-    results.write_text("arm,learning_rate,seed,loss,seconds\na,0.001,0,1.5,3\nb,0.001,0,2")  # b's row cut by a kill
+    results.parent.mkdir(exist_ok=True)
+    fields = ("arm", "learning_rate", "seed", "loss", "seconds")
+    card = tmp_path / "card.md"
+    return engine.Study("tiny", "a tiny study", {"all": (plan, "")}, run_cell, str(results), fields, str(card))
+
+
+def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cut_short(tmp_path):
+    engine = lab_module("engine")
     ran = []
 
-    def run_cell(arm, lr, seed):
+    def run_cell(runs, arm, lr, seed):
         ran.append((arm, seed))
         return {"arm": arm, "learning_rate": f"{lr:g}", "seed": seed, "loss": 1.0 + seed, "seconds": 1, "extra": 0}
 
-    cell_study.run(plan, plan.arms, run_cell, str(results), ("arm", "learning_rate", "seed", "loss", "seconds"))
+    study = _tiny_study(tmp_path, run_cell)
+    with open(study.results, "w") as f:
+        f.write("arm,learning_rate,seed,loss,seconds\na,0.001,0,1.5,3\nb,0.001,0,2")  # b's row cut by a kill
+    assert engine.run(study, study.arms(), str(tmp_path / "runs"), log=lambda line: None) == 3
     assert ran == [("b", 0), ("a", 1), ("b", 1)]  # every arm's seed 0 before any arm's seed 1
-    rows = cell_study.read_rows(str(results))
+    rows = engine.read_rows(study.results)
     assert sorted((r["arm"], r["seed"]) for r in rows) == [("a", "0"), ("a", "1"), ("b", "0"), ("b", "1")]
+    assert study.pending(study.arms()) == []
+
+
+def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hands_them_off(tmp_path):
+    """A cell still running when the budget is spent is stopped (its process killed, no row), the rows
+    that finished stay, and `out` holds the result file and the cells' logs as they were at each finish;
+    the next call starts the stopped cell again."""
+    import sys
+    import time
+
+    engine = lab_module("engine")
+    runs = tmp_path / "runs"
+
+    def run_cell(runs, arm, lr, seed):
+        sleep = 60 if arm == "slow" else 0
+        log = os.path.join(runs, f"{arm}_s{seed}.log")
+        seconds = engine.run_process([sys.executable, "-c", f"import time; time.sleep({sleep})"], log, arm)
+        return {"arm": arm, "learning_rate": f"{lr:g}", "seed": seed, "loss": 1.0, "seconds": seconds}
+
+    study = _tiny_study(tmp_path, run_cell, arms=("slow", "fast"), seeds=(0,))
+    start = time.monotonic()
+    written = engine.run(study, study.arms(), str(runs), jobs=2, budget_s=8, out=str(tmp_path / "out"), log=print)
+    assert written == 1 and time.monotonic() - start < 30  # the 60 s cell did not hold the call
+    assert [r["arm"] for r in engine.read_rows(study.results)] == ["fast"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["fast_s0.log", "results.csv", "slow_s0.log"]
+    assert (tmp_path / "out" / "results.csv").read_text() == open(study.results).read()
+    assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
 
 
 @pytest.mark.parametrize("study", ["tau_sweep_study", "depth80_study"])
 def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, monkeypatch):
     """Every arm's flags, read by the ViT recipe's own parser: the depth, width and tau the card states."""
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))  # the studies import their sibling cell_study
-    module, recipe = recipe_module(study), recipe_module("cifar10_vit")
+    module, recipe = lab_module(study), recipe_module("cifar10_vit")
     for arm, flags in module.ARMS.items():
         args = recipe.parse_args([*module.DATA, *module.MODEL, *flags])
         recipe.check_args(args)
@@ -313,8 +341,7 @@ def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, 
 
 
 def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    study = recipe_module("tau_sweep_study")
+    study = lab_module("tau_sweep_study")
     fixed = dict(test_accuracy="0.9", similarity_end="0.1", learned_tau_mean="")
     rows = [
         {**fixed, "arm": "tau_1", "learning_rate": lr, "seed": s, "train_loss": loss}
@@ -326,7 +353,7 @@ def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
     assert "| 1 | 0.001 | 0.0003/0.001/0.003 | 2 | 0.300 (0.200-0.400) | 0.9000 (0.9000-0.9000) |" in table
     assert "| learned | 0.001 | 0.001 | 1 | 0.300 | 0.9000 | 0.1000 | 0.812 |" in table
     assert "| 0.5 | not run | | 0 |" in table and "5 cells measured" in table
-    columns = recipe_module("cell_study").learned_tau_columns
+    columns = lab_module("engine").learned_tau_columns
     assert columns({"learned_tau": [1.0, 0.5, 0.75]}) == dict(
         learned_tau_mean="0.7500", learned_tau_min="0.5000", learned_tau_max="1.0000"
     )
@@ -334,8 +361,7 @@ def test_the_tau_sweep_table_reads_each_tau_at_its_best_rate(monkeypatch):
 
 
 def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_seeds(monkeypatch):
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    study = recipe_module("ptb_warmup_study")
+    study = lab_module("ptb_warmup_study")
 
     def row(arm, lr, seed, valid, test):
         warmup = 50 if arm.endswith("warmup") else 0
@@ -362,32 +388,64 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
 @pytest.mark.parametrize(
     "study, argv, arms",
     [
-        ("depth80_study", ["--arms", "pre,post"], ("pre", "post")),
-        ("tau_sweep_study", [], ("tau_0", "tau_0.25", "tau_0.5", "tau_0.75", "tau_1", "tau_learned")),
-        ("ptb_warmup_study", ["--part", "deep"], ("post_32", "pre_32", "causal_32")),
+        ("depth80", ["--arms", "pre,post"], ("pre", "post")),
+        ("tau_sweep", [], ("tau_0", "tau_0.25", "tau_0.5", "tau_0.75", "tau_1", "tau_learned")),
+        ("ptb_warmup", ["--part", "deep"], ("post_32", "pre_32", "causal_32")),
     ],
 )
-def test_each_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_one_in_one_line(
+def test_keras_tse_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_one_in_one_line(
     study, argv, arms, tmp_path, monkeypatch, capsys
 ):
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    module = recipe_module(study)
+    from keras_tse.experiments import cli
+
+    engine = lab_module("engine")
     calls = []
-    monkeypatch.setattr(
-        module.cell_study, "run", lambda plan, arms, run_cell, *rest, **kw: calls.append((plan, arms, run_cell))
-    )
-    module.main(["--runs", str(tmp_path / "runs"), *argv])
-    ((plan, asked, run_cell),) = calls
-    assert asked == arms and set(arms) <= set(plan.arms) and run_cell.args == (str(tmp_path / "runs"),)
-    with pytest.raises(SystemExit) as stop:
-        module.main(["--runs", str(tmp_path / "runs"), *argv, "--arms", "bogus"])
-    assert stop.value.code == 2
-    assert f"--arms: unknown bogus; expected some of {', '.join(plan.arms)}" in capsys.readouterr().err
+    monkeypatch.setattr(engine, "run", lambda study, arms, runs, **kw: calls.append((study, arms, runs)) or 0)
+    assert cli.main(["study", study, "--runs", str(tmp_path / "runs"), *argv]) == 0
+    ((found, asked, runs),) = calls
+    assert found.name == study and asked == arms and runs == str(tmp_path / "runs")
+    part = [argv[1]] if argv[:1] == ["--part"] else None
+    assert cli.main(["study", study, *(argv if part else []), "--arms", "bogus"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"keras-tse study: error: --arms: received bogus; expected some of {', '.join(found.arms(part))}"]
+
+
+def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
+    from keras_tse.experiments import cli
+    from keras_tse.experiments.commands.study import studies
+
+    assert cli.main(["study"]) == 0
+    listed = capsys.readouterr().out
+    assert all(f"{name} " in listed for name in ("depth80", "ptb_warmup", "tau_sweep"))
+    depth80 = studies()["depth80"]
+    assert cli.main(["study", "depth80", "--dry-run"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    pending = depth80.pending(depth80.arms())
+    assert out[:-1] == [f"{arm} lr {lr:g} seed {seed}" for arm, lr, seed in pending]
+    assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
+
+
+@pytest.mark.parametrize("name", ["depth80", "ptb_warmup", "tau_sweep"])
+def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, monkeypatch, capsys):
+    """`--card` on a copy of the committed card: its generated tables equal the committed ones."""
+    import dataclasses
+    import shutil
+
+    from keras_tse.experiments import cli
+    from keras_tse.experiments.commands import study as command
+
+    found = command.studies()
+    copy = tmp_path / os.path.basename(found[name].card)
+    shutil.copyfile(found[name].card, copy)
+    moved = {**found, name: dataclasses.replace(found[name], card=str(copy), figure=None)}
+    monkeypatch.setattr(command, "studies", lambda: moved)
+    assert cli.main(["study", name, "--card"]) == 0
+    assert "generated tables unchanged" in capsys.readouterr().out
+    assert copy.read_text() == open(found[name].card).read()
 
 
 def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    card = recipe_module("depth80_card")
+    card = lab_module("depth80_card")
     assert card.last_epoch_fall({"loss_curve": "2.0;1.0;0.8"}) == pytest.approx(20.0)
     rows = [
         {"arm": "pre", "learning_rate": str(lr), "seed": "0", "train_loss": str(loss), "test_accuracy": "0.7",
@@ -403,8 +461,7 @@ def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
 def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_recorded_the_default(
     arm, recorded, expected, tmp_path, monkeypatch
 ):
-    monkeypatch.syspath_prepend(os.path.join(ROOT, "zoo"))
-    study = recipe_module("ptb_warmup_study")
+    study = lab_module("ptb_warmup_study")
 
     def run_recipe(recipe, argv, out, what):  # the files the recipe writes (config.json: the kit only where set)
         variant = os.path.join(out, "pre")
@@ -420,7 +477,7 @@ def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_reco
             f.write("step,loss\n250,5.5\n500,5.0\n")
         return 12.0
 
-    monkeypatch.setattr(study.cell_study, "run_recipe", run_recipe)
+    monkeypatch.setattr(study.engine, "run_recipe", run_recipe)
     row = study.run_cell(str(tmp_path), arm, 5e-4, 0)
     assert (row["warmup_steps"], row["depth"], row["steps"], row["test_perplexity"]) == (expected, 16, 500, 160.0)
 
@@ -428,7 +485,7 @@ def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_reco
 def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, monkeypatch):
     """A row's machine says which GPU trained the cell: the first name `nvidia-smi` lists, after the CPU;
     without `nvidia-smi`, the CPU alone."""
-    cell_study = recipe_module("cell_study")
+    cell_study = lab_module("engine")
     monkeypatch.setenv("PATH", str(tmp_path))
     assert "," not in cell_study.machine_name()
     fake = tmp_path / "nvidia-smi"

@@ -98,9 +98,8 @@ def _ci_log(backends, total="ci total: 1500 s"):
 
 
 def test_ci_times_reads_each_backends_wall_time_and_the_total_from_a_ci_log():
-    from tests.helpers import recipe_module
+    from tests import ci_times
 
-    ci_times = recipe_module("ci_times")
     log = _ci_log(
         [
             ("torch", 1029, "459 passed, 8 skipped, 30 warnings"),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tse.experiments import verdicts
-from tests.helpers import recipe_module
+from tests.helpers import lab_module
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # README.md's sentence before the rule, with the claim it made: "DeepNorm and LayerScale beat it at every depth".
@@ -52,7 +52,7 @@ def test_one_seed_is_not_a_verdict():
 
 
 def test_the_old_readme_sentence_fails_and_every_published_claim_holds():
-    claims = recipe_module("verdict_claims")
+    claims = lab_module("verdict_claims")
     failures = claims.check_text(OLD_README)
     assert failures and all("at depth 12" in f for f in failures), failures
     assert "layerscale tied within seeds deescalate(1.0) at depth 12, not 'beats' (depth_study)" in failures
@@ -68,7 +68,7 @@ def test_the_old_readme_sentence_fails_and_every_published_claim_holds():
 
 
 def test_a_claim_the_checker_cannot_read_is_one_line():
-    claims = recipe_module("verdict_claims")
+    claims = lab_module("verdict_claims")
     assert claims.check("depth_study", None, "deepnorm wins over post") == [
         "cannot read 'deepnorm wins over post': expected 'ARMS beats|ties|loses to ARMS [at KEY VALUES]'"
     ]
@@ -89,7 +89,7 @@ def test_with_two_seeds_each_only_every_seed_against_every_seed_decides():
 
 
 def test_a_claim_on_the_gpu_runs_is_read_from_their_result_file_and_a_wrong_one_fails():
-    claims = recipe_module("verdict_claims")
+    claims = lab_module("verdict_claims")
     assert claims.check("gpu_fig6_stopped", "test_accuracy", "deescalate beats post") == []
     failures = claims.check("gpu_fig6_stopped", "train_loss", "post ties pre")
     assert failures == ["post loses to pre, not 'tied within seeds' (gpu_fig6_stopped)"]
@@ -99,12 +99,12 @@ def test_a_claim_on_the_gpu_runs_is_read_from_their_result_file_and_a_wrong_one_
 
 def test_a_claim_on_a_cell_study_reads_each_arm_at_its_best_rate_and_a_wrong_one_fails():
     """ptb_warmup judges test perplexity (lower is better) unless a metric is named; tau_sweep train loss."""
-    claims = recipe_module("verdict_claims")
+    claims = lab_module("verdict_claims")
     assert claims.check("ptb_warmup", None, "pre beats causal") == []
     assert claims.check("ptb_warmup", None, "causal beats pre") == ["causal loses to pre, not 'beats' (ptb_warmup)"]
     assert claims.check("ptb_warmup", "valid_loss", "pre_32 beats causal_32") == []
     assert claims.check("tau_sweep", "test_accuracy", "tau_0 ties tau_1") == [
         "tau_0 loses to tau_1, not 'tied within seeds' (tau_sweep)"
     ]
-    with pytest.raises(ValueError, match="the tau sweep has no arm 'tau_2': expected one of tau_0, "):
+    with pytest.raises(ValueError, match="the tau_sweep study has no arm 'tau_2': expected one of tau_0, "):
         claims.check("tau_sweep", None, "tau_2 beats tau_0")

@@ -7,6 +7,7 @@ keras-tse presets         every model preset with its parameter count, input and
 keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
 keras-tse bench           train-step throughput and memory, ours beside a KerasHub or timm peer
 keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
+keras-tse study           the lab's studies: list, run or resume one, dry-run, regenerate its card
 keras-tse info            versions, backend, the devices it sees (is the GPU used?), dtype policy
 
 Each subcommand is a module of `keras_tse.experiments.commands`; this one assembles the parser and
@@ -31,7 +32,7 @@ def _parser():
         # one line, both its entry in `keras-tse --help` and its own description
         subparser = commands.add_parser(name, help=command.HELP, description=command.HELP)
         command.add_arguments(subparser)
-        subparser.set_defaults(run=command.run)
+        subparser.set_defaults(run=command.run, needs_backend=getattr(command, "NEEDS_BACKEND", True))
     return parser
 
 
@@ -40,8 +41,11 @@ def main(argv=None):
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
     prog = f"keras-tse {args.command}"
-    # the backend before Keras is imported; `info` reports on any backend Keras knows
-    code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
+    # the backend before Keras is imported; `info` reports on any backend Keras knows; `study` runs its
+    # cells in processes of their own
+    code = 0
+    if args.needs_backend:
+        code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
     return code or flags.exit_code_of(prog, lambda: _run(args))
 

@@ -1,8 +1,8 @@
 """The compile-time recipes' shared harness: each variant measured in a fresh process, one report.
 
 A compile measured after another in the same process is cheaper (the compiler's own start-up is paid
-once, some programs are shared), so `zoo/scan_compile_time.py` and `zoo/torch_compile_time.py`
-run every variant as `SCRIPT --only VARIANT ...` in a new interpreter, which prints its measurement
+once, some programs are shared), so the lab's `scan_compile_time` and `torch_compile_time` run every
+variant as `SCRIPT --only VARIANT ...` in a new interpreter, which prints its measurement
 as the last line of JSON.
 """
 

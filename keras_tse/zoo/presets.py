@@ -48,7 +48,7 @@ def _preset(builder, config, description, normalization, card, weights=None):
     return {**entry, "card": f"zoo/{card}.md", "weights": weights}
 
 
-# Trained on the 2-core CPU and shipped inside the package (`zoo/ship_presets.py` trains, evaluates and
+# Trained on the 2-core CPU and shipped inside the package (the lab's `ship_presets` trains, evaluates and
 # writes each; its card gives the command and the test accuracy). Not the paper's sizes.
 _SHIPPED_VIT = dict(depth=6, hidden_dim=64, ffn_dim=128, num_heads=4, norm="deescalate", initializer="torch")
 

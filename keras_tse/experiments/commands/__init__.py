@@ -3,4 +3,16 @@
 in the order of `COMMANDS`. A module here imports no Keras at its top: `--help` and a bad flag answer
 before any backend loads, and the backend is chosen first (`flags.choose_backend`)."""
 
-COMMANDS = ("demo", "escalation", "probe", "presets", "figures", "bench", "sweep", "datasets", "export", "info")
+COMMANDS = (
+    "demo",
+    "escalation",
+    "probe",
+    "presets",
+    "figures",
+    "bench",
+    "sweep",
+    "study",
+    "datasets",
+    "export",
+    "info",
+)

@@ -4,39 +4,41 @@ Every table of measured numbers in README.md, zoo/depth_study.md and zoo/vit24_d
 `<!-- generated: NAME -->` and `<!-- end generated -->` and is the output of `render(NAME)`, applied to
 the committed file that the command which made the numbers wrote. Nobody types those numbers:
 
-    python zoo/generated_tables.py            # rewrite every generated block
-    python zoo/generated_tables.py --check    # exit 1 if any block differs from its result file
+    python -m keras_tse.experiments.lab.generated_tables            # rewrite every generated block
+    python -m keras_tse.experiments.lab.generated_tables --check    # exit 1 if any block differs from its result file
 
 | NAME | result file | written by |
 |---|---|---|
 | demo | zoo/vit24_digits/demo.json | `KERAS_BACKEND=jax keras-tse demo --out runs/demo` (then copied) |
 | escalation | zoo/figures/escalation.csv | `KERAS_BACKEND=jax keras-tse escalation --csv zoo/figures/escalation.csv` |
 | demo_similarity | zoo/vit24_digits/demo.json | the same |
-| depth_study, depth_study_verdicts, depth_study_progress, depth_study_edges, depth_study_ordering, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study`, then the extension's sweeps merged by `zoo/depth_study_card.py --merge` |
+| depth_study, depth_study_verdicts, depth_study_progress, depth_study_edges, depth_study_ordering, depth_study_cells, depth_study_init | zoo/depth_study/sweep.csv | `KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study`, then the extension's sweeps merged by `keras_tse/experiments/lab/depth_study_card.py --merge` |
 | depth_study_earlier | zoo/depth_study/first_study.csv | the first study's sweep (commits up to 86f315c), kept as written |
-| gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python zoo/deescalation_gradients.py --csv zoo/depth_study/gradients.csv` |
+| gradients | zoo/depth_study/gradients.csv | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.deescalation_gradients --csv zoo/depth_study/gradients.csv` |
 | bench | zoo/figures/bench_quick_{jax,tensorflow,torch}.json | `KERAS_BACKEND=<b> keras-tse bench --quick --out ...` |
 | bench_timm, bench_timm_compiled | zoo/figures/bench_timm_cpu_torch.json, bench_timm_cpu_torch_compiled.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer timm --out ...` (timm installed; the second with `--cases vit_post,timm_post --jit-compile --isolate --budget-s 1200`) |
-| STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python zoo/benchmark_results.py runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
+| STUDY, STUDY_verdicts, STUDY_similarity, ptb_txl16_leak (STUDY one of BENCHMARKS) | zoo/<card>/<study>.json | `python -m keras_tse.experiments.lab.benchmark_results runs/<study> --out zoo/<card>/<study>.json` after the recipe commands of each card |
 | ptb_lm_study, ptb_lm_study_verdicts | zoo/ptb_transformer_xl16/lm_study.json and ptb_txl16.json | the commands of the card's language-model study, then `benchmark_results.py` |
-| scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json` |
-| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,whole_model --out zoo/figures/torch_compile.json` |
-| torch_block_compile_12, torch_block_compile_48 | zoo/figures/torch_block_compile_{12,48}.json | `KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,blocks --depth D --out ...` |
+| scan_compile | zoo/figures/scan_compile.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.scan_compile_time --depth 80 --out zoo/figures/scan_compile.json` |
+| torch_compile | zoo/figures/torch_compile.json | `KERAS_BACKEND=torch python -m keras_tse.experiments.lab.torch_compile_time --modes eager,whole_model --out zoo/figures/torch_compile.json` |
+| torch_block_compile_12, torch_block_compile_48 | zoo/figures/torch_block_compile_{12,48}.json | `KERAS_BACKEND=torch python -m keras_tse.experiments.lab.torch_compile_time --modes eager,blocks --depth D --out ...` |
 | bench_torch_nn_eager, bench_torch_nn_compiled | zoo/figures/bench_torch_nn_cpu_{eager,compiled}.json | `KERAS_BACKEND=torch keras-tse bench --quick --peer torch --cases vit_post,vit_pre,torch_post,torch_pre --out ...` (the second with `--jit-compile`) |
-| depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `python zoo/depth80_study.py --jobs 2` (cell by cell, resumable) |
-| tau_sweep | zoo/depth_study/tau_sweep.csv | `python zoo/tau_sweep_study.py --jobs 2` (cell by cell, resumable) |
-| ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `python zoo/ptb_warmup_study.py --jobs 2 [--part deep]` (cell by cell, resumable) |
-| shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python zoo/ship_presets.py NAME` |
-| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python zoo/gpu_plan.py run ...` on a lent GPU, then `python zoo/gpu_plan.py adopt FOLDER` here |
+| depth80_results, depth80_grid, depth80_verdicts | zoo/depth80_fashion_mnist/results.csv | `keras-tse study depth80 --jobs 2` (cell by cell, resumable) |
+| tau_sweep | zoo/depth_study/tau_sweep.csv | `keras-tse study tau_sweep --jobs 2` (cell by cell, resumable) |
+| ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
+| shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
+| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a lent GPU, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
+import importlib
 import json
 import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from keras_tse.experiments.lab import ROOT  # noqa: E402
+
 DOCUMENTS = (
     "README.md",
     os.path.join("zoo", "escalation.md"),
@@ -88,12 +90,14 @@ def _path(*parts):
 
 
 def _generator(name):
-    """Another generator, beside this one in zoo/ (or tests/ci_times.py, beside the file it writes)."""
-    sys.path[:0] = [os.path.join(ROOT, "zoo"), os.path.join(ROOT, "tests")]
+    """Another generator of the lab (or tests/ci_times.py, beside the file it writes)."""
+    if name != "ci_times":
+        return importlib.import_module(f"keras_tse.experiments.lab.{name}")
+    sys.path.insert(0, os.path.join(ROOT, "tests"))
     try:
-        return __import__(name)
+        return importlib.import_module(name)
     finally:
-        del sys.path[:2]
+        del sys.path[0]
 
 
 def _study():
@@ -121,7 +125,7 @@ def _lm_study():
 
 
 def benchmark(study):
-    """A committed benchmark-study result file (`zoo/benchmark_results.py`)."""
+    """A committed benchmark-study result file (`keras_tse/experiments/lab/benchmark_results.py`)."""
     with open(_path(BENCHMARKS[study])) as f:
         return json.load(f)
 
@@ -235,7 +239,7 @@ def main(argv):
         elif new != text:
             stale.append(document)
             print(
-                f"{document}: a generated table differs from its result file; run python zoo/generated_tables.py",
+                f"{document}: a generated table differs from its result file; run python -m keras_tse.experiments.lab.generated_tables",
                 file=sys.stderr,
             )
         else:

@@ -6,8 +6,9 @@ Two measurements, both printed:
 2. for a paper-size epoch: one probe measurement (64 images through every block) against the
    median train step of `--preset` at batch 128, scaled to CIFAR-10's 391 steps per epoch.
 
-    KERAS_BACKEND=jax python zoo/similarity_overhead.py --preset vit12_cifar10_small
-    KERAS_BACKEND=jax python zoo/similarity_overhead.py --preset vit80_cifar10_deescalate --steps 5 --direct 0
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.similarity_overhead --preset vit12_cifar10_small
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.similarity_overhead --preset vit80_cifar10_deescalate \\
+        --steps 5 --direct 0
 """
 
 import argparse

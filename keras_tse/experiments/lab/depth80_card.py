@@ -1,22 +1,18 @@
 """The tables and figure of zoo/depth80_fashion_mnist.md, from the depth-80 study's result file alone.
 
-    python zoo/depth80_card.py        # the loss-curve figure; the tables are generated blocks
-                                      # (python zoo/generated_tables.py)
+    keras-tse study depth80 --card    # the tables (generated blocks of the card) and the loss-curve figure
 
-Each arm is read at its best learning rate (`cell_study.best_rate` under `depth80_study.PLAN`: the seed-0
+Each arm is read at its best learning rate (`engine.best_rate` under `depth80_study.PLAN`: the seed-0
 rate of lowest final training loss); its seeds there are averaged; a verdict follows the verdict rule of
 zoo/README.md and is given only once both arms have at least two seeds at their best rates.
 """
 
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import cell_study  # noqa: E402
-import depth80_study  # noqa: E402
-from cell_study import spread  # noqa: E402
+from keras_tse.experiments.lab import depth80_study, engine
+from keras_tse.experiments.lab.engine import spread
 
 FIGURE = os.path.join(os.path.dirname(depth80_study.RESULTS), "loss_curves.png")
 # The card's questions, each a pair of arms: (A, B, what A against B answers).
@@ -39,7 +35,7 @@ def _floats(rows, column):
 
 def best_cells(rows):
     """arm -> (best rate, its rows), for every arm with a seed-0 row."""
-    found = {arm: cell_study.at_best(rows, arm, depth80_study.PLAN) for arm in depth80_study.ARMS}
+    found = {arm: engine.at_best(rows, arm, depth80_study.PLAN) for arm in depth80_study.ARMS}
     return {arm: cell for arm, cell in found.items() if cell[0] is not None}
 
 
@@ -150,7 +146,3 @@ def plot(rows, out=FIGURE):
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
-
-
-if __name__ == "__main__":
-    print(plot(depth80_study.read_rows()))

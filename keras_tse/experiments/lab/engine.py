@@ -1,4 +1,5 @@
-"""A study made of recipe runs ("cells"), resumable cell by cell: the plan every study in zoo/ follows.
+"""The study engine: a study is a plan of recipe runs ("cells"), resumable cell by cell, run by
+`keras-tse study NAME`.
 
 Per arm, seed 0 runs at each learning rate of the grid; if the arm's best rate (the lowest value of the
 study's selection column, never the test set's) lies at an end of what was tried, the grid grows by a
@@ -9,9 +10,7 @@ flushed and synced, so a killed study loses only the cells that were running (an
 their own last saved epoch: the recipes do).
 """
 
-import argparse
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -21,9 +20,8 @@ import sys
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
+from keras_tse.experiments.lab import ROOT
 from keras_tse.run_files import append_row, read_logged_rows, write_csv
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,12 +100,6 @@ def plan_of(plans, arm, study):
     raise ValueError(f"{study} has no arm {arm!r}: expected one of {', '.join(arms)}")
 
 
-def pending(rows, plan, arms, running):
-    """The next cells, breadth first: every arm's grid before any arm's seeds."""
-    cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm, plan)]
-    return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
-
-
 def nice_the_session():
     """Give this session's scheduling group this process's nice value. Under Linux's autogroup
     scheduling a nice value ranks a process only within its session, so a study started in a session
@@ -123,11 +115,25 @@ def run_recipe(recipe, argv, out, what):
     """`python recipes/<recipe> argv --out out` under JAX (a killed run resumes from its last backup), its
     output appended to `out`.log; the seconds it took. A failure names `what` and the log."""
     command = [sys.executable, os.path.join(ROOT, "recipes", recipe), *argv, "--out", out, "--verbose", "0"]
+    return run_process(command, out + ".log", what)
+
+
+def run_process(command, log_path, what):
+    """Run one cell's process (JAX unless the environment names a backend), its output appended to
+    `log_path`; the seconds it took. A spent budget stops it (`CellStopped`); a failure names `what`."""
     start = time.perf_counter()
-    with open(out + ".log", "a") as log:
-        code = subprocess.call(command, cwd=ROOT, env={**os.environ, "KERAS_BACKEND": "jax"}, stdout=log, stderr=log)
+    with open(log_path, "a") as log:
+        env = {**os.environ, "KERAS_BACKEND": "jax"}
+        process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
+        _CELLS.processes.add(process)
+        try:
+            code = process.wait()
+        finally:
+            _CELLS.processes.discard(process)
+    if _CELLS.stopping:
+        raise CellStopped(what)  # the budget stopped it: no row; its folder resumes on the next call
     if code:
-        raise RuntimeError(f"{what} failed (exit {code}); see {out}.log")
+        raise RuntimeError(f"{what} failed (exit {code}); see {log_path}")
     return round(time.perf_counter() - start, 1)
 
 
@@ -175,45 +181,105 @@ def machine_name():
     return f"{os.cpu_count()}-core {' '.join(model.split())}" + (f", {gpu}" if gpu else "")
 
 
-def main(argv, description, name, parts, run_cell, results, fields):
-    """A study's command line: `--runs`, `--jobs`, `--arms` (and `--part` where `parts` holds several plans:
-    {part: (plan, help)}), then its pending cells; `run_cell(runs, arm, lr, seed)` runs one."""
-    parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--runs", default=os.path.join(ROOT, "runs", name), help="the cells' run folders")
-    parser.add_argument("--jobs", type=int, default=1, help="cells at once (default: 1)")
-    if len(parts) > 1:
-        helps = "; ".join(f"{part}: {text}" for part, (_, text) in parts.items())
-        parser.add_argument("--part", choices=tuple(parts), default=next(iter(parts)), help=helps)
-    parser.add_argument("--arms", help="comma-separated arms (default: all of the plan's)")
-    args = parser.parse_args(argv)
-    plan = parts[getattr(args, "part", next(iter(parts)))][0]
-    arms = tuple(args.arms.split(",")) if args.arms else plan.arms
-    unknown = sorted(set(arms) - set(plan.arms))
-    if unknown:
-        parser.error(f"--arms: unknown {', '.join(unknown)}; expected some of {', '.join(plan.arms)}")
-    os.makedirs(args.runs, exist_ok=True)
-    run(plan, arms, functools.partial(run_cell, args.runs), results, fields, args.jobs)
+@dataclasses.dataclass(frozen=True)
+class Study:
+    """A study as data: its plans ({part: (Plan, help)}, one per part), how one cell runs
+    (`run_cell(runs, arm, learning_rate, seed)` -> its row), the result file the rows go to and its
+    columns, and the card whose generated blocks its rows fill."""
+
+    name: str
+    title: str
+    parts: dict
+    run_cell: object
+    results: str
+    fields: tuple
+    card: str
+    figure: object = None  # a function that redraws the card's figure from the rows, if it has one
+
+    def plan_of(self, arm):
+        """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
+        return plan_of((plan for plan, _ in self.parts.values()), arm, f"the {self.name} study")
+
+    def arms(self, parts=None):
+        """The arms of `parts` (default: every part), in plan order."""
+        return tuple(arm for part in (parts or self.parts) for arm in self.parts[part][0].arms)
+
+    def read_rows(self):
+        return read_rows(self.results)
+
+    def pending(self, arms, running=()):
+        """The cells of `arms` that can start now, given the finished rows, breadth first."""
+        rows = self.read_rows()
+        cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm, self.plan_of(arm))]
+        return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
 
 
-def run(plan, arms, run_cell, results, fields, jobs=1):
-    """Run the pending cells of `arms`, `jobs` at a time, until none is left; `run_cell(arm, lr, seed)`
-    returns a finished cell's row (a dict with the `fields` but "machine", which this adds), appended to
-    `results` as it comes."""
+class CellStopped(Exception):
+    """A cell the spent budget stopped."""
+
+
+class _Cells:
+    """The recipe processes this engine started, so that a spent budget can stop them (each resumes next
+    time from its own last saved epoch)."""
+
+    def __init__(self):
+        self.processes = set()
+        self.stopping = False
+
+    def stop(self):
+        self.stopping = True
+        for process in list(self.processes):
+            process.terminate()
+        for process in list(self.processes):
+            process.wait()
+
+
+_CELLS = _Cells()
+
+
+def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
+    """Run the pending cells of `arms`, `jobs` at a time, until none is left or `budget_s` seconds have
+    passed (the cells then running are stopped: they resume from their last saved epoch on the next
+    call); each finished cell's row (the study's `fields`, "machine" added here) is appended to the
+    result file as it comes. With `out`, the result file and the finished cells' logs are copied there
+    as each cell finishes: what a machine that returns only one folder must keep. The rows written."""
     nice_the_session()
-    os.makedirs(os.path.dirname(results), exist_ok=True)
-    heal(results)
-    running = {}
+    os.makedirs(os.path.dirname(study.results), exist_ok=True)
+    os.makedirs(runs, exist_ok=True)
+    heal(study.results)
+    _CELLS.stopping = False
+    deadline = None if budget_s is None else time.monotonic() + budget_s
+    running, written = {}, 0
     with ThreadPoolExecutor(jobs) as pool:
         while True:
-            for cell in pending(read_rows(results), plan, arms, set(running.values()))[: jobs - len(running)]:
-                print(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}", flush=True)
-                running[pool.submit(run_cell, *cell)] = cell
+            if deadline is None or time.monotonic() < deadline:
+                for cell in study.pending(arms, set(running.values()))[: jobs - len(running)]:
+                    log(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}")
+                    running[pool.submit(study.run_cell, runs, *cell)] = cell
             if not running:
-                return
-            done, _ = wait(running, return_when=FIRST_COMPLETED)
+                return written
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
+            done, _ = wait(running, timeout=timeout, return_when=FIRST_COMPLETED)
+            if not done:  # the budget is spent: stop the cells, keep what finished
+                _CELLS.stop()
+                wait(running)
+                log(f"budget of {budget_s:g} s spent: {len(running)} cell(s) stopped; they resume on the next call")
+                return written
             for future in done:
                 arm, lr, seed = running.pop(future)
                 row = {**future.result(), "machine": machine_name()}
-                append_row(results, {field: row[field] for field in fields})
-                print(f"done {arm} lr {lr:g} seed {seed}: {plan.select_by} {float(row[plan.select_by]):.4f}, "
-                      f"{float(row['seconds']):.0f} s", flush=True)  # fmt: skip
+                append_row(study.results, {field: row[field] for field in study.fields})
+                written += 1
+                if out:
+                    hand_off(study, runs, out)
+                log(f"done {arm} lr {lr:g} seed {seed}: {float(row['seconds']):.0f} s")
+
+
+def hand_off(study, runs, out):
+    """Copy the result file and every cell's log into `out` (whole files, replaced atomically)."""
+    os.makedirs(out, exist_ok=True)
+    sources = [study.results, *(os.path.join(runs, name) for name in sorted(os.listdir(runs)) if name.endswith(".log"))]
+    for source in sources:
+        target = os.path.join(out, os.path.basename(source))
+        shutil.copyfile(source, target + ".part")
+        os.replace(target + ".part", target)

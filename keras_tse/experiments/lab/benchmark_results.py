@@ -5,7 +5,7 @@ variant under it), for example
 
     for s in 0 1; do KERAS_BACKEND=jax python recipes/cifar10_vit.py --dataset fashion_mnist --depth 24 \\
         --hidden-dim 64 --train-size 12000 --epochs 3 --norm all --seed $s --out runs/fmnist_vit24/seed_$s; done
-    python zoo/benchmark_results.py runs/fmnist_vit24 --out zoo/fmnist_vit/depth24.json
+    python -m keras_tse.experiments.lab.benchmark_results runs/fmnist_vit24 --out zoo/fmnist_vit/depth24.json
 
 The result file holds, per variant and seed, every number a card quotes: the summary of the run
 (train loss, test loss and accuracy, or validation and test perplexity), the token similarity after

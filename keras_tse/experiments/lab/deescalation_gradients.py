@@ -11,7 +11,7 @@ last block. It trains nothing. Each weight scheme (`--inits`: "torch" is the pap
 "glorot" the first study's; keras_tse.layers.initializers) gets its own rows; `--csv` also writes
 them to a file, from which the card's table is printed.
 
-    KERAS_BACKEND=jax python zoo/deescalation_gradients.py --csv zoo/depth_study/gradients.csv
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.deescalation_gradients --csv zoo/depth_study/gradients.csv
 """
 
 import argparse

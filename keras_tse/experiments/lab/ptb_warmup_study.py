@@ -2,8 +2,8 @@
 learning-rate warmup, the rate bracketed, three seeds; then the Transformer-XL at depth 32 for post-norm,
 pre-norm and causal de-escalation. Resumable cell by cell.
 
-    nice -n 19 python zoo/ptb_warmup_study.py [--jobs 2] [--part grid|deep] [--runs runs/ptb_warmup]
-    bash zoo/gpu_studies.sh OUT SECONDS    # on a GPU machine, beside the other cell study
+    nice -n 19 keras-tse study ptb_warmup [--jobs 2] [--part grid|deep] [--runs runs/ptb_warmup]
+    keras-tse study ptb_warmup --jobs 21 --budget-s 540 --out "$OUT"    # on a GPU machine
 
 Each cell is one run of the language-model recipe (`recipes/wikitext103_txl.py --dataset ptb`, JAX), with
 the model, data and budget of the card's first studies (zoo/ptb_transformer_xl16.md: 16 blocks, width
@@ -14,7 +14,7 @@ Choices where the paper is silent:
 - the causal arm is eq. (21) at the FFN input with tau 0.5, the best causal setting of the card's
   language-model study (tau 1 and a learned tau were within its seed spread);
 - warmup: linear from 0 over the first 50 steps (a tenth of the budget), then the recipe's cosine;
-- the best rate is the one of lowest validation loss at seed 0 (`zoo/cell_study.py`'s plan), never the
+- the best rate is the one of lowest validation loss at seed 0 (`keras_tse/experiments/lab/engine.py`'s plan), never the
   test set's;
 - the 32-block part runs every arm at 5e-4, the rate of the card's studies, without a grid: a grid
   there would cost three times the CPU (a 32-block cell has twice the blocks of a 16-block one); the rows' `depth`
@@ -23,12 +23,13 @@ Choices where the paper is silent:
 
 import os
 
-import cell_study
-from cell_study import spread
-
+from keras_tse.experiments.lab import (
+    ROOT,  # noqa: E402
+    engine,
+)
+from keras_tse.experiments.lab.engine import spread
 from keras_tse.run_files import read_steps
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "zoo", "ptb_transformer_xl16", "warmup_study.csv")
 DATA = ("--dataset", "ptb", "--no-download", "--steps", "500", "--eval-interval", "250")
 WARMUP_STEPS = 50
@@ -43,10 +44,10 @@ ARMS = {
     "causal_32": (*CAUSAL, "--depth", "32"),
 }
 PARTS = {
-    "grid": cell_study.Plan(
+    "grid": engine.Plan(
         arms=("pre", "pre_warmup", "causal", "causal_warmup"), grid=(2.5e-4, 5e-4, 1e-3), select_by="valid_loss"
     ),
-    "deep": cell_study.Plan(arms=("post_32", "pre_32", "causal_32"), grid=(5e-4,), bracket=False),
+    "deep": engine.Plan(arms=("post_32", "pre_32", "causal_32"), grid=(5e-4,), bracket=False),
 }
 FIELDS = (
     "arm", "depth", "learning_rate", "seed", "warmup_steps", "steps", "train_loss", "valid_loss", "valid_perplexity",
@@ -55,18 +56,14 @@ FIELDS = (
 )  # fmt: skip
 
 
-def read_rows():
-    return cell_study.read_rows(RESULTS)
-
-
 def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
     """One recipe run (it resumes a killed one); its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
     argv = [*data, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    seconds = cell_study.run_recipe("wikitext103_txl.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
+    seconds = engine.run_recipe("wikitext103_txl.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, ARMS[arm][1])
-    summary = cell_study.read_json(variant, "summary.json")
-    config = cell_study.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
+    summary = engine.read_json(variant, "summary.json")
+    config = engine.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
     # config.json records the training kit's settings only where they differ from its defaults (no warmup)
     from keras_tse.training.configs import LMTrainConfig
 
@@ -101,11 +98,6 @@ QUESTIONS = (
 )
 
 
-def plan_of(arm):
-    """The plan (part) that runs `arm`."""
-    return cell_study.plan_of(PARTS.values(), arm, "the PTB warmup study")
-
-
 def markdown_table(rows):
     """One line per arm at its best rate (by validation loss; seed means, min-max), then each question
     answered on test perplexity by the verdict rule once both arms have its seeds."""
@@ -116,7 +108,7 @@ def markdown_table(rows):
         "| test perplexity | similarity at end |",
         "|---|---:|---:|---:|---|---:|---:|---:|---:|",
     ]
-    best = {arm: cell_study.at_best(rows, arm, plan_of(arm)) for arm in ARMS}
+    best = {arm: engine.at_best(rows, arm, plan_of(arm)) for arm in ARMS}
     for arm, (rate, members) in best.items():
         if rate is None:
             lines.append(f"| {arm} | | | not run | | 0 | | | |")
@@ -139,17 +131,14 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/ptb_transformer_xl16/warmup_study.csv`)."
 
 
-def main(argv=None):
-    cell_study.main(
-        argv,
-        __doc__.splitlines()[0],
-        "ptb_warmup",
-        {"grid": (PARTS["grid"], "the 16-block grid"), "deep": (PARTS["deep"], "the 32-block rows")},
-        run_cell,
-        RESULTS,
-        FIELDS,
-    )
-
-
-if __name__ == "__main__":
-    main()
+STUDY = engine.Study(
+    name="ptb_warmup",
+    title="Penn Treebank language model: warmup against causal de-escalation, then 32 blocks",
+    parts={"grid": (PARTS["grid"], "the 16-block grid"), "deep": (PARTS["deep"], "the 32-block rows")},
+    run_cell=run_cell,
+    results=RESULTS,
+    fields=FIELDS,
+    card=os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md"),
+)
+read_rows = STUDY.read_rows
+plan_of = STUDY.plan_of

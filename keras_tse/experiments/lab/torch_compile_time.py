@@ -10,8 +10,8 @@ compile cache off: the fit, wall time to the end of every batch, and, from dynam
 tracing Python bytecode, how long inductor spent generating code, and whether dynamo reached its
 recompile limit; then the median of ten more steps, compiled by then.
 
-    KERAS_BACKEND=torch python zoo/torch_compile_time.py --out zoo/figures/torch_compile.json
-    KERAS_BACKEND=torch python zoo/torch_compile_time.py --modes eager,blocks --depth 48 \
+    KERAS_BACKEND=torch python -m keras_tse.experiments.lab.torch_compile_time --out zoo/figures/torch_compile.json
+    KERAS_BACKEND=torch python -m keras_tse.experiments.lab.torch_compile_time --modes eager,blocks --depth 48 \
         --out zoo/figures/torch_block_compile_48.json
 
 The model and data are the depth study's cell shape (8x8x1 images, 2x2 patches, width 32, 4 heads,

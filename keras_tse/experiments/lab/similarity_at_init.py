@@ -1,6 +1,6 @@
 """Token similarity after each block of a zoo preset at initialisation, mean of a few seeds.
 
-    python zoo/similarity_at_init.py --preset transformer_xl60_wt103_post --batch-size 4 --seeds 3
+    python -m keras_tse.experiments.lab.similarity_at_init --preset transformer_xl60_wt103_post --batch-size 4 --seeds 3
 
 Transformer-XL presets read real text (CPython's docs, ids below the vocabulary size) and are
 measured on the second segment of each stream, after the first has filled the memory, as in

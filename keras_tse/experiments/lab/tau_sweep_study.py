@@ -1,13 +1,13 @@
 """The tau sweep at depth 48: eq. (21)'s strength from 0 (plain post-norm) to 1 (the paper's), and a
 learned tau, each at its own best learning rate, three seeds. Resumable cell by cell.
 
-    nice -n 19 python zoo/tau_sweep_study.py [--jobs 2] [--runs runs/tau_sweep]
-    bash zoo/gpu_studies.sh OUT SECONDS    # on a GPU machine, beside the other cell study
+    nice -n 19 keras-tse study tau_sweep [--jobs 2] [--runs runs/tau_sweep]
+    keras-tse study tau_sweep --jobs 8 --budget-s 540 --out "$OUT"    # on a GPU machine
 
 Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`) on scikit-learn's 8x8
 digits with the depth study's model (zoo/depth_study.md: 48 blocks, width 32, 4 heads, FFN 64, 2x2
 patches, the PyTorch-default init) in its own folder under `--runs`; a finished cell becomes one row of
-`zoo/depth_study/tau_sweep.csv`. The plan is `zoo/cell_study.py`'s: seed 0 at 3e-4, 1e-3 and 3e-3 (the
+`zoo/depth_study/tau_sweep.csv`. The plan is `keras_tse/experiments/lab/engine.py`'s: seed 0 at 3e-4, 1e-3 and 3e-3 (the
 depth study's best rate for tau 1 and tau 0.5 at this depth, 1e-3, in the middle), the grid grown past an
 end that holds the best, then seeds 1 and 2 at the best.
 
@@ -24,10 +24,12 @@ Choices where the paper is silent:
 import csv
 import os
 
-import cell_study
-from cell_study import spread
+from keras_tse.experiments.lab import (
+    ROOT,  # noqa: E402
+    engine,
+)
+from keras_tse.experiments.lab.engine import spread
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "zoo", "depth_study", "tau_sweep.csv")
 MODEL = ("--depth", "48", "--hidden-dim", "32", "--num-heads", "4", "--patch-size", "2", "--init", "torch", "--scan")
 DATA = ("--dataset", "digits", "--batch-size", "64", "--no-download")
@@ -37,31 +39,22 @@ ARMS = {
     **{f"tau_{tau}": ("--norm", "deescalate", "--tau", tau) for tau in TAUS},
     "tau_learned": ("--norm", "deescalate", "--tau", "1", "--learn-tau"),
 }
-PLAN = cell_study.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), select_by="train_loss")
-
-
-def plan_of(arm):
-    """The plan that runs `arm` (the sweep has one)."""
-    return cell_study.plan_of((PLAN,), arm, "the tau sweep")
+PLAN = engine.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), select_by="train_loss")
 
 
 FIELDS = (
     "arm", "tau", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy",
-    "similarity_init", "similarity_end", *cell_study.LEARNED_TAU, "loss_curve", "seconds", "backend", "machine",
+    "similarity_init", "similarity_end", *engine.LEARNED_TAU, "loss_curve", "seconds", "backend", "machine",
 )  # fmt: skip
-
-
-def read_rows():
-    return cell_study.read_rows(RESULTS)
 
 
 def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
     """One recipe run (it resumes a killed one); its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
     argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    seconds = cell_study.run_recipe("cifar10_vit.py", [*argv, "--epochs", str(epochs)], out, f"{arm} seed {seed}")
+    seconds = engine.run_recipe("cifar10_vit.py", [*argv, "--epochs", str(epochs)], out, f"{arm} seed {seed}")
     variant = os.path.join(out, "deescalate")
-    summary = cell_study.read_json(variant, "summary.json")
+    summary = engine.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         losses = [float(row["loss"]) for row in csv.DictReader(handle)]
     return {
@@ -75,7 +68,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
         "test_accuracy": summary["test_accuracy"],
         "similarity_init": summary["last_block_similarity_start"],
         "similarity_end": summary["last_block_similarity_end"],
-        **cell_study.learned_tau_columns(summary),
+        **engine.learned_tau_columns(summary),
         "loss_curve": ";".join(f"{loss:.5g}" for loss in losses),
         "seconds": seconds,
         "backend": "jax",
@@ -90,7 +83,7 @@ def markdown_table(rows):
         "|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     for arm in ARMS:
-        rate, at_best = cell_study.at_best(rows, arm, PLAN)
+        rate, at_best = engine.at_best(rows, arm, PLAN)
         label = arm.removeprefix("tau_")
         if rate is None:
             lines.append(f"| {label} | not run | | 0 | | | | |")
@@ -104,9 +97,14 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/depth_study/tau_sweep.csv`)."
 
 
-def main(argv=None):
-    cell_study.main(argv, __doc__.splitlines()[0], "tau_sweep", {"all": (PLAN, "")}, run_cell, RESULTS, FIELDS)
-
-
-if __name__ == "__main__":
-    main()
+STUDY = engine.Study(
+    name="tau_sweep",
+    title="eq. (21)'s tau from 0 to 1 and learned, at depth 48 on 8x8 digits",
+    parts={"all": (PLAN, "every tau")},
+    run_cell=run_cell,
+    results=RESULTS,
+    fields=FIELDS,
+    card=os.path.join(ROOT, "zoo", "depth_study.md"),
+)
+read_rows = STUDY.read_rows
+plan_of = STUDY.plan_of

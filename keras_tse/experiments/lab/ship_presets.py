@@ -2,8 +2,8 @@
 write it into the package as a preset folder (`keras_tse/zoo/weights/NAME/`, `zoo.save_preset`), its
 `metadata.json` holding the measured test accuracy and the command: the result file of its card.
 
-    KERAS_BACKEND=jax python zoo/ship_presets.py vit6_fashion_mnist   # trains (minutes), evaluates, writes
-    KERAS_BACKEND=jax python zoo/ship_presets.py vit6_digits
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets vit6_fashion_mnist  # trains, evaluates, writes
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets vit6_digits
 
 A folder already there is never replaced: delete it first to ship anew. The tests evaluate each
 shipped preset on every backend against the accuracy recorded here (tests/test_shipped_presets.py).
@@ -18,7 +18,8 @@ import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from keras_tse.experiments.lab import ROOT  # noqa: E402
+
 WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
 # The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/presets.py, `_shipped`), with a
 # learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.

@@ -12,7 +12,8 @@ persistent compile cache off. Printed and written to `--out`: the first train st
 the same weights (they must agree to 1e-5 for the loop to be the same model), and the losses of the
 steps on one batch (the same first loss; both falling shows the gradients reach the stacked weights).
 
-    KERAS_BACKEND=jax python zoo/scan_compile_time.py --depth 80 --out zoo/figures/scan_compile.json
+    KERAS_BACKEND=jax python -m keras_tse.experiments.lab.scan_compile_time --depth 80 \\
+        --out zoo/figures/scan_compile.json
 
 The scanned model is `keras_tse.layers.ScannedBlocks.from_blocks` over the unrolled model's own blocks,
 so both start from the same weights; `zoo.vit(scan=True)` builds such a model directly.

@@ -1,8 +1,8 @@
 """Write the tables of zoo/depth_study.md from the sweep's CSV (so the card quotes the CSV, not a hand copy).
 
     KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the first grid (resumable)
-    python zoo/depth_study_card.py zoo/depth_study          # prints the tables the card holds
-    python zoo/depth_study_card.py zoo/depth_study --merge other/sweep.csv   # an extension's rows in
+    python -m keras_tse.experiments.lab.depth_study_card zoo/depth_study          # prints the tables the card holds
+    python -m keras_tse.experiments.lab.depth_study_card zoo/depth_study --merge other/sweep.csv  # rows in
 
 The study's grid is `STUDY_GRIDS`: `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5}
 x {torch, glorot} init x three learning rates x three seeds), then its extension: the published

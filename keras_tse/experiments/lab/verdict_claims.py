@@ -9,21 +9,22 @@ right after it, in words the checker reads:
 `SOURCE [METRIC]: ARMS RELATION ARMS [at KEY VALUES]`: RELATION is `beats`/`beat`, `ties`/`tie` (tied
 within seeds) or `loses to`/`lose to`; each side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
-the depth study (`deescalate(*)`: every tau), the arm names of `zoo/depth80_study.py` in depth80, the
+the depth study (`deescalate(*)`: every tau), the arm names of the lab's `depth80_study` in depth80, the
 variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each), the arm names
-of `zoo/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
-`zoo/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
+of `keras_tse/experiments/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
+`keras_tse/experiments/lab/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
 arm is taken at its best learning rate, every seed of that cell, and judged by the verdict rule
 (`keras_tse.experiments.verdicts`, zoo/README.md).
 
-    python zoo/verdict_claims.py           # print each claim and whether it holds; exit 1 if one fails
+    python -m keras_tse.experiments.lab.verdict_claims    # each claim and whether it holds; exit 1 if one fails
 """
 
 import os
 import re
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from keras_tse.experiments.lab import ROOT  # noqa: E402
+
 DOCUMENTS = (
     "README.md",
     os.path.join("zoo", "depth_study.md"),
@@ -43,9 +44,7 @@ LOWER_IS_BETTER = ("loss", "perplexity")  # every other metric (accuracy) is bet
 def _depth_study_seeds(metric, arm, key, value):
     """(arm, every seed) of the depth study's cells (torch init) of `arm` at `depth`, each at its best rate."""
     from keras_tse.experiments import sweep
-
-    sys.path.insert(0, os.path.join(ROOT, "zoo"))
-    import generated_tables
+    from keras_tse.experiments.lab import generated_tables
 
     if key != "depth":
         raise ValueError(f"depth_study claims are made at a depth, got 'at {key}'")
@@ -65,7 +64,7 @@ def _depth_study_seeds(metric, arm, key, value):
 
 
 def _gpu_seeds(figure):
-    """(arm, every seed) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`zoo/gpu_plan.py`)."""
+    """(arm, every seed) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`gpu_plan`)."""
 
     def seeds(metric, arm, key, value):
         import json
@@ -82,18 +81,17 @@ def _gpu_seeds(figure):
 
 
 def _cell_study_seeds(module, metric_by_default):
-    """(arm, every seed) of a cell study's arm at its best rate (`zoo/<module>.py`, `zoo/cell_study.py`'s plan)."""
+    """(arm, every seed) of a cell study's arm at its best rate (the lab's `<module>`, the engine's plan)."""
 
     def seeds(metric, arm, key, value):
         import importlib
 
-        sys.path.insert(0, os.path.join(ROOT, "zoo"))
-        import cell_study
+        from keras_tse.experiments.lab import engine
 
-        study = importlib.import_module(module)
+        study = importlib.import_module(f"keras_tse.experiments.lab.{module}")
         if key is not None:
             raise ValueError(f"{module} claims take no 'at', got 'at {key}'")
-        rate, members = cell_study.at_best(study.read_rows(), arm, study.plan_of(arm))
+        rate, members = engine.at_best(study.read_rows(), arm, study.plan_of(arm))
         if rate is None:
             raise ValueError(f"{study.RESULTS} has no row of arm {arm!r}")
         return [(arm, [float(r[metric or metric_by_default]) for r in members])]

@@ -3,7 +3,7 @@
 # on a GPU machine, every test's outcome written to OUT/<backend>.log as it ends (`-v`), so that a run
 # stopped by its time limit still names each test that failed; OUT/<backend>.xml (JUnit) when it ends.
 #
-#   bash zoo/gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]     # default: jax torch
+#   bash tests/gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]     # default: jax torch
 #
 # The lent GPU machines have no TensorFlow: the tests that load a file under it fail there by design.
 set -u

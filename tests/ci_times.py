@@ -5,7 +5,7 @@
         --commit $(git rev-parse --short HEAD)
 
 `.ci/run` prints each backend's wall time and pytest's summary (tests/run_all_backends.py) and, last,
-its own total; this script appends one record per run, and README.md's `ci` table is printed from the
+its own total; this script appends one record per run, and tests/README.md's `ci` table is printed from the
 file (keras_tse/experiments/lab/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
 takes `--total` from the CI service's report.
 """

@@ -8,9 +8,10 @@ cannot (loaders and their content checks, downloads, CLI parsing and help, flag 
 published-numbers and card checks, the layout, CSV healing, run-folder I/O, the kill chain at file
 renames and zip writes) runs in one process only: running it three times proves nothing more.
 
-The rule is this file: every test file is in EVERY_BACKEND or ONE_BACKEND, and inside a file one
-test may move to the other group with `@pytest.mark.one_backend` or `@pytest.mark.every_backend`.
-`tests/test_suite.py` fails on a test file in neither list, so a new file has to choose.
+The rule: every test file states its group at its top, `pytestmark = pytest.mark.every_backend` or
+`pytestmark = pytest.mark.one_backend`, and inside a file one test may move to the other group with its
+own `@pytest.mark.one_backend` or `@pytest.mark.every_backend`. `tests/test_suite.py` fails on a test
+file that states no group, so a new file has to choose, in the file itself.
 
 Which process runs the one-backend group is the runner's choice, through KERAS_TSE_ONE_BACKEND_TESTS:
 "run" (all of them), "skip" (none), or a half of the group: "in_process" (those not marked
@@ -21,6 +22,7 @@ the two halves to two processes so that no one process carries the whole group. 
 """
 
 import os
+import re
 import tempfile
 
 import keras
@@ -28,85 +30,41 @@ import pytest
 
 from keras_tse.training.compile_cache import ENVIRONMENT_VARIABLE, use_compile_cache
 
-EVERY_BACKEND = frozenset(
-    {
-        "test_attention_diagnostics.py",
-        "test_baselines.py",
-        "test_block_compile.py",
-        "test_bench.py",
-        "test_blocks.py",
-        "test_callbacks.py",
-        "test_compile_cache.py",
-        "test_de_escalation.py",
-        "test_escalation.py",
-        "test_export.py",
-        "test_fixtures.py",
-        "test_gpt.py",
-        "test_initializers.py",
-        "test_kill_resume.py",
-        "test_language_model.py",
-        "test_layouts.py",
-        "test_preset_folders.py",
-        "test_probe.py",
-        "test_recipe_txl.py",
-        "test_recipes.py",
-        "test_reproducibility.py",
-        "test_saving.py",
-        "test_scale.py",
-        "test_self_attention.py",
-        "test_similarity.py",
-        "test_shipped_presets.py",
-        "test_spectral.py",
-        "test_stochastic_depth.py",
-        "test_transformer_xl.py",
-        "test_vit.py",
-    }
-)
-ONE_BACKEND = frozenset(
-    {
-        "test_bad_inputs.py",
-        "test_cli.py",
-        "test_data.py",
-        "test_datasets.py",
-        "test_figures.py",
-        "test_gpu_plan.py",
-        "test_layout.py",
-        "test_presets.py",
-        "test_processes.py",
-        "test_published_numbers.py",
-        "test_verdicts.py",
-        "test_readme.py",
-        "test_real_data.py",
-        "test_reliability.py",
-        "test_study_recipes.py",
-        "test_suite.py",
-        "test_sweep.py",
-        "test_training.py",
-        "test_training_kit.py",
-    }
-)
+GROUPS = ("every_backend", "one_backend")
+_PYTESTMARK = re.compile(r"^pytestmark = (.*)$", flags=re.M)
+
+
+def declared_groups(text):
+    """The groups a test file's source names in its module-level `pytestmark`."""
+    marks = " ".join(_PYTESTMARK.findall(text))
+    return set(re.findall(r"pytest\.mark\.(every_backend|one_backend)\b", marks))
+
+
 ONE_BACKEND_TESTS = "KERAS_TSE_ONE_BACKEND_TESTS"
 ONE_BACKEND_MODES = ("run", "skip", "in_process", "starting_processes")
 _RUN_FOLDERS = []
 
 
 def classification_errors(test_dir):
-    """One line per test file of `test_dir` in neither group or in both, and per listed name with no file."""
-    files = {name for name in os.listdir(test_dir) if name.startswith("test_") and name.endswith(".py")}
-    listed = EVERY_BACKEND | ONE_BACKEND
-    return (
-        [f"{name}: in neither EVERY_BACKEND nor ONE_BACKEND (tests/conftest.py)" for name in sorted(files - listed)]
-        + [f"{name}: in both EVERY_BACKEND and ONE_BACKEND" for name in sorted(EVERY_BACKEND & ONE_BACKEND)]
-        + [f"{name}: listed, but no such file in {test_dir}" for name in sorted(listed - files)]
-    )
+    """One line per test file of `test_dir` whose module-level `pytestmark` names no group, or two."""
+    errors = []
+    for name in sorted(os.listdir(test_dir)):
+        if not (name.startswith("test_") and name.endswith(".py")):
+            continue
+        with open(os.path.join(test_dir, name)) as f:
+            groups = declared_groups(f.read())
+        if len(groups) != 1:
+            found = " and ".join(sorted(groups)) or "no group"
+            errors.append(f"{name}: its pytestmark names {found}; expected one of {', '.join(GROUPS)}")
+    return errors
 
 
 def runs_on_every_backend(item):
-    """The test's group: its own marker if it has one, else its file's list."""
-    marker = item.get_closest_marker("every_backend") or item.get_closest_marker("one_backend")
-    if marker is not None:
-        return marker.name == "every_backend"
-    return item.path.name not in ONE_BACKEND  # an unclassified file runs everywhere (test_suite.py fails on it)
+    """The test's group: its own marker if it has one, else its file's (the closest mark wins)."""
+    for mark in item.iter_markers():
+        if mark.name in GROUPS:
+            return mark.name == "every_backend"
+    return True  # a file without a group runs everywhere (tests/test_suite.py fails on it)
 
 
 def pytest_report_header(config):

@@ -29,17 +29,16 @@ def run_block_harness(test_case, cls, extra, num_trainable):
     )
 
 
-def recipe_module(name):
-    """`recipes/<name>.py` imported as a module (the recipes are scripts, not a package)."""
-    import importlib.util
-    import os
+# the paper's recipes (recipes/<name>.py) -> the training task each one runs (`keras-tse train TASK`)
+RECIPE_TASKS = {"cifar10_vit": "train_vit", "wikitext103_txl": "train_lm"}
 
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    path = os.path.join(root, "recipes", f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+
+def recipe_module(name):
+    """The module a recipe of `recipes/` runs, `keras_tse.experiments.train_vit` or `train_lm`: its
+    `main(argv)` is `keras-tse train vit|lm`."""
+    import importlib
+
+    return importlib.import_module(f"keras_tse.experiments.{RECIPE_TASKS[name]}")
 
 
 def lab_module(name):
@@ -72,7 +71,7 @@ def run_recipe_here(name, argv, capsys):
     recipe = recipe_module(name)
     capsys.readouterr()  # what came before is not the recipe's
     try:
-        code = recipe.main(argv)
+        code = recipe.main(argv, prog=name)  # as `python recipes/<name>.py` runs it
     except SystemExit as exit_info:  # a flag refused by argparse
         code = exit_info.code
     out, err = capsys.readouterr()

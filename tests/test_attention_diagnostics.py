@@ -12,6 +12,8 @@ from keras_tse.analysis.diagnostics import block_diagnostics
 from keras_tse.callbacks import AttentionDiagnostics
 from tests.helpers import tiny_transformer_xl, tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def _tiny_vit():
     return tiny_vit(norm="post")

@@ -20,6 +20,8 @@ from keras_tse.experiments import cli
 from keras_tse.run_files import MANIFEST
 from tests.helpers import recipe_module, run_recipe_here
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -18,6 +18,8 @@ from keras_tse.layers import (
 )
 from tests.helpers import randomise_weights, run_block_harness, tiny_transformer_xl, tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def _numpy(x):
     return keras.ops.convert_to_numpy(x)

@@ -13,6 +13,8 @@ from keras_tse.experiments.commands import bench as commands_bench
 from keras_tse.layers._residual import residual_stream
 from tests.helpers import tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 BACKEND = keras.backend.backend()
 
 

@@ -16,6 +16,8 @@ from keras_tse import training
 from keras_tse.training import block_compile
 from tests import helpers
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 TORCH_ONLY = pytest.mark.skipif(keras.backend.backend() != "torch", reason="torch.compile is PyTorch's")
 
 

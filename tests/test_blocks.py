@@ -8,6 +8,8 @@ from keras_tse.layers import PostNormBlock, PreNormBlock
 from tests import reference
 from tests.helpers import randomise_weights, run_block_harness
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 BLOCK_VARIANTS = [
     (PostNormBlock, {}),
     (PostNormBlock, {"deescalate": "output"}),

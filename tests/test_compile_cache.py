@@ -10,6 +10,8 @@ import pytest
 
 from keras_tse.training.compile_cache import OFF, use_compile_cache
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

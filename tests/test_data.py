@@ -10,6 +10,8 @@ import pytest
 from keras_tse import data
 from keras_tse.data import cifar10
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 @pytest.fixture(autouse=True)
 def _fake_cifar_counts(monkeypatch):
@@ -103,7 +105,15 @@ def test_synthetic_set_has_cifar_format_and_balanced_classes():
     assert set(np.unique(y)) == set(range(10))
 
 
-def test_digits_ship_with_scikit_learn_and_are_standardised():
+def test_the_shipped_digits_are_scikit_learns_and_are_standardised():
+    from sklearn.datasets import load_digits  # the dev extra's: the source the shipped file was written from
+
+    from keras_tse.data.digits import digit_images
+
+    images, labels = digit_images()
+    source = load_digits()
+    np.testing.assert_array_equal(images, source.images)
+    np.testing.assert_array_equal(labels, source.target)
     (x, y), (xt, yt) = data.load_digits()
     assert x.shape == (1438, 8, 8, 1) and xt.shape == (359, 8, 8, 1)
     assert abs(x.mean()) < 1e-5 and abs(x.std() - 1) < 1e-5

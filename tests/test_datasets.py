@@ -12,6 +12,8 @@ from keras_tse import data
 from keras_tse.experiments import cli
 from tests.helpers import run_recipe_here
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 def _stripes(seed=0):
     """12x12 grey images of three classes, horizontal, vertical or diagonal stripes, with noise."""
@@ -72,3 +74,60 @@ def test_the_sweep_trains_on_a_registered_set(tmp_path, capsys):
     cell = next((out / "cells").iterdir())
     model = keras.saving.load_model(cell / "checkpoints" / "last.keras")
     assert tuple(model.input.shape) == (None, 12, 12, 1) and tuple(model.output.shape) == (None, 3)
+
+
+def _plugin_package(root, name="stripes_plugin", value="SPEC"):
+    """A package installed the way pip installs one (its module beside a `.dist-info` whose
+    entry_points.txt names a `keras_tse.datasets` entry), on a folder of its own to put on the path."""
+    (root / f"{name}.py").write_text(
+        "import numpy as np\nfrom keras_tse import data\n\n\n"
+        "def _load(seed=0):\n"
+        "    rng = np.random.default_rng(seed)\n"
+        "    rows, cols = np.mgrid[:8, :8]\n"
+        "    patterns = [rows % 4 < 2, cols % 4 < 2]\n"
+        "    labels = rng.integers(0, 2, 300)\n"
+        "    images = (np.stack([patterns[k] for k in labels]) * 200.0 + rng.normal(20, 10, (300, 8, 8)))\n"
+        "    images = np.clip(images, 0, 255).astype('uint8')[..., None]\n"
+        "    return (images[:240], labels[:240]), (images[240:], labels[240:])\n\n\n"
+        "SPEC = data.DatasetSpec('plugin_stripes', 'images', 'stripes from a plug-in', _load, 8, 1, 2)\n"
+    )
+    info = root / f"{name}-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text(f"[keras_tse.datasets]\nplugin_stripes = {name}:{value}\n")
+    return root
+
+
+@pytest.mark.large
+def test_a_data_set_from_another_packages_entry_point_trains_from_the_command_line(tmp_path):
+    """The plug-in's package is all there is (no code of the user's calls `register_dataset`): a fresh
+    `keras-tse datasets` lists its set and `keras-tse train vit --dataset` trains on it."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "site").mkdir()
+    site = _plugin_package(tmp_path / "site")
+    env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(site)}
+    cli_command = [sys.executable, "-m", "keras_tse.experiments.cli"]
+    listed = subprocess.run([*cli_command, "datasets"], env=env, capture_output=True, text=True, timeout=120)
+    assert listed.returncode == 0 and "plugin_stripes" in listed.stdout and "8x8x1 images, 2 classes" in listed.stdout
+    argv = ["train", "vit", "--dataset", "plugin_stripes", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2"]
+    argv += ["--patch-size", "2", "--epochs", "2", "--batch-size", "32", "--norm", "deescalate"]
+    out = tmp_path / "run"
+    trained = subprocess.run(
+        [*cli_command, *argv, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    with open(out / "deescalate" / "config.json") as f:
+        overrides = json.load(f)["overrides"]
+    assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (8, 1, 2)
+
+
+def test_a_broken_entry_point_is_left_out_with_a_warning_naming_it(tmp_path, monkeypatch):
+    from keras_tse.data import registry
+
+    monkeypatch.syspath_prepend(str(_plugin_package(tmp_path, name="broken_plugin", value="MISSING")))
+    with pytest.warns(UserWarning, match="entry point 'plugin_stripes' = 'broken_plugin:MISSING' .* is left out"):
+        names = registry.list_datasets()
+    assert "plugin_stripes" not in names and "cifar10" in names

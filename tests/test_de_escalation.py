@@ -7,6 +7,8 @@ from keras.src.testing import TestCase
 from keras_tse.layers import DeEscalation
 from tests import reference
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 class DeEscalationLayerTest(TestCase):
     def test_layer_harness_fixed_tau(self):

@@ -5,6 +5,8 @@ import pytest
 
 from keras_tse.experiments.escalation import EscalationConfig, format_table, similarity_at_init
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 @pytest.fixture(scope="module")
 def profiles():

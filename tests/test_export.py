@@ -10,6 +10,8 @@ import pytest
 
 from keras_tse.experiments import cli
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURE = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate.keras")  # a trained ViT and its logits

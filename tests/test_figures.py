@@ -6,6 +6,8 @@ import pytest
 from keras_tse.experiments import cli
 from keras_tse.experiments.figures import draw, figure_3, figure_5, make_figures, read_csv
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 def test_quick_figures_write_png_and_csv(tmp_path, capsys):
     assert cli.main(["figures", "--which", "2,8", "--quick", "--out", str(tmp_path)]) == 0

@@ -9,6 +9,8 @@ import pytest
 
 import keras_tse  # noqa: F401  (registers the serializable classes)
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 HERE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures")
 VIT_NORMS = ("deescalate", "post", "pre", "deepnorm", "rezero", "layerscale")
 NAMES = tuple(f"vit_{norm}" for norm in VIT_NORMS) + tuple(

@@ -16,6 +16,8 @@ from keras_tse.losses import LogProbabilityCrossentropy
 from tests.fixtures import gated_layout  # noqa: F401  registers norm="gated"
 from tests.helpers import randomise_weights, run_recipe_here
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TINY = dict(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32)
 
@@ -85,20 +87,19 @@ def test_gpt_keras_file_loads_and_predicts_the_same_on_every_backend(tmp_path):
         np.testing.assert_allclose(np.load(out), expected, atol=1e-4, err_msg=backend)
 
 
-FAMILIES = {
-    "vit": dict(depth=2, image_size=8, patch_size=4, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3),
-    "transformer_xl8_small": dict(depth=2, vocab_size=40, cutoffs=(), batch_size=4, segment_len=8, mem_len=8),
-    "gpt8_small": dict(depth=2, vocab_size=40, cutoffs=(), segment_len=8),
-}
+FAMILIES = zoo.list_families()  # every registered family, each tried at its own `tiny` keywords
 
 
 def _task(name):
-    """(inputs, targets, loss) for one small training of the family of `name`."""
-    rng = np.random.default_rng(1)
-    if name == "vit":
-        x, y = rng.normal(size=(32, 8, 8, 1)).astype("float32"), rng.integers(0, 3, 32)
+    """(inputs, targets, loss) for one small training of family `name`, from what it takes (its task
+    and tiny keywords)."""
+    family, rng = zoo.get_family(name), np.random.default_rng(1)
+    config = family.tiny
+    if family.task == "images":
+        shape = (32, config["image_size"], config["image_size"], config["channels"])
+        x, y = rng.normal(size=shape).astype("float32"), rng.integers(0, config["num_classes"], 32)
         return x, y, keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    ids = rng.integers(0, 40, (32, 9)).astype("int32")
+    ids = rng.integers(0, config["vocab_size"], (32, config["segment_len"] + 1)).astype("int32")
     return ids[:, :-1], ids[:, 1:], LogProbabilityCrossentropy()
 
 
@@ -106,7 +107,7 @@ def _task(name):
 @pytest.mark.parametrize("name", FAMILIES)
 def test_a_seventh_layout_from_one_module_trains_in_every_family(name, tmp_path):
     keras.utils.set_random_seed(0)
-    model = zoo.create_model(name, norm="gated", **FAMILIES[name])
+    model = zoo.create_model(name, norm="gated", **zoo.get_family(name).tiny)
     blocks = [layer for layer in model.layers if getattr(layer, "norm", None) == "gated"]
     assert len(blocks) == 2 and blocks[0].gate_init == pytest.approx(0.5)  # 1 / sqrt(2 depth), its depth rule
     x, y, loss = _task(name)
@@ -117,6 +118,20 @@ def test_a_seventh_layout_from_one_module_trains_in_every_family(name, tmp_path)
     model.save(tmp_path / "gated.keras")
     loaded = keras.saving.load_model(tmp_path / "gated.keras")
     np.testing.assert_allclose(loaded.predict(x[:4], verbose=0), model.predict(x[:4], verbose=0), atol=1e-5)
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("name", FAMILIES)
+def test_a_layouts_own_option_reaches_every_block_of_every_family_and_a_foreign_one_is_refused(name):
+    model = zoo.create_model(name, norm="gated", layout_options={"gate_init": 0.25}, **zoo.get_family(name).tiny)
+    blocks = [layer for layer in model.layers if getattr(layer, "norm", None) == "gated"]
+    assert [block.gate_init for block in blocks] == [0.25, 0.25]  # the given value over the depth rule's 0.5
+    with pytest.raises(
+        ValueError, match=r"`layout_options` gate_init are not options of norm='post' \(its options: none\)"
+    ):
+        zoo.create_model(name, norm="post", layout_options={"gate_init": 0.25}, **zoo.get_family(name).tiny)
+    with pytest.raises(ValueError, match="`gate_init` must be positive. Received: gate_init=-1"):
+        zoo.create_model(name, norm="gated", layout_options={"gate_init": -1}, **zoo.get_family(name).tiny)
 
 
 RECIPE_RUNS = {
@@ -134,22 +149,25 @@ RECIPE_RUNS = {
 @pytest.mark.parametrize("run", RECIPE_RUNS)
 def test_a_seventh_layout_trains_through_the_recipes_norm_flag(run, tmp_path, capsys):
     recipe, argv = RECIPE_RUNS[run]
-    code, out, err = run_recipe_here(recipe, [*argv, "--norm", "gated", "--out", str(tmp_path)], capsys)
+    option = ["--layout-option", "gate_init=0.25"]  # the layout's own option, from the command line
+    code, out, err = run_recipe_here(recipe, [*argv, "--norm", "gated", *option, "--out", str(tmp_path)], capsys)
     assert code == 0, err[-3000:]
     with open(tmp_path / "gated" / "summary.json") as f:
         summary = json.load(f)
     assert summary["epochs"] >= 1 and np.isfinite(summary["train_loss"])
     with open(tmp_path / "gated" / "config.json") as f:
         config = json.load(f)
-    assert config["overrides"]["norm"] == "gated"
+    assert config["overrides"]["norm"] == "gated" and config["overrides"]["layout_options"] == {"gate_init": 0.25}
     model = keras.saving.load_model(tmp_path / "gated" / "checkpoints" / "last.keras")
     assert {layer.norm for layer in model.layers if hasattr(layer, "layout_state")} == {"gated"}
+    assert {layer.gate_init for layer in model.layers if hasattr(layer, "layout_state")} == {0.25}
 
 
 @pytest.mark.parametrize("name", FAMILIES)
 def test_forward_intermediates_gives_every_block_of_every_family(name):
     keras.utils.set_random_seed(0)
-    overrides = {**FAMILIES[name], "depth": 3, **({"mem_len": 0} if "mem_len" in FAMILIES[name] else {})}
+    tiny = zoo.get_family(name).tiny
+    overrides = {**tiny, "depth": 3, **({"mem_len": 0} if "mem_len" in tiny else {})}
     model = zoo.create_model(name, norm="post", **overrides)
     x, _, _ = _task(name)
     x = x[:4]

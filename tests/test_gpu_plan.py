@@ -12,7 +12,7 @@ import pytest
 from keras_tse.run_files import write_csv
 from tests.helpers import lab_module
 
-pytestmark = pytest.mark.starts_processes
+pytestmark = [pytest.mark.one_backend, pytest.mark.starts_processes]  # the group rule: tests/conftest.py
 
 
 @pytest.fixture

@@ -17,6 +17,8 @@ from keras_tse.layers import (
 from keras_tse.zoo import from_preset, vit
 from tests.helpers import tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def _fans(model):
     """path -> (values, fan_in, fan_out) of every kernel and bias (a bias takes its kernel's fans)."""

@@ -16,6 +16,8 @@ import sys
 import keras
 import pytest
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
 EPOCHS = 3

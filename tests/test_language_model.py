@@ -14,6 +14,8 @@ from keras_tse.data import wikitext
 from keras_tse.training import LMTrainConfig, fit_language_model, read_history, read_steps
 from tests.helpers import only_on
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 SMALL = dict(
     depth=2,
     hidden_dim=32,

@@ -12,6 +12,8 @@ import pytest
 from keras_tse import layouts
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -11,6 +11,8 @@ import pytest
 from keras_tse import zoo
 from tests.helpers import randomise_weights, tiny_transformer_xl, tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 @pytest.mark.parametrize("build", [tiny_vit, lambda: tiny_transformer_xl(mem_len=4, batch_size=2)], ids=["vit", "txl"])
 def test_a_saved_preset_folder_loads_as_the_same_model(build, tmp_path):

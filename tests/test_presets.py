@@ -10,6 +10,8 @@ from keras_tse import zoo
 from keras_tse.experiments import cli
 from keras_tse.experiments.preset_sizes import model_sizes
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 SMALL = sorted(n for n, e in zoo.presets().items() if e["params"] < 2_000_000)
 # The paper-sized presets take 5-10 s each to build. No count depends on the backend (one code path
@@ -92,7 +94,7 @@ def test_create_model_and_list_models_cover_every_preset_and_family():
     from keras_tse.zoo.registry import FAMILIES, register_family
 
     names = zoo.list_models()
-    assert set(names) == set(zoo.presets()) | {"vit", "transformer_xl", "gpt"} and names == sorted(names)
+    assert set(names) == set(zoo.presets()) | set(FAMILIES) and names == sorted(names)
     vit80 = [f"vit80_cifar10_{norm}" for norm in ("deepnorm", "deescalate", "layerscale", "post", "pre")]
     assert zoo.list_models("vit80*") == vit80
     # a preset by name, with overrides, is from_preset's model; a family by name is its builder's

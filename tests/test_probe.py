@@ -8,6 +8,8 @@ from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.experiments import cli
 from tests.helpers import tiny_transformer_xl, tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def test_probe_rows_match_the_similarity_profile():
     model = tiny_vit(depth=3, norm="post")

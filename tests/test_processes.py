@@ -17,6 +17,8 @@ import pytest
 
 from keras_tse import data as pipelines
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
 

@@ -4,7 +4,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.helpers import lab_module
+
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIED = "tied within seeds with"  # the cards' word for the verdict rule's tie (zoo/README.md)
@@ -91,7 +95,7 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
     generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
-    rows = generated_tables._study()
+    rows = generated_tables.depth_study_rows()
     best = sweep.best_over_learning_rates(rows)
     depths = sorted({k[3] for k in best if k[2] == "torch" and k[0] == "deescalate"})
     assert 48 in depths
@@ -125,7 +129,7 @@ def test_the_published_methods_claims_hold():
     generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
-    rows = generated_tables._study()
+    rows = generated_tables.depth_study_rows()
     best = sweep.best_over_learning_rates(rows)
     stats = sweep.group_stats(rows)
     with open(os.path.join(ROOT, "zoo", "depth_study.md")) as f:
@@ -164,7 +168,7 @@ def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
     from keras_tse.experiments import sweep
 
     card = lab_module("depth_study_card")
-    rows = generated_tables._study()
+    rows = generated_tables.depth_study_rows()
     present = {sweep.cell_key(r) for r in rows}
     for name, config in card.STUDY_GRIDS.items():
         assert {sweep.cell_key(c) for c in sweep.cells(config)} <= present, name
@@ -180,7 +184,7 @@ def test_no_learning_rate_rescues_post_norm():
     generated_tables = lab_module("generated_tables")
     from keras_tse.experiments import sweep
 
-    stats = sweep.group_stats(generated_tables._study())
+    stats = sweep.group_stats(generated_tables.depth_study_rows())
     for init in ("torch", "glorot"):
         assert stats[("post", 48, 3e-5, "", init)]["mean"] > stats[("post", 48, 1e-4, "", init)]["mean"] > 0.5
     for depth in (12, 24, 48):
@@ -207,7 +211,7 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
 
     generated_tables = lab_module("generated_tables")
     card = lab_module("depth_study_card")
-    rows = generated_tables._study()
+    rows = generated_tables.depth_study_rows()
     first_grid, _ = card.split_by_grid(rows, {"first": sweep.SweepConfig()})
     assert len(first_grid) == len(list(sweep.cells(sweep.SweepConfig()))) == 216
     published = card.STUDY_GRIDS["DeepNorm, ReZero, LayerScale"]
@@ -352,7 +356,8 @@ def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
 # prints from a result file) fails here, not only editing one.
 GENERATED_BLOCKS = {
     "zoo/gpt8_small.md": {"gpt_ptb_d8"},
-    "README.md": {"demo", "ci", "shipped_presets"},
+    "README.md": {"demo", "shipped_presets"},
+    "tests/README.md": {"ci"},
     "zoo/vit6_fashion_mnist.md": {"shipped_vit6_fashion_mnist"},
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
     "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid"},

@@ -1,4 +1,5 @@
-"""The README's commands are what CI runs, and its Python snippet runs as written."""
+"""The README's commands are what CI runs, and its Python snippets (and the training reference's,
+recipes/README.md) run as written."""
 
 import pathlib
 import re
@@ -8,12 +9,15 @@ import pytest
 
 from keras_tse.training import block_compile
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
+TRAINING = (ROOT / "recipes" / "README.md").read_text()
 
 
-def _blocks(language):
-    return re.findall(rf"```{language}\n(.*?)```", README, flags=re.S)
+def _blocks(language, text=README):
+    return re.findall(rf"```{language}\n(.*?)```", text, flags=re.S)
 
 
 def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
@@ -28,8 +32,8 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
-    snippets = _blocks("python")
-    assert len(snippets) == 5  # the main API, the layers, the zoo and callbacks, your own data, the presets
+    snippets = _blocks("python") + _blocks("python", TRAINING)
+    assert len(snippets) == 5  # the main API, the layers, the zoo and callbacks, the presets; fit_variant
     namespaces = [{} for _ in snippets]
     for snippet, namespace in zip(snippets, namespaces):
         exec(compile(snippet, "README.md", "exec"), namespace)

@@ -19,6 +19,8 @@ from keras_tse import data
 from keras_tse.data import mnist, ptb
 from tests.helpers import recipe_module, run_recipe_here
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 def _real(loader):
     try:

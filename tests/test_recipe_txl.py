@@ -13,6 +13,8 @@ import pytest
 import keras_tse  # also registers the classes the checkpoints name
 from tests.helpers import recipe_module, run_recipe_here
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
 

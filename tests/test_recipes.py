@@ -19,6 +19,8 @@ from keras_tse.data import (  # also registers the layers for loading
 )
 from tests.helpers import recipe_module, run_recipe_here
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
 

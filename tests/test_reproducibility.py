@@ -12,6 +12,8 @@ import pytest
 from keras_tse.experiments import sweep
 from tests.helpers import tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def _train_once(seed):
     """A short fit with every source of randomness in play: init, shuffled order, dropout."""

@@ -13,6 +13,8 @@ import keras_tse
 from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
 from tests.helpers import randomise_weights, tiny_transformer_xl, tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 BACKENDS = ("tensorflow", "jax", "torch")
 
 # What a user on another backend runs: nothing but `import keras_tse` before loading. One process

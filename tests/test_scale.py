@@ -13,6 +13,8 @@ from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import scale
 from tests import helpers
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 BACKEND = keras.backend.backend()
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

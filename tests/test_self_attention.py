@@ -8,6 +8,8 @@ from keras_tse.layers import SelfAttention
 from tests import reference
 from tests.helpers import randomise_weights
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 class SelfAttentionLayerTest(TestCase):
     def test_layer_harness(self):

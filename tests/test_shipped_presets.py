@@ -9,6 +9,8 @@ from keras_tse import zoo
 from keras_tse.zoo.preset_folder import preset_metadata
 from tests.helpers import lab_module
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 SHIPPED = sorted(name for name, entry in zoo.presets().items() if entry["weights"] is not None)
 PACKAGE = os.path.dirname(zoo.__file__)  # the presets' `weights` are relative to it
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -12,6 +12,8 @@ from keras_tse.analysis.similarity import (
 )
 from tests import reference
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 MEASURES = [token_similarity, token_diversity, cosine_similarity]
 
 

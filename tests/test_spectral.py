@@ -8,6 +8,8 @@ from keras_tse.analysis import spectral
 from keras_tse.analysis.similarity import escalation_rate, token_similarity
 from tests import reference
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def _n(x):
     return ops.convert_to_numpy(x)

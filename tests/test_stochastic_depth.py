@@ -10,6 +10,8 @@ from keras_tse import zoo
 from keras_tse.layers import StochasticDepth, TransformerBlock
 from tests.helpers import tiny_vit
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 
 def test_each_example_is_kept_whole_and_rescaled_or_dropped_whole():
     keras.utils.set_random_seed(0)

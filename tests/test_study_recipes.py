@@ -10,6 +10,8 @@ from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
 from tests.helpers import lab_module, recipe_module, run_lab_module
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -12,6 +12,8 @@ import pytest
 from tests import conftest
 from tests.run_all_backends import launch_order, one_backend_modes, one_backend_process
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 TESTS = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -19,25 +21,32 @@ def test_every_test_file_is_in_exactly_one_group():
     assert conftest.classification_errors(TESTS) == []
 
 
-def test_a_new_file_in_neither_group_is_named(tmp_path):
-    for name in conftest.EVERY_BACKEND | conftest.ONE_BACKEND:
-        (tmp_path / name).write_text("")
+def test_a_new_file_that_states_no_group_or_two_is_named(tmp_path):
+    (tmp_path / "test_chosen.py").write_text("import pytest\n\npytestmark = pytest.mark.one_backend\n")
+    (tmp_path / "test_listed.py").write_text("pytestmark = [pytest.mark.every_backend, pytest.mark.large]\n")
     (tmp_path / "test_new_feature.py").write_text("def test_x():\n    pass\n")
+    (tmp_path / "test_torn.py").write_text("pytestmark = [pytest.mark.every_backend, pytest.mark.one_backend]\n")
     (tmp_path / "helpers_new.py").write_text("")  # not a test file: needs no group
     assert conftest.classification_errors(str(tmp_path)) == [
-        "test_new_feature.py: in neither EVERY_BACKEND nor ONE_BACKEND (tests/conftest.py)"
+        "test_new_feature.py: its pytestmark names no group; expected one of every_backend, one_backend",
+        "test_torn.py: its pytestmark names every_backend and one_backend; expected one of every_backend, one_backend",
     ]
-    os.remove(tmp_path / "test_vit.py")
-    assert conftest.classification_errors(str(tmp_path))[-1].startswith("test_vit.py: listed, but no such file")
 
 
 class _Item:
+    """A collected test as the group rule sees it: its own marker (if any), then its file's."""
+
     def __init__(self, file, marker=None):
         self.path = pathlib.Path(TESTS) / file
-        self.marker = marker
+        with open(self.path) as f:
+            (group,) = conftest.declared_groups(f.read())
+        self.marks = [pytest.Mark(name, (), {}) for name in (marker, group) if name]
+
+    def iter_markers(self):
+        return iter(self.marks)
 
     def get_closest_marker(self, name):
-        return pytest.Mark(name, (), {}) if name == self.marker else None
+        return next((mark for mark in self.marks if mark.name == name), None)
 
 
 def test_a_marker_moves_one_test_out_of_its_files_group():

@@ -12,6 +12,8 @@ import pytest
 
 from keras_tse.experiments import sweep
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 BACKEND = keras.backend.backend()
 
 

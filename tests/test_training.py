@@ -6,6 +6,8 @@ from keras_tse.training import TrainConfig, read_history
 from keras_tse.training.runner import make_optimizer
 from tests.helpers import tiny_vit
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 def test_multi_step_schedule_of_sec_3_3():
     # 10 epochs x 100 steps: x0.2 at step 700 (70%) and again at step 900 (90%)

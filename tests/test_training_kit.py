@@ -13,6 +13,8 @@ from keras_tse.training import LMTrainConfig, TrainConfig, recorded
 from keras_tse.training.optimizers import learning_rate_schedule, make_optimizer
 from tests.helpers import run_recipe_here, tiny_vit
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 
 def _rates(schedule, steps):
     return [float(keras.ops.convert_to_numpy(schedule(step))) for step in steps]

@@ -12,6 +12,8 @@ from keras_tse.layers.relative_attention import relative_shift
 from keras_tse.zoo import presets
 from tests import reference
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 NORMS = ("post", "pre", "deescalate")
 # eq. (21)'s other causal settings: at the block output, and the mean over the segment only
 OUTPUT = dict(deescalate_at="output")

@@ -8,6 +8,8 @@ import pytest
 from keras_tse.experiments import verdicts
 from tests.helpers import lab_module
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # README.md's sentence before the rule, with the claim it made: "DeepNorm and LayerScale beat it at every depth".
 OLD_README = (

@@ -8,6 +8,8 @@ from keras_tse.layers import DeEscalation, PostNormBlock, TransformerBlock
 from keras_tse.zoo import from_preset, full_config, presets, vit
 from tests.helpers import only_on
 
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
 TINY = dict(depth=3, image_size=8, patch_size=2, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2)
 
 

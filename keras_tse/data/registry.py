@@ -1,6 +1,11 @@
 """Every data set by name: one spec each (what it holds, how it loads, where it comes from offline),
 the user's own folders and files included. The recipes, the sweep, the demo and `keras-tse datasets`
-ask here; a new data set is one `register_dataset(DatasetSpec(...))`.
+ask here; a new data set is one `register_dataset(DatasetSpec(...))`, or, from another installed
+package, an entry point of the group `keras_tse.datasets` naming its `DatasetSpec` (then it works on the
+command line too: every process finds it):
+
+    [project.entry-points."keras_tse.datasets"]
+    my_scans = "my_package.data:SCANS"     # a DatasetSpec, or a function returning one
 
 Names only: a spec's loader is imported when it loads (`"module:function"`), so listing costs no
 Keras and no TensorFlow.
@@ -8,12 +13,16 @@ Keras and no TensorFlow.
 
 import dataclasses
 import importlib
+import importlib.metadata
 import inspect
+import warnings
 
 from keras_tse.data import cifar10, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
+ENTRY_POINTS = "keras_tse.datasets"  # the group other packages register their data sets under
 _REGISTERED = {}
+_PLUGINS = []  # the entry points already read: (name, value) pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,8 +103,25 @@ def register_dataset(spec):
     return spec
 
 
+def _load_entry_points():
+    """Register the data sets other installed packages declare under `ENTRY_POINTS` (once each). One
+    that does not load, or is not a `DatasetSpec`, is skipped with a warning naming it and its package."""
+    for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
+        if (point.name, point.value) in _PLUGINS:
+            continue
+        _PLUGINS.append((point.name, point.value))
+        where = f"entry point {point.name!r} = {point.value!r} of {ENTRY_POINTS}"
+        try:
+            spec = point.load()
+            spec = spec() if callable(spec) and not isinstance(spec, DatasetSpec) else spec
+            register_dataset(spec)
+        except Exception as error:  # a broken plug-in must not stop every command: it is named and left out
+            warnings.warn(f"{where} is left out: {type(error).__name__}: {error}", stacklevel=2)
+
+
 def get_dataset(name):
     """The spec registered as `name`."""
+    _load_entry_points()
     if name not in _REGISTERED:
         raise ValueError(f"`dataset` must be one of {list_datasets()}. Received: dataset={name!r}")
     return _REGISTERED[name]
@@ -103,6 +129,7 @@ def get_dataset(name):
 
 def list_datasets(task=None, own=None):
     """The registered names, in registration order: of one `task`, and own data or not (`own`), if given."""
+    _load_entry_points()
     return tuple(
         name
         for name, spec in _REGISTERED.items()
@@ -137,7 +164,7 @@ _grey_28x28(
 register_dataset(
     DatasetSpec(
         "digits", "images", "scikit-learn's 8x8 digits", "keras_tse.data.digits:load_digits", 8, 1, 10,
-        value_range=(0, 1), offline="inside scikit-learn (already standardised: zero mean, unit variance)",
+        value_range=(0, 1), offline="inside keras_tse (already standardised: zero mean, unit variance)",
     )
 )  # fmt: skip
 register_dataset(

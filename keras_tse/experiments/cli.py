@@ -1,5 +1,6 @@
 """`keras-tse`: the command line of the zoo.
 
+keras-tse train           train a ViT (vit) or a language model (lm) into a run folder that resumes
 keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
 keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
 keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model

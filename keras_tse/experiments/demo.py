@@ -1,7 +1,7 @@
 """`keras-tse demo`: the paper's claim on real data, offline, on a CPU, in minutes.
 
 A deep ViT on scikit-learn's 8x8 handwritten digits (1,438 training and 359 test images, shipped
-inside scikit-learn) in the paper's three variants: post-norm (Algorithm 1), pre-norm (eq. 19) and
+inside keras_tse) in the paper's three variants: post-norm (Algorithm 1), pre-norm (eq. 19) and
 post-norm with de-escalation at each block output (eq. 21, tau = 1). It prints the token similarity
 after each block at initialisation, trains each variant with the same settings, and prints the
 final training loss and test accuracy it measured, with the Figure-6-style loss curves and the

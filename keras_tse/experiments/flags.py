@@ -20,6 +20,7 @@ import re
 import sys
 import zipfile
 
+from keras_tse import layouts
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
 
@@ -501,10 +502,32 @@ def add_training_kit(parser, defaults, schedules):
         kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
 
 
-def model_kit_overrides(args):
-    """The model keywords the kit's flags set: `drop_path_rate` when `--drop-path` is given."""
+def model_kit_overrides(args, norm):
+    """The model keywords the kit's flags set: `drop_path_rate` when `--drop-path` is given, and
+    `layout_options` when `--layout-option` is, checked against layout `norm` before any data loads."""
     rate = getattr(args, "drop_path_rate", None)
-    return {"drop_path_rate": rate} if rate else {}
+    overrides = {"drop_path_rate": rate} if rate else {}
+    options = dict(getattr(args, "layout_option", None) or ())
+    if options:
+        try:
+            overrides["layout_options"] = layouts.check_layout_options(norm, options)
+        except ValueError as error:
+            pairs = ",".join(f"{key}={value}" for key, value in options.items())
+            raise InputError("--layout-option", pairs, f"options of --norm {norm} ({error})") from None
+    return overrides
+
+
+def layout_option(text):
+    """`KEY=VALUE` of `--layout-option`: VALUE a number, true or false."""
+    key, equals, value = text.partition("=")
+    if not equals or not key.isidentifier():
+        raise _refuse(text, "KEY=VALUE, e.g. layer_scale_init=1e-4")
+    if value.lower() in ("true", "false"):
+        return key, value.lower() == "true"
+    try:
+        return key, float(value)
+    except ValueError:
+        raise _refuse(text, "KEY=VALUE with a number, true or false as VALUE") from None
 
 
 def kit_settings(args):
@@ -531,6 +554,14 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_hel
     parser.add_argument("--similarity-every", type=positive_int, default=None, help="also measure every N batches")
     parser.add_argument("--seed", type=non_negative_int, default=0, help="seed of init, shuffling, dropout")
     parser.add_argument("--init", choices=INITIALIZERS, default=None, help=init_help)
+    parser.add_argument(
+        "--layout-option",
+        type=layout_option,
+        action="append",
+        metavar="KEY=VALUE",
+        help="one of the layout's own options (keras_tse.layouts), repeatable: layer_scale_init=1e-4 "
+        "(layerscale), residual_scale=2 (deepnorm), ... (default: the layout's, for the depth)",
+    )
     add_scale_arguments(parser)
     add_compile_cache(parser)
     parser.add_argument("--smoke", action="store_true", help=smoke_help)

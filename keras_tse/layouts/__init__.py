@@ -5,6 +5,6 @@ block (`keras_tse.layers.TransformerBlock` for the ViT and GPT, `TransformerXLBl
 layout from here. A layout from elsewhere joins with `register_layout`.
 """
 
-from keras_tse.layouts.layout import Layout, get_layout, layout_names, register_layout
+from keras_tse.layouts.layout import Layout, check_layout_options, get_layout, layout_names, register_layout
 
-__all__ = ["Layout", "get_layout", "layout_names", "register_layout"]
+__all__ = ["Layout", "check_layout_options", "get_layout", "layout_names", "register_layout"]

@@ -98,6 +98,23 @@ def get_layout(name):
     return _REGISTERED[name]
 
 
+def check_layout_options(norm, options):
+    """`options` (a dict of layout `norm`'s own options, as a builder's `layout_options` or the command
+    line's `--layout-option` give them) checked: each key one of the layout's, each value valid; a
+    ValueError names the key or value and the layout's options. Returns them as a dict."""
+    layout = get_layout(norm)
+    given = dict(options or {})
+    unknown = sorted(set(given) - set(layout.defaults))
+    if unknown:
+        own = ", ".join(sorted(layout.defaults)) or "none"
+        raise ValueError(
+            f"`layout_options` {', '.join(unknown)} are not options of norm={norm!r} (its options: {own}). "
+            f"Received: layout_options={given!r}"
+        )
+    layout.check({**layout.defaults, **given})
+    return given
+
+
 def split_options(layout, kwargs):
     """(The layout's options, validated; the other keywords). Another layout's option is dropped
     where it holds that layout's default (a block's config saved before layouts named their own

@@ -4,7 +4,7 @@ from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates
 from keras_tse.zoo.preset_folder import save_preset
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
-from keras_tse.zoo.registry import register_family
+from keras_tse.zoo.registry import get_family, list_families, register_family
 from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
 from keras_tse.zoo.vit import vit
 
@@ -14,7 +14,9 @@ __all__ = [
     "forward_intermediates",
     "from_preset",
     "full_config",
+    "get_family",
     "gpt",
+    "list_families",
     "list_models",
     "presets",
     "save_preset",

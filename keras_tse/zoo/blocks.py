@@ -2,7 +2,7 @@
 model families: the layouts' depth-dependent constants (DeepNet's, CaiT's) are chosen here, once."""
 
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
-from keras_tse.layouts import get_layout
+from keras_tse.layouts import check_layout_options, get_layout
 from keras_tse.norms import ESCALATION_PLACED
 
 
@@ -11,6 +11,14 @@ def block_options(norm, depth, **given):
     model was built with) over the layout's constants for that depth."""
     layout = get_layout(norm)
     return {**layout.for_depth(depth), **{k: v for k, v in given.items() if k in layout.defaults}}
+
+
+def checked_layout_options(norm, layout_options, **eq21):
+    """The layout options a builder hands its blocks: eq. (21)'s keywords (`tau`, `trainable_tau`,
+    which layouts without it ignore) and `layout_options`, a dict of layout `norm`'s own options (a
+    gate's initial value, DeepNet's constants): each key one of the layout's, its value checked by
+    the layout; another key is a ValueError naming the layout's options."""
+    return {**eq21, **check_layout_options(norm, layout_options)}
 
 
 def stack_block(norm, depth, layout_options=None, **kwargs):

@@ -8,7 +8,7 @@ from keras_tse.layers.self_attention import resolve_head_dim
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
-from keras_tse.zoo.blocks import stack_block
+from keras_tse.zoo.blocks import checked_layout_options, stack_block
 from keras_tse.zoo.registry import register_family
 
 BLOCK_KEYS = ("num_heads", "head_dim", "ffn_dim", "activation", "dropout", "attention_dropout", "initializer")
@@ -21,13 +21,19 @@ def _token_ids(config):
 
 # The keywords grouped by what they set, one group a line.
 # fmt: off
-@register_family("gpt", _token_ids)
+@register_family(
+    "gpt",
+    _token_ids,
+    task="text",
+    tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=(), segment_len=8),
+)
 def gpt(
     depth=12, norm="deescalate", *,
     vocab_size=10_000, segment_len=128, batch_size=None,  # input
     hidden_dim=128, num_heads=4, head_dim=None, ffn_dim=512, activation="gelu",  # blocks
     dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0, cutoffs=(), div_val=1, initializer="transformer_xl",
     tau=1.0, trainable_tau=False, deescalate_at="pre_ffn",  # eq. (21)
+    layout_options=None,  # the layout's own options (keras_tse.layouts), e.g. {"layer_scale_init": 1e-4}
     name=None,
 ):
     # fmt: on
@@ -84,6 +90,7 @@ def gpt(
     defaults = dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn")
     _checks.unused_options(norm, (norm,) if layout.deescalates else (), eq21, defaults)
     resolve_head_dim(hidden_dim, num_heads, head_dim)  # a width that does not divide fails up front
+    layout_options = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
     options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     embedding = AdaptiveEmbedding(
         vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializers.check(initializer),
@@ -94,7 +101,7 @@ def gpt(
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
     for i, rate in enumerate(linear_rates(drop_path_rate, depth)):
         block = stack_block(
-            norm, depth, dict(tau=tau, trainable_tau=trainable_tau), causal=True, deescalate_at=deescalate_at,
+            norm, depth, layout_options, causal=True, deescalate_at=deescalate_at,
             drop_path=rate, **options, name=f"block_{i:02d}",
         )
         x = block(x)

@@ -11,7 +11,7 @@ from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
-from keras_tse.zoo.blocks import transformer_xl_block
+from keras_tse.zoo.blocks import checked_layout_options, transformer_xl_block
 from keras_tse.zoo.registry import register_family
 
 
@@ -19,7 +19,13 @@ def _token_ids(config):
     return f"[{config['batch_size']}, {config['segment_len']}] token ids (fixed batch), memory {config['mem_len']}"
 
 
-@register_family("transformer_xl", _token_ids)
+@register_family(
+    "transformer_xl",
+    _token_ids,
+    task="text",
+    tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=32, cutoffs=(),
+              batch_size=4, segment_len=8, mem_len=8),
+)  # fmt: skip
 @keras.saving.register_keras_serializable(package="keras_tse")
 class TransformerXL(keras.Model):
     """Transformer-XL: token ids `[batch_size, segment_len]` to next-token log-probabilities.
@@ -103,6 +109,7 @@ class TransformerXL(keras.Model):
         cutoffs=(20000, 40000, 200000), div_val=1,  # adaptive input and softmax
         dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0, initializer="transformer_xl",
         tau=1.0, trainable_tau=False, deescalate_at="pre_ffn", deescalate_memory=True,  # eq. (21)
+        layout_options=None,  # the layout's own options (keras_tse.layouts), e.g. {"layer_scale_init": 1e-4}
         name=None, **kwargs,
     ):
         # fmt: on
@@ -111,7 +118,8 @@ class TransformerXL(keras.Model):
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
-        deescalating, eq21 = (norm,) if layout.deescalates else (), dict(tau=tau, trainable_tau=trainable_tau)
+        deescalating = (norm,) if layout.deescalates else ()
+        eq21 = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
         _checks.unused_options(norm, deescalating, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
         placement = dict(deescalate_at=deescalate_at, deescalate_memory=deescalate_memory)
         _checks.unused_options(norm, deescalating if layout.causal_mean else (), placement, EQ_21_DEFAULTS)

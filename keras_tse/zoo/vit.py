@@ -8,7 +8,7 @@ from keras_tse.layers.self_attention import resolve_head_dim
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
-from keras_tse.zoo.blocks import stack_block
+from keras_tse.zoo.blocks import checked_layout_options, stack_block
 from keras_tse.zoo.registry import register_family
 
 POOLS = ("cls", "mean")
@@ -17,13 +17,19 @@ BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initial
 
 # The keywords grouped by what they set, one group a line.
 # fmt: off
-@register_family("vit", lambda config: f"{config['image_size']}x{config['image_size']}x{config['channels']} images")
+@register_family(
+    "vit",
+    lambda config: f"{config['image_size']}x{config['image_size']}x{config['channels']} images",
+    task="images",
+    tiny=dict(depth=2, image_size=8, patch_size=4, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3),
+)
 def vit(
     depth=80, norm="deescalate", *,
     image_size=32, patch_size=4, channels=3, num_classes=10, pool="cls",  # input and head
     hidden_dim=192, ffn_dim=384, num_heads=8, activation="relu", alpha=1.0, dropout=0.0,  # blocks (Table 1)
     drop_path_rate=0.0,  # stochastic depth, linear in depth (timm's rule)
     tau=1.0, trainable_tau=False, deescalate_at="output",  # de-escalation, eq. (21)
+    layout_options=None,  # the layout's own options: {"layer_scale_init": 1e-4}, {"gate_init": 0.5}, ...
     initializer="torch", embedding_initializer="timm", scan=False, name=None,
 ):
     # fmt: on
@@ -132,7 +138,7 @@ def vit(
     if scan and (dropout or drop_path_rate or len(set(places)) > 1):
         obstacle = _scan_obstacle(dropout, drop_path_rate)
         raise ValueError(f"scan=True needs identical blocks without dropout. Received: {obstacle}")
-    layout_options = dict(tau=tau, trainable_tau=trainable_tau)
+    layout_options = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
     blocks = [
         _vit_block(norm, depth, place, layout_options, {**block_options, "drop_path": rate}, f"block_{i:02d}")
         for i, (place, rate) in enumerate(list(zip(places, drop_rates))[:1] if scan else zip(places, drop_rates))

@@ -4,6 +4,7 @@ in the order of `COMMANDS`. A module here imports no Keras at its top: `--help` 
 before any backend loads, and the backend is chosen first (`flags.choose_backend`)."""
 
 COMMANDS = (
+    "train",
     "demo",
     "escalation",
     "probe",

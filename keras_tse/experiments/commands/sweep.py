@@ -40,7 +40,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--dataset",
         choices=data.list_datasets("images", own=False),
-        help="an image set of the data registry (keras-tse datasets) (default: digits, 8x8, inside scikit-learn)",
+        help="an image set of the data registry (keras-tse datasets) (default: digits, 8x8, shipped inside keras_tse)",
     )
     flags.add_compile_cache(parser)
 

@@ -4,7 +4,7 @@ per arm on a selection seed, then the verdict seeds at each arm's best rate. Res
     nice -n 19 keras-tse study depth80 [--jobs 2] [--runs runs/depth80]
     keras-tse study depth80 --card      # its tables and figure, from the rows
 
-Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`) in its own folder under
+Each cell is one run of `keras-tse train vit` (JAX, `--scan`) in its own folder under
 `--runs` (a killed cell resumes from its last saved epoch); a finished cell becomes one row of
 `zoo/depth80_fashion_mnist/results.csv`, which is all the card (`depth80_card`) reads.
 
@@ -61,7 +61,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs):
     out = cell_folder(runs, arm, learning_rate, seed)
     argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
     argv += ["--epochs", str(epochs)]
-    seconds = engine.run_recipe("cifar10_vit.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
+    seconds = engine.run_recipe("vit", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, ARMS[arm][1])
     summary = engine.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:

@@ -111,10 +111,10 @@ def nice_the_session():
         pass
 
 
-def run_recipe(recipe, argv, out, what):
-    """`python recipes/<recipe> argv --out out` under JAX (a killed run resumes from its last backup), its
+def run_recipe(task, argv, out, what):
+    """`keras-tse train <task> argv --out out` under JAX (a killed run resumes from its last backup), its
     output appended to `out`.log; the seconds it took. A failure names `what` and the log."""
-    command = [sys.executable, os.path.join(ROOT, "recipes", recipe), *argv, "--out", out, "--verbose", "0"]
+    command = [sys.executable, "-m", "keras_tse.experiments.cli", "train", task, *argv, "--out", out, "--verbose", "0"]
     return run_process(command, out + ".log", what)
 
 

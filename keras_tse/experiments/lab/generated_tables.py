@@ -41,6 +41,7 @@ from keras_tse.experiments.lab import ROOT  # noqa: E402
 
 DOCUMENTS = (
     "README.md",
+    os.path.join("tests", "README.md"),
     os.path.join("zoo", "escalation.md"),
     os.path.join("zoo", "speed.md"),
     os.path.join("zoo", "depth_study.md"),
@@ -100,7 +101,7 @@ def _generator(name):
         del sys.path[0]
 
 
-def _study():
+def depth_study_rows():
     """The committed sweep's rows of the committed grid."""
     from keras_tse.experiments.sweep import read_rows
 
@@ -155,25 +156,25 @@ def render(name):
     if name == "depth_study":
         from keras_tse.experiments.sweep import best_lr_table
 
-        return best_lr_table(_study())
+        return best_lr_table(depth_study_rows())
     if name == "depth_study_verdicts":
         from keras_tse.experiments.sweep import verdicts
 
-        return verdicts(_study())
+        return verdicts(depth_study_rows())
     if name == "depth_study_progress":
-        return _generator("depth_study_card").progress(_study())
+        return _generator("depth_study_card").progress(depth_study_rows())
     if name == "depth_study_ordering":
         from keras_tse.experiments.sweep import orderings
 
-        return orderings(_study())
+        return orderings(depth_study_rows())
     if name == "depth_study_edges":
-        return _generator("depth_study_card").edges_summary(_study())
+        return _generator("depth_study_card").edges_summary(depth_study_rows())
     if name == "depth_study_cells":
         from keras_tse.experiments.sweep import markdown_table
 
-        return markdown_table(_study())
+        return markdown_table(depth_study_rows())
     if name == "depth_study_init":
-        return _generator("depth_study_card").initial_profile(_study())
+        return _generator("depth_study_card").initial_profile(depth_study_rows())
     if name == "depth_study_earlier":
         from keras_tse.experiments.sweep import markdown_table
 

@@ -125,10 +125,19 @@ def command(cell, out, tiny=False, data_dir=None):
         flags = TINY["speed"] if tiny else BENCH
         argv = [sys.executable, "-m", "keras_tse.experiments.cli", "bench", *flags, *ARMS["speed"][cell.arm]]
         return [*argv, "--out", os.path.join(out, "bench.json")], env
-    recipe = "cifar10_vit.py" if cell.figure == "fig6" else "wikitext103_txl.py"
+    task = "vit" if cell.figure == "fig6" else "lm"
     size = TINY[cell.figure] if tiny else (FIG6 if cell.figure == "fig6" else FIG7)
     data = ("--data-dir", data_dir) if data_dir else ()
-    argv = [sys.executable, os.path.join(ROOT, "recipes", recipe), *size, *data, *ARMS[cell.figure][cell.arm]]
+    argv = [
+        sys.executable,
+        "-m",
+        "keras_tse.experiments.cli",
+        "train",
+        task,
+        *size,
+        *data,
+        *ARMS[cell.figure][cell.arm],
+    ]
     return [*argv, "--seed", str(cell.seed), "--out", out, "--verbose", "2"], env
 
 

@@ -5,7 +5,7 @@ pre-norm and causal de-escalation. Resumable cell by cell.
     nice -n 19 keras-tse study ptb_warmup [--jobs 2] [--part grid|deep] [--runs runs/ptb_warmup]
     keras-tse study ptb_warmup --jobs 21 --budget-s 540 --out "$OUT"    # on a GPU machine
 
-Each cell is one run of the language-model recipe (`recipes/wikitext103_txl.py --dataset ptb`, JAX), with
+Each cell is one run of `keras-tse train lm --dataset ptb` (JAX), with
 the model, data and budget of the card's first studies (zoo/ptb_transformer_xl16.md: 16 blocks, width
 128, 500 steps of batch 16, validation at 250 and 500), in its own folder under `--runs`; a finished
 cell becomes one row of `zoo/ptb_transformer_xl16/warmup_study.csv`.
@@ -60,7 +60,7 @@ def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
     """One recipe run (it resumes a killed one); its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
     argv = [*data, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    seconds = engine.run_recipe("wikitext103_txl.py", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
+    seconds = engine.run_recipe("lm", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, ARMS[arm][1])
     summary = engine.read_json(variant, "summary.json")
     config = engine.read_json(variant, "config.json")  # what the run was, as the recipe wrote it

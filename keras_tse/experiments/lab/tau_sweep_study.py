@@ -4,7 +4,7 @@ learned tau, each at its own best learning rate, three seeds. Resumable cell by 
     nice -n 19 keras-tse study tau_sweep [--jobs 2] [--runs runs/tau_sweep]
     keras-tse study tau_sweep --jobs 8 --budget-s 540 --out "$OUT"    # on a GPU machine
 
-Each cell is one run of the ViT recipe (`recipes/cifar10_vit.py`, JAX, `--scan`) on scikit-learn's 8x8
+Each cell is one run of `keras-tse train vit` (JAX, `--scan`) on scikit-learn's 8x8
 digits with the depth study's model (zoo/depth_study.md: 48 blocks, width 32, 4 heads, FFN 64, 2x2
 patches, the PyTorch-default init) in its own folder under `--runs`; a finished cell becomes one row of
 `zoo/depth_study/tau_sweep.csv`. The plan is `keras_tse/experiments/lab/engine.py`'s: seed 0 at 3e-4, 1e-3 and 3e-3 (the
@@ -52,7 +52,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
     """One recipe run (it resumes a killed one); its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
     argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    seconds = engine.run_recipe("cifar10_vit.py", [*argv, "--epochs", str(epochs)], out, f"{arm} seed {seed}")
+    seconds = engine.run_recipe("vit", [*argv, "--epochs", str(epochs)], out, f"{arm} seed {seed}")
     variant = os.path.join(out, "deescalate")
     summary = engine.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:

@@ -48,7 +48,7 @@ def _depth_study_seeds(metric, arm, key, value):
 
     if key != "depth":
         raise ValueError(f"depth_study claims are made at a depth, got 'at {key}'")
-    rows = generated_tables._study()
+    rows = generated_tables.depth_study_rows()
     best = sweep.best_over_learning_rates(rows)
     norm, _, tau = arm.partition("(")
     tau = tau.rstrip(")")

@@ -1,0 +1,474 @@
+"""Yu & Zhang, Sec. 3.3: an 80-block ViT on CIFAR-10, post-norm vs pre-norm vs de-escalated post-norm.
+
+The paper (Fig. 6, 150 epochs on one V100, mean of >= 3 trials): plain post-norm trains far worse
+than the other two; de-escalated post-norm (tau = 1 at every block output) reaches a slightly lower
+training loss than pre-norm. Settings (Sec. 3.3, Table 1): depth 80, hidden 192, FFN 384, 8 heads of
+24, patches 4x4, class-token head; AdamW (0.9, 0.999), weight decay 0.1; learning rate 1e-4
+(5e-5 for post-norm), x0.2 at 70% and 90% of training; batch 128; RandAugment; 150 epochs.
+
+Run (one folder per variant under --out; rerun the same command to resume after an interruption):
+
+    KERAS_BACKEND=jax keras-tse train vit --norm all --data-dir ~/data/cifar10
+    keras-tse train vit --smoke --norm all      # the whole recipe on local synthetic data, CPU
+
+CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
+downloaded there and checked against its MD5. Your own images (`--dataset folder`, read with Pillow)
+or arrays (`--dataset npz`) are checked before any model is built, and their fingerprint is part of
+the run's settings: a rerun on other data into the same --out is refused.
+
+Other data sets: `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
+one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
+mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
+`--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of
+synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x), `--num-heads` (8), `--head-dim`
+(the width is heads x this), `--patch-size` (4), `--test-size` (a class-balanced test subset, the same
+for every seed), `--train-size` (a class-balanced seeded subset of the training split), `--batch-size`,
+`--epochs`:
+
+    KERAS_BACKEND=jax keras-tse train vit --dataset fashion_mnist --depth 24 --hidden-dim 64 \
+        --train-size 12000 --epochs 3 --norm all --seed 0 --out runs/fmnist_vit24/seed_0
+
+Speed and scale (keras_tse.training.scale): --mixed-precision (mixed_bfloat16), --jit-compile (torch.compile on
+PyTorch), --data-parallel (JAX, keras.distribution.DataParallel over every visible device):
+
+    KERAS_BACKEND=jax keras-tse train vit --norm deescalate --mixed-precision --data-parallel   # several GPUs
+
+`--scan` runs the 80 blocks as one loop over stacked weights (`zoo.vit(scan=True)`): the same model,
+compiled as one block (zoo/speed.md measures the compile time); its run folders are its own.
+"""
+
+import dataclasses
+import functools
+import os
+import time
+
+import numpy as np
+
+import keras_tse
+from keras_tse import data, training
+from keras_tse._checks import InputError
+from keras_tse.experiments import flags
+from keras_tse.layouts import get_layout, layout_names
+from keras_tse.run_files import claim_folder, read_history
+from keras_tse.training import TrainConfig
+
+# The name a run folder's manifest records (`run_files.claim_folder`): the name of the recipe that
+# first wrote such folders, kept so that they resume under `keras-tse train vit` too.
+TASK = "cifar10_vit"
+
+# Keras, its backend, the models and the training loop (2-4 s to import) load in `run`, after the flags
+# are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
+# use, and so does `keras_tse` its `zoo`.
+
+# === Model: the paper's three variants and two published baselines, each a preset with its learning rate ===
+VARIANTS = {
+    "post": {"preset": "vit80_cifar10_post", "learning_rate": 5e-5},  # smaller lr "to obtain a meaningful reduction"
+    "pre": {"preset": "vit80_cifar10_pre", "learning_rate": 1e-4},
+    "deescalate": {"preset": "vit80_cifar10_deescalate", "learning_rate": 1e-4},
+    # The paper has no baselines; these two were the strongest of the depth study (zoo/depth_study.md),
+    # trained at the paper's rate for its stable variants.
+    "deepnorm": {"preset": "vit80_cifar10_deepnorm", "learning_rate": 1e-4},
+    "layerscale": {"preset": "vit80_cifar10_layerscale", "learning_rate": 1e-4},
+}
+PAPER_VARIANTS = ("post", "pre", "deescalate")  # --norm all
+
+
+def variant_of(norm):
+    """A layout's preset and learning rate: its own, or (a layout without one, such as ReZero or a
+    registered one) the de-escalated preset with that layout, at the paper's rate for its stable variants."""
+    return VARIANTS.get(norm, {"preset": VARIANTS["deescalate"]["preset"], "learning_rate": 1e-4, "norm": norm})
+
+
+# === Optimisation: Sec. 3.3 ===
+TRAIN = TrainConfig(epochs=150, batch_size=128)
+
+# === Smoke: everything shrunk to run end to end in about a minute on a CPU ===
+SMOKE_MODEL = dict(depth=4, hidden_dim=32, ffn_dim=64, num_heads=4)
+SMOKE_TRAIN = dataclasses.replace(TRAIN, epochs=3, batch_size=64, learning_rate=1e-3)
+SMOKE_DATA = dict(num_train=256, num_test=128)
+SMOKE_SLICE = (512, 256)  # --smoke on a real data set: its first training and test images
+PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
+
+# === Data sets: the registry's image sets (keras_tse.data.list_datasets("images")), each with its loader,
+# geometry and the normalisation each model sees; a user's own (folder, npz) are read from --data-dir ===
+
+
+def spec(args):
+    return data.get_dataset(args.dataset)
+
+
+def own_data(args):
+    return spec(args).own
+
+
+FOLDER_IMAGE_SIZE = 32  # --dataset folder's images are resized to CIFAR-10's size unless --image-size says
+
+
+def load_data(args):
+    """(train, test) of --dataset: a slice of each with --smoke, else the --train-size and --test-size subsets."""
+    if own_data(args):
+        train, test = spec(args).load_data(args.data_dir, image_size=args.image_size, seed=args.seed)
+    elif args.smoke:  # CIFAR-10 cannot be fetched offline: synthetic images; the others a real slice
+        if args.dataset == "cifar10":
+            return data.synthetic_cifar10(**SMOKE_DATA, seed=args.seed)
+        (n_train, n_test) = SMOKE_SLICE
+        (x, y), (x_test, y_test) = _benchmark(args)
+        return (x[:n_train], y[:n_train]), (x_test[:n_test], y_test[:n_test])
+    else:
+        train, test = _benchmark(args)
+    if args.smoke:
+        (n_train, n_test) = SMOKE_SLICE
+        return (train[0][:n_train], train[1][:n_train]), (test[0][:n_test], test[1][:n_test])
+    return _subset(train, args.train_size, args.seed, "--train-size"), _subset(test, args.test_size, 0, "--test-size")
+
+
+def _benchmark(args):
+    return spec(args).load_data(
+        args.data_dir, download=not args.no_download, source=args.data_source, tfds_dir=args.tfds_dir
+    )
+
+
+def _subset(split, size, seed, flag):
+    """A class-balanced subset of `size` examples (seeded), or the split whole when `size` is None. The
+    test subset takes seed 0, the same images for every seed: the variants are compared on them."""
+    if size is None:
+        return split
+    keep = balanced_subset(split[1], size, seed, flag)
+    return split[0][keep], split[1][keep]
+
+
+def own_geometry(args):
+    """(image size, channels, classes) of --dataset folder or npz, every check made, no image read."""
+    if args.dataset == "folder":
+        _, names = data.image_folder_layout(args.data_dir, seed=args.seed)
+        return args.image_size, 3, len(names)
+    return data.npz_description(args.data_dir)
+
+
+def own_labels(args):
+    """(training labels, test labels) of --dataset folder or npz, no image read."""
+    if args.dataset == "folder":
+        layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
+        return tuple(np.array([label for _, label in layout[split]]) for split in ("train", "test"))
+    with np.load(args.data_dir) as arrays:
+        return arrays["y_train"].reshape(-1), arrays["y_test"].reshape(-1)
+
+
+def data_fingerprint(args):
+    """The identity of a user's data, part of the run's settings: a rerun on other data is refused."""
+    if args.dataset == "folder":
+        layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
+        files = sorted(file for split in layout.values() for file, _ in split)
+        return data.fingerprint(args.data_dir, files)
+    return data.fingerprint(args.data_dir)
+
+
+def normalization_of(args, x_train):
+    """The per-channel mean and std each model sees: the benchmark's constants, or a user's training images'."""
+    if not own_data(args):
+        dataset = spec(args)
+        mean, std = np.asarray(dataset.mean, "float32"), np.asarray(dataset.std, "float32")
+        return dict(mean=mean, std=std, value_range=dataset.value_range)
+    pixels = x_train.reshape(-1, x_train.shape[-1]).astype("float64") / 255.0  # image_dataset's units
+    return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
+
+
+def balanced_subset(labels, size, seed, flag="--train-size"):
+    """Indices of `size` examples, the same number from each class (seeded), in their original order."""
+    classes, counts = np.unique(labels, return_counts=True)
+    most = len(classes) * int(counts.min())  # every class gives as many as its smallest has
+    if size % len(classes) or size > most:
+        raise InputError(
+            flag, size, f"a multiple of {len(classes)} (the classes) up to {most} (balanced, of {len(labels)})"
+        )
+    rng = np.random.default_rng(seed)
+    per_class = size // len(classes)
+    chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
+    return np.sort(np.concatenate(chosen))
+
+
+def model_overrides(args, norm):
+    """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init."""
+    overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
+    if own_data(args):
+        image_size, channels, classes = own_geometry(args)
+        overrides.update(image_size=image_size, channels=channels, num_classes=classes)
+    else:  # the data set's geometry where it differs from the preset's (CIFAR-10's)
+        dataset, preset = spec(args), keras_tse.zoo.full_config(variant_of(norm)["preset"])
+        geometry = dict(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.classes)
+        overrides.update({key: value for key, value in geometry.items() if value != preset[key]})
+    if "norm" in variant_of(norm):  # a layout trained in another layout's preset
+        overrides["norm"] = norm
+    if args.depth is not None:
+        overrides["depth"] = args.depth
+    if args.num_heads is not None:
+        overrides["num_heads"] = args.num_heads
+    if args.patch_size is not None:
+        overrides["patch_size"] = args.patch_size
+    hidden_dim = args.hidden_dim
+    if args.head_dim is not None and hidden_dim is None:  # a head size, with the heads: the width
+        hidden_dim = args.head_dim * (
+            args.num_heads or keras_tse.zoo.full_config(variant_of(norm)["preset"])["num_heads"]
+        )
+    if hidden_dim is not None:
+        overrides.update(hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim)  # the paper's FFN ratio (Table 1)
+    if args.init:
+        overrides["initializer"] = args.init
+    if args.tau is not None:
+        overrides["tau"] = args.tau
+    if args.learn_tau:
+        overrides["trainable_tau"] = True
+    if args.scan:
+        overrides["scan"] = True
+    overrides.update(flags.model_kit_overrides(args, norm))
+    return overrides
+
+
+def check_args(args):
+    """Every flag against the others and the data's geometry: one line per bad input, before any image
+    is read or model built (a user's data is checked here through its file names and array headers)."""
+    for norm in args.norm:
+        flags.model_kit_overrides(args, norm)  # each variant's layout takes every --layout-option
+    own = own_data(args)
+    if own and args.data_dir is None:
+        raise InputError(
+            "--data-dir",
+            "nothing",
+            f"the {'folder' if args.dataset == 'folder' else '.npz file'} that --dataset {args.dataset} reads",
+        )
+    if own and (args.data_source != "auto" or args.tfds_dir is not None):
+        raise InputError(
+            "--data-source/--tfds-dir", f"--dataset {args.dataset}", "a benchmark data set, which they fetch"
+        )
+    plain = [norm for norm in args.norm if not get_layout(norm).deescalates]
+    if plain and (args.tau is not None or args.learn_tau):
+        flag, value = ("--tau", args.tau) if args.tau is not None else ("--learn-tau", True)
+        raise InputError(flag, value, f"de-escalating layouts only (--norm has {', '.join(plain)})")
+    if args.scan and args.drop_path_rate:
+        raise InputError(
+            "--drop-path", args.drop_path_rate, "no --scan (scanned blocks are identical; each drops at its own rate)"
+        )
+    if args.dataset != "folder" and args.image_size is not None:
+        raise InputError("--image-size", args.image_size, "--dataset folder (the other data sets have their size)")
+    batch = args.batch_size or (SMOKE_TRAIN if args.smoke else TRAIN).batch_size
+    if args.num_processes and batch % args.num_processes:
+        raise InputError("--batch-size", batch, f"a multiple of --num-processes {args.num_processes} (each a part)")
+    size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)
+    preset = {**keras_tse.zoo.full_config(variant_of(args.norm[0])["preset"]), **(SMOKE_MODEL if args.smoke else {})}
+    patch = args.patch_size or preset["patch_size"]
+    if size % patch:
+        flag, value = (
+            ("--image-size", size) if args.dataset == "folder" and not args.patch_size else ("--patch-size", patch)
+        )
+        raise InputError(flag, value, f"an image size divisible by the patch size (image {size}, patch {patch})")
+    heads = args.num_heads or preset["num_heads"]
+    if args.hidden_dim is not None and args.head_dim is not None and args.hidden_dim != heads * args.head_dim:
+        raise InputError("--head-dim", args.head_dim, f"--hidden-dim / heads = {args.hidden_dim} / {heads}")
+    width = args.hidden_dim or (args.head_dim * heads if args.head_dim else preset["hidden_dim"])
+    if width % heads:
+        flag, value = ("--hidden-dim", width) if args.hidden_dim else ("--num-heads", heads)
+        raise InputError(flag, value, f"a width divisible by the heads (width {width}, {heads} heads)")
+    for flag, size in (("--train-size", args.train_size), ("--test-size", args.test_size)):
+        if size is not None and size % classes:
+            raise InputError(flag, size, f"a multiple of {classes} (the classes), for a class-balanced subset")
+    if own and (args.train_size or args.test_size):  # against the labels, read without the images
+        for (flag, size, seed), labels in zip(
+            (("--train-size", args.train_size, args.seed), ("--test-size", args.test_size, 0)), own_labels(args)
+        ):
+            if size is not None:
+                balanced_subset(labels, size, seed, flag)
+
+
+def variant_settings(args, norm, train_config):
+    """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
+    variant = variant_of(norm)
+    lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
+    config = dataclasses.replace(
+        train_config,
+        learning_rate=args.learning_rate if args.learning_rate is not None else lr,
+        similarity_every_n_batches=args.similarity_every,
+    )
+    overrides = model_overrides(args, norm)
+    settings = {
+        "preset": variant["preset"],
+        "overrides": overrides,
+        "smoke": args.smoke,
+        "dataset": args.dataset,
+        "seed": args.seed,
+        **training.runner.backend_settings(),
+        "data_parallel": args.data_parallel,
+        "processes": training.scale.process()[1],
+        **({"data": args.fingerprint} if own_data(args) else {}),
+    }
+    return variant["preset"], overrides, config, settings
+
+
+def run(args):
+    """Train the chosen variants; returns {variant: summary}."""
+    check_args(args)  # before any data is read or model built: a bad input answers at once
+    args.fingerprint = data_fingerprint(args) if own_data(args) else None
+    shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
+
+    import keras  # here, not at the top: see the imports
+
+    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
+
+    jit_compile = training.scale.configure(**flags.scale_settings(args))
+    args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
+    claim_folder(args.out, TASK, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
+    train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
+    if args.epochs is not None:
+        train_config = dataclasses.replace(train_config, epochs=args.epochs)
+    if args.batch_size is not None:
+        train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
+    train_config = dataclasses.replace(train_config, **flags.kit_settings(args))
+    variants = list(args.norm)
+    plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
+    for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
+        training.check_run_folder(
+            os.path.join(args.out, norm), {"train": training.recorded(config), **settings}, partial=True
+        )
+
+    keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
+    start = time.perf_counter()
+    print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
+    (x_train, y_train), (x_test, y_test) = load_data(args)
+    print(
+        f"loaded {len(y_train):,} training and {len(y_test):,} test images in {time.perf_counter() - start:.1f} s; "
+        "the first training step also compiles the model",
+        flush=True,
+    )
+    normalization = normalization_of(args, x_train)
+    train = data.image_dataset(
+        x_train,
+        y_train,
+        train_config.batch_size,
+        augment=spec(args).augment,  # none on a user's own images
+        shuffle=True,
+        seed=args.seed,
+        mixup=train_config.mixup,
+        cutmix=train_config.cutmix,
+        num_classes=own_geometry(args)[2] if own_data(args) else spec(args).classes,
+        shard=training.scale.process(),
+        **normalization,
+    )
+    test = data.image_dataset(x_test, y_test, train_config.batch_size, shard=training.scale.process(), **normalization)
+    probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
+    steps_per_epoch = -(-len(y_train) // train_config.batch_size)
+
+    summaries = {}
+    for norm, (preset, overrides, config, settings) in plans.items():
+        keras.utils.set_random_seed(args.seed)
+        with training.scale.replica_scope():  # TensorFlow's MirroredStrategy: build, compile and fit in it
+            model = keras_tse.zoo.from_preset(preset, **overrides)
+            run_dir = os.path.join(args.out, norm)
+            size = f"{model.count_params():,} parameters"
+            print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
+            sizes = {"train_size": len(y_train), "test_size": len(y_test)}
+            summaries[norm] = training.fit_variant(
+                model,
+                train,
+                test,
+                run_dir,
+                config,
+                probe,
+                steps_per_epoch,
+                extra_config={**settings, **sizes},
+                verbose=args.verbose,
+            )
+    smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
+    name = os.path.basename(args.data_dir.rstrip("/")) if own_data(args) else spec(args).title
+    title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
+    training.runner.finish_recipe(
+        summaries, training.runner.summary_line, args.out, layout_names(), "history.csv", _plot_histories, title
+    )
+    return summaries
+
+
+def _plot_histories(folders, path, title):
+    training.plot_losses(
+        {norm: read_history(os.path.join(folder, "history.csv")) for norm, folder in folders.items()}, path, title
+    )
+
+
+def parse_args(argv=None, prog="keras-tse train vit"):
+    parser = flags.Parser(prog=prog, description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--norm",
+        type=flags.choice_list(layout_names(), {"all": PAPER_VARIANTS}),
+        default=PAPER_VARIANTS,
+        metavar="NAMES",
+        help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
+        "(default). A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
+    )
+    parser.add_argument(
+        "--dataset",
+        choices=data.list_datasets("images"),
+        default="cifar10",
+        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey); your own: folder (--data-dir holds "
+        "one subfolder per class, or train/ and test/ of them) or npz (--data-dir is a .npz with x_train, "
+        "y_train, x_test, y_test)",
+    )
+    parser.add_argument(
+        "--image-size",
+        type=flags.positive_int,
+        default=None,
+        help="--dataset folder: the size images are resized to (default: 32)",
+    )
+    parser.add_argument("--patch-size", type=flags.positive_int, default=None, help="patch side (default: 4, Sec. 3.3)")
+    parser.add_argument("--num-heads", type=flags.positive_int, default=None, help="attention heads (default: 8)")
+    parser.add_argument(
+        "--head-dim", type=flags.positive_int, default=None, help="head size; the width is heads x this (default: 24)"
+    )
+    flags.add_run_arguments(
+        parser,
+        out="runs/cifar10_vit",
+        hidden_help="override the width (FFN 2x) (default: 192, Table 1)",
+        init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
+        smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
+        batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
+    )
+    flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
+    flags.add_distribution_arguments(parser)
+    parser.add_argument(
+        "--data-source",
+        choices=data.tfds_source.SOURCES,
+        default="auto",
+        help="auto (default): --data-dir files, else a prepared TensorFlow Datasets copy, else download; "
+        "files: never TFDS; tfds: TFDS only (its own shuffled order)",
+    )
+    parser.add_argument("--tfds-dir", default=None, help="TFDS's data folder (default: $TFDS_DATA_DIR or TFDS's own)")
+    parser.add_argument(
+        "--scan",
+        action="store_true",
+        help="run the blocks as one loop over stacked weights (zoo.vit(scan=True)): the same model, compiled "
+        "as one block",
+    )
+    parser.add_argument(
+        "--tau", type=flags.unit_float, default=None, help="de-escalation strength, eq. (21) (default: 1.0, Sec. 3.3)"
+    )
+    parser.add_argument(
+        "--learn-tau", action="store_true", help="learn tau, one per block, from --tau (default: fixed)"
+    )
+    parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
+    parser.add_argument(
+        "--train-size",
+        type=flags.positive_int,
+        default=None,
+        help="train on a class-balanced seeded subset of this many images",
+    )
+    parser.add_argument(
+        "--test-size",
+        type=flags.positive_int,
+        default=None,
+        help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
+    )
+    args = parser.parse_args(argv)
+    if args.dataset == "folder" and args.image_size is None:
+        args.image_size = FOLDER_IMAGE_SIZE
+    return args
+
+
+def main(argv=None, prog="keras-tse train vit"):
+    """The command: `run(parse_args(argv))` behind the edge every command shares (`flags.main_of`)."""
+    return flags.main_of(prog, run, functools.partial(parse_args, prog=prog), argv)

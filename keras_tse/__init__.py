@@ -10,6 +10,20 @@ starts without Keras and its backend (measured: 10 of its 12-15 s were that impo
 What must not wait is the registration of the serializable classes, which `keras.saving.load_model`
 needs before it reads a `.keras` file: it happens as soon as Keras is imported, whichever of the two
 comes first (`_register_with_keras`).
+
+The words, one for each thing:
+
+- layout: where a block's LayerNorms sit and what scales its residuals (`keras_tse.layouts`), named by
+  the `norm=` keyword of every block and builder and by `--norm`; de-escalation (eq. 21) is a layout.
+- layout options: a layout's own keywords (DeepNet's `residual_scale`, LayerScale's `layer_scale_init`),
+  `layout_options={...}` on a builder, `--layout-option KEY=VALUE` on `keras-tse train`.
+- family, preset: a model builder by name (`vit`, `transformer_xl`, `gpt`), and a family with settings and
+  metadata (`vit80_cifar10_deescalate`); `zoo.create_model` builds either.
+- task: what a family's models or a data set are for, `images` (classification) or `text` (language
+  modelling); `keras-tse train vit` and `keras-tse train lm` train them.
+- variant: one layout's run in a training command, one run folder each (`runs/<task>/<norm>/`).
+- study, arm, cell: a study of the lab (`keras-tse study`) compares arms (a layout with the flags it ran
+  with, `post_warmup`); a cell is one run of an arm at a learning rate and a seed, one row of the study.
 """
 
 import importlib

@@ -18,6 +18,8 @@ import warnings
 
 import numpy as np
 
+from keras_tse import run_lock
+
 
 class RunFolderMismatch(ValueError):
     """A run folder holds a run of other settings (`keras_tse.training.check_run_folder`): one
@@ -38,7 +40,9 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     command made before manifests existed: every entry matches a pattern of `writes` and the path
     pattern `marker` (e.g. `*/config.json`) matches a file in it; `settings_before(folder)`, where
     given, reads that run's settings to compare. Settings are compared by dotted name; a difference
-    names the first setting. Returns "new" or "ours".
+    names the first setting. A folder claimed is held (`keras_tse.run_lock`): this process is its one
+    writer until the command ends, and another process that claims it meanwhile is refused. Returns
+    "new" or "ours".
     """
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
@@ -51,8 +55,9 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
             stored = json.load(f)
         given = {"command": command, **flatten(settings)}
         _same_run(folder, flag, given, {"command": stored.get("command"), **flatten(stored.get("settings", {}))})
+        run_lock.hold(folder, flag)  # ours: from here on, this process is its one writer
         return "ours"
-    entries = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+    entries = sorted(e for e in os.listdir(folder) if e != run_lock.LOCK) if os.path.isdir(folder) else []
     ours_before = marker is not None and bool(glob.glob(os.path.join(glob.escape(folder), marker)))
     foreign = [e for e in entries if not any(fnmatch.fnmatch(e, w) for w in writes)]
     if entries and (foreign or not ours_before):
@@ -65,6 +70,9 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     if entries and settings_before is not None:
         before = json.loads(json.dumps(settings_before(folder)))
         _same_run(folder, flag, {"command": command, **flatten(settings)}, {"command": command, **flatten(before)})
+    run_lock.hold(folder, flag)  # before the first write: a second writer is refused from here on
+    if os.path.exists(path):  # another run claimed it between our look and our lock: check its settings
+        return claim_folder(folder, command, settings, writes, marker, flag, settings_before)
     write_json(path, {"command": command, "settings": settings})
     return "new"
 

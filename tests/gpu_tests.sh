@@ -5,7 +5,7 @@
 #
 #   bash tests/gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]     # default: jax torch
 #
-# The lent GPU machines have no TensorFlow: the tests that load a file under it fail there by design.
+# The GPU machines this ran on have no TensorFlow: the tests that load a file under it fail there by design.
 set -u
 [ $# -ge 2 ] || { echo "usage: gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]; received $# arguments" >&2; exit 2; }
 out=$1

@@ -227,7 +227,38 @@ CASES = [
         "--train-size: received 100",
     ),
     ("npz-rerun-other-data", VIT, lambda t: _npz_rerun_on_other_data(t), "data"),
+    (
+        "npz-label-gap",
+        VIT,
+        lambda t: _vit(
+            t,
+            "--dataset",
+            "npz",
+            "--data-dir",
+            npz(t / "g.npz", y_train=np.arange(20) % 2 * 2, y_test=np.arange(4) % 2 * 2),
+        ),
+        "class ids 0..2 without 1; expected ids 0..K-1, each with an image",
+    ),
+    # more batches to accumulate than the run has: the weights would never change
+    (
+        "vit-grad-accum-no-update",
+        VIT,
+        lambda t: _vit(t, "--dataset", "digits", "--epochs", "1", "--grad-accum", "100"),
+        "--grad-accum: received 100; expected at most the run's 12 batches",
+    ),  # 1,438 images at batch 128
+    (
+        "vit-layout-option-foreign",
+        VIT,
+        lambda t: _vit(t, "--norm", "post", "--layout-option", "gate_init=0.5"),
+        "--layout-option: received gate_init=0.5",
+    ),
     # the language-model recipe
+    (
+        "txl-grad-accum-no-update",
+        TXL,
+        lambda t: _vit(t, "--smoke", "--steps", "5", "--grad-accum", "6"),
+        "--grad-accum: received 6; expected at most the run's 5 batches",
+    ),
     ("txl-steps-0", TXL, lambda t: _vit(t, "--steps", "0"), "'0'"),
     ("txl-depth-huge", TXL, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
     ("txl-epochs-and-steps", TXL, lambda t: _vit(t, "--epochs", "1", "--steps", "5"), "--epochs: received 1"),
@@ -264,6 +295,25 @@ CASES = [
     ),
     # keras-tse: every subcommand
     ("cli-unknown-command", "cli", lambda t: ["trian"], "'trian'"),
+    # a preset folder that is not one: no config.json, or a run's top folder instead of one of its models
+    (
+        "export-folder-without-config",
+        "cli",
+        lambda t: ["export", user_files(t / "P", "notes.txt"), "--out", str(t / "x.keras")],
+        "without config.json",
+    ),
+    (
+        "export-run-top-folder",
+        "cli",
+        lambda t: ["export", user_files(t / "R", "post/checkpoints/last.keras"), "--out", str(t / "x.keras")],
+        "received a run's folder; expected one of its models",
+    ),
+    (
+        "vit-clipnorm-and-global",
+        VIT,
+        lambda t: _vit(t, "--clipnorm", "1", "--global-clipnorm", "1"),
+        "`clipnorm` and `global_clipnorm`: one or the other",
+    ),
     ("demo-epochs-0", "cli", lambda t: ["demo", "--epochs", "0"], "'0'"),
     ("demo-seeds-twice", "cli", lambda t: ["demo", "--seeds", "0,0"], "'0,0'"),
     ("demo-depth-huge", "cli", lambda t: ["demo", "--depth", "100000"], "'100000'"),
@@ -455,11 +505,11 @@ def test_without_tensorflow_or_keras_backend_the_commands_take_jax_and_say_so(tm
 def test_the_readmes_own_image_command_trains_without_tensorflow(tmp_path):
     with open(os.path.join(ROOT, "README.md")) as f:
         (command,) = [line for line in f if "--dataset folder --data-dir" in line and not line.startswith("#")]
-    backend, python, script, *argv = command.split()
-    assert (backend, python) == ("KERAS_BACKEND=jax", "python")
+    backend, program, train, task, *argv = command.split()
+    assert (backend, program, train, task) == ("KERAS_BACKEND=jax", "keras-tse", "train", "vit")
     argv[argv.index("--data-dir") + 1] = image_folder(tmp_path / "pets", per_class=5)
     quick = ["--smoke", "--depth", "1", "--epochs", "1", "--out", str(tmp_path / "runs")]
-    result = fresh([os.path.join(ROOT, script), *argv, *quick], tmp_path, backend="jax", hide_tensorflow=True)
+    result = fresh([*CLI, train, task, *argv, *quick], tmp_path, backend="jax", hide_tensorflow=True)
     assert result.returncode == 0, result.stderr[-3000:]
     norm = argv[argv.index("--norm") + 1]
     with open(tmp_path / "runs" / norm / "summary.json") as f:
@@ -503,6 +553,7 @@ def test_the_readmes_own_data_minimums_are_the_checks(tmp_path):
 
 
 def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write(tmp_path):
+    from keras_tse import run_lock
     from keras_tse.run_files import RunFolderMismatch, claim_folder
 
     def claim(folder, **settings):
@@ -517,7 +568,10 @@ def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write
     with pytest.raises(RunFolderMismatch, match=r"holds files keras-tse did not write \(notes.txt\)"):
         claim(tmp_path / "theirs", lr=0.1)
     user_files(tmp_path / "killed", MANIFEST + ".partial")  # a kill inside the manifest's write
-    assert claim(tmp_path / "killed", lr=0.1) == "new" and os.listdir(tmp_path / "killed") == [MANIFEST]
+    assert claim(tmp_path / "killed", lr=0.1) == "new"
+    assert sorted(os.listdir(tmp_path / "killed")) == [MANIFEST, run_lock.LOCK]  # held until the command ends
+    run_lock.release_all()
+    assert os.listdir(tmp_path / "killed") == [MANIFEST]
 
 
 def test_the_figure_numbers_the_flag_takes_are_the_figures_made():
@@ -525,3 +579,76 @@ def test_the_figure_numbers_the_flag_takes_are_the_figures_made():
     from keras_tse.experiments.commands import figures as command
 
     assert command.NUMBERS == tuple(figures.FIGURES)
+
+
+def test_a_savedmodel_export_without_tensorflow_is_one_line_naming_it(tmp_path):
+    """Under JAX a SavedModel is TensorFlow's work: without TensorFlow, one line saying so (was 40 lines of
+    ImportError), nothing written."""
+    user_files(tmp_path / "run", "post/checkpoints/last.keras")
+    source = str(tmp_path / "run" / "post")
+    argv = [*CLI, "export", source, "--format", "tf_saved_model", "--out", str(tmp_path / "saved")]
+    result = fresh(argv, tmp_path, backend="jax", hide_tensorflow=True)
+    (line,) = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    expected = "expected tensorflow installed (pip install tensorflow)"
+    assert line == f"keras-tse export: error: --format: received tf_saved_model; {expected}"
+    assert not (tmp_path / "saved").exists()
+
+
+@pytest.mark.large
+def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path):
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "run"
+    argv = [*CLI, "train", "vit", "--dataset", "digits", "--norm", "post", "--depth", "1", "--hidden-dim", "8"]
+    argv += ["--num-heads", "2", "--epochs", "100000", "--verbose", "2", "--out", str(out)]
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+    run = subprocess.Popen([sys.executable, *argv], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 300
+    while not (out / "post" / "history.csv").exists() and time.monotonic() < deadline:  # an epoch is saved
+        time.sleep(0.5)
+    while run.poll() is None and time.monotonic() < deadline:  # as a user does: Ctrl-C until it stops (a
+        run.send_signal(signal.SIGINT)  # first one can land in a JAX callback that swallows it)
+        time.sleep(1.0)
+    _, err = run.communicate(timeout=120)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        "keras-tse train vit: interrupted; every file it had saved is whole, and the same command resumes"
+    )
+    assert not (out / "keras_tse.lock").exists()  # the folder is free for the rerun
+
+
+def test_own_images_are_read_by_their_real_bit_depth_and_transparency(tmp_path):
+    """16-bit grey scaled by its depth (Pillow's own convert clips it white), transparency over white,
+    a palette through its colours; a float image refused naming the file."""
+    from PIL import Image
+
+    from keras_tse._checks import InputError
+    from keras_tse.data import own
+
+    ramp = (np.arange(64).reshape(8, 8) * 1000).astype("uint16")  # 0..63,000 of 65,535
+    root = tmp_path / "imgs"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    Image.fromarray(ramp).save(root / "a" / "sixteen.png")  # Pillow writes a 16-bit grey PNG
+    rgba = np.zeros((8, 8, 4), "uint8")
+    rgba[..., 0] = 200
+    rgba[:4, ..., 3] = 255  # top half opaque red-ish, bottom half transparent (black beneath)
+    Image.fromarray(rgba, "RGBA").save(root / "b" / "alpha.png")
+    palette = Image.fromarray(np.arange(64, dtype="uint8").reshape(8, 8), "L").convert("P")
+    palette.save(root / "b" / "palette.png")
+    items = [
+        (str(root / "a" / "sixteen.png"), 0),
+        (str(root / "b" / "alpha.png"), 1),
+        (str(root / "b" / "palette.png"), 1),
+    ]
+    images, _ = own._read_images(items, 8)
+    assert Image.open(root / "a" / "sixteen.png").mode.startswith("I")
+    np.testing.assert_array_equal(images[0][..., 0], np.round(ramp / 257.0).astype("uint8"))  # not clipped at 255
+    assert (images[1][:4] == (200, 0, 0)).all() and (images[1][4:] == 255).all()  # transparent: white
+    np.testing.assert_array_equal(images[2][..., 1], np.arange(64).reshape(8, 8))
+    Image.fromarray(np.ones((8, 8), "float32"), "F").save(root / "a" / "float.tif")
+    with pytest.raises(InputError, match=r"float.tif: received a 32-bit float image"):
+        own._read_images([(str(root / "a" / "float.tif"), 0)], 8)

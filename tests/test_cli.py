@@ -122,7 +122,7 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
         check=True,
     ).stdout
     facts = dict(line.strip().split(": ", 1) for line in shown.splitlines())
-    assert facts["backend"] == backend
+    assert facts["backend"] == backend and facts["trains"] == "yes"
     assert facts["backend_version"] == version(backend)
     assert facts["keras"] == version("keras") and facts["dtype_policy"] == "float32"
     devices = facts["devices"].split(", ")
@@ -318,3 +318,16 @@ def test_keras_tse_train_trains_a_vit_and_a_gpt_from_a_folder_outside_the_checko
         with open(tmp_path / "runs" / task / "deescalate" / "summary.json") as f:
             assert json.load(f)["train_loss"] > 0
         assert (tmp_path / "runs" / task / "plots" / "loss_curves.png").stat().st_size > 0
+
+
+def test_info_under_a_backend_that_cannot_train_says_so():
+    shown = subprocess.run(
+        [sys.executable, "-m", "keras_tse.experiments.cli", "info"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "KERAS_BACKEND": "numpy"},
+        check=True,
+    ).stdout
+    facts = dict(line.strip().split(": ", 1) for line in shown.splitlines())
+    assert facts["trains"] == "no: numpy runs inference only; train with KERAS_BACKEND=tensorflow or jax or torch"

@@ -1,4 +1,4 @@
-"""The GPU plan's dry run on the CPU: `keras_tse.experiments.lab.gpu_plan run --tiny` then `adopt`, as a lent machine's
+"""The GPU plan's dry run on the CPU: `keras_tse.experiments.lab.gpu_plan run --tiny` then `adopt`, as a GPU machine's
 session would use them. The plan's commands run in this process; the cells' runs in processes it starts,
 under JAX (the bench cell: its own backend), whatever backend hosts the test."""
 
@@ -42,7 +42,7 @@ def test_a_tiny_run_returns_small_files_and_adopting_them_fills_the_cards_tables
     assert _cell(work, "fig6", "post_s0")["finished"] == 1 and _cell(work, "speed", "jax_s0")["finished"] == 1
     assert not list(work.rglob("checkpoints")) and not list(work.rglob("*.keras"))  # a call returns small files only
     assert json.loads((work / "machine.json").read_text())["jax"]
-    # a lent machine returns at most 8 files, none deeper than $OUT/a/b/: the cells come back as one archive
+    # a GPU machine returns at most 8 files, none deeper than $OUT/a/b/: the cells come back as one archive
     assert [p.name for p in out.iterdir()] == ["cells.tar.gz"]
     assert (out / "cells.tar.gz").stat().st_size < 16 * 2**20
 

@@ -45,3 +45,24 @@ def test_a_folder_that_holds_anything_is_never_overwritten_and_overrides_are_ref
     zoo.save_preset(model, tmp_path / "empty")
     with pytest.raises(ValueError, match=r"overrides apply to presets. Received: \['depth'\]"):
         zoo.from_preset(tmp_path / "empty", depth=2)
+
+
+def test_a_preset_folder_with_cut_or_missing_weights_and_a_folder_that_is_not_one_are_named(tmp_path):
+    """One ValueError naming the file or the folder, never h5py's traceback or "Unknown preset"."""
+    folder = tmp_path / "preset"
+    zoo.save_preset(tiny_vit(), folder)
+    weights = folder / "model.weights.h5"
+    whole = weights.read_bytes()
+    weights.write_bytes(whole[: len(whole) // 2])  # a copy cut short
+    with pytest.raises(ValueError, match=r"model.weights.h5: received a weights file that does not load"):
+        zoo.from_preset(str(folder))
+    weights.unlink()
+    with pytest.raises(ValueError, match=r"received a preset folder without model.weights.h5"):
+        zoo.from_preset(str(folder))
+    with pytest.raises(ValueError, match=r"received a folder without config.json; expected a preset folder"):
+        zoo.from_preset(str(tmp_path))
+    run = tmp_path / "run" / "post" / "checkpoints"
+    run.mkdir(parents=True)
+    (run / "last.keras").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"received a run's folder; expected one of its models: .*post/checkpoints"):
+        zoo.from_preset(str(tmp_path / "run"))

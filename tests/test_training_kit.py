@@ -134,10 +134,24 @@ def test_mixup_mixes_each_image_and_its_target_with_the_same_partner_and_weight(
         assert partners, i
 
 
-def test_a_run_folder_made_before_the_kit_resumes_and_a_kit_setting_is_recorded():
-    old_fields = {f.name for f in dataclasses.fields(TrainConfig)} - set(TrainConfig.ADDED)
-    assert set(recorded(TrainConfig())) == old_fields  # as the config.json of a run before the kit
-    assert recorded(TrainConfig(warmup_steps=5))["warmup_steps"] == 5
+@pytest.mark.parametrize("config_class", [TrainConfig, LMTrainConfig])
+def test_a_run_folder_made_before_a_field_existed_resumes_as_if_it_held_the_default(config_class, tmp_path):
+    """No list of added fields: a stored config lacking fields (a run from before the kit) is compared as
+    if it held their defaults, so it resumes under the defaults and is refused under another value."""
+    from keras_tse.run_files import write_json
+    from keras_tse.training import RunFolderMismatch, check_run_folder, defaults_of
+
+    kit = ("warmup_steps", "schedule", "ema", "grad_accum", "global_clipnorm")
+    old = {k: v for k, v in recorded(config_class()).items() if k not in kit}  # as such a run wrote it
+    write_json(str(tmp_path / "config.json"), {"model": "m", "train": old})
+    config = config_class()
+    assert set(recorded(config)) == {f.name for f in dataclasses.fields(config_class)}  # every field recorded
+    assert check_run_folder(str(tmp_path), {"model": "m", "train": recorded(config)}, defaults=defaults_of(config)) == (
+        "resume"
+    )
+    changed = dataclasses.replace(config, warmup_steps=5)
+    with pytest.raises(RunFolderMismatch, match="received train.warmup_steps 5; expected 0"):
+        check_run_folder(str(tmp_path), {"model": "m", "train": recorded(changed)}, defaults=defaults_of(changed))
 
 
 @pytest.mark.large

@@ -98,6 +98,29 @@ def load_image_folder(path, image_size, seed=0, test_fraction=0.2):
     return (*(_read_images(layout[split], image_size) for split in ("train", "test")), names)
 
 
+SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # Pillow's modes of a 16-bit grey file
+WITH_ALPHA = ("RGBA", "RGBa", "LA", "La", "PA")
+
+
+def _rgb(image, file):
+    """`image` as 8-bit RGB by what its pixels mean: 16-bit grey scaled by its bit depth (Pillow's own
+    conversion clips it at 255, turning most pixels white), transparency laid over white (a transparent
+    pixel's hidden colour is often black), palettes through their colours; float images are refused."""
+    from PIL import Image
+
+    if image.mode in SIXTEEN_BIT:
+        grey = np.asarray(image).astype("float64")
+        if grey.min() < 0 or grey.max() > 65535:
+            raise InputError(file, f"a {image.mode} image with values {grey.min():g}..{grey.max():g}", "8 or 16 bits")
+        return Image.fromarray(np.round(grey / 257.0).astype("uint8"), "L").convert("RGB")
+    if image.mode == "F":
+        raise InputError(file, "a 32-bit float image", "8- or 16-bit images (BMP, GIF, JPEG or PNG)")
+    if image.mode in WITH_ALPHA or (image.mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
+    return image.convert("RGB")
+
+
 def _read_images(items, image_size):
     from PIL import Image  # Pillow comes with keras_tse (and with matplotlib)
 
@@ -105,7 +128,9 @@ def _read_images(items, image_size):
     for row, (file, _) in enumerate(items):
         try:
             with Image.open(file) as image:
-                images[row] = np.asarray(image.convert("RGB").resize((image_size, image_size), Image.BILINEAR))
+                images[row] = np.asarray(_rgb(image, file).resize((image_size, image_size), Image.BILINEAR))
+        except InputError:
+            raise
         except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
             raise InputError(
                 file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG or PNG image"
@@ -164,6 +189,12 @@ def _check_arrays(path, shapes, labels):
     if len(np.unique(labels["y_train"])) < MIN_CLASSES:
         raise InputError(
             f"{path}: y_train", f"{len(np.unique(labels['y_train']))} class(es)", f"at least {MIN_CLASSES}"
+        )
+    missing = sorted(set(range(classes)) - set(np.unique(labels["y_train"]).tolist()))
+    if missing:  # a head of `classes` outputs would hold classes no image has: ids must be 0..K-1
+        shown = ", ".join(map(str, missing[:8])) + (", ..." if len(missing) > 8 else "")
+        raise InputError(
+            f"{path}: y_train", f"class ids 0..{classes - 1} without {shown}", "ids 0..K-1, each with an image"
         )
     unseen = sorted(set(np.unique(labels["y_test"]).tolist()) - set(np.unique(labels["y_train"]).tolist()))
     if unseen:

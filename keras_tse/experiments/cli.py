@@ -19,6 +19,7 @@ import importlib
 import os
 import sys
 
+from keras_tse import run_lock
 from keras_tse.experiments import flags
 from keras_tse.experiments.commands import COMMANDS
 from keras_tse.experiments.info import package_version
@@ -48,7 +49,10 @@ def main(argv=None):
     if args.needs_backend:
         code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
-    return code or flags.exit_code_of(prog, lambda: _run(args))
+    try:
+        return code or flags.exit_code_of(prog, lambda: _run(args))
+    except KeyboardInterrupt:
+        return flags.interrupted(prog)
 
 
 def _run(args):
@@ -56,7 +60,10 @@ def _run(args):
         from keras_tse.training.compile_cache import use_compile_cache
 
         use_compile_cache(args.compile_cache)
-    return args.run(args)
+    try:
+        return args.run(args)
+    finally:
+        run_lock.release_all()  # the folders this command wrote are free for the next
 
 
 if __name__ == "__main__":

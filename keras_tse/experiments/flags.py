@@ -17,10 +17,12 @@ import importlib.util
 import json
 import os
 import re
+import signal
 import sys
+import threading
 import zipfile
 
-from keras_tse import layouts
+from keras_tse import layouts, run_lock
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
 
@@ -223,6 +225,17 @@ def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
     return result if isinstance(result, int) else 0
 
 
+def interrupted(prog):
+    """Ctrl-C, as one line and exit status 130 (the shell's for SIGINT): every file a command saves is
+    written whole (`run_files`), so what it had saved stays, and the same command resumes."""
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # a second Ctrl-C: not mid-line
+    print(f"{prog}: interrupted; every file it had saved is whole, and the same command resumes", file=sys.stderr)
+    if main:
+        signal.signal(signal.SIGINT, previous)
+    return 130
+
+
 def main_of(prog, run, parse_args, argv=None, trains=True):
     """A command's whole edge: the backend chosen (`choose_backend`), the flags parsed and checked,
     then `run(args)`, every expected failure one line and exit status 2 (`exit_code_of`)."""
@@ -230,7 +243,12 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
     if code:
         return code
     args = parse_args(argv)
-    return exit_code_of(prog, lambda: run(args))
+    try:
+        return exit_code_of(prog, lambda: run(args))
+    except KeyboardInterrupt:
+        return interrupted(prog)
+    finally:
+        run_lock.release_all()  # the folders this command wrote are free for the next
 
 
 def config_from(cls, args):
@@ -515,6 +533,18 @@ def model_kit_overrides(args, norm):
             pairs = ",".join(f"{key}={value}" for key, value in options.items())
             raise InputError("--layout-option", pairs, f"options of --norm {norm} ({error})") from None
     return overrides
+
+
+def check_updates(config, batches):
+    """A run whose `--grad-accum` exceeds its `batches` would never update the weights (one update per
+    `grad_accum` batches): refused before any model is built, naming both numbers."""
+    if config.grad_accum > batches:
+        raise InputError(
+            "--grad-accum",
+            config.grad_accum,
+            f"at most the run's {batches} batches (one update per {config.grad_accum} batches: the weights "
+            "would never change)",
+        )
 
 
 def layout_option(text):

@@ -22,6 +22,8 @@ import platform
 import sys
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
+from keras_tse.experiments.flags import BACKENDS
+
 
 def package_version(name):
     try:
@@ -144,6 +146,10 @@ def environment():
         "keras": package_version("keras"),
         "backend": backend,
         "backend_version": backend_version(backend),  # numpy's too, under "numpy"
+        # Keras's numpy and openvino backends run a model but cannot fit one
+        "trains": "yes"
+        if backend in BACKENDS
+        else f"no: {backend} runs inference only; train with KERAS_BACKEND={' or '.join(BACKENDS)}",
         "devices": devices,
         "accelerator": accelerators[0] if accelerators else "none (CPU only)",
         "process": process_of(backend),

@@ -310,7 +310,9 @@ def run(args):
         if args.epochs is not None:
             del train["steps"]  # known once the text is read
         known = {"train": train, "overrides": overrides, **settings}
-        training.check_run_folder(os.path.join(args.out, norm), known, partial=True)
+        training.check_run_folder(
+            os.path.join(args.out, norm), known, partial=True, defaults=training.defaults_of(config)
+        )
 
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
@@ -329,6 +331,7 @@ def run(args):
     if args.epochs is not None:  # passes over the training stream, in optimizer steps
         steps = math.ceil(args.epochs * len(ids["train"]) / (batch_size * segment_len))
         config = _logged(dataclasses.replace(config, steps=steps, eval_interval=min(config.eval_interval, steps)))
+    flags.check_updates(config, config.steps)
     summaries = {}
     for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)

@@ -325,9 +325,8 @@ def run(args):
     variants = list(args.norm)
     plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
     for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
-        training.check_run_folder(
-            os.path.join(args.out, norm), {"train": training.recorded(config), **settings}, partial=True
-        )
+        run_dir, known = os.path.join(args.out, norm), {"train": training.recorded(config), **settings}
+        training.check_run_folder(run_dir, known, partial=True, defaults=training.defaults_of(config))
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
     start = time.perf_counter()
@@ -355,6 +354,7 @@ def run(args):
     test = data.image_dataset(x_test, y_test, train_config.batch_size, shard=training.scale.process(), **normalization)
     probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
     steps_per_epoch = -(-len(y_train) // train_config.batch_size)
+    flags.check_updates(train_config, steps_per_epoch * train_config.epochs)
 
     summaries = {}
     for norm, (preset, overrides, config, settings) in plans.items():

@@ -22,6 +22,7 @@ _EXPORTS = {
     "SCHEDULES": "keras_tse.training.configs",
     "TrainConfig": "keras_tse.training.configs",
     "check_run_folder": "keras_tse.training.runner",
+    "defaults_of": "keras_tse.training.configs",
     "evaluate_stream": "keras_tse.training.language_model",
     "fit_language_model": "keras_tse.training.language_model",
     "fit_variant": "keras_tse.training.runner",

@@ -2,8 +2,9 @@
 constants and `--help` need no Keras: `TrainConfig` (the classifier, Fig. 6) and `LMTrainConfig`
 (the language models, Fig. 7). Both carry the training kit (warmup, schedule, weight decay,
 clipping, EMA, accumulation), built by `keras_tse.training.optimizers`; at its defaults, the paper's
-settings. A run's config.json records the kit's settings where they differ from those defaults, so a
-run folder made before the kit existed resumes."""
+settings. A run's config.json records every field; a run folder made before a field existed lacks it,
+and is compared as if it held the field's default (`defaults_of`), so it resumes: no list of the fields
+added since has to be kept."""
 
 import dataclasses
 import math
@@ -26,8 +27,6 @@ class TrainConfig:
     decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
     decay_factor: float = 0.2
     similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
-    ADDED = ("warmup_steps", "schedule", "min_learning_rate", "epsilon", "clipnorm", "global_clipnorm", "ema")
-    ADDED += ("label_smoothing", "grad_accum", "mixup", "cutmix")  # the kit's fields this config did not always have
     # the kit; defaults: the paper's Sec. 3.3 (no warmup, the step decay, Keras's Adam epsilon)
     warmup_steps: int = 0
     schedule: str = "step"
@@ -68,8 +67,6 @@ class LMTrainConfig:
     epsilon: float = 1e-8  # PyTorch's Adam default, which the reference uses
     clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
-    ADDED = ("warmup_steps", "schedule", "decay_at", "decay_factor", "weight_decay", "global_clipnorm", "ema")
-    ADDED += ("grad_accum",)  # the kit's fields this config did not always have
     # the kit; defaults: Sec. 3.4's (no warmup, cosine decay, no weight decay, no clipping)
     warmup_steps: int = 0
     schedule: str = "cosine"
@@ -105,6 +102,11 @@ def check_kit(config):
     for name in ("clipnorm", "global_clipnorm"):
         if getattr(config, name) is not None:
             setattr(config, name, _checks.positive_float(name, getattr(config, name)))
+    if getattr(config, "clipnorm", None) is not None and config.global_clipnorm is not None:  # Keras takes one
+        raise ValueError(
+            f"`clipnorm` and `global_clipnorm`: one or the other. Received: clipnorm={config.clipnorm!r}, "
+            f"global_clipnorm={config.global_clipnorm!r}"
+        )
     if config.ema is not None and not 0.0 < config.ema < 1.0:
         raise ValueError(f"`ema` (a momentum) must be in (0, 1). Received: ema={config.ema!r}")
     if not config.weight_decay >= 0.0:
@@ -112,8 +114,11 @@ def check_kit(config):
 
 
 def recorded(config):
-    """`config` as a run's config.json holds it: every field, those the kit added only where they
-    differ from their defaults (a folder made before the kit holds none of them, and resumes)."""
-    defaults = type(config)()
-    values = dataclasses.asdict(config)
-    return {k: v for k, v in values.items() if k not in config.ADDED or v != getattr(defaults, k)}
+    """`config` as a run's config.json holds it: every field."""
+    return dataclasses.asdict(config)
+
+
+def defaults_of(config):
+    """What a run folder that lacks a field of `config`'s class ran with: the field's default (the field
+    did not exist yet). `keras_tse.training.check_run_folder` fills a stored config with these."""
+    return {"train": recorded(type(config)())}

@@ -21,6 +21,7 @@ from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.processes import process
 from keras_tse.training import optimizers
+from keras_tse.training.configs import defaults_of
 from keras_tse.training.runner import run_config, summarize, train_in_folder
 from keras_tse.training.tasks import LANGUAGE_MODELLING
 from keras_tse.zoo.transformer_xl import check_token_ids
@@ -97,6 +98,7 @@ def fit_language_model(
         fit_kwargs,
         x_probe[batch : 2 * batch],
         summarize_with_test,
+        defaults=defaults_of(config),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         extra_callbacks=callbacks,

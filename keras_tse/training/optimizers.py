@@ -8,8 +8,6 @@ import keras
 
 from keras_tse.schedules import LinearWarmup
 
-SCHEDULES = ("step", "cosine", "constant")
-
 
 def learning_rate_schedule(config, total_steps):
     """`config`'s schedule over `total_steps` batches (with gradient accumulation, the optimizer counts

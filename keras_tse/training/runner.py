@@ -18,7 +18,7 @@ import time
 
 import keras
 
-from keras_tse import run_files
+from keras_tse import run_files, run_lock
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
@@ -27,7 +27,7 @@ from keras_tse.callbacks import (
 )
 from keras_tse.run_files import RunFolderMismatch, flatten, read_history
 from keras_tse.training import optimizers
-from keras_tse.training.configs import recorded
+from keras_tse.training.configs import defaults_of, recorded
 from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
 
@@ -74,6 +74,7 @@ def fit_variant(
         fit_kwargs,
         probe_inputs,
         functools.partial(summarize, fields=IMAGE_CLASSIFICATION.summary),
+        defaults=defaults_of(config),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         extra_callbacks=optimizers.ema_callbacks(config),
@@ -93,16 +94,33 @@ def train_in_folder(
     extra_callbacks=(),
     verbose="auto",
     probe_warmup=None,
+    defaults=None,
 ):
     """`model.fit(**fit_kwargs)` (compiled by the caller) with the run-folder mechanics every recipe shares.
 
     `summarize(history, similarity_callback, seconds)` makes the summary stored as `summary.json`.
     `extra_callbacks` run after TokenSimilarityMetric and before CSVLogger, so the logs they add
-    reach `history.csv`.
+    reach `history.csv`. `defaults`: what an older run folder that lacks a setting ran with
+    (`check_run_folder`).
     """
-    os.makedirs(run_dir, exist_ok=True)
+    taken = os.path.realpath(run_dir) not in run_lock.held()
+    run_lock.hold(run_dir, "run folder")  # one writer: a second process training into it is refused
+    try:
+        return _train_held(
+            model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every, checkpoints,
+            extra_callbacks, verbose, probe_warmup, defaults,
+        )  # fmt: skip
+    finally:
+        if taken:
+            run_lock.release(run_dir)
+
+
+def _train_held(
+    model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every, checkpoints, extra_callbacks,
+    verbose, probe_warmup, defaults,
+):  # fmt: skip
     summary_path = os.path.join(run_dir, "summary.json")
-    if _open_run_folder(run_dir, run_config) == "finished":
+    if _open_run_folder(run_dir, run_config, defaults) == "finished":
         with open(summary_path) as f:
             return json.load(f)
     for sub in ("checkpoints", "plots"):
@@ -175,10 +193,11 @@ INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "res
 RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
 
 
-def check_run_folder(run_dir, run_config, partial=False):
+def check_run_folder(run_dir, run_config, partial=False, defaults=None):
     """What `run_dir` holds for `run_config`: "new", "resume" or "finished"; a `RunFolderMismatch` if
     it holds another run. `partial`: `run_config` has only the settings known so far (a recipe checks
-    before it loads any data); the keys it lacks are not compared."""
+    before it loads any data); the keys it lacks are not compared. `defaults`: what a stored config
+    that lacks a setting ran with (`configs.defaults_of`: a field added since that run)."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         found = sorted(name for name in RUN_FILES if os.path.exists(os.path.join(run_dir, name)))
@@ -190,7 +209,7 @@ def check_run_folder(run_dir, run_config, partial=False):
             )
         return "new"
     with open(path) as f:
-        stored = flatten(json.load(f))
+        stored = {**flatten(json.loads(json.dumps(defaults or {}))), **flatten(json.load(f))}
     given = flatten(json.loads(json.dumps(run_config)))  # as it would be stored: tuples become lists
     keys = given if partial else {**stored, **given}
     differ = [k for k in keys if k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
@@ -207,9 +226,9 @@ def check_run_folder(run_dir, run_config, partial=False):
     return "finished" if os.path.exists(os.path.join(run_dir, "summary.json")) else "resume"
 
 
-def _open_run_folder(run_dir, run_config):
+def _open_run_folder(run_dir, run_config, defaults=None):
     """Check the folder, say what happens to it, and record a resume under other incidental settings."""
-    state = check_run_folder(run_dir, run_config)
+    state = check_run_folder(run_dir, run_config, defaults=defaults)
     if state == "new":
         run_files.write_json(os.path.join(run_dir, "config.json"), run_config)
         return state

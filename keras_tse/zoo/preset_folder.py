@@ -52,11 +52,38 @@ def save_preset(model, folder, metadata=None):
 
 
 def load_preset(folder):
-    """The model saved in preset folder `folder`, its weights loaded."""
+    """The model saved in preset folder `folder`, its weights loaded; missing or unreadable weights are
+    a ValueError naming the file."""
     with open(os.path.join(folder, CONFIG_FILE)) as f:
         model = keras.saving.deserialize_keras_object(json.load(f))
-    model.load_weights(os.path.join(folder, WEIGHTS_FILE))
+    weights = os.path.join(folder, WEIGHTS_FILE)
+    if not os.path.isfile(weights):
+        raise ValueError(
+            f"{folder}: received a preset folder without {WEIGHTS_FILE}; expected save_preset's three files"
+        )
+    try:
+        model.load_weights(weights)
+    except (OSError, ValueError, KeyError) as error:  # h5py's errors for a cut or foreign file are these
+        raise ValueError(
+            f"{weights}: received a weights file that does not load ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:160]}); expected the file save_preset wrote, whole"
+        ) from None
     return model
+
+
+def folder_error(path):
+    """For a folder that is not a preset folder, what it is instead, as one line; None for anything else.
+    A run's top folder (one folder per variant, each with checkpoints/last.keras) names its variants."""
+    if not (isinstance(path, (str, os.PathLike)) and os.path.isdir(path)):
+        return None
+    variants = sorted(
+        name for name in os.listdir(path) if os.path.isfile(os.path.join(path, name, "checkpoints", "last.keras"))
+    )
+    if variants:
+        runs = ", ".join(os.path.join(os.fspath(path), name, "checkpoints", "last.keras") for name in variants)
+        return f"{path}: received a run's folder; expected one of its models: {runs}"
+    files = ", ".join((CONFIG_FILE, WEIGHTS_FILE, METADATA_FILE))
+    return f"{path}: received a folder without {CONFIG_FILE}; expected a preset folder (save_preset's {files})"
 
 
 def preset_metadata(folder):

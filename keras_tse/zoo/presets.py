@@ -17,7 +17,7 @@ import re
 import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
-from keras_tse.zoo.preset_folder import is_preset_folder, load_preset
+from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES
 
 # Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
@@ -196,7 +196,8 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
         return _load_file(os.fspath(preset), overrides)
     if preset not in PRESETS:
         raise ValueError(
-            f"Unknown preset; choose from {sorted(PRESETS)} or give a .keras file path. Received: preset={preset!r}"
+            folder_error(preset)
+            or f"Unknown preset; choose from {sorted(PRESETS)} or give a .keras file path. Received: preset={preset!r}"
         )
     entry = PRESETS[preset]
     wanted = [flag for flag in (pretrained, load_weights) if flag is not None]

@@ -1,6 +1,5 @@
 """`keras-tse export RUN --format F --out PATH`: a trained model as an inference artefact."""
 
-import importlib.util
 import os
 
 HELP = "a trained model (run folder, .keras file or preset folder) as a .keras file, a TF SavedModel or ONNX"
@@ -14,7 +13,8 @@ EXPORTED_FROM = {
     "tf_saved_model": ("tensorflow", "jax"),
     "onnx": ("tensorflow",),
 }
-NEEDS = {"onnx": ("onnx", "tf2onnx")}  # what Keras's export imports for the format, beyond TensorFlow
+# what Keras's export imports for the format (a SavedModel is TensorFlow's, from any backend)
+NEEDS = {"tf_saved_model": ("tensorflow",), "onnx": ("tensorflow", "onnx", "tf2onnx")}
 
 
 def add_arguments(parser):
@@ -46,7 +46,9 @@ def check(args, backend):
             args.format,
             f"a backend it is exported from ({' or '.join(exporters)}); run it with KERAS_BACKEND={exporters[-1]}",
         )
-    missing = [module for module in NEEDS.get(args.format, ()) if importlib.util.find_spec(module) is None]
+    from keras_tse.experiments.flags import installed
+
+    missing = [module for module in NEEDS.get(args.format, ()) if not installed(module)]
     if missing:
         needed = " and ".join(missing)
         raise InputError("--format", args.format, f"{needed} installed (pip install {' '.join(missing)})")

@@ -27,7 +27,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | tau_sweep | zoo/depth_study/tau_sweep.csv | `keras-tse study tau_sweep --jobs 2` (cell by cell, resumable) |
 | ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
-| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a lent GPU, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
+| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a GPU machine, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 

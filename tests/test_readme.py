@@ -80,3 +80,10 @@ def test_cli_version_and_subcommand_descriptions(capsys):
         "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits"
         in capsys.readouterr().out.split("options")[0]
     )
+
+
+def test_the_readme_leads_and_stays_short():
+    """The two commands first, then what a user does most; the reference lives in recipes/README.md,
+    zoo/README.md, tests/README.md and the docstrings."""
+    assert len(README.encode()) <= 24_000, len(README.encode())
+    assert "recipes/README.md" in README and "tests/README.md" in README and "zoo/README.md" in README

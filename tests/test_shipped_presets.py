@@ -34,3 +34,47 @@ def test_a_shipped_preset_classifies_its_test_set_as_recorded(name):
     assert abs(accuracy - metadata["test_accuracy"]) <= 0.005, (accuracy, metadata["test_accuracy"])
     with open(os.path.join(ROOT, zoo.presets()[name]["card"])) as f:
         assert f"{100 * metadata['test_accuracy']:.2f}%" in f.read()  # the card quotes the file
+
+
+def test_a_shipped_preset_fine_tunes_with_a_fresh_head_gives_its_features_and_takes_another_image_size():
+    """timm's `create_model(name, pretrained=True, num_classes=N)`: every body weight bit for bit, a fresh
+    head of N classes; `num_classes=0` the pooled features; another `image_size` loads and predicts."""
+    import numpy as np
+
+    trained = zoo.from_preset("vit6_fashion_mnist")
+    three = zoo.create_model("vit6_fashion_mnist", num_classes=3)
+    assert tuple(three.output.shape) == (None, 3)
+    for layer in trained.layers:
+        if layer.name != "head":
+            for a, b in zip(layer.weights, three.get_layer(layer.name).weights):
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert three.get_layer("head") is not trained.get_layer("head")
+    x = np.random.default_rng(0).random((4, 28, 28, 1)).astype("float32")
+    features = zoo.from_preset("vit6_fashion_mnist", num_classes=0)
+    pooled = features.predict(x, verbose=0)
+    assert pooled.shape == (4, 64)
+    head = trained.get_layer("head")  # the trained model's logits are its head on those features
+    np.testing.assert_allclose(head(pooled), trained.predict(x, verbose=0), atol=1e-4)
+    larger = zoo.from_preset("vit6_fashion_mnist", image_size=32)
+    assert tuple(larger.input.shape) == (None, 32, 32, 1) and larger.predict(
+        np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0))), verbose=0
+    ).shape == (4, 10)
+    with pytest.raises(
+        ValueError, match=r"fix everything but num_classes, image_size. Received overrides: \['depth'\]"
+    ):
+        zoo.from_preset("vit6_fashion_mnist", depth=3)
+
+
+def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_token_row():
+    import numpy as np
+
+    from keras_tse.zoo.fine_tune import resample_positions
+
+    rng = np.random.default_rng(0)
+    table = rng.normal(size=(1, 1 + 49, 8)).astype("float32")
+    np.testing.assert_allclose(resample_positions(table, 7, 7), table, atol=1e-5)  # the same grid: unchanged
+    larger = np.asarray(resample_positions(table, 7, 14))
+    assert larger.shape == (1, 1 + 196, 8)
+    np.testing.assert_array_equal(larger[:, 0], table[:, 0])  # the class token's row, kept
+    flat = np.asarray(resample_positions(np.ones((1, 50, 8), "float32"), 7, 14))
+    np.testing.assert_allclose(flat, 1.0, atol=1e-5)  # a constant table stays constant

@@ -183,3 +183,51 @@ def test_the_recipes_take_the_kit_and_record_it(recipe, argv, tmp_path, capsys):
     # --drop-path reaches the model: timm's linear rule over the two blocks, kept in the checkpoint
     model = keras.saving.load_model(tmp_path / "deescalate" / "checkpoints" / "last.keras")
     assert [model.get_layer(f"block_{i:02d}").drop_path for i in range(2)] == [0.0, 0.2]
+
+
+@pytest.mark.every_backend
+@pytest.mark.parametrize("scan", [False, True])
+def test_timms_weight_decay_rule_spares_1d_weights_and_embeddings_and_shrinks_the_rest_by_exactly_the_decay(scan):
+    """One AdamW step on zero gradients: an excluded variable stays put, every other one becomes
+    w (1 - lr wd) (decoupled decay); under "all" only a learned tau is spared."""
+    from keras_tse import zoo
+    from keras_tse.training.optimizers import no_decay_variables
+
+    model = zoo.vit(depth=2, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=16, num_heads=2,
+                    num_classes=3, norm="layerscale", scan=scan)  # fmt: skip
+    spared = {id(v) for v in no_decay_variables(model)}
+    names = sorted(v.path for v in model.trainable_weights if id(v) in spared)
+    assert any("position_embedding" in n for n in names) and any("class_token" in n for n in names)
+    assert any(n.endswith("gamma") or "norm" in n for n in names) and any("scale" in n for n in names)
+    decayed = [v for v in model.trainable_weights if id(v) not in spared]
+    kernels = {v.path for v in decayed}
+    assert any("kernel" in n for n in kernels) and not any(n.endswith("bias") for n in kernels)
+    lr, wd = 0.1, 0.5
+    for rule, expected_spared in (("timm", spared), ("all", set())):
+        config = TrainConfig(learning_rate=lr, weight_decay=wd, schedule="constant", weight_decay_rule=rule)
+        optimizer = make_optimizer(config, 10, model)
+        before = [np.array(keras.ops.convert_to_numpy(v)) for v in model.trainable_weights]
+        optimizer.apply_gradients([(keras.ops.zeros(v.shape, v.dtype), v) for v in model.trainable_weights])
+        for value, v in zip(before, model.trainable_weights):
+            after = keras.ops.convert_to_numpy(v)
+            factor = 1.0 if id(v) in expected_spared else 1.0 - lr * wd
+            np.testing.assert_allclose(after, value * factor, rtol=1e-5, atol=1e-7, err_msg=f"{rule}: {v.path}")
+            v.assign(value)
+
+
+def test_an_older_run_resumes_with_the_weight_decay_rule_it_began_with(tmp_path):
+    """The rule's default changed (timm's); a run folder from before it decayed every weight, and resumes so
+    unless the command sets the rule; a new folder, or one that recorded the rule, takes what it says."""
+    from keras_tse.run_files import write_json
+    from keras_tse.training import as_started, check_run_folder, defaults_of
+
+    old = {k: v for k, v in recorded(TrainConfig()).items() if k != "weight_decay_rule"}
+    write_json(str(tmp_path / "old" / "config.json"), {"model": "m", "train": old})
+    config = as_started(str(tmp_path / "old"), TrainConfig())
+    assert config.weight_decay_rule == "all"
+    given = {"model": "m", "train": recorded(config)}
+    assert check_run_folder(str(tmp_path / "old"), given, defaults=defaults_of(config)) == "resume"
+    assert as_started(str(tmp_path / "old"), TrainConfig(), {"weight_decay_rule": "timm"}).weight_decay_rule == "timm"
+    assert as_started(str(tmp_path / "new"), TrainConfig()).weight_decay_rule == "timm"
+    write_json(str(tmp_path / "recorded" / "config.json"), {"train": recorded(TrainConfig())})
+    assert as_started(str(tmp_path / "recorded"), TrainConfig(weight_decay_rule="all")).weight_decay_rule == "timm"

@@ -5,6 +5,7 @@ from keras_tse.callbacks.attention_diagnostics import AttentionDiagnostics
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.callbacks.run_backup import RunBackup
 from keras_tse.callbacks.run_checkpoints import RunCheckpoints
+from keras_tse.callbacks.stop_on_interrupt import StopOnInterrupt
 from keras_tse.callbacks.stop_on_non_finite import StopOnNonFinite
 from keras_tse.callbacks.token_similarity_metric import TokenSimilarityMetric
 
@@ -13,6 +14,7 @@ __all__ = [
     "ResetMemory",
     "RunBackup",
     "RunCheckpoints",
+    "StopOnInterrupt",
     "StopOnNonFinite",
     "TokenSimilarityMetric",
     "reset_memory",

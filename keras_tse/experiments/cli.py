@@ -19,7 +19,7 @@ import importlib
 import os
 import sys
 
-from keras_tse import run_lock
+from keras_tse import interrupts, run_lock
 from keras_tse.experiments import flags
 from keras_tse.experiments.commands import COMMANDS
 from keras_tse.experiments.info import package_version
@@ -49,10 +49,13 @@ def main(argv=None):
     if args.needs_backend:
         code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
     # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
+    previous = interrupts.catch()
     try:
         return code or flags.exit_code_of(prog, lambda: _run(args))
     except KeyboardInterrupt:
         return flags.interrupted(prog)
+    finally:
+        interrupts.release(previous)
 
 
 def _run(args):

@@ -22,9 +22,10 @@ import sys
 import threading
 import zipfile
 
-from keras_tse import layouts, run_lock
+from keras_tse import interrupts, layouts, run_lock
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
+from keras_tse.training.configs import WEIGHT_DECAY_RULES
 
 # The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -243,11 +244,13 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
     if code:
         return code
     args = parse_args(argv)
+    previous = interrupts.catch()
     try:
         return exit_code_of(prog, lambda: run(args))
     except KeyboardInterrupt:
         return interrupted(prog)
     finally:
+        interrupts.release(previous)
         run_lock.release_all()  # the folders this command wrote are free for the next
 
 
@@ -495,6 +498,8 @@ KIT_FLAGS = (
      "with --mixup, each batch takes one of the two"),
     ("--grad-accum", "grad_accum", positive_int, "accumulate the gradients of N batches per update: the batch "
      "of N x --batch-size on the memory of one (Keras's gradient_accumulation_steps)"),
+    ("--weight-decay-rule", "weight_decay_rule", None, "what weight decay spares: timm (every 1-D weight and the "
+     "position and class embeddings) or all (decay every weight but a learned tau)"),
 )  # fmt: skip
 
 
@@ -516,7 +521,9 @@ def add_training_kit(parser, defaults, schedules):
         value = getattr(defaults, field)
         off = value is None or (field == "grad_accum" and value == 1) or (field in ("mixup", "cutmix") and not value)
         shown = "off" if off else value
-        options = dict(choices=schedules) if field == "schedule" else dict(type=kind)
+        options = dict(type=kind)
+        if field in ("schedule", "weight_decay_rule"):
+            options = dict(choices=schedules if field == "schedule" else WEIGHT_DECAY_RULES)
         kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
 
 

@@ -306,7 +306,7 @@ def run(args):
     claim_folder(args.out, TASK, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
-        train = training.recorded(config)
+        train = training.recorded(training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args)))
         if args.epochs is not None:
             del train["steps"]  # known once the text is read
         known = {"train": train, "overrides": overrides, **settings}
@@ -345,7 +345,7 @@ def run(args):
             ids["train"],
             ids["valid"],
             run_dir,
-            config,
+            training.as_started(run_dir, config, flags.kit_settings(args)),  # an older run: as it began
             test_ids=ids["test"],
             verbose=args.verbose,
             extra_config={"overrides": overrides, **settings},

@@ -288,6 +288,7 @@ def variant_settings(args, norm, train_config):
         learning_rate=args.learning_rate if args.learning_rate is not None else lr,
         similarity_every_n_batches=args.similarity_every,
     )
+    config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args))
     overrides = model_overrides(args, norm)
     settings = {
         "preset": variant["preset"],

@@ -21,6 +21,7 @@ _EXPORTS = {
     "RunFolderMismatch": "keras_tse.run_files",
     "SCHEDULES": "keras_tse.training.configs",
     "TrainConfig": "keras_tse.training.configs",
+    "as_started": "keras_tse.training.runner",
     "check_run_folder": "keras_tse.training.runner",
     "defaults_of": "keras_tse.training.configs",
     "evaluate_stream": "keras_tse.training.language_model",

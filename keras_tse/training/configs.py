@@ -12,6 +12,7 @@ import math
 from keras_tse import _checks
 
 SCHEDULES = ("step", "cosine", "constant")  # keras_tse.training.optimizers builds them
+WEIGHT_DECAY_RULES = ("timm", "all")  # keras_tse.training.optimizers.no_decay_variables
 
 
 @dataclasses.dataclass
@@ -37,6 +38,10 @@ class TrainConfig:
     ema: float = None  # EMA momentum of the weights; None: off
     label_smoothing: float = 0.0
     grad_accum: int = 1
+    # weight decay spares, by the timm rule, every 1-D weight (biases, LayerNorm, tau, LayerScale's and
+    # ReZero's gains) and the position and class embeddings; "all" decays every weight but a learned tau,
+    # as runs made before this field did (the paper's text is silent)
+    weight_decay_rule: str = dataclasses.field(default="timm", metadata={"before": "all"})
     mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
     cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
     # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
@@ -76,6 +81,10 @@ class LMTrainConfig:
     global_clipnorm: float = None
     ema: float = None
     grad_accum: int = 1
+    # weight decay spares, by the timm rule, every 1-D weight (biases, LayerNorm, tau, LayerScale's and
+    # ReZero's gains) and the position and class embeddings; "all" decays every weight but a learned tau,
+    # as runs made before this field did (the paper's text is silent)
+    weight_decay_rule: str = dataclasses.field(default="timm", metadata={"before": "all"})
     similarity_every_n_batches: int = None
     # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
     # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
@@ -97,6 +106,7 @@ class LMTrainConfig:
 def check_kit(config):
     """The kit's settings, each in its range: a ValueError names the first that is not."""
     _checks.one_of("schedule", config.schedule, SCHEDULES)
+    _checks.one_of("weight_decay_rule", config.weight_decay_rule, WEIGHT_DECAY_RULES)
     config.warmup_steps = _checks.non_negative_int("warmup_steps", config.warmup_steps)
     config.grad_accum = _checks.positive_int("grad_accum", config.grad_accum)
     for name in ("clipnorm", "global_clipnorm"):
@@ -120,5 +130,7 @@ def recorded(config):
 
 def defaults_of(config):
     """What a run folder that lacks a field of `config`'s class ran with: the field's default (the field
-    did not exist yet). `keras_tse.training.check_run_folder` fills a stored config with these."""
-    return {"train": recorded(type(config)())}
+    did not exist yet), or its `metadata["before"]` where the default changed what runs do.
+    `keras_tse.training.check_run_folder` fills a stored config with these."""
+    fields = {f.name: f.metadata["before"] for f in dataclasses.fields(config) if "before" in f.metadata}
+    return {"train": {**recorded(type(config)()), **fields}}

@@ -27,10 +27,10 @@ from keras_tse.training.tasks import LANGUAGE_MODELLING
 from keras_tse.zoo.transformer_xl import check_token_ids
 
 
-def make_lm_optimizer(config):
+def make_lm_optimizer(config, model=None):
     """Adam with cosine decay from `learning_rate` to `min_learning_rate` over `steps`, no warm-up,
     by default (Sec. 3.4); the kit's settings otherwise (`keras_tse.training.optimizers`)."""
-    return optimizers.make_optimizer(config, config.steps)
+    return optimizers.make_optimizer(config, config.steps, model)
 
 
 def fit_language_model(
@@ -68,7 +68,7 @@ def fit_language_model(
     stream = SegmentStream(*lm_segments(train_ids, batch, segment, shard), local, config.eval_interval)
     x_valid, y_valid = lm_segments(valid_ids, batch, segment, shard)
     x_probe = lm_segments(valid_ids, batch, segment)[0]  # whole batches: the probe runs on this process alone
-    LANGUAGE_MODELLING.compile(model, make_lm_optimizer(config), config.jit_compile)
+    LANGUAGE_MODELLING.compile(model, make_lm_optimizer(config, model), config.jit_compile)
     fit_kwargs = dict(
         x=stream, epochs=config.epochs, validation_data=(x_valid, y_valid), validation_batch_size=local, shuffle=False
     )

@@ -6,6 +6,7 @@ optimizers the two recipes always had."""
 
 import keras
 
+from keras_tse.layers import PatchEmbedding, PositionEmbedding, ScannedBlocks
 from keras_tse.schedules import LinearWarmup
 
 
@@ -29,9 +30,30 @@ def learning_rate_schedule(config, total_steps):
     return LinearWarmup(schedule, warmup, rate) if warmup else schedule
 
 
-def make_optimizer(config, total_steps):
+def no_decay_variables(model):
+    """The variables timm's rule (and the ViT papers') keeps out of weight decay, by what they are: every
+    weight of at most one dimension (biases, LayerNorm scales and offsets, tau, LayerScale's and ReZero's
+    gains; in a scanned stack, each judged by its block's own weight) and the embeddings a model adds to
+    its tokens (position tables, the class token)."""
+    excluded, stacked = [], set()
+    for layer in model.layers:
+        if isinstance(layer, ScannedBlocks):  # one weight per block weight, stacked along depth
+            for weight, per_block in zip(layer.stacked, layer.template.variables):
+                stacked.add(id(weight))
+                if len(per_block.shape) <= 1:
+                    excluded.append(weight)
+        elif isinstance(layer, PatchEmbedding):
+            excluded += [layer.position_embedding, *([layer.class_token] if layer.use_class_token else [])]
+        elif isinstance(layer, PositionEmbedding):
+            excluded.append(layer.positions)
+    known = {id(weight) for weight in excluded} | stacked
+    return excluded + [w for w in model.trainable_weights if id(w) not in known and len(w.shape) <= 1]
+
+
+def make_optimizer(config, total_steps, model=None):
     """Adam (AdamW where `config.weight_decay` > 0) on `learning_rate_schedule`, with the clipping,
-    EMA and accumulation `config` asks for."""
+    EMA and accumulation `config` asks for. Weight decay spares `model`'s `no_decay_variables` under
+    `config.weight_decay_rule="timm"` (the default), and only a learned tau under `"all"`."""
     kit = dict(
         beta_1=config.beta_1,
         beta_2=config.beta_2,
@@ -46,7 +68,10 @@ def make_optimizer(config, total_steps):
     if not config.weight_decay:
         return keras.optimizers.Adam(schedule, **kit)
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, **kit)
-    optimizer.exclude_from_weight_decay(var_names=["tau"])  # a learned tau is not a weight to shrink
+    if config.weight_decay_rule == "timm" and model is not None:
+        optimizer.exclude_from_weight_decay(var_list=no_decay_variables(model))
+    else:
+        optimizer.exclude_from_weight_decay(var_names=["tau"])  # a learned tau is not a weight to shrink
     return optimizer
 
 

@@ -9,6 +9,7 @@ are trimmed to the restored epoch. A NaN or infinite loss stops the run (`StopOn
 `stopped.json`, the last finite checkpoint kept). A finished folder is not trained again.
 """
 
+import dataclasses
 import functools
 import json
 import math
@@ -22,6 +23,7 @@ from keras_tse import run_files, run_lock
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
+    StopOnInterrupt,
     StopOnNonFinite,
     TokenSimilarityMetric,
 )
@@ -36,9 +38,9 @@ def backend_settings():
     return {"backend": keras.backend.backend(), "dtype_policy": keras.config.dtype_policy().name}
 
 
-def make_optimizer(config, steps_per_epoch):
+def make_optimizer(config, steps_per_epoch, model=None):
     """AdamW with the multi-step decay of Sec. 3.3 by default, boundaries in batches (`optimizers`)."""
-    return optimizers.make_optimizer(config, config.epochs * steps_per_epoch)
+    return optimizers.make_optimizer(config, config.epochs * steps_per_epoch, model)
 
 
 def fit_variant(
@@ -60,7 +62,7 @@ def fit_variant(
     the demo, where writing three files per epoch would double the time) nothing is backed up during
     training and only `checkpoints/last.keras` is written, at the end.
     """
-    optimizer = make_optimizer(config, steps_per_epoch)
+    optimizer = make_optimizer(config, steps_per_epoch, model)
     mixed = bool(config.mixup or config.cutmix)
     IMAGE_CLASSIFICATION.compile(
         model, optimizer, config.jit_compile, soft_targets=mixed, label_smoothing=config.label_smoothing
@@ -146,6 +148,7 @@ def _train_held(
                 os.remove(stale)
     callbacks = [
         *first,
+        StopOnInterrupt(),  # a Ctrl-C stops at a batch end, where every saved file is whole
         stop,
         similarity,  # before CSVLogger: it adds its columns to the epoch logs
         *extra_callbacks,
@@ -191,6 +194,19 @@ INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "res
 
 # What a run folder holds once a run has begun in it (besides config.json).
 RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
+
+
+def as_started(run_dir, config, given=()):
+    """`config` with what the run in `run_dir` was started with, for each field whose default has changed
+    since (`metadata["before"]`, e.g. the weight-decay rule) and that the command did not set (`given`):
+    an older run resumes as it began, not under today's default."""
+    path = os.path.join(run_dir, "config.json")
+    if not os.path.exists(path):
+        return config
+    with open(path) as f:
+        stored = json.load(f).get("train", {})
+    fields = [f for f in dataclasses.fields(config) if "before" in f.metadata and f.name not in given]
+    return dataclasses.replace(config, **{f.name: stored.get(f.name, f.metadata["before"]) for f in fields})
 
 
 def check_run_folder(run_dir, run_config, partial=False, defaults=None):

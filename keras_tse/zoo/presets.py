@@ -17,6 +17,7 @@ import re
 import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
+from keras_tse.zoo import fine_tune
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES
 
@@ -202,12 +203,15 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     entry = PRESETS[preset]
     wanted = [flag for flag in (pretrained, load_weights) if flag is not None]
     if entry["weights"] is not None and all(wanted):
-        if overrides:
+        fixed = sorted(set(overrides) - set(fine_tune.ADAPTABLE))
+        if fixed:
             raise ValueError(
-                f"Preset {preset!r} loads its trained weights as they are. Received overrides: {sorted(overrides)}; "
-                "pass load_weights=False to build it untrained with them"
+                f"Preset {preset!r} loads its trained weights, which fix everything but "
+                f"{', '.join(fine_tune.ADAPTABLE)}. Received overrides: {fixed}; pass load_weights=False to build it "
+                "untrained with them"
             )
-        return load_preset(os.path.join(os.path.dirname(os.path.abspath(__file__)), entry["weights"]))
+        trained = load_preset(os.path.join(os.path.dirname(os.path.abspath(__file__)), entry["weights"]))
+        return _adapted(trained, preset, **overrides)
     if entry["weights"] is None and any(wanted):
         raise ValueError(
             f"No weights are published for preset {preset!r} yet (its `weights` is None). Build it untrained "
@@ -223,6 +227,22 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
             f"Received unknown overrides: {unknown}"
         )
     return builder(**{**entry["config"], "name": overridden_name(preset, overrides), **overrides})
+
+
+def _adapted(trained, preset, num_classes=None, image_size=None):
+    """A preset's trained model with a fresh head (`num_classes`: 0 for its pooled features) or at
+    another `image_size` (its position table resampled); as trained where neither changes."""
+    entry, config = PRESETS[preset], full_config(preset)
+    model = trained
+    if image_size is not None and image_size != config["image_size"]:
+        build = FAMILIES[entry["builder"]].builder
+        config["num_classes"] = config["num_classes"] if num_classes in (None, 0) else num_classes
+        model = fine_tune.at_image_size(trained, build, {**config, "name": trained.name}, image_size)
+        if num_classes != 0:
+            return model
+    if num_classes is not None and (num_classes != config["num_classes"] or num_classes == 0):
+        return fine_tune.with_head(model, num_classes, config.get("initializer", "torch"))
+    return model
 
 
 def list_models(pattern="*"):

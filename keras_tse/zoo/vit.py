@@ -69,7 +69,8 @@ def vit(
         hidden_dim: int, token width. Defaults to `192` (Table 1).
         ffn_dim: int, FFN width. Defaults to `384` (Table 1).
         num_heads: int, attention heads. Defaults to `8` (head size 24, Table 1).
-        num_classes: int, number of classes. Defaults to `10`.
+        num_classes: int, number of classes. Defaults to `10`. `0`: no head, the model returns the
+            pooled features `[batch, hidden_dim]` after the final LayerNorm (timm's `num_classes=0`).
         tau: float in [0, 1], de-escalation strength. Defaults to `1.0`.
         trainable_tau: bool, whether tau is learned. Defaults to `False`.
         deescalate_at: `"output"` or `"pre_ffn"`. Defaults to `"output"`.
@@ -120,7 +121,7 @@ def vit(
     given = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
     deescalating = (norm,) if layout.deescalates else ()
     _checks.unused_options(norm, deescalating, given, dict(tau=1.0, trainable_tau=False, deescalate_at="output"))
-    _checks.positive_int("num_classes", num_classes)
+    _checks.non_negative_int("num_classes", num_classes)
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
     initializers.check(initializer)
@@ -150,6 +151,8 @@ def vit(
         x = block(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)
     features = x[:, 0] if pool == "cls" else keras.layers.GlobalAveragePooling1D(name="mean_pool")(x)
+    if num_classes == 0:
+        return keras.Model(inputs, features, name=name or f"vit{depth}_{norm}_features")
     # float32 logits under a mixed policy: the loss and its softmax see full precision (Keras mixed-precision guide)
     logits = keras.layers.Dense(
         num_classes,

@@ -1,0 +1,65 @@
+"""A trained ViT made ready to fine-tune: a fresh classifier head, the pooled features, or another image
+size, every other weight kept bit for bit (timm's `create_model(pretrained=True, num_classes=N)` and
+`resample_abs_pos_embed`, KerasHub's `from_preset(num_classes=N)`)."""
+
+import keras
+from keras import ops
+
+from keras_tse.layers import initializers
+
+# What a model with trained weights may change at load (`from_preset`): everything else is the weights'.
+ADAPTABLE = ("num_classes", "image_size")
+
+
+def resample_positions(table, old_grid, new_grid, class_tokens=1):
+    """The position table `[1, class_tokens + old_grid**2, hidden]` for a `new_grid` x `new_grid` patch
+    grid: the patch rows resized bicubically over the grid (as timm resamples), the class token's rows kept."""
+    hidden = table.shape[-1]
+    kept, patches = table[:, :class_tokens], table[:, class_tokens:]
+    grid = ops.reshape(patches, (1, old_grid, old_grid, hidden))
+    resized = ops.image.resize(grid, (new_grid, new_grid), interpolation="bicubic", antialias=False)
+    return ops.concatenate([kept, ops.reshape(resized, (1, new_grid * new_grid, hidden))], axis=1)
+
+
+def with_head(trained, num_classes, initializer="torch"):
+    """`trained` (a classifier whose last layer is its `head`) on its own pooled features: `num_classes=0`
+    returns them `[batch, hidden]`; another count gets a fresh head of that many classes."""
+    head = trained.get_layer("head")
+    features = head.input
+    if num_classes == 0:
+        return keras.Model(trained.input, features, name=f"{trained.name}_features")
+    fresh = keras.layers.Dense(
+        num_classes,
+        name="head",
+        dtype="float32",  # float32 logits under a mixed policy, as the builder's head
+        kernel_initializer=initializers.kernel_initializer(initializer),
+        bias_initializer=initializers.bias_initializer(initializer, features.shape[-1]),
+    )
+    return keras.Model(trained.input, fresh(features), name=f"{trained.name}_head{num_classes}")
+
+
+def at_image_size(trained, build, config, image_size):
+    """`build(**config)` at `image_size`, every weight of `trained` copied in by layer name but the
+    position table, resampled to the new patch grid (and the head, where `config` asks another)."""
+    model = build(**{**config, "image_size": image_size})
+    patch = config["patch_size"]
+    if image_size % patch:
+        raise ValueError(
+            f"`image_size` must be a multiple of the patch size {patch}. Received: image_size={image_size}"
+        )
+    for layer in model.layers:
+        if not layer.weights or layer.name == "head" and config["num_classes"] != trained.get_layer("head").units:
+            continue
+        source = trained.get_layer(layer.name)
+        if layer.name == "patch_embedding":
+            tokens = int(source.use_class_token)
+            table = resample_positions(
+                source.position_embedding, source.image_size // patch, image_size // patch, tokens
+            )
+            layer.position_embedding.assign(table)
+            pairs = [(w, v) for w, v in zip(layer.weights, source.weights) if w is not layer.position_embedding]
+        else:
+            pairs = list(zip(layer.weights, source.weights))
+        for target, value in pairs:
+            target.assign(value)
+    return model

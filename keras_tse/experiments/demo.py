@@ -76,7 +76,13 @@ def run_demo(out="runs/demo", config=None, verbose=2):
     (x_train, y_train), (x_test, y_test) = data.get_dataset("digits").load_data(seed=config.split_seed)
     test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
     probe = x_test[: config.probe_size]
-    train_config = TrainConfig(epochs=config.epochs, batch_size=config.batch_size, learning_rate=config.learning_rate)
+    # every weight decayed: the rule of the runs behind the committed demo.json, so the command reproduces them
+    train_config = TrainConfig(
+        epochs=config.epochs,
+        batch_size=config.batch_size,
+        learning_rate=config.learning_rate,
+        weight_decay_rule="all",
+    )
     steps = -(-len(y_train) // config.batch_size)
 
     runs, histories = {norm: [] for norm in NORMS}, {norm: [] for norm in NORMS}

@@ -32,7 +32,8 @@ from keras_tse.experiments.lab.engine import spread
 
 RESULTS = os.path.join(ROOT, "zoo", "depth_study", "tau_sweep.csv")
 MODEL = ("--depth", "48", "--hidden-dim", "32", "--num-heads", "4", "--patch-size", "2", "--init", "torch", "--scan")
-DATA = ("--dataset", "digits", "--batch-size", "64", "--no-download")
+# every weight decayed: the rule the sweep's rows trained under, kept so that every row is comparable
+DATA = ("--dataset", "digits", "--batch-size", "64", "--no-download", "--weight-decay-rule", "all")
 EPOCHS = 13
 TAUS = ("0", "0.25", "0.5", "0.75", "1")
 ARMS = {

@@ -441,8 +441,12 @@ def add_scale_arguments(parser):
     """The flags `keras_tse.training.scale.configure` reads: precision, compilation, data parallelism."""
     parser.add_argument(
         "--mixed-precision",
-        action="store_true",
-        help="train under the mixed_bfloat16 policy (float32 variables, bfloat16 compute)",
+        nargs="?",
+        const="bfloat16",
+        choices=("bfloat16", "float16"),
+        default=None,
+        help="16-bit compute, float32 variables: bfloat16 (the flag alone; Ampere or newer GPUs, TPUs) or "
+        "float16 (with loss scaling; V100s, T4s and other GPUs without bfloat16)",
     )
     add_jit_compile(parser, default=False)
     parser.add_argument(

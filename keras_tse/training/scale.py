@@ -3,8 +3,9 @@
 Each recipe takes the flags of `keras_tse.experiments.flags.add_scale_arguments` and, before it builds a
 model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
 
-- `--mixed-precision`: the global dtype policy `mixed_bfloat16` (bfloat16 compute, float32
-  variables). The zoo keeps what must stay exact in float32: LayerNorm (Keras computes it in float32
+- `--mixed-precision [bfloat16|float16]`: the global dtype policy `mixed_bfloat16` (bfloat16 compute,
+  float32 variables), or `mixed_float16`, whose training Keras wraps in loss scaling. The zoo keeps
+  what must stay exact in float32: LayerNorm (Keras computes it in float32
   under a 16-bit policy), the explicit attention softmax of the probe path, the token mean of
   DeEscalation, the ViT's logits and the adaptive softmax's log-probabilities. The fused
   `ops.dot_product_attention` path takes the flash / cuDNN kernel on a GPU with 16-bit inputs
@@ -46,7 +47,9 @@ from keras_tse.processes import process
 from keras_tse.training import compile_cache
 from keras_tse.training.block_compile import WHOLE_MODEL
 
-MIXED_POLICY = "mixed_bfloat16"
+# --mixed-precision's choices: the global dtype policy of each (float16 trains with Keras's loss scaling,
+# which `model.compile` adds under mixed_float16)
+MIXED_POLICIES = {"bfloat16": "mixed_bfloat16", "float16": "mixed_float16"}
 
 
 def configure(
@@ -117,7 +120,18 @@ def writer_folder(out):
 
 
 def configure_precision(mixed):
-    keras.config.set_dtype_policy(MIXED_POLICY if mixed else "float32")
+    """The global dtype policy: float32 for None or False, else `MIXED_POLICIES[mixed]` (True: bfloat16).
+    float16 under JAX on a CPU is refused: XLA's CPU dot cannot take float16 inputs with the float32
+    accumulation the fused attention's gradient asks for (it trains on a GPU, and on a CPU under
+    TensorFlow or PyTorch)."""
+    if mixed == "float16" and keras.backend.backend() == "jax":
+        kinds = {device.split(":")[0] for device in keras.distribution.list_devices()}
+        if kinds <= {"cpu"}:
+            raise ValueError(
+                "--mixed-precision: received float16 under JAX on a CPU; expected a GPU for it (XLA's CPU dot has "
+                "no float16 with float32 accumulation), or bfloat16, or KERAS_BACKEND=torch or tensorflow"
+            )
+    keras.config.set_dtype_policy(MIXED_POLICIES["bfloat16" if mixed is True else mixed] if mixed else "float32")
 
 
 def use_data_parallel(devices=None):

@@ -175,6 +175,10 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     with open(tmp_path / "r" / "deescalate" / "summary.json") as f:
         summary = json.load(f)
     assert np.isfinite(summary["test_perplexity"]) and summary["test_perplexity"] < 42 * 3  # near 42 words, untrained
+    from keras_tse.data.text import Vocabulary  # the run keeps its words: its ids read back as the text's
+
+    kept = Vocabulary.load(str(tmp_path / "r" / "deescalate" / "vocabulary.txt"))
+    assert kept.symbols == vocab.symbols and kept.decode(ids["test"][-2:]) == "<unk> <eos>"
     # the identical command again: the vocabulary is read from the text, then the finished run is found
     code, out, err = run_recipe_here(
         "wikitext103_txl", [*argv, "--eval-interval", "2", "--out", str(tmp_path / "r")], capsys

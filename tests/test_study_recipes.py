@@ -494,3 +494,25 @@ def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, 
     fake.write_text('#!/bin/sh\nprintf "NVIDIA H200\\nNVIDIA H200\\n"\n')
     fake.chmod(0o755)
     assert cell_study.machine_name().endswith(", NVIDIA H200")
+
+
+@pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study"])
+def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(study, tmp_path, monkeypatch):
+    module = lab_module(study)
+    arm = next(iter(module.ARMS))
+
+    def run_recipe(task, argv, out, what):  # the files `keras-tse train vit` writes
+        variant = os.path.join(out, argv[argv.index("--norm") + 1])
+        os.makedirs(variant)
+        summary = {"epochs": 2, "train_loss": 0.5, "test_loss": 0.6, "test_accuracy": 0.8, "best_test_accuracy": 0.81,
+                   "last_block_similarity_start": 0.9, "last_block_similarity_end": 0.2}  # fmt: skip
+        with open(os.path.join(variant, "summary.json"), "w") as f:
+            json.dump(summary, f)
+        with open(os.path.join(variant, "history.csv"), "w") as f:
+            f.write("epoch,loss,val_accuracy\n0,0.9,0.7\n1,0.5,0.8\n")
+        return 3.0
+
+    monkeypatch.setattr(module.engine, "run_recipe", run_recipe)
+    row = module.STUDY.run_cell(str(tmp_path), arm, 1e-3, 1)
+    assert set(module.FIELDS) - set(row) == {"machine"}  # the engine adds the machine
+    assert (row["train_loss"], row["similarity_end"], row["loss_curve"], row["seed"]) == (0.5, 0.2, "0.9;0.5", 1)

@@ -154,6 +154,20 @@ def learned_tau_columns(summary):
     return {name: (f"{v:.4f}" if taus else "") for name, v in zip(LEARNED_TAU, values)}
 
 
+def classifier_columns(summary):
+    """A ViT cell's row columns from its run's `summary.json`: epochs, losses, accuracy, the last block's
+    similarity at the start and end, and the learned taus."""
+    return {
+        "epochs": summary["epochs"],
+        "train_loss": summary["train_loss"],
+        "test_loss": summary["test_loss"],
+        "test_accuracy": summary["test_accuracy"],
+        "similarity_init": summary["last_block_similarity_start"],
+        "similarity_end": summary["last_block_similarity_end"],
+        **learned_tau_columns(summary),
+    }
+
+
 def read_json(folder, name):
     with open(os.path.join(folder, name)) as handle:
         return json.load(handle)

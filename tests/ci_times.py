@@ -43,12 +43,14 @@ def parse(log, total=None):
 
 def markdown_table(records):
     lines = [
-        "| date | commit | machine | total | TensorFlow | JAX | PyTorch (+ the run-once tests) |",
-        "|---|---|---|---:|---|---|---|",
+        "| date | commit | machine | beside it | total | TensorFlow | JAX | PyTorch (+ the run-once tests) |",
+        "|---|---|---|---|---:|---|---|---|",
     ]
     for r in records:
         cells = [f"{r['backends'][b]['wall_s']:,} s ({r['backends'][b]['tests']})" for b in BACKENDS]
-        lines.append(f"| {r['date']} | {r['commit']} | {r['machine']} | **{r['total_s']:,} s** | {' | '.join(cells)} |")
+        beside = r.get("beside", "not recorded")  # the runs recorded before this column
+        row = f"| {r['date']} | {r['commit']} | {r['machine']} | {beside} | **{r['total_s']:,} s** | {' | '.join(cells)} |"
+        lines.append(row)
     return "\n".join(lines)
 
 
@@ -73,6 +75,7 @@ def main(argv=None):
     parser.add_argument("--machine", required=True)
     parser.add_argument("--commit", required=True)
     parser.add_argument("--total", type=int, help="seconds, where the log has no total line")
+    parser.add_argument("--beside", required=True, help='what ran beside it on the machine ("nothing", a study, ...)')
     parser.add_argument("--out", default=TIMES)
     args = parser.parse_args(argv)
     with open(args.log) as f:
@@ -82,7 +85,8 @@ def main(argv=None):
     except ValueError as error:
         sys.exit(f"ci_times: {args.log}: {error}")
     records = read(args.out) if os.path.exists(args.out) else []
-    record = {"date": args.date, "commit": args.commit, "machine": args.machine, "total_s": total}
+    record = {"date": args.date, "commit": args.commit, "machine": args.machine, "beside": args.beside}
+    record["total_s"] = total
     records.append({**record, "backends": backends})
     with open(args.out, "w") as f:
         json.dump(records, f, indent=1)

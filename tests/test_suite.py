@@ -121,9 +121,10 @@ def test_ci_times_reads_each_backends_wall_time_and_the_total_from_a_ci_log():
     assert backends["jax"] == {"wall_s": 1306, "tests": "296 passed, 1 skipped, 170 deselected"}
     assert backends["tensorflow"]["tests"] == "289 passed, 8 skipped, 170 deselected"
     assert backends["torch"] == {"wall_s": 1029, "tests": "459 passed, 8 skipped"}
-    record = {"date": "d", "commit": "c", "machine": "m", "total_s": total, "backends": backends}
+    record = {"date": "d", "commit": "c", "machine": "m", "beside": "nothing", "total_s": total, "backends": backends}
     row = ci_times.markdown_table([record])
-    assert "| d | c | m | **1,500 s** | 1,046 s (289 passed, 8 skipped, 170 deselected) | 1,306 s" in row
+    assert "| d | c | m | nothing | **1,500 s** | 1,046 s (289 passed, 8 skipped, 170 deselected) | 1,306 s" in row
+    assert "| m | not recorded |" in ci_times.markdown_table([{k: v for k, v in record.items() if k != "beside"}])
     with pytest.raises(ValueError, match="no 'ci total: N s' line"):
         ci_times.parse(log.replace("ci total: 1500 s", ""))
     assert ci_times.parse(log.replace("ci total: 1500 s", ""), total=2143)[1] == 2143

@@ -49,8 +49,8 @@ def markdown_table(records):
     for r in records:
         cells = [f"{r['backends'][b]['wall_s']:,} s ({r['backends'][b]['tests']})" for b in BACKENDS]
         beside = r.get("beside", "not recorded")  # the runs recorded before this column
-        row = f"| {r['date']} | {r['commit']} | {r['machine']} | {beside} | **{r['total_s']:,} s** | {' | '.join(cells)} |"
-        lines.append(row)
+        head = f"| {r['date']} | {r['commit']} | {r['machine']} | {beside} | **{r['total_s']:,} s** |"
+        lines.append(f"{head} {' | '.join(cells)} |")
     return "\n".join(lines)
 
 

@@ -85,7 +85,7 @@ def test_the_broken_combination_really_is_broken():
         ({"num_heads": 3}, "hidden=16, num_heads=3"),
         ({"depth": 0}, "Received: depth=0"),
         ({"tau": 1.2}, "Received: tau=1.2"),
-        ({"num_classes": 0}, "Received: num_classes=0"),
+        ({"num_classes": -1}, "Received: num_classes=-1"),  # 0: the pooled features
     ],
 )
 def test_bad_arguments_fail_up_front(kwargs, pattern):

@@ -12,10 +12,12 @@ What it does not cover: two machines writing one folder over a network file syst
 not honour `flock` (NFS before v4 may not); there, give each machine its own folder.
 """
 
+import contextlib
 import datetime
 import os
 import socket
 import sys
+import time
 
 try:
     import fcntl
@@ -49,6 +51,18 @@ def _try_lock(handle):
     return True
 
 
+def _owner(handle, wait_s=1.0):
+    """What a held lock file says of its owner; an owner that has just taken the lock may not have
+    written it yet, so an empty file is read again for up to `wait_s` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        handle.seek(0)
+        owner = handle.read().strip()
+        if owner or time.monotonic() > deadline:
+            return owner or "another process"
+        time.sleep(0.01)
+
+
 def _same_file(handle, path):
     """Whether `path` still names the file `handle` holds (a releasing owner may have removed it)."""
     try:
@@ -69,8 +83,7 @@ def hold(folder, flag="--out"):
     while True:
         handle = open(path, "a+")
         if not _try_lock(handle):
-            handle.seek(0)
-            owner = handle.read().strip() or "another process"
+            owner = _owner(handle)
             handle.close()
             raise RunFolderBusy(
                 f"{flag}: received {folder}, which another run writes now ({owner}); expected a folder no "
@@ -89,6 +102,18 @@ def hold(folder, flag="--out"):
     handle.flush()
     _HELD[key] = (handle, path)
     return stale
+
+
+@contextlib.contextmanager
+def holding(folder, flag="--out"):
+    """`hold(folder)` for the `with` block; released at its end unless this process held it before."""
+    taken = os.path.realpath(folder) not in _HELD
+    hold(folder, flag)
+    try:
+        yield
+    finally:
+        if taken:
+            release(folder)
 
 
 def release(folder):

@@ -105,75 +105,60 @@ def train_in_folder(
     reach `history.csv`. `defaults`: what an older run folder that lacks a setting ran with
     (`check_run_folder`).
     """
-    taken = os.path.realpath(run_dir) not in run_lock.held()
-    run_lock.hold(run_dir, "run folder")  # one writer: a second process training into it is refused
-    try:
-        return _train_held(
-            model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every, checkpoints,
-            extra_callbacks, verbose, probe_warmup, defaults,
-        )  # fmt: skip
-    finally:
-        if taken:
-            run_lock.release(run_dir)
+    with run_lock.holding(run_dir, "run folder"):  # one writer: a second process training into it is refused
+        summary_path = os.path.join(run_dir, "summary.json")
+        if _open_run_folder(run_dir, run_config, defaults) == "finished":
+            with open(summary_path) as f:
+                return json.load(f)
+        for sub in ("checkpoints", "plots"):
+            os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
 
-
-def _train_held(
-    model, run_dir, run_config, fit_kwargs, probe_inputs, summarize, similarity_every, checkpoints, extra_callbacks,
-    verbose, probe_warmup, defaults,
-):  # fmt: skip
-    summary_path = os.path.join(run_dir, "summary.json")
-    if _open_run_folder(run_dir, run_config, defaults) == "finished":
-        with open(summary_path) as f:
-            return json.load(f)
-    for sub in ("checkpoints", "plots"):
-        os.makedirs(os.path.join(run_dir, sub), exist_ok=True)
-
-    history_path = os.path.join(run_dir, "history.csv")
-    last_path = os.path.join(run_dir, "checkpoints", "last.keras")
-    similarity = TokenSimilarityMetric(
-        probe_inputs,
-        every_n_batches=similarity_every,
-        csv_path=os.path.join(run_dir, "similarity.csv"),
-        plot_dir=os.path.join(run_dir, "plots"),
-        warmup_inputs=probe_warmup,
-    )
-    stop = StopOnNonFinite(run_dir)
-    if checkpoints:
-        backup = RunBackup(os.path.join(run_dir, "backup"), run_dir)
-        first, last = [backup], [backup.saver()]  # restore before all, back up after all (see RunBackup)
-    else:  # no backup to resume from: an unfinished earlier run's logs would only mislead
-        first, last = [], []
-        for stale in (history_path, similarity.csv_path):
-            if os.path.exists(stale):
-                os.remove(stale)
-    callbacks = [
-        *first,
-        StopOnInterrupt(),  # a Ctrl-C stops at a batch end, where every saved file is whole
-        stop,
-        similarity,  # before CSVLogger: it adds its columns to the epoch logs
-        *extra_callbacks,
-        keras.callbacks.CSVLogger(history_path, append=True),
-        RunCheckpoints(
-            last_path,
-            os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
-            best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf),
-        ),
-        *last,
-    ]
-    start = time.perf_counter()
-    model.fit(**fit_kwargs, callbacks=callbacks, verbose=verbose)
-    history = read_history(history_path)
-    if not history.get("loss"):  # stopped inside the first epoch: no epoch to summarise
-        summary = {"epochs": 0}
-    else:
-        summary = summarize(history, similarity, time.perf_counter() - start)
-    taus = learned_taus(model)
-    summary = {"model": model.name, **summary, **({"learned_tau": taus} if taus else {})}
-    summary.update({"stopped": stop.stopped} if stop.stopped else {})
-    run_files.write_json(summary_path, summary)
-    if checkpoints:
-        shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
-    return summary
+        history_path = os.path.join(run_dir, "history.csv")
+        last_path = os.path.join(run_dir, "checkpoints", "last.keras")
+        similarity = TokenSimilarityMetric(
+            probe_inputs,
+            every_n_batches=similarity_every,
+            csv_path=os.path.join(run_dir, "similarity.csv"),
+            plot_dir=os.path.join(run_dir, "plots"),
+            warmup_inputs=probe_warmup,
+        )
+        stop = StopOnNonFinite(run_dir)
+        if checkpoints:
+            backup = RunBackup(os.path.join(run_dir, "backup"), run_dir)
+            first, last = [backup], [backup.saver()]  # restore before all, back up after all (see RunBackup)
+        else:  # no backup to resume from: an unfinished earlier run's logs would only mislead
+            first, last = [], []
+            for stale in (history_path, similarity.csv_path):
+                if os.path.exists(stale):
+                    os.remove(stale)
+        callbacks = [
+            *first,
+            StopOnInterrupt(),  # a Ctrl-C stops at a batch end, where every saved file is whole
+            stop,
+            similarity,  # before CSVLogger: it adds its columns to the epoch logs
+            *extra_callbacks,
+            keras.callbacks.CSVLogger(history_path, append=True),
+            RunCheckpoints(
+                last_path,
+                os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
+                best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf),
+            ),
+            *last,
+        ]
+        start = time.perf_counter()
+        model.fit(**fit_kwargs, callbacks=callbacks, verbose=verbose)
+        history = read_history(history_path)
+        if not history.get("loss"):  # stopped inside the first epoch: no epoch to summarise
+            summary = {"epochs": 0}
+        else:
+            summary = summarize(history, similarity, time.perf_counter() - start)
+        taus = learned_taus(model)
+        summary = {"model": model.name, **summary, **({"learned_tau": taus} if taus else {})}
+        summary.update({"stopped": stop.stopped} if stop.stopped else {})
+        run_files.write_json(summary_path, summary)
+        if checkpoints:
+            shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
+        return summary
 
 
 def learned_taus(model):

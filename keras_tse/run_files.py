@@ -47,8 +47,6 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
     path = os.path.join(folder, MANIFEST)
-    if os.path.exists(path + ".partial"):  # our manifest's temporary, left by a kill inside its write
-        os.remove(path + ".partial")
     settings = json.loads(json.dumps(settings))  # as stored: tuples become lists
     if os.path.exists(path):
         with open(path) as f:
@@ -56,8 +54,10 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
         given = {"command": command, **flatten(settings)}
         _same_run(folder, flag, given, {"command": stored.get("command"), **flatten(stored.get("settings", {}))})
         run_lock.hold(folder, flag)  # ours: from here on, this process is its one writer
+        _drop_partial(path)
         return "ours"
-    entries = sorted(e for e in os.listdir(folder) if e != run_lock.LOCK) if os.path.isdir(folder) else []
+    ignored = (run_lock.LOCK, MANIFEST + ".partial")
+    entries = sorted(e for e in os.listdir(folder) if e not in ignored) if os.path.isdir(folder) else []
     ours_before = marker is not None and bool(glob.glob(os.path.join(glob.escape(folder), marker)))
     foreign = [e for e in entries if not any(fnmatch.fnmatch(e, w) for w in writes)]
     if entries and (foreign or not ours_before):
@@ -71,10 +71,18 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
         before = json.loads(json.dumps(settings_before(folder)))
         _same_run(folder, flag, {"command": command, **flatten(settings)}, {"command": command, **flatten(before)})
     run_lock.hold(folder, flag)  # before the first write: a second writer is refused from here on
+    _drop_partial(path)
     if os.path.exists(path):  # another run claimed it between our look and our lock: check its settings
         return claim_folder(folder, command, settings, writes, marker, flag, settings_before)
     write_json(path, {"command": command, "settings": settings})
     return "new"
+
+
+def _drop_partial(path):
+    """Remove the manifest's temporary, left by a kill inside its write. Only the folder's holder may:
+    before the lock it may be a live writer's, whose rename would then fail."""
+    if os.path.exists(path + ".partial"):
+        os.remove(path + ".partial")
 
 
 def flatten(config, prefix=""):

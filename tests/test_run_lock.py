@@ -77,6 +77,23 @@ def test_a_folder_another_live_process_holds_is_refused_naming_it_and_the_owner(
         holder.wait()
 
 
+def test_a_refused_writer_leaves_the_owners_half_written_manifest_alone(tmp_path):
+    from keras_tse import run_files
+
+    out = tmp_path / "run"
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        partial = out / (run_files.MANIFEST + ".partial")
+        partial.write_text("{")  # the owner inside its manifest's write: the rename comes next
+        with pytest.raises(run_lock.RunFolderBusy, match=f"pid {holder.pid} on "):
+            run_files.claim_folder(str(out), "train vit", {"norm": "post"})
+        assert partial.read_text() == "{"  # removing it would fail the owner's rename
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_a_lock_a_killed_run_left_is_taken_over_and_released_at_the_end(tmp_path, capsys):
     from keras_tse.experiments import cli
 

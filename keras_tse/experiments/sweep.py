@@ -479,10 +479,10 @@ def verdicts(rows, threshold=0.5):
     return "\n".join(lines)
 
 
-def seed_values(rows, arm, depth, learning_rate, column="final_loss"):
-    """Each seed's `column` in the cell of `arm` = (norm, tau, initializer) at `depth` and `learning_rate`."""
+def cell_rows(rows, arm, depth, learning_rate):
+    """Every seed's row in the cell of `arm` = (norm, tau, initializer) at `depth` and `learning_rate`."""
     return [
-        float(row[column])
+        row
         for row in rows
         if (row["norm"], row["tau"], row["initializer"]) == arm
         and int(row["depth"]) == depth
@@ -490,29 +490,52 @@ def seed_values(rows, arm, depth, learning_rate, column="final_loss"):
     ]
 
 
-def published_verdicts(rows, scheme, depth):
-    """{published method: verdict against de-escalation} at (init, depth), each arm at its best rate.
+def seed_values(rows, arm, depth, learning_rate, column="final_loss"):
+    """Each seed's `column` in the cell of `arm` = (norm, tau, initializer) at `depth` and `learning_rate`."""
+    return [float(row[column]) for row in cell_rows(rows, arm, depth, learning_rate)]
 
-    A method beats de-escalation when it beats every tau's arm under the verdict rule
-    (`keras_tse.experiments.verdicts`); it loses when every tau's arm beats it; else tied within seeds."""
-    best = best_over_learning_rates(rows)
 
-    def seeds(norm, tau):
-        return seed_values(rows, (norm, tau, scheme), depth, best[(norm, tau, scheme, depth)][1])
-
-    taus = [k[1] for k in best if k[0] == "deescalate" and k[2:] == (scheme, depth)]
-    found = {}
-    for norm, _ in PUBLISHED_ARMS:
-        if (norm, "", scheme, depth) not in best or not taus:
+def rates_chosen_by_seed(rows, seed):
+    """(norm, tau, initializer, depth) -> the learning rate of `seed`'s lowest finite final loss: the rate
+    a selection seed chose, so that the verdicts use the other seeds only."""
+    chosen = {}
+    for row in rows:
+        loss = float(row["final_loss"])
+        if int(row["seed"]) != seed or not np.isfinite(loss):
             continue
-        each = {verdict_rule.compare(seeds(norm, ""), seeds("deescalate", tau)) for tau in taus}
-        found[norm] = each.pop() if len(each) == 1 and each != {verdict_rule.TIED} else verdict_rule.TIED
-    return found
+        key = (row["norm"], row["tau"], row["initializer"], int(row["depth"]))
+        if key not in chosen or loss < chosen[key][0]:
+            chosen[key] = (loss, float(row["learning_rate"]))
+    return {key: rate for key, (_, rate) in chosen.items()}
+
+
+def published_verdicts(rows):
+    """{(init, depth): {published method: verdict against de-escalation}}, each arm at the rate its
+    selection seed (0) chose, judged on the other seeds by the verdict rule (`keras_tse.experiments.verdicts`),
+    every comparison of the study one family. A method beats (loses to, is equivalent to) de-escalation
+    when it does so against every tau's arm; any other mix is inconclusive."""
+    best = rates_chosen_by_seed(rows, 0)
+
+    def seeds(norm, tau, scheme, depth):
+        cell = cell_rows(rows, (norm, tau, scheme), depth, best[(norm, tau, scheme, depth)])
+        return {int(r["seed"]): float(r["final_loss"]) for r in cell if int(r["seed"]) != 0}
+
+    pairs = []
+    for norm, tau, scheme, depth in sorted(best):
+        if norm == "deescalate":
+            for published, _ in PUBLISHED_ARMS:
+                if (published, "", scheme, depth) in best:
+                    pairs.append(((scheme, depth), published, (seeds(published, "", scheme, depth), seeds(norm, tau, scheme, depth))))
+    said = verdict_rule.stated([verdict_rule.measure_seeds(*both, metric="final_loss") for _, _, both in pairs])
+    each = {}
+    for (where, published, _), verdict in zip(pairs, said):
+        each.setdefault(where, {}).setdefault(published, set()).add(verdict)
+    return {where: {m: v.pop() if len(v) == 1 else verdict_rule.INCONCLUSIVE for m, v in found.items()} for where, found in each.items()}
 
 
 _PHRASES = {
     verdict_rule.BEATS: ("beats de-escalation", "beat de-escalation"),
-    verdict_rule.TIED: ("is tied with de-escalation within seeds", "are tied with de-escalation within seeds"),
+    verdict_rule.EQUIVALENT: ("is equivalent to de-escalation", "are equivalent to de-escalation"),
     verdict_rule.LOSES: ("loses to de-escalation", "lose to de-escalation"),
 }
 
@@ -521,19 +544,20 @@ def orderings(rows):
     """One line per (init, depth): every arm at its best learning rate, lowest seed-mean final loss
     first, then each published method's verdict against de-escalation (`published_verdicts`)."""
     best = best_over_learning_rates(rows)
+    judged = published_verdicts(rows)
     lines = []
     for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             arms = sorted((v, cell_label(k[0], k[1]), k[0]) for k, v in best.items() if k[2:] == (scheme, depth))
             order = " < ".join(f"{label} {v[0]:.3f} ({v[1]:g})" for v, label, _ in arms)
-            found = published_verdicts(rows, scheme, depth)
+            found = judged.get((scheme, depth), {})
             if found:
                 parts = []
-                for verdict in (verdict_rule.BEATS, verdict_rule.TIED, verdict_rule.LOSES):
+                for verdict in sorted(set(found.values()), key=lambda v: (v not in _PHRASES, v)):
                     names = [norm for norm, v in found.items() if v == verdict]
-                    if names:
-                        text = f"{', '.join(names)} {_PHRASES[verdict][len(names) > 1]}"
-                        parts.append(f"**{text}**" if verdict == verdict_rule.BEATS else text)
+                    inconclusive = verdict.replace(verdict_rule.INCONCLUSIVE, "inconclusive against de-escalation", 1)
+                    phrase = _PHRASES.get(verdict, (f"is {inconclusive}", f"are {inconclusive}"))[len(names) > 1]
+                    parts.append(f"{', '.join(names)} {phrase}")
                 order += ". " + "; ".join(parts) + " (against each tau, by the verdict rule of zoo/README.md)"
             lines.append(f"- depth {depth}, {scheme} init: {order}.")
     return "\n".join(lines)

@@ -112,18 +112,24 @@ MEASURES = {
 
 def compare(results, variant, other):
     """Per measure, how `variant` stands against `other` over the seeds, by the verdict rule of
-    zoo/README.md (`keras_tse.experiments.verdicts`): "beat", "fell short of", or "tied within seeds
-    with". (With two seeds an arm beats only where every seed beats every seed: the bootstrap interval of
-    two seeds never excludes zero when their ranges overlap.)"""
+    zoo/README.md (`keras_tse.experiments.verdicts`), the measures one family: "beat", "fell short of",
+    "equivalent to", or "inconclusive against" (with its seed count below the rule's 5 verdict seeds).
+    These studies ran fixed rates, no rate selection, so every seed is a verdict seed."""
     from keras_tse.experiments import verdicts
 
-    words = {verdicts.BEATS: "beat", verdicts.LOSES: "fell short of", verdicts.TIED: "tied within seeds with"}
-    verdict = {}
-    for key, better in MEASURES[results["kind"]]:
-        mine = [r[key] for r in results["runs"][variant]]
-        theirs = [r[key] for r in results["runs"][other]]
-        verdict[key] = words[verdicts.compare(mine, theirs, lower_is_better=better == "lower")]
-    return verdict
+    words = {verdicts.BEATS: "beat", verdicts.LOSES: "fell short of", verdicts.EQUIVALENT: "equivalent to"}
+    keys = [key for key, _ in MEASURES[results["kind"]]]
+    comparisons = [
+        verdicts.measure_seeds(
+            {r.get("seed", i): r[key] for i, r in enumerate(results["runs"][variant])},
+            {r.get("seed", i): r[key] for i, r in enumerate(results["runs"][other])},
+            better == "lower",
+            metric=key,
+        )
+        for key, better in MEASURES[results["kind"]]
+    ]
+    said = verdicts.stated(comparisons)
+    return {key: words.get(verdict, "inconclusive against") for key, verdict in zip(keys, said)}
 
 
 # What de-escalation is compared with, in this order, where a study trained them: the paper's two and
@@ -132,7 +138,7 @@ COMPARED_WITH = ("post", "pre", "deepnorm", "layerscale", "rezero")
 
 
 def verdicts(results, variant="deescalate", others=None):
-    """One line per comparison: where de-escalation beat, tied with or fell short of post- and pre-norm
+    """One line per comparison: where de-escalation beat, was equivalent to or fell short of post- and pre-norm
     and of every published depth method the study trained (`COMPARED_WITH`)."""
     names = {"train_loss": "train loss", "test_accuracy": "test accuracy", "test_perplexity": "test perplexity"}
     if others is None:

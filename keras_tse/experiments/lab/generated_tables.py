@@ -28,6 +28,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
 | gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a GPU machine, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
+| verdict_rates | zoo/figures/verdict_rates.json | `python -m keras_tse.experiments.lab.verdict_rates` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
@@ -42,6 +43,7 @@ from keras_tse.experiments.lab import ROOT  # noqa: E402
 DOCUMENTS = (
     "README.md",
     os.path.join("tests", "README.md"),
+    os.path.join("zoo", "README.md"),
     os.path.join("zoo", "escalation.md"),
     os.path.join("zoo", "speed.md"),
     os.path.join("zoo", "depth_study.md"),
@@ -209,6 +211,9 @@ def render(name):
         return study.markdown_table(study.read_rows())
     if name in ("gpu_fig6", "gpu_fig7", "gpu_speed"):
         return _generator("gpu_plan").card_block(name)
+    if name == "verdict_rates":
+        with open(_path("zoo", "figures", "verdict_rates.json")) as f:
+            return _generator("verdict_rates").markdown_table(json.load(f)["rates"])
     if name == "ci":
         ci_times = _generator("ci_times")
         records = ci_times.read()

@@ -121,13 +121,13 @@ def markdown_table(rows):
             f"{'/'.join(f'{t:g}' for t in tried)} | {len(members)} | {' | '.join(cells)} |"
         )
     lines += ["", "| question | A | B | on test perplexity |", "|---|---|---|---|"]
+    asked = [(a, b, question) for a, b, question in QUESTIONS if best[a][0] is not None and best[b][0] is not None]
+    seeds = {q: [engine.verdict_seeds(best[arm][1], "test_perplexity") for arm in (a, b)] for a, b, q in asked}
+    asked = [(a, b, q) for a, b, q in asked if min(map(len, seeds[q])) >= verdicts.MIN_SEEDS]
+    said = dict(zip([q for _, _, q in asked], verdicts.stated(
+        [verdicts.measure_seeds(*seeds[q], metric="test_perplexity") for _, _, q in asked])))  # fmt: skip
     for a, b, question in QUESTIONS:
-        seeds = [[float(r["test_perplexity"]) for r in best[arm][1]] for arm in (a, b)]
-        enough = min(map(len, seeds)) >= verdicts.MIN_SEEDS
-        answer = (
-            f"A {verdicts.compare(*seeds)} B" if enough else f"not measured ({len(seeds[0])} and {len(seeds[1])} seeds)"
-        )
-        lines.append(f"| {question} | {a} | {b} | {answer} |")
+        lines.append(f"| {question} | {a} | {b} | {verdicts.table_cell(said.get(question, 'not measured'))} |")
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/ptb_transformer_xl16/warmup_study.csv`)."
 
 

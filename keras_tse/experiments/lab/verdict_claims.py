@@ -6,15 +6,18 @@ right after it, in words the checker reads:
     <!-- verdict depth_study: deepnorm, layerscale beat deescalate(*) at depth 24, 48 -->
     <!-- verdict depth80 train_loss: deescalate beats post -->
 
-`SOURCE [METRIC]: ARMS RELATION ARMS [at KEY VALUES]`: RELATION is `beats`/`beat`, `ties`/`tie` (tied
-within seeds) or `loses to`/`lose to`; each side is a comma-separated list of arms, and the claim must
+`SOURCE [METRIC]: ARMS RELATION ARMS [at KEY VALUES]`: RELATION is `beats`/`beat`, `is equivalent to`/
+`are equivalent to`, `loses to`/`lose to` or `is inconclusive against`/`are inconclusive against`; each side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
 the depth study (`deescalate(*)`: every tau), the arm names of the lab's `depth80_study` in depth80, the
 variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each), the arm names
 of `keras_tse/experiments/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
 `keras_tse/experiments/lab/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
-arm is taken at its best learning rate, every seed of that cell, and judged by the verdict rule
-(`keras_tse.experiments.verdicts`, zoo/README.md).
+arm is taken at the learning rate its selection seed (seed 0) chose, with every other seed of that cell
+(the verdict seeds), and judged by the verdict rule (`keras_tse.experiments.verdicts`, zoo/README.md):
+paired by seed where both arms ran the same seeds, every comparison of one document decided together
+(one family, Holm's correction). A verdict other than "inconclusive" needs `verdicts.VERDICT_SEEDS`
+verdict seeds per arm.
 
     python -m keras_tse.experiments.lab.verdict_claims    # each claim and whether it holds; exit 1 if one fails
 """
@@ -32,24 +35,26 @@ DOCUMENTS = (
     os.path.join("zoo", "ptb_transformer_xl16.md"),
 )
 CLAIM = re.compile(r"<!-- verdict (?P<source>\w+)(?: (?P<metric>\w+))?: (?P<claim>.+?) -->")
-RELATIONS = {"beats": "beats", "beat": "beats", "ties": "tied within seeds", "tie": "tied within seeds"}
-RELATIONS.update({"loses to": "loses to", "lose to": "loses to"})
+RELATIONS = {"beats": "beats", "beat": "beats", "loses to": "loses to", "lose to": "loses to"}
+RELATIONS.update({"is equivalent to": "equivalent to", "are equivalent to": "equivalent to"})
+RELATIONS.update({"is inconclusive against": "inconclusive", "are inconclusive against": "inconclusive"})
 SENTENCE = re.compile(
-    r"^(?P<a>.+?) (?P<relation>beats|beat|ties|tie|loses to|lose to) (?P<b>.+?)"
+    r"^(?P<a>.+?) (?P<relation>" + "|".join(sorted(RELATIONS, key=len, reverse=True)) + r") (?P<b>.+?)"
     r"(?: at (?P<key>\w+) (?P<values>[\d, ]+))?$"
 )
 LOWER_IS_BETTER = ("loss", "perplexity")  # every other metric (accuracy) is better higher
 
 
 def _depth_study_seeds(metric, arm, key, value):
-    """(arm, every seed) of the depth study's cells (torch init) of `arm` at `depth`, each at its best rate."""
+    """(arm, {seed: value}) of the depth study's cells (torch init) of `arm` at `depth`, each at the rate
+    its selection seed chose."""
     from keras_tse.experiments import sweep
-    from keras_tse.experiments.lab import generated_tables
+    from keras_tse.experiments.lab import engine, generated_tables
 
     if key != "depth":
         raise ValueError(f"depth_study claims are made at a depth, got 'at {key}'")
     rows = generated_tables.depth_study_rows()
-    best = sweep.best_over_learning_rates(rows)
+    best = sweep.rates_chosen_by_seed(rows, engine.SELECTION_SEED)
     norm, _, tau = arm.partition("(")
     tau = tau.rstrip(")")
     taus = sorted({k[1] for k in best if k[0] == norm}) if tau == "*" else [tau]
@@ -57,14 +62,16 @@ def _depth_study_seeds(metric, arm, key, value):
     for tau in taus:
         if (norm, tau, "torch", value) not in best:
             raise ValueError(f"the depth study has no arm {arm!r} at depth {value}")
-        lr = best[(norm, tau, "torch", value)][1]
+        lr = best[(norm, tau, "torch", value)]
         label = f"{norm}({tau})" if tau else norm
-        arms.append((label, sweep.seed_values(rows, (norm, tau, "torch"), value, lr, metric or "final_loss")))
+        cell = sweep.cell_rows(rows, (norm, tau, "torch"), value, lr)
+        arms.append((label, engine.verdict_seeds(cell, metric or "final_loss")))
     return arms
 
 
 def _gpu_seeds(figure):
-    """(arm, every seed) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`gpu_plan`)."""
+    """(arm, {seed: value}) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`gpu_plan`):
+    fixed rates, no selection, so every seed is a verdict seed."""
 
     def seeds(metric, arm, key, value):
         import json
@@ -75,13 +82,13 @@ def _gpu_seeds(figure):
             runs = json.load(f)["runs"]
         if arm not in runs:
             raise ValueError(f"zoo/gpu/{figure}.json has no arm {arm!r}: it has {sorted(runs)}")
-        return [(arm, [float(r[metric or "train_loss"]) for r in runs[arm]])]
+        return [(arm, {int(r.get("seed", i)): float(r[metric or "train_loss"]) for i, r in enumerate(runs[arm])})]
 
     return seeds
 
 
 def _cell_study_seeds(module, metric_by_default):
-    """(arm, every seed) of a cell study's arm at its best rate (the lab's `<module>`, the engine's plan)."""
+    """(arm, {seed: value}) of a cell study's arm at the rate its seed 0 chose (the lab's `<module>`)."""
 
     def seeds(metric, arm, key, value):
         import importlib
@@ -94,7 +101,7 @@ def _cell_study_seeds(module, metric_by_default):
         rate, members = engine.at_best(study.read_rows(), arm, study.plan_of(arm))
         if rate is None:
             raise ValueError(f"{study.RESULTS} has no row of arm {arm!r}")
-        return [(arm, [float(r[metric or metric_by_default]) for r in members])]
+        return [(arm, engine.verdict_seeds(members, metric or metric_by_default))]
 
     return seeds
 
@@ -107,6 +114,7 @@ SOURCES = {
     "ptb_warmup": _cell_study_seeds("ptb_warmup_study", "test_perplexity"),
     "tau_sweep": _cell_study_seeds("tau_sweep_study", "train_loss"),
 }
+DEFAULT_METRIC = {"depth_study": "final_loss", "ptb_warmup": "test_perplexity"}
 
 
 def claims(text):
@@ -114,34 +122,64 @@ def claims(text):
     return [(m["source"], m["metric"], m["claim"]) for m in CLAIM.finditer(text)]
 
 
-def check(source, metric, claim):
-    """The list of failures of one claim (empty when it holds)."""
-    from keras_tse.experiments import verdicts
-
+def _pairs(source, metric, claim):
+    """(expected verdict, [(where, name A, name B, seeds A, seeds B), ...]) of one claim, or a failure line."""
     if source not in SOURCES:
-        return [f"unknown source {source!r}: expected one of {sorted(SOURCES)}"]
+        return f"unknown source {source!r}: expected one of {sorted(SOURCES)}"
     parsed = SENTENCE.match(claim)
     if parsed is None:
-        return [f"cannot read {claim!r}: expected 'ARMS beats|ties|loses to ARMS [at KEY VALUES]'"]
-    expected = RELATIONS[parsed["relation"]]
+        return f"cannot read {claim!r}: expected 'ARMS beats|is equivalent to|loses to|is inconclusive against ARMS [at KEY VALUES]'"
     values = [int(v) for v in parsed["values"].replace(",", " ").split()] if parsed["values"] else [None]
-    lower = any(word in (metric or "loss") for word in LOWER_IS_BETTER)
-    failures = []
+    pairs = []
     for value in values:
+        where = "" if value is None else f" at {parsed['key']} {value}"
         for a in parsed["a"].split(", "):
             for b in parsed["b"].split(", "):
                 for name_a, seeds_a in SOURCES[source](metric, a, parsed["key"], value):
                     for name_b, seeds_b in SOURCES[source](metric, b, parsed["key"], value):
-                        found = verdicts.compare(seeds_a, seeds_b, lower_is_better=lower)
-                        if found != expected:
-                            where = "" if value is None else f" at {parsed['key']} {value}"
-                            failures.append(f"{name_a} {found} {name_b}{where}, not '{expected}' ({source})")
+                        pairs.append((where, name_a, name_b, seeds_a, seeds_b))
+    return RELATIONS[parsed["relation"]], pairs
+
+
+def _measure(source, metric, seeds_a, seeds_b):
+    """The rule's `Comparison` of two arms' {seed: value}."""
+    from keras_tse.experiments import verdicts
+
+    metric = metric or DEFAULT_METRIC.get(source, "train_loss")
+    lower = any(word in metric for word in LOWER_IS_BETTER)
+    return verdicts.measure_seeds(seeds_a, seeds_b, lower, metric=metric)
+
+
+def check_claims(found_claims):
+    """Every failure of the (source, metric, claim) triples, decided as one family."""
+    from keras_tse.experiments import verdicts
+
+    failures, entries = [], []
+    for source, metric, claim in found_claims:
+        parsed = _pairs(source, metric, claim)
+        if isinstance(parsed, str):
+            failures.append(parsed)
+            continue
+        expected, pairs = parsed
+        for where, name_a, name_b, seeds_a, seeds_b in pairs:
+            entries.append((source, expected, where, name_a, name_b, _measure(source, metric, seeds_a, seeds_b)))
+    said = verdicts.stated([entry[-1] for entry in entries])  # below 5 verdict seeds: "inconclusive (N ...)"
+    for (source, expected, where, name_a, name_b, comparison), found in zip(entries, said):
+        relation, _, seeds = found.partition(" (")
+        if relation != expected:
+            relation = "is inconclusive against" if relation == verdicts.INCONCLUSIVE else relation
+            failures.append(f"{name_a} {relation} {name_b}{where}{f' ({seeds}' if seeds else ''}, not '{expected}' ({source})")
     return failures
 
 
+def check(source, metric, claim):
+    """The list of failures of one claim decided on its own (empty when it holds)."""
+    return check_claims([(source, metric, claim)])
+
+
 def check_text(text):
-    """Every failure of every claim in `text`."""
-    return [failure for claim in claims(text) for failure in check(*claim)]
+    """Every failure of every claim in `text`, the document's claims one family."""
+    return check_claims(claims(text))
 
 
 def main():
@@ -151,10 +189,9 @@ def main():
         if not os.path.exists(path):
             continue
         with open(path) as handle:
-            for source, metric, claim in claims(handle.read()):
-                failures = check(source, metric, claim)
-                failed |= bool(failures)
-                print(f"{document}: {claim}: " + ("holds" if not failures else "FAILS: " + "; ".join(failures)))
+            failures = check_text(handle.read())
+        failed |= bool(failures)
+        print(f"{document}: " + ("every claim holds" if not failures else "FAILS:\n  " + "\n  ".join(failures)))
     return 1 if failed else 0
 
 

@@ -3,11 +3,13 @@
     KERAS_BACKEND=jax keras-tse sweep --out zoo/depth_study     # the first grid (resumable)
     python -m keras_tse.experiments.lab.depth_study_card zoo/depth_study          # prints the tables the card holds
     python -m keras_tse.experiments.lab.depth_study_card zoo/depth_study --merge other/sweep.csv  # rows in
+    python -m keras_tse.experiments.lab.depth_study_card zoo/depth_study --commands  # the sweeps still to run
 
 The study's grid is `STUDY_GRIDS`: `SweepConfig()`'s (depth x {post, pre, deescalate tau 1 and 0.5}
 x {torch, glorot} init x three learning rates x three seeds), then its extension: the published
 depth methods under the paper's init and a wider learning-rate range, each part a sweep of its own
-(zoo/depth_study.md lists the commands); `--merge` appends their finished seed groups to the CSV.
+(zoo/depth_study.md lists the commands), and last the verdict seeds 3-5 of every torch arm at the rate
+its seed 0 chose; `--merge` appends their finished seed groups to the CSV.
 All from today's code. The first study's rows (all Glorot, written by the sweep code of commits up to
 86f315c) are in `first_study.csv`, printed apart.
 """
@@ -60,6 +62,39 @@ STUDY_GRIDS = {
         norms=("deescalate",), taus=(1.0,), depths=(48,), learning_rates=(1e-2,), initializers=("glorot",)
     ),
 }
+# The verdict seeds (zoo/README.md's rule): seed 0 chose each torch arm's rate at each depth
+# (`sweep.rates_chosen_by_seed(rows, 0)` on the grids above), so the verdicts rest on the other seeds, and
+# seeds 3-5 run there beside seeds 1 and 2. Frozen here so that the grid does not move as rows come in.
+SELECTED_RATES = {
+    ("post", "", 12): 1e-3, ("post", "", 24): 3e-4, ("post", "", 48): 1e-4,
+    ("pre", "", 12): 3e-3, ("pre", "", 24): 3e-3, ("pre", "", 48): 1e-3,
+    ("deescalate", "1.0", 12): 3e-3, ("deescalate", "1.0", 24): 1e-3, ("deescalate", "1.0", 48): 1e-3,
+    ("deescalate", "0.5", 12): 3e-3, ("deescalate", "0.5", 24): 1e-3, ("deescalate", "0.5", 48): 1e-3,
+    ("deepnorm", "", 12): 3e-3, ("deepnorm", "", 24): 3e-3, ("deepnorm", "", 48): 3e-3,
+    ("layerscale", "", 12): 1e-2, ("layerscale", "", 24): 3e-3, ("layerscale", "", 48): 3e-3,
+    ("rezero", "", 12): 1e-2, ("rezero", "", 24): 3e-3, ("rezero", "", 48): 1e-2,
+}  # fmt: skip
+VERDICT_SEEDS = (3, 4, 5)
+for (_norm, _tau, _depth), _rate in SELECTED_RATES.items():
+    STUDY_GRIDS[f"verdict seeds: {_norm}{_tau} at depth {_depth}, torch"] = SweepConfig(
+        norms=(_norm,), taus=(float(_tau or 1.0),), depths=(_depth,), learning_rates=(_rate,), seeds=VERDICT_SEEDS, **_TORCH
+    )
+
+
+def sweep_command(config, out):
+    """The `keras-tse sweep` command line that runs `config`'s grid into `out`."""
+    joined = {name: ",".join(f"{v:g}" if isinstance(v, float) else str(v) for v in getattr(config, name))
+              for name in ("depths", "norms", "taus", "initializers", "learning_rates", "seeds")}  # fmt: skip
+    return (
+        f"keras-tse sweep --out {out} --depths {joined['depths']} --norms {joined['norms']} --taus {joined['taus']} "
+        f"--initializers {joined['initializers']} --learning-rates {joined['learning_rates']} --seeds {joined['seeds']}"
+    )
+
+
+def missing_grids(rows, grids=None):
+    """{grid name: its SweepConfig} of the study's grids with a cell that `rows` lack."""
+    present = {cell_key(r) for r in rows}
+    return {name: c for name, c in (grids or STUDY_GRIDS).items() if any(cell_key(x) not in present for x in cells(c))}
 
 
 def grid_cells(grids=None):
@@ -187,8 +222,15 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", nargs="?", default="zoo/depth_study", help="the study's folder (its sweep.csv)")
     parser.add_argument("--merge", nargs="+", default=[], help="sweep CSVs whose finished seed groups to append first")
+    parser.add_argument("--commands", metavar="RUNS", nargs="?", const="runs/depth_study",
+                        help="print one `keras-tse sweep` line per grid with cells still to run, each into its own "
+                        "folder under RUNS (default: %(const)s), and stop")  # fmt: skip
     args = parser.parse_args(argv)
     folder = args.folder
+    if args.commands:
+        for index, config in enumerate(missing_grids(read_rows(f"{folder}/sweep.csv")).values()):
+            print(sweep_command(config, os.path.join(args.commands, f"grid{index:02d}")))
+        return
     if args.merge:
         try:
             appended = merge(args.merge, f"{folder}/sweep.csv")

@@ -406,7 +406,7 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
     [
         ("depth80", ["--arms", "pre,post"], ("pre", "post")),
         ("tau_sweep", [], ("tau_0", "tau_0.25", "tau_0.5", "tau_0.75", "tau_1", "tau_learned")),
-        ("ptb_warmup", ["--part", "deep"], ("post_32", "pre_32", "causal_32")),
+        ("ptb_warmup", ["--part", "deep"], ("post_32", "post_32_warmup", "pre_32", "causal_32")),
     ],
 )
 def test_keras_tse_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_one_in_one_line(

@@ -51,7 +51,7 @@ def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, fl
             ["probe", "missing.keras", "--batch-size", "-3"],
             "--batch-size: received '-3'; expected a positive integer",
         ),
-        (["sweep", "--depths", "12,0"], "--depths: received '0'; expected a positive integer"),
+        (["sweep", "--depths", "12,0"], "--depths: received '0'; expected a positive integer up to 1000"),
         (["demo", "--seeds", "0,x"], "--seeds: received 'x'; expected an integer >= 0"),
         (["escalation", "--tau", "2"], "--tau: received '2'; expected a number in [0, 1]"),
     ],

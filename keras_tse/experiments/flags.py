@@ -104,68 +104,29 @@ def _refuse(text, expected):
     return argparse.ArgumentTypeError(f"received {text!r}; expected {expected}")
 
 
-def positive_int(text):
-    value = _number(text, int, "a positive integer")
-    if value < 1:
-        raise _refuse(text, "a positive integer")
-    return value
+def _checked(kind, expected, accept):
+    """A `type=` that parses `kind` and keeps the values `accept` takes; anything else is refused in one
+    line naming `expected` (NaN and infinity fail every bound below)."""
+
+    def parse(text):
+        value = _number(text, kind, expected)
+        if not accept(value):
+            raise _refuse(text, expected)
+        return value
+
+    parse.__name__ = expected
+    return parse
 
 
-def depth(text):
-    """A number of blocks: a positive integer up to MAX_DEPTH."""
-    value = positive_int(text)
-    if value > MAX_DEPTH:
-        raise _refuse(text, f"a positive integer up to {MAX_DEPTH}")
-    return value
-
-
-def non_negative_int(text):
-    value = _number(text, int, "an integer >= 0")
-    if value < 0:
-        raise _refuse(text, "an integer >= 0")
-    return value
-
-
-def positive_float(text):
-    value = _number(text, float, "a positive number")
-    if not value > 0 or value == float("inf"):
-        raise _refuse(text, "a positive number")
-    return value
-
-
-def non_negative_float(text):
-    value = _number(text, float, "a number >= 0")
-    if not value >= 0 or value == float("inf"):
-        raise _refuse(text, "a number >= 0")
-    return value
-
-
-def unit_float(text):
-    value = _number(text, float, "a number in [0, 1]")
-    if not 0.0 <= value <= 1.0:
-        raise _refuse(text, "a number in [0, 1]")
-    return value
-
-
-def drop_rate(text):
-    value = _number(text, float, "a number in [0, 1)")
-    if not 0.0 <= value < 1.0:
-        raise _refuse(text, "a number in [0, 1)")
-    return value
-
-
-def open_unit_float(text):
-    value = _number(text, float, "a number in (0, 1)")
-    if not 0.0 < value < 1.0:
-        raise _refuse(text, "a number in (0, 1)")
-    return value
-
-
-def smoothing(text):
-    value = _number(text, float, "a number in [0, 1)")
-    if not 0.0 <= value < 1.0:
-        raise _refuse(text, "a number in [0, 1)")
-    return value
+_INF = float("inf")
+positive_int = _checked(int, "a positive integer", lambda v: v >= 1)
+non_negative_int = _checked(int, "an integer >= 0", lambda v: v >= 0)
+depth = _checked(int, f"a positive integer up to {MAX_DEPTH}", lambda v: 1 <= v <= MAX_DEPTH)  # a number of blocks
+positive_float = _checked(float, "a positive number", lambda v: 0 < v < _INF)
+non_negative_float = _checked(float, "a number >= 0", lambda v: 0 <= v < _INF)
+unit_float = _checked(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+drop_rate = smoothing = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)  # a rate; label smoothing
+open_unit_float = _checked(float, "a number in (0, 1)", lambda v: 0 < v < 1)
 
 
 def comma_list(kind, distinct=False):

@@ -5,6 +5,7 @@ Every test starts its recipe processes with KERAS_BACKEND=jax on this machine's 
 so it runs once, whatever backend the suite runs under."""
 
 import csv
+import json
 import os
 import signal
 import socket
@@ -41,10 +42,10 @@ def _arrays(path, train=48, test=12):
     return str(path)
 
 
-def _start(data, out, epochs, tmp, processes=None, log=None):
+def _start(data, out, epochs, tmp, processes=None, log=None, extra=()):
     """One recipe process (the ViT smoke model, one block), its own temp folder; `processes`:
-    (port, count, index) to join others."""
-    argv = [sys.executable, RECIPE, "--smoke", "--norm", "deescalate", "--depth", "1", "--epochs", str(epochs)]
+    (port, count, index) to join others; `extra`: more flags."""
+    argv = [sys.executable, RECIPE, "--smoke", "--norm", "deescalate", "--depth", "1", "--epochs", str(epochs), *extra]
     argv += ["--batch-size", "16", "--dataset", "npz", "--data-dir", data, "--out", str(out), "--verbose", "2"]
     if processes is not None:
         port, count, index = processes
@@ -205,3 +206,122 @@ def test_the_processes_streams_make_one_processs_segments():
         np.testing.assert_array_equal(np.concatenate(halves, axis=1).reshape(-1, 5), whole)
     with pytest.raises(ValueError, match=r"count dividing batch_size 4\. Received: shard=\(0, 3\)"):
         lm_segments(ids, 4, 5, (0, 3))
+
+
+# Before JAX joins them, the processes agree (`keras_tse.peers`): these start the check alone, in plain
+# Python processes, so each takes seconds; the last starts the training command itself.
+AGREE = """
+import json, sys
+from keras_tse import peers
+try:
+    peers.agree(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), float(sys.argv[5]))
+    print("joined")
+except ValueError as error:
+    print(error)
+"""
+
+
+def _agree(port, count, index, settings, timeout_s):
+    argv = [sys.executable, "-c", AGREE, f"127.0.0.1:{port}", str(count), str(index), settings, str(timeout_s)]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def _lines(runs, timeout=60):
+    return [run.communicate(timeout=timeout)[0].strip().splitlines() for run in runs]
+
+
+def test_processes_started_with_one_setting_different_all_stop_naming_it():
+    port = _free_port()
+    same = [_agree(port, 2, i, '{"learning_rate": 0.001, "seed": 0}', 30) for i in (1, 0)]
+    assert _lines(same) == [["joined"], ["joined"]]
+    port = _free_port()
+    runs = [_agree(port, 2, i, json.dumps({"learning_rate": lr, "seed": 0}), 30) for i, lr in ((0, 0.001), (1, 0.002))]
+    expected = (
+        "--learning-rate: received 0.002 on process 1 and 0.001 on process 0; expected every process started "
+        "with the same settings"
+    )
+    assert _lines(runs) == [[expected], [expected]]
+
+
+def test_a_process_that_never_starts_ends_the_wait_in_one_line_naming_it():
+    port = _free_port()
+    start = time.monotonic()
+    runs = [_agree(port, 3, i, "{}", 2) for i in (0, 1)]  # process 2 never starts
+    expected = (
+        "--num-processes: received 3, but process(es) 2 did not join within 2 s; expected every process "
+        "started with the same --coordinator (--join-timeout sets the wait)"
+    )
+    assert _lines(runs) == [[expected], [expected]] and time.monotonic() - start < 30
+    (alone,) = _lines([_agree(_free_port(), 2, 1, "{}", 1)])  # a process whose process 0 never starts
+    assert (
+        alone[0].startswith("--coordinator: received 127.0.0.1:")
+        and "where no process 0 answered within 1 s" in alone[0]
+    )
+
+
+def test_a_busy_coordinator_port_is_named():
+    with socket.socket() as holder:
+        holder.bind(("", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        (line,) = _lines([_agree(port, 2, 0, "{}", 5)])
+    assert line == [
+        f"--coordinator: received 127.0.0.1:{port}, whose port {port} is in use on this machine; expected free "
+        f"ports {port} and {port + 1} for process 0 (pick another port, or stop what holds it)"
+    ]
+
+
+@pytest.mark.starts_processes  # its recipe process runs under JAX, whatever backend hosts the test
+def test_ctrl_c_ends_process_0s_wait_for_the_others(tmp_path):
+    data = _arrays(tmp_path / "d.npz")
+    port = _free_port()
+    run = _start(data, tmp_path / "out", 1, tmp_path / "tmp", (port, 2, 0))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until process 0 listens for the others on port + 1
+        with socket.socket() as probe:
+            try:
+                probe.bind(("", port + 1))
+            except OSError:
+                break
+        assert run.poll() is None, run.communicate()[0][-2000:]
+        time.sleep(0.2)
+    run.send_signal(signal.SIGINT)
+    output = run.communicate(timeout=30)[0]
+    assert run.returncode == 130 and "Traceback" not in output, output[-2000:]
+    assert (
+        output.strip()
+        .splitlines()[-1]
+        .endswith("interrupted; every file it had saved is whole, and the same command resumes")
+    )
+    assert not os.path.exists(tmp_path / "out" / "deescalate")  # nothing trained, nothing written
+
+
+@pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
+def test_two_training_processes_with_different_flags_both_stop_before_training(tmp_path):
+    data = _arrays(tmp_path / "d.npz")
+    port = _free_port()
+    runs = [
+        _start(data, tmp_path / f"out{i}", 1, tmp_path / f"tmp{i}", (port, 2, i), extra=["--learning-rate", rate])
+        for i, rate in ((0, "1e-3"), (1, "2e-3"))
+    ]
+    outputs = [run.communicate(timeout=120)[0] for run in runs]
+    assert [run.returncode for run in runs] == [2, 2], outputs
+    for output in outputs:
+        assert "Traceback" not in output and output.strip().splitlines()[-1].endswith(
+            "error: --learning-rate: received 0.002 on process 1 and 0.001 on process 0; expected every process "
+            "started with the same settings"
+        ), output[-2000:]
+    assert not os.path.exists(tmp_path / "out0" / "deescalate")
+
+
+def test_a_killed_processs_private_copy_is_removed_by_the_next_start(tmp_path):
+    from keras_tse.training import scale
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    for name, pid in (("keras_tse_process1_dead", dead.pid), ("keras_tse_process1_live", os.getpid())):
+        os.makedirs(tmp_path / name / "run")
+        (tmp_path / name / scale.OWNER).write_text(str(pid))
+    os.makedirs(tmp_path / "someone_elses")
+    assert scale.remove_stale_copies(str(tmp_path)) == [str(tmp_path / "keras_tse_process1_dead")]
+    assert sorted(os.listdir(tmp_path)) == ["keras_tse_process1_live", "someone_elses"]

@@ -25,6 +25,7 @@ import zipfile
 from keras_tse import interrupts, layouts, run_lock
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
+from keras_tse.peers import DEFAULT_JOIN_TIMEOUT_S
 from keras_tse.training.configs import WEIGHT_DECAY_RULES
 
 # The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
@@ -365,13 +366,34 @@ def scale_settings(args):
     )
 
 
+# Flags that may differ between the processes of one run: where each reads and writes, how it talks.
+PER_PROCESS_FLAGS = (
+    "out",
+    "data_dir",
+    "tfds_dir",
+    "compile_cache",
+    "verbose",
+    "process_id",
+    "coordinator",
+    "join_timeout",
+)
+
+
 def processes_of(args):
-    """None (one process), "auto" (`--distributed auto`) or the coordinator, count and index given."""
+    """None (one process), "auto" (`--distributed auto`) or the coordinator, count and index given, with
+    the settings every process must share (every flag but `PER_PROCESS_FLAGS`) and the join's timeout."""
     if getattr(args, "distributed", None) == "auto":
         return "auto"
     if getattr(args, "coordinator", None) is None:
         return None
-    return dict(coordinator=args.coordinator, num_processes=args.num_processes, process_id=args.process_id)
+    shared = {key: value for key, value in vars(args).items() if key not in PER_PROCESS_FLAGS}
+    return dict(
+        coordinator=args.coordinator,
+        num_processes=args.num_processes,
+        process_id=args.process_id,
+        settings=json.loads(json.dumps(shared, default=str)),  # as sent: tuples become lists
+        join_timeout=args.join_timeout,
+    )
 
 
 JIT_COMPILE_MODES = {"blocks": True, "whole_model": "whole_model"}  # `training.block_compile`'s values
@@ -438,6 +460,14 @@ def add_distribution_arguments(parser, model_parallel=True):
     )
     parser.add_argument("--num-processes", type=positive_int, help="how many processes train together")
     parser.add_argument("--process-id", type=non_negative_int, help="this process's index, 0 to N-1; 0 writes --out")
+    parser.add_argument(
+        "--join-timeout",
+        type=positive_float,
+        default=DEFAULT_JOIN_TIMEOUT_S,
+        metavar="SECONDS",
+        help="how long the processes wait for each other to start before all stop naming the missing ones "
+        "(default: %(default)s); each also checks that all were started with the same settings",
+    )
     parser.add_argument(
         "--distributed",
         choices=("auto",),

@@ -43,6 +43,7 @@ import tempfile
 
 import keras
 
+from keras_tse import peers
 from keras_tse.processes import process
 from keras_tse.training import compile_cache
 from keras_tse.training.block_compile import WHOLE_MODEL
@@ -81,7 +82,8 @@ def join_processes(processes):
     """Join the other processes of a multi-process run (JAX's distributed runtime); returns `process()`.
 
     Blocks until every process has joined, so what a process reads before this (a run folder to
-    resume) no other process has written yet."""
+    resume) no other process has written yet. With a coordinator, `processes` may also carry the
+    `settings` every process must share and the `join_timeout` in seconds (`keras_tse.peers.agree`)."""
     if keras.backend.backend() != "jax":
         raise ValueError(
             "Training over several processes uses keras.distribution, which runs on the JAX backend. "
@@ -92,13 +94,54 @@ def join_processes(processes):
     importlib.import_module("jax").config.update("jax_cpu_collectives_implementation", "gloo")
     if processes == "auto":
         keras.distribution.initialize()
-    else:
+    else:  # all present, one set of settings, or one line on every process (`keras_tse.peers`)
+        peers.agree(
+            processes["coordinator"],
+            processes["num_processes"],
+            processes["process_id"],
+            processes.get("settings", {}),
+            processes.get("join_timeout", peers.DEFAULT_JOIN_TIMEOUT_S),
+        )
         keras.distribution.initialize(
             job_addresses=processes["coordinator"],
             num_processes=processes["num_processes"],
             process_id=processes["process_id"],
         )
     return process()
+
+
+PRIVATE_PREFIX = "keras_tse_process{index}_"  # a process's private copy of the run, in the temp folder
+OWNER = "owner.pid"
+
+
+def remove_stale_copies(root=None):
+    """Delete the private copies that killed processes left in the temp folder (`root`): a copy whose
+    owner's pid no longer runs. Returns the folders removed."""
+    root = root or tempfile.gettempdir()
+    removed = []
+    for name in sorted(os.listdir(root)):
+        folder = os.path.join(root, name)
+        if not (name.startswith("keras_tse_process") and os.path.isdir(folder)):
+            continue
+        try:
+            with open(os.path.join(folder, OWNER)) as f:
+                pid = int(f.read().strip())
+        except (OSError, ValueError):
+            continue  # not ours to judge (an older run's copy, or one being made)
+        if not _running(pid):
+            shutil.rmtree(folder, ignore_errors=True)
+            removed.append(folder)
+    return removed
+
+
+def _running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: it runs
+        return True
+    return True
 
 
 def writer_folder(out):
@@ -110,10 +153,14 @@ def writer_folder(out):
         return out
     private = None
     if index > 0:
-        private = os.path.join(tempfile.mkdtemp(prefix=f"keras_tse_process{index}_"), "run")
+        remove_stale_copies()
+        folder = tempfile.mkdtemp(prefix=PRIVATE_PREFIX.format(index=index))
+        with open(os.path.join(folder, OWNER), "w") as f:
+            f.write(str(os.getpid()))
+        private = os.path.join(folder, "run")
         if os.path.isdir(out):
             shutil.copytree(out, private)
-        atexit.register(shutil.rmtree, os.path.dirname(private), True)
+        atexit.register(shutil.rmtree, folder, True)
     # process 0 writes only once every other process has its copy
     importlib.import_module("jax.experimental.multihost_utils").sync_global_devices("keras_tse run folder")
     return out if private is None else private

@@ -1,0 +1,133 @@
+"""Before JAX's runtime joins the processes of one run, a check that they agree (standard-library
+sockets; nothing trains here, and the training runtime stays JAX's).
+
+JAX's join blocks in C++ (deaf to Ctrl-C), ends a missing peer in an abort after five minutes, and
+never compares the processes' settings. So process 0 first listens on the coordinator's port + 1 for a
+moment; every other process sends its index and its run settings; process 0 answers each "go" or the
+one line that stops them all (the missing process ids, the first setting that differs, a busy port).
+Then JAX's runtime joins them on the coordinator's port itself.
+"""
+
+import json
+import socket
+import time
+
+from keras_tse._checks import InputError
+
+DEFAULT_JOIN_TIMEOUT_S = 180
+_POLL_S = 0.2  # how often a wait wakes, so that Ctrl-C ends it
+
+
+def agree(coordinator, num_processes, process_id, settings, timeout_s=DEFAULT_JOIN_TIMEOUT_S):
+    """Return once all `num_processes` processes have joined with the same `settings` (a flat dict of
+    JSON values); else raise `InputError` in one line naming the missing process ids, the differing
+    setting, or the busy port, on every process that can be told."""
+    host, _, port = coordinator.rpartition(":")
+    port = int(port)
+    if process_id == 0:
+        _check_free(host, port, "--coordinator", coordinator)
+        with socket.create_server(("", port + 1)) as server:
+            server.settimeout(_POLL_S)
+            return _gather(server, num_processes, settings, timeout_s)
+    return _report(host, port + 1, process_id, settings, timeout_s)
+
+
+def _check_free(host, port, flag, given):
+    for where in (port, port + 1):
+        try:
+            socket.create_server(("", where)).close()
+        except OSError:
+            raise InputError(
+                flag,
+                f"{given}, whose port {where} is in use on this machine",
+                f"free ports {port} and {port + 1} for process 0 (pick another port, or stop what holds it)",
+            ) from None
+
+
+def _gather(server, num_processes, settings, timeout_s):
+    """Process 0: every other process's hello, then one answer to all."""
+    deadline, peers, problem = time.monotonic() + timeout_s, {}, None
+    while len(peers) < num_processes - 1 and time.monotonic() < deadline:
+        try:
+            connection, _ = server.accept()
+        except TimeoutError:
+            continue
+        hello = _read_line(connection, deadline)
+        if not hello:  # closed without a word (a port probe): not a process of this run
+            connection.close()
+            continue
+        index = hello.get("process_id")
+        if index in peers or not isinstance(index, int) or not 0 < index < num_processes:
+            twice = f"{index!r} from two processes, or out of 1 to {num_processes - 1}"
+            problem = problem or f"--process-id: received {twice}; expected each index once"
+        peers[index] = connection
+        problem = problem or _first_difference(index, hello.get("settings", {}), settings)
+    missing = [i for i in range(1, num_processes) if i not in peers]
+    if missing and problem is None:
+        named = ", ".join(map(str, missing))
+        problem = (
+            f"--num-processes: received {num_processes}, but process(es) {named} did not join within {timeout_s:g} s; "
+            "expected every process started with the same --coordinator (--join-timeout sets the wait)"
+        )
+    for connection in peers.values():
+        with connection:
+            connection.sendall((json.dumps({"error": problem}) + "\n").encode())
+    if problem is not None:
+        raise InputError(*_split(problem))
+
+
+def _report(host, port, process_id, settings, timeout_s):
+    """Another process: say hello to process 0 (retrying until it listens) and wait for its answer."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            connection = socket.create_connection((host, port), timeout=_POLL_S)
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise InputError(
+                    "--coordinator",
+                    f"{host}:{port - 1}, where no process 0 answered within {timeout_s:g} s",
+                    "process 0 started with the same --coordinator (--join-timeout sets the wait)",
+                ) from None
+            time.sleep(_POLL_S)
+    with connection:
+        connection.sendall((json.dumps({"process_id": process_id, "settings": settings}) + "\n").encode())
+        answer = _read_line(connection, deadline + timeout_s)
+    if answer.get("error"):
+        raise InputError(*_split(answer["error"]))
+
+
+def _read_line(connection, deadline):
+    """One JSON line from `connection`, waking every _POLL_S (Ctrl-C) until `deadline`."""
+    connection.settimeout(_POLL_S)
+    received = b""
+    while not received.endswith(b"\n") and time.monotonic() < deadline:
+        try:
+            chunk = connection.recv(65536)
+        except TimeoutError:
+            continue
+        if not chunk:
+            break
+        received += chunk
+    try:
+        return json.loads(received.decode() or "{}")
+    except ValueError:
+        return {}
+
+
+def _first_difference(index, theirs, ours):
+    for key in sorted(set(theirs) | set(ours)):
+        if theirs.get(key) != ours.get(key):
+            return (
+                f"--{key.replace('_', '-')}: received {theirs.get(key)!r} on process {index} and {ours.get(key)!r} on "
+                "process 0; expected every process started with the same settings"
+            )
+    return None
+
+
+def _split(line):
+    """An InputError's three parts back from its one line `<what>: received <value>; expected <what>`."""
+    what, _, rest = line.partition(": received ")
+    received, _, expected = rest.rpartition("; expected ")
+    return what, received, expected

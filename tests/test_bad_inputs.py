@@ -303,6 +303,12 @@ CASES = [
         "without config.json",
     ),
     (
+        "export-missing-parent-folder",
+        "cli",
+        lambda t: ["export", "vit6_digits", "--out", str(t / "nowhere" / "x.keras")],
+        "x.keras; expected a new path in a folder that exists (",
+    ),
+    (
         "export-run-top-folder",
         "cli",
         lambda t: ["export", user_files(t / "R", "post/checkpoints/last.keras"), "--out", str(t / "x.keras")],

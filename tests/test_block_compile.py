@@ -113,6 +113,18 @@ def test_a_compiled_model_saves_the_same_file_and_loads_as_a_plain_one(tmp_path)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), expected, atol=1e-5)
 
 
+def test_a_run_records_how_its_step_compiles_on_this_backend():
+    backend = keras.backend.backend()
+    expected = {
+        "torch": ("torch.compile of each block, the step eager", "eager"),
+        "jax": ("XLA, the whole step", "XLA, the whole step"),
+        "tensorflow": ("XLA, the whole step", "tf.function, XLA where Keras picks it (a GPU)"),
+    }[backend]
+    assert (block_compile.compiled_as(True), block_compile.compiled_as("auto")) == expected
+    whole = ("torch.compile of the whole step (Keras's)", "XLA, the whole step")
+    assert block_compile.compiled_as("whole_model") in whole
+
+
 def test_jit_compile_values():
     expected_true = (False, True) if keras.backend.backend() == "torch" else (True, False)
     assert block_compile.keras_jit_compile(True) == expected_true

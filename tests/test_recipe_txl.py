@@ -106,7 +106,7 @@ def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, reci
     with open(tmp_path / "deescalate" / "config.json") as f:
         config = json.load(f)
     assert config["dtype_policy"] == "mixed_bfloat16" and config["data_parallel"] is True
-    assert config["train"]["jit_compile"] is True
+    assert config["train"]["jit_compile"] is True and config["compiled"] == "XLA, the whole step"
     with open(tmp_path / "deescalate" / "summary.json") as f:
         summary = json.load(f)
     assert all(isinstance(v, (int, float)) and v == v for v in summary.values() if isinstance(v, float))

@@ -121,7 +121,7 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
 
     code, out, err = run_recipe_here("cifar10_vit", args[1:], capsys)  # resumed here, under this test's backend
     assert code == 0, err[-3000:]
-    assert f"now {{'backend': '{keras.backend.backend()}'}}" in out
+    assert f"now {{'backend': '{keras.backend.backend()}'" in out  # and how its step compiles there
     first_epoch_rerun = int(out.split("Epoch ")[1].split("/")[0])
     # "Epoch 3/5": it did not start over; a kill after an epoch's rows but before its backup repeats that epoch
     assert first_epoch_rerun in (len(done_before_kill), len(done_before_kill) + 1)

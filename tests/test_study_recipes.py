@@ -392,7 +392,8 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
     # seed 0 chose the rate; seeds 1 and 2 are too few for a verdict however far apart they are
     assert "| does warmup help pre-norm? | pre_warmup | pre | inconclusive (2 verdict seeds) |" in table
     assert "| causal de-escalation against pre-norm | causal | pre | not measured |" in table
-    rows += [row(arm, "0.0005", s, 4.1, base + s) for s in (3, 4, 5) for arm, base in (("pre", 180.0), ("pre_warmup", 170.0))]
+    arms = (("pre", 180.0), ("pre_warmup", 170.0))
+    rows += [row(arm, "0.0005", s, 4.1, base + s) for s in (3, 4, 5) for arm, base in arms]
     table = study.markdown_table(rows)  # five verdict seeds, 170-175 against 181-185 (5.9% to 6.1% lower)
     assert "| does warmup help pre-norm? | pre_warmup | pre | A beats B |" in table
     rows = [r for r in rows if not (r["arm"] == "pre_warmup" and r["seed"] > 0)]

@@ -117,7 +117,8 @@ def test_the_old_sentences_fail_and_every_published_claim_holds():
     claims = lab_module("verdict_claims")
     failures = claims.check_text(OLD_README)
     assert len(failures) == 12 and all(f.endswith("not 'beats' (depth_study)") for f in failures), failures
-    assert "layerscale is inconclusive against deescalate(1.0) at depth 12 (2 verdict seeds), not 'beats' (depth_study)" in failures
+    expected = "layerscale is inconclusive against deescalate(1.0) at depth 12 (2 verdict seeds), not 'beats'"
+    assert f"{expected} (depth_study)" in failures
     # sentences the cards made under the old rule: a win on one seed, and ties read as equivalence
     assert claims.check("ptb_warmup", None, "causal_32 beats post_32") == [
         "causal_32 is inconclusive against post_32 (2 verdict seeds), not 'beats' (ptb_warmup)"

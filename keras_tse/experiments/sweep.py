@@ -525,12 +525,17 @@ def published_verdicts(rows):
         if norm == "deescalate":
             for published, _ in PUBLISHED_ARMS:
                 if (published, "", scheme, depth) in best:
-                    pairs.append(((scheme, depth), published, (seeds(published, "", scheme, depth), seeds(norm, tau, scheme, depth))))
+                    both = (seeds(published, "", scheme, depth), seeds(norm, tau, scheme, depth))
+                    pairs.append(((scheme, depth), published, both))
     said = verdict_rule.stated([verdict_rule.measure_seeds(*both, metric="final_loss") for _, _, both in pairs])
     each = {}
     for (where, published, _), verdict in zip(pairs, said):
         each.setdefault(where, {}).setdefault(published, set()).add(verdict)
-    return {where: {m: v.pop() if len(v) == 1 else verdict_rule.INCONCLUSIVE for m, v in found.items()} for where, found in each.items()}
+
+    def one(found):  # a method's verdicts against every tau: one, or inconclusive when they differ
+        return {m: v.pop() if len(v) == 1 else verdict_rule.INCONCLUSIVE for m, v in found.items()}
+
+    return {where: one(found) for where, found in each.items()}
 
 
 _PHRASES = {

@@ -203,7 +203,7 @@ def variant_settings(args, norm):
         "smoke": args.smoke,
         "seed": args.seed,
         "dataset": args.dataset,
-        **training.runner.backend_settings(),
+        **training.runner.backend_settings(flags.scale_settings(args)["jit_compile"] or "auto"),
         "data_parallel": args.data_parallel,
         "processes": training.scale.process()[1],
         **({"data": args.fingerprint} if own_text(args) else {}),

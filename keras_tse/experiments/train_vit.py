@@ -296,7 +296,7 @@ def variant_settings(args, norm, train_config):
         "smoke": args.smoke,
         "dataset": args.dataset,
         "seed": args.seed,
-        **training.runner.backend_settings(),
+        **training.runner.backend_settings(config.jit_compile),
         "data_parallel": args.data_parallel,
         "processes": training.scale.process()[1],
         **({"data": args.fingerprint} if own_data(args) else {}),

@@ -45,7 +45,8 @@ def min_effect_of(metric):
     for kind, effect in MIN_EFFECTS.items():
         if kind in metric:
             return effect
-    raise ValueError(f"metric {metric!r} has no minimum effect: expected a name containing one of {sorted(MIN_EFFECTS)}")
+    kinds = sorted(MIN_EFFECTS)
+    raise ValueError(f"metric {metric!r} has no minimum effect: expected a name containing one of {kinds}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -185,7 +186,8 @@ def rank_test(a, b, paired=False):
         ranks = _ranks(pooled)
         centre = len(a) * (len(pooled) + 1) / 2.0
         observed = float(ranks[: len(a)].sum() - centre)
-        totals = [float(ranks[list(group)].sum() - centre) for group in itertools.combinations(range(len(pooled)), len(a))]
+        groups = itertools.combinations(range(len(pooled)), len(a))
+        totals = [float(ranks[list(group)].sum() - centre) for group in groups]
     return observed, float(np.mean(np.abs(totals) >= abs(observed) - 1e-9))
 
 

@@ -42,6 +42,22 @@ def keras_jit_compile(jit_compile):
     return jit_compile, False
 
 
+def compiled_as(jit_compile):
+    """How a train step compiled with `jit_compile` runs on this backend, in the words a run records
+    (`config.json`'s "compiled"): `jit_compile=True` means other things on PyTorch and elsewhere."""
+    mode, blocks = keras_jit_compile(jit_compile)
+    backend = keras.backend.backend()
+    if blocks:
+        return "torch.compile of each block, the step eager"
+    if backend == "torch":
+        return "torch.compile of the whole step (Keras's)" if mode is True else "eager"
+    if mode is False:
+        return "eager" if backend == "jax" else "tf.function, no XLA"
+    if mode is True or backend == "jax":  # Keras's "auto" is XLA on JAX
+        return "XLA, the whole step"
+    return "tf.function, XLA where Keras picks it (a GPU)"
+
+
 def compile_blocks(model):
     """On the PyTorch backend, run every Transformer block of `model` through `torch.compile`, one
     compiled function per block class shared by all its blocks; returns `model`.

@@ -28,14 +28,19 @@ from keras_tse.callbacks import (
     TokenSimilarityMetric,
 )
 from keras_tse.run_files import RunFolderMismatch, flatten, read_history
-from keras_tse.training import optimizers
+from keras_tse.training import block_compile, optimizers
 from keras_tse.training.configs import defaults_of, recorded
 from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
 
-def backend_settings():
-    """What a run records of the process it trained in: the backend and the global dtype policy."""
-    return {"backend": keras.backend.backend(), "dtype_policy": keras.config.dtype_policy().name}
+def backend_settings(jit_compile="auto"):
+    """What a run records of the process it trained in: the backend, the global dtype policy, and how
+    the train step compiles under `jit_compile` there (`block_compile.compiled_as`)."""
+    return {
+        "backend": keras.backend.backend(),
+        "dtype_policy": keras.config.dtype_policy().name,
+        "compiled": block_compile.compiled_as(jit_compile),
+    }
 
 
 def make_optimizer(config, steps_per_epoch, model=None):
@@ -174,7 +179,7 @@ def run_config(model_name, config, extra_config):
 
 # Settings that change neither the model nor the data: a folder made under one resumes under another
 # (the checkpoints load on any backend, and N processes feed one process's batches). Keys as `flatten` names them.
-INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "resumed_with")
+INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "compiled", "resumed_with")
 
 
 # What a run folder holds once a run has begun in it (besides config.json).

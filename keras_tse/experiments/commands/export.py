@@ -39,6 +39,9 @@ def check(args, backend):
 
     if os.path.exists(args.out):
         raise InputError("--out", args.out, "a new path (export never replaces a file or folder)")
+    folder = os.path.dirname(os.path.abspath(args.out))
+    if not os.path.isdir(folder):
+        raise InputError("--out", args.out, f"a new path in a folder that exists ({folder} does not)")
     exporters = EXPORTED_FROM[args.format]
     if backend not in exporters:
         raise InputError(

@@ -76,8 +76,9 @@ SELECTED_RATES = {
 }  # fmt: skip
 VERDICT_SEEDS = (3, 4, 5)
 for (_norm, _tau, _depth), _rate in SELECTED_RATES.items():
+    _cell = dict(norms=(_norm,), taus=(float(_tau or 1.0),), depths=(_depth,), learning_rates=(_rate,))
     STUDY_GRIDS[f"verdict seeds: {_norm}{_tau} at depth {_depth}, torch"] = SweepConfig(
-        norms=(_norm,), taus=(float(_tau or 1.0),), depths=(_depth,), learning_rates=(_rate,), seeds=VERDICT_SEEDS, **_TORCH
+        **_cell, seeds=VERDICT_SEEDS, **_TORCH
     )
 
 

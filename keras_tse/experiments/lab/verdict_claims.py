@@ -7,7 +7,8 @@ right after it, in words the checker reads:
     <!-- verdict depth80 train_loss: deescalate beats post -->
 
 `SOURCE [METRIC]: ARMS RELATION ARMS [at KEY VALUES]`: RELATION is `beats`/`beat`, `is equivalent to`/
-`are equivalent to`, `loses to`/`lose to` or `is inconclusive against`/`are inconclusive against`; each side is a comma-separated list of arms, and the claim must
+`are equivalent to`, `loses to`/`lose to` or `is inconclusive against`/`are inconclusive against`; each
+side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
 the depth study (`deescalate(*)`: every tau), the arm names of the lab's `depth80_study` in depth80, the
 variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each), the arm names
@@ -128,7 +129,8 @@ def _pairs(source, metric, claim):
         return f"unknown source {source!r}: expected one of {sorted(SOURCES)}"
     parsed = SENTENCE.match(claim)
     if parsed is None:
-        return f"cannot read {claim!r}: expected 'ARMS beats|is equivalent to|loses to|is inconclusive against ARMS [at KEY VALUES]'"
+        relations = "beats|is equivalent to|loses to|is inconclusive against"
+        return f"cannot read {claim!r}: expected 'ARMS {relations} ARMS [at KEY VALUES]'"
     values = [int(v) for v in parsed["values"].replace(",", " ").split()] if parsed["values"] else [None]
     pairs = []
     for value in values:
@@ -164,11 +166,12 @@ def check_claims(found_claims):
         for where, name_a, name_b, seeds_a, seeds_b in pairs:
             entries.append((source, expected, where, name_a, name_b, _measure(source, metric, seeds_a, seeds_b)))
     said = verdicts.stated([entry[-1] for entry in entries])  # below 5 verdict seeds: "inconclusive (N ...)"
-    for (source, expected, where, name_a, name_b, comparison), found in zip(entries, said):
+    for (source, expected, where, name_a, name_b, _), found in zip(entries, said):
         relation, _, seeds = found.partition(" (")
         if relation != expected:
             relation = "is inconclusive against" if relation == verdicts.INCONCLUSIVE else relation
-            failures.append(f"{name_a} {relation} {name_b}{where}{f' ({seeds}' if seeds else ''}, not '{expected}' ({source})")
+            seeds = f" ({seeds}" if seeds else ""
+            failures.append(f"{name_a} {relation} {name_b}{where}{seeds}, not '{expected}' ({source})")
     return failures
 
 

@@ -55,7 +55,9 @@ def markdown_table(records):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m keras_tse.experiments.lab.verdict_rates", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m keras_tse.experiments.lab.verdict_rates", description=__doc__.split("\n\n")[0]
+    )
     parser.add_argument("--out", default=RESULTS, help="the JSON file to write (default: %(default)s)")
     args = parser.parse_args(argv)
     records = measure_all()

@@ -10,6 +10,7 @@ folder's manifest. The backend cases start a fresh interpreter (Keras reads its 
 import hashlib
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ import pytest
 
 from keras_tse.experiments import cli
 from keras_tse.run_files import MANIFEST
+from keras_tse.training.runner import DATA_RECORD
 from tests.helpers import recipe_module, run_recipe_here
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
@@ -226,7 +228,18 @@ CASES = [
         lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz"), "--train-size", "100"),
         "--train-size: received 100",
     ),
-    ("npz-rerun-other-data", VIT, lambda t: _npz_rerun_on_other_data(t), "data"),
+    (
+        "npz-rerun-other-data",
+        VIT,
+        lambda t: _npz_rerun_on_other_data(t),
+        "--data-dir: received data changed since the run in ",
+    ),
+    (
+        "folder-rerun-file-added",
+        VIT,
+        lambda t: _folder_rerun_with_a_file_added(t),
+        "(1 added: dog/9.png); expected the data that run trained on (restore it, or pass another --out)",
+    ),
     (
         "npz-label-gap",
         VIT,
@@ -389,6 +402,16 @@ def _npz_rerun_on_other_data(t):
     return [*argv, "--data-dir", npz(t / "b.npz", x_train=np.full((20, 8, 8), 7, "uint8"))]
 
 
+def _folder_rerun_with_a_file_added(t):
+    """A finished run on an image folder, then one more image in it: refused, naming the file added."""
+    folder = image_folder(t / "imgs")
+    argv = ["--dataset", "folder", "--data-dir", folder, "--smoke", "--norm", "post", "--depth", "1", "--epochs", "1"]
+    argv += ["--out", str(t / "o")]
+    assert recipe_module(VIT).main(argv) == 0
+    shutil.copy(os.path.join(folder, "dog", "2.png"), os.path.join(folder, "dog", "9.png"))
+    return argv
+
+
 def snapshot(root):
     """{relative path: sha256} of every file under `root`."""
     files = {}
@@ -429,9 +452,8 @@ def test_a_bad_input_is_one_line_exit_2_and_leaves_the_users_files(
     assert value in lines[0] and "Traceback" not in err, lines[0]
     after = snapshot(tmp_path)
     assert {path: after.get(path) for path in before} == before  # every file of theirs byte-identical
-    assert set(after) - set(before) <= {os.path.join("runs", MANIFEST), os.path.join("o", MANIFEST)}, set(after) - set(
-        before
-    )
+    ours = {os.path.join(folder, name) for folder in ("runs", "o") for name in (MANIFEST, DATA_RECORD)}
+    assert set(after) - set(before) <= ours, set(after) - set(before)  # only the manifest and the data's record
 
 
 def test_the_table_covers_both_recipes_and_every_subcommand():
@@ -661,3 +683,24 @@ def test_own_images_are_read_by_their_real_bit_depth_and_transparency(tmp_path):
     Image.fromarray(np.ones((8, 8), "float32"), "F").save(root / "a" / "float.tif")
     with pytest.raises(InputError, match=r"float.tif: received a 32-bit float image"):
         own._read_images([(str(root / "a" / "float.tif"), 0)], 8)
+
+
+def test_a_change_of_data_is_named_file_by_file_and_array_by_array(tmp_path):
+    from keras_tse.data import contents
+    from keras_tse.data.own import describe_change
+
+    before = contents(npz(tmp_path / "a.npz"))
+    after = contents(npz(tmp_path / "b.npz", x_train=np.zeros((30, 8, 8), "uint8"), drop="y_test"))
+    assert (
+        describe_change(before, after) == "1 removed: y_test; 1 changed: x_train (uint8[20, 8, 8] -> uint8[30, 8, 8])"
+    )
+    folder = image_folder(tmp_path / "imgs", per_class=5)
+    first = contents(folder)
+    os.remove(os.path.join(folder, "cat", "0.png"))
+    png(os.path.join(folder, "dog", "1.png"), seed=99)
+    for i in range(5, 9):
+        png(os.path.join(folder, "dog", f"{i}.png"), seed=i)
+    assert describe_change(first, contents(folder)) == (
+        "4 added: dog/5.png, dog/6.png, dog/7.png and 1 more; 1 removed: cat/0.png; 1 changed: dog/1.png"
+    )
+    assert contents(folder) == contents(folder)  # a record of the same data is the same record

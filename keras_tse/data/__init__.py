@@ -15,6 +15,7 @@ _EXPORTS = {
     "DatasetSpec": "keras_tse.data.registry",
     "SegmentStream": "keras_tse.data.text",
     "Vocabulary": "keras_tse.data.text",
+    "contents": "keras_tse.data.own",
     "fingerprint": "keras_tse.data.own",
     "get_dataset": "keras_tse.data.registry",
     "image_dataset": "keras_tse.data.pipeline",

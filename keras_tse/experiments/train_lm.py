@@ -61,7 +61,6 @@ from keras_tse._checks import InputError
 from keras_tse.experiments import flags
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import DEESCALATE_AT
-from keras_tse.run_files import claim_folder
 from keras_tse.training import LMTrainConfig
 
 # The name a run folder's manifest records (`run_files.claim_folder`): the name of the recipe that
@@ -304,7 +303,10 @@ def run(args):
 
     config = train_settings(args)  # joins the other processes, if any, first
     args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
-    claim_folder(args.out, TASK, shared, writes=(*layout_names(measurement=True), "plots"), marker="*/config.json")
+    files = list(data.text_files(args.data_dir).values()) if own_text(args) else None
+    contents = functools.partial(data.contents, args.data_dir, files) if own_text(args) else None
+    writes = (*layout_names(measurement=True), "plots")
+    training.runner.claim_run_folder(args.out, TASK, shared, writes, "*/config.json", contents)
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
         train = training.recorded(training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args)))

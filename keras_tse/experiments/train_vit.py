@@ -49,7 +49,7 @@ from keras_tse import data, training
 from keras_tse._checks import InputError
 from keras_tse.experiments import flags
 from keras_tse.layouts import get_layout, layout_names
-from keras_tse.run_files import claim_folder, read_history
+from keras_tse.run_files import read_history
 from keras_tse.training import TrainConfig
 
 # The name a run folder's manifest records (`run_files.claim_folder`): the name of the recipe that
@@ -154,13 +154,22 @@ def own_labels(args):
         return arrays["y_train"].reshape(-1), arrays["y_test"].reshape(-1)
 
 
+def _data_files(args):
+    """The files a user's image folder trains and tests on, or None for a .npz (the file itself)."""
+    if args.dataset != "folder":
+        return None
+    layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
+    return sorted(file for split in layout.values() for file, _ in split)
+
+
 def data_fingerprint(args):
     """The identity of a user's data, part of the run's settings: a rerun on other data is refused."""
-    if args.dataset == "folder":
-        layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
-        files = sorted(file for split in layout.values() for file, _ in split)
-        return data.fingerprint(args.data_dir, files)
-    return data.fingerprint(args.data_dir)
+    return data.fingerprint(args.data_dir, _data_files(args))
+
+
+def data_contents(args):
+    """A user's data file by file (array by array), so that a refusal names what changed."""
+    return data.contents(args.data_dir, _data_files(args))
 
 
 def normalization_of(args, x_train):
@@ -316,7 +325,8 @@ def run(args):
 
     jit_compile = training.scale.configure(**flags.scale_settings(args))
     args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
-    claim_folder(args.out, TASK, shared, writes=(*layout_names(), "plots"), marker="*/config.json")
+    contents = functools.partial(data_contents, args) if own_data(args) else None
+    training.runner.claim_run_folder(args.out, TASK, shared, (*layout_names(), "plots"), "*/config.json", contents)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)

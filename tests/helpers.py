@@ -64,6 +64,39 @@ def run_lab_module(name, *args, timeout=600):
     return result.stdout
 
 
+def run_script(path, args, timeout=300):
+    """`python path args...` in a fresh process (TensorFlow's start-up lines quiet): the finished process."""
+    import subprocess
+    import sys
+
+    return subprocess.run(
+        [sys.executable, path, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
+    )
+
+
+RUN_FILES = ("config.json", "history.csv", "similarity.csv", "summary.json", "checkpoints/best.keras",
+             "checkpoints/last.keras", "plots/token_similarity_heatmap.png")  # fmt: skip
+
+
+def smoke_all_variants(recipe, out, summary_word, more_files=()):
+    """Run `recipe --smoke --norm all` (one block) into `out`; check it printed one summary line per
+    variant, in the paper's order, and wrote every run file of each and the shared loss plot. Returns
+    the variants' folders."""
+    result = run_script(recipe, ["--smoke", "--norm", "all", "--depth", "1", "--out", str(out)], timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary_lines = [line for line in result.stdout.splitlines() if summary_word in line]
+    assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
+    for norm in ("post", "pre", "deescalate"):
+        for name in (*RUN_FILES, *more_files):
+            assert (out / norm / name).exists(), (norm, name)
+    assert (out / "plots" / "loss_curves.png").exists()
+    return [out / norm for norm in ("post", "pre", "deescalate")]
+
+
 def run_recipe_here(name, argv, capsys):
     """`python recipes/<name>.py argv` run in this process, as its `__main__` runs it: the exit code and
     what it printed (no interpreter and backend start-up to pay; the tests that need a fresh process,

@@ -532,3 +532,25 @@ def test_the_tau_sweep_is_whole_and_its_card_claims_hold(monkeypatch):
     ends = [mean(f"tau_{tau}", "similarity_end") for tau in ("0.25", "0.5", "0.75", "1")]
     assert [round(e, 3) for e in ends[1:]] == [0.022, 0.004, 0.0] and abs(ends[0] - 0.06) < 0.005
     assert round(mean("tau_learned", "learned_tau_mean"), 3) == 0.994
+
+
+def test_the_depth80_card_prose_holds_in_its_result_file():
+    """zoo/depth80_fashion_mnist.md's answer and README's: seeds 0-5 of every arm at its rate, post-norm's
+    spread, every de-escalation seed below every post-norm seed, warmup's accuracy, the learned tau."""
+    study = lab_module("depth80_study")
+    engine = lab_module("engine")
+    rows = study.read_rows()
+    best = {arm: engine.at_best(rows, arm, study.plan_of(arm))[1] for arm in study.ARMS}
+    for arm, members in best.items():
+        assert sorted(int(r["seed"]) for r in members) == [0, 1, 2, 3, 4, 5], arm
+        assert engine.next_cells(rows, arm, study.plan_of(arm)) == [], arm
+
+    def values(arm, column):
+        return [float(r[column]) for r in best[arm]]
+
+    post = values("post", "train_loss")
+    assert (round(min(post), 2), round(max(post), 2)) == (0.93, 1.38)
+    assert max(values("deescalate", "train_loss")) < min(post)
+    warm, plain = (sum(values(a, "test_accuracy")) / 6 for a in ("deescalate_warmup", "deescalate"))
+    assert (round(warm, 3), round(plain, 3)) == (0.804, 0.792)
+    assert round(sum(values("deescalate_learned_tau", "learned_tau_mean")) / 6, 3) == 0.994

@@ -17,22 +17,12 @@ from keras_tse.data import (  # also registers the layers for loading
     normalized,
     synthetic_cifar10,
 )
-from tests.helpers import recipe_module, run_recipe_here
+from tests.helpers import recipe_module, run_recipe_here, smoke_all_variants
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "cifar10_vit.py")
-
-
-def _run(args, timeout=300):
-    return subprocess.run(
-        [sys.executable, RECIPE, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
 
 
 def _epochs(history_csv):
@@ -44,25 +34,9 @@ def _epochs(history_csv):
 @pytest.mark.one_backend  # the folder layout of three variants; each backend's training is the tests below
 def test_smoke_all_variants_writes_the_run_folder(tmp_path):
     # one block: this is the run folder of every variant; the depth of the smoke model changes none of it
-    result = _run(["--smoke", "--norm", "all", "--depth", "1", "--out", str(tmp_path)])
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary_lines = [line for line in result.stdout.splitlines() if "test acc" in line]
-    assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
-    for norm in ("post", "pre", "deescalate"):
-        run = tmp_path / norm
-        for name in (
-            "config.json",
-            "history.csv",
-            "similarity.csv",
-            "summary.json",
-            "checkpoints/best.keras",
-            "checkpoints/last.keras",
-            "plots/token_similarity_heatmap.png",
-        ):
-            assert (run / name).exists(), name
+    for run in smoke_all_variants(RECIPE, tmp_path, "test acc"):
         assert _epochs(run / "history.csv") == [0, 1, 2]
         assert not (run / "backup").exists()  # removed once training finished
-    assert (tmp_path / "plots" / "loss_curves.png").exists()
 
 
 def _curve_variants(out):

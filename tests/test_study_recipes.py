@@ -474,6 +474,14 @@ def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
     assert "| 0.0003 | inside 0.0001/0.0003/0.001 | 2 | 0.600 (0.600-0.600) | 32.5 (25.0-40.0) |" in line
 
 
+def _fake_run(variant, summary, files):
+    """A run's variant folder as the training command leaves it: its summary.json and `files` {name: text}."""
+    os.makedirs(variant)
+    for name, text in {"summary.json": json.dumps(summary), **files}.items():
+        with open(os.path.join(variant, name), "w") as f:
+            f.write(text)
+
+
 @pytest.mark.parametrize("arm, recorded, expected", [("pre", {}, 0), ("pre_warmup", {"warmup_steps": 50}, 50)])
 def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_recorded_the_default(
     arm, recorded, expected, tmp_path, monkeypatch
@@ -481,17 +489,13 @@ def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_reco
     study = lab_module("ptb_warmup_study")
 
     def run_recipe(recipe, argv, out, what):  # the files the recipe writes (config.json: the kit only where set)
-        variant = os.path.join(out, "pre")
-        os.makedirs(variant)
         train = {"steps": 500, "learning_rate": 5e-4, **recorded}
-        with open(os.path.join(variant, "config.json"), "w") as f:
-            json.dump({"train": train, "overrides": {"depth": 16}}, f)
         summary = {"train_loss": 5.0, "valid_loss": 5.1, "valid_perplexity": 164.0, "test_perplexity": 160.0,
                    "last_block_similarity_start": 0.9, "last_block_similarity_end": 0.8}  # fmt: skip
-        with open(os.path.join(variant, "summary.json"), "w") as f:
-            json.dump(summary, f)
-        with open(os.path.join(variant, "steps.csv"), "w") as f:
-            f.write("step,loss\n250,5.5\n500,5.0\n")
+        config = json.dumps({"train": train, "overrides": {"depth": 16}})
+        _fake_run(
+            os.path.join(out, "pre"), summary, {"config.json": config, "steps.csv": "step,loss\n250,5.5\n500,5.0\n"}
+        )
         return 12.0
 
     monkeypatch.setattr(study.engine, "run_recipe", run_recipe)
@@ -517,14 +521,10 @@ def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(stu
     arm = next(iter(module.ARMS))
 
     def run_recipe(task, argv, out, what):  # the files `keras-tse train vit` writes
-        variant = os.path.join(out, argv[argv.index("--norm") + 1])
-        os.makedirs(variant)
         summary = {"epochs": 2, "train_loss": 0.5, "test_loss": 0.6, "test_accuracy": 0.8, "best_test_accuracy": 0.81,
                    "last_block_similarity_start": 0.9, "last_block_similarity_end": 0.2}  # fmt: skip
-        with open(os.path.join(variant, "summary.json"), "w") as f:
-            json.dump(summary, f)
-        with open(os.path.join(variant, "history.csv"), "w") as f:
-            f.write("epoch,loss,val_accuracy\n0,0.9,0.7\n1,0.5,0.8\n")
+        history = "epoch,loss,val_accuracy\n0,0.9,0.7\n1,0.5,0.8\n"
+        _fake_run(os.path.join(out, argv[argv.index("--norm") + 1]), summary, {"history.csv": history})
         return 3.0
 
     monkeypatch.setattr(module.engine, "run_recipe", run_recipe)

@@ -96,18 +96,15 @@ def test_markdown_table_reports_mean_std_and_range_over_seeds():
     assert "| post | torch | 6 | 0.001 | 2.000 ± 0.816 (1.000-3.000) | 0.500 ± 0.000 | 4 | 1 |" in table
 
 
+def _row(norm, tau, init, loss, depth=24, learning_rate=0.001):
+    """A sweep.csv row as read back (every value a string), one seed of one cell."""
+    fields = dict(depth=depth, learning_rate=learning_rate, final_loss=loss, val_accuracy=0.5, diverged=0)
+    return dict(norm=norm, tau=tau, initializer=init, **{k: str(v) for k, v in fields.items()})
+
+
 def test_best_lr_table_and_verdicts():
     def row(norm, tau, init, lr, loss):
-        return dict(
-            norm=norm,
-            depth="24",
-            learning_rate=str(lr),
-            tau=tau,
-            initializer=init,
-            final_loss=str(loss),
-            val_accuracy="0.5",
-            diverged="0",
-        )
+        return _row(norm, tau, init, loss, depth=24, learning_rate=lr)
 
     rows = [
         row("post", "", "torch", 1e-3, 2.3),
@@ -132,16 +129,7 @@ def test_best_lr_table_and_verdicts():
 
 def test_arms_are_named_and_ordered_post_then_larger_tau_first_then_torch_before_glorot():
     def row(norm, tau, depth, loss, init="glorot"):
-        return dict(
-            norm=norm,
-            depth=str(depth),
-            learning_rate="0.001",
-            tau=tau,
-            initializer=init,
-            final_loss=str(loss),
-            val_accuracy="0.5",
-            diverged="0",
-        )
+        return _row(norm, tau, init, loss, depth=depth)
 
     rows = [
         row("deescalate", "0.25", 6, 0.3),

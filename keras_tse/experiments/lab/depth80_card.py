@@ -133,7 +133,8 @@ def verdicts_table(rows):
         lines.append(f"| {question} | {a} | {b} | {answer[0]} | {answer[1]} | {', '.join(gaps)} |")
     return "\n".join(lines) + (
         "\n\nThe smallest gap visible: the difference each comparison's verdict seeds would find 80% of the "
-        "time at the card's 5% level, given their spread (`Comparison.smallest_visible_effect`)."
+        "time at 5% asked alone, given their spread (`Comparison.smallest_visible_effect`); as one of the "
+        "table's 18 comparisons (Holm) it takes more."
     )
 
 

@@ -1,5 +1,6 @@
 """Model builders, their families (`registry`) and the preset registry."""
 
+from keras_tse.zoo.generate import generate
 from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates
 from keras_tse.zoo.preset_folder import save_preset
@@ -14,6 +15,7 @@ __all__ = [
     "forward_intermediates",
     "from_preset",
     "full_config",
+    "generate",
     "get_family",
     "gpt",
     "list_families",

@@ -16,7 +16,7 @@ BLOCK_KEYS = ("num_heads", "head_dim", "ffn_dim", "activation", "dropout", "atte
 
 def _token_ids(config):
     batch = config["batch_size"] or "batch"
-    return f"[{batch}, {config['segment_len']}] token ids (any length up to {config['segment_len']})"
+    return f"[{batch}, {config['segment_len']}] token ids (zoo.generate pads a shorter prompt)"
 
 
 # The keywords grouped by what they set, one group a line.
@@ -78,7 +78,11 @@ def gpt(
     Example:
 
     >>> model = keras_tse.zoo.gpt(depth=12, norm="deescalate", vocab_size=10_000)
-    >>> model(np.zeros((2, 64), "int32")).shape  # (2, 64, 10000) log-probabilities
+    >>> model(np.zeros((2, 128), "int32")).shape  # (2, 128, 10000) log-probabilities
+    >>> keras_tse.zoo.generate(model, [1, 2, 3], 20, temperature=0)  # the prompt and 20 ids, greedy
+
+    The input is exactly `segment_len` ids (the position table's rows); `keras_tse.zoo.generate`
+    right-pads a shorter prompt and slides over a longer text.
     """
     _checks.positive_int("depth", depth)
     _checks.positive_int("segment_len", segment_len)

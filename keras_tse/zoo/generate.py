@@ -1,0 +1,136 @@
+"""Text generation from the zoo's language models: a prompt's ids continued one token at a time.
+
+The two families generate as they read (Sec. 3.4's settings unchanged):
+
+- the GPT reads the last `segment_len` ids (a longer text slides: the oldest ids drop out of the
+  window), right-padded to its fixed input length; the causal mask (and the causal mean of
+  de-escalation) keeps the padding out of every position read. Each new token runs the model over
+  the window: a key/value cache, which would make it one position's work, is not built yet.
+- the Transformer-XL reads one token a step and carries its memory, as the reference code evaluates:
+  a copy of the model with `segment_len=1` and a memory of the trained `segment_len + mem_len`
+  positions (so it sees as far back as training did), the same weights.
+
+Sampling, on the host from the float32 log-probabilities: `temperature=0` is greedy; otherwise the
+log-probabilities divided by `temperature`, kept to the `top_k` most likely and to the smallest set
+whose probability reaches `top_p` (nucleus sampling), then drawn with NumPy's generator seeded by
+`seed`: the same seed, the same text, on any backend whose model gives the same probabilities.
+"""
+
+import keras
+import numpy as np
+
+from keras_tse import _checks
+
+
+def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=None):
+    """`prompt_ids` (`[batch, T]` or `[T]` ints) followed by `max_new_tokens` generated ids each.
+
+    Args:
+        model: a zoo language model: `keras_tse.zoo.gpt(...)` or a `TransformerXL`, trained or not.
+        prompt_ids: ints in `[0, vocab_size)`, at least one a row.
+        max_new_tokens: int >= 0.
+        temperature: float >= 0; `0` takes the most likely token (greedy). Defaults to `1.0`.
+        top_k: int, keep the `top_k` most likely tokens, or `None` for all.
+        top_p: float in (0, 1], keep the fewest most likely tokens whose probability reaches it.
+        seed: int, the sampler's seed, or `None` for a fresh one.
+
+    Returns:
+        NumPy int32 `[batch, T + max_new_tokens]` (`[T + max_new_tokens]` for a 1-D prompt).
+    """
+    prompt = np.asarray(prompt_ids)
+    flat = prompt.ndim == 1
+    prompt = prompt[None] if flat else prompt
+    vocab_size = _vocab_size(model)
+    _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p)
+    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model)
+    rng = np.random.default_rng(seed)
+    ids = prompt.astype("int32")
+    for _ in range(max_new_tokens):
+        chosen = _sample(next_log_probs(ids), temperature, top_k, top_p, rng)
+        ids = np.concatenate([ids, chosen[:, None]], axis=1)
+    return ids[0] if flat else ids
+
+
+def _is_transformer_xl(model):
+    from keras_tse.zoo.transformer_xl import TransformerXL
+
+    return isinstance(model, TransformerXL)
+
+
+def _vocab_size(model):
+    shape = model.output_shape if not _is_transformer_xl(model) else None
+    return model.get_config()["vocab_size"] if shape is None else shape[-1]
+
+
+def _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p):
+    if prompt.ndim != 2 or prompt.shape[1] == 0 or not np.issubdtype(prompt.dtype, np.integer):
+        raise ValueError(
+            f"`prompt_ids` must be ints, [batch, T] or [T] with T >= 1. Received: shape {prompt.shape}, "
+            f"dtype {prompt.dtype}"
+        )
+    if prompt.min() < 0 or prompt.max() >= vocab_size:
+        raise ValueError(
+            f"`prompt_ids` must lie in [0, {vocab_size}). Received: ids from {prompt.min()} to {prompt.max()}"
+        )
+    _checks.non_negative_int("max_new_tokens", max_new_tokens)
+    if not (isinstance(temperature, (int, float)) and 0 <= temperature < float("inf")):
+        raise ValueError(f"`temperature` must be a number >= 0 (0: greedy). Received: temperature={temperature!r}")
+    _checks.positive_int("top_k", top_k, allow_none=True)
+    if top_p is not None and not 0 < top_p <= 1:
+        raise ValueError(f"`top_p` must be in (0, 1] or None. Received: top_p={top_p!r}")
+
+
+def _gpt_reader(model):
+    """ids -> the next token's log-probabilities `[batch, vocab]`, from the window of the last ids."""
+    window = model.input.shape[1]
+
+    def next_log_probs(ids):
+        context = ids[:, -window:]
+        length = context.shape[1]
+        padded = np.pad(context, ((0, 0), (0, window - length)))  # the causal mask keeps it out of `length - 1`
+        return keras.ops.convert_to_numpy(model(padded, training=False)[:, length - 1]).astype("float64")
+
+    return next_log_probs
+
+
+def _transformer_xl_reader(model, prompt):
+    """ids -> the next token's log-probabilities, from a one-token copy of `model` carrying its memory:
+    the first call reads the prompt token by token, each later one the token appended since."""
+    config = model.get_config()
+    memory = config["segment_len"] + config["mem_len"]
+    reader = type(model).from_config({**config, "segment_len": 1, "batch_size": prompt.shape[0], "mem_len": memory})
+    reader(np.zeros((prompt.shape[0], 1), "int32"))
+    trained = {w.path.split("/", 1)[-1]: w for w in model.trainable_weights}
+    for weight in reader.trainable_weights:
+        weight.assign(trained[weight.path.split("/", 1)[-1]])
+    reader.reset_memory()
+    read = [0]  # how many ids the memory holds
+
+    def next_log_probs(ids):
+        for t in range(read[0], ids.shape[1] - 1):
+            reader(ids[:, t : t + 1], training=False)
+        read[0] = ids.shape[1]
+        return keras.ops.convert_to_numpy(reader(ids[:, -1:], training=False)[:, 0]).astype("float64")
+
+    return next_log_probs
+
+
+def _sample(log_probs, temperature, top_k, top_p, rng):
+    """One id per row of `[batch, vocab]` log-probabilities."""
+    if temperature == 0:
+        return np.argmax(log_probs, axis=-1).astype("int32")
+    logits = log_probs / temperature
+    order = np.argsort(-logits, axis=-1, kind="stable")
+    ranked = np.take_along_axis(logits, order, axis=-1)
+    keep = np.ones_like(ranked, dtype=bool)
+    if top_k is not None:
+        keep[:, top_k:] = False
+    probs = np.exp(ranked - ranked.max(axis=-1, keepdims=True))
+    probs = probs / probs.sum(axis=-1, keepdims=True)
+    if top_p is not None:
+        before = np.cumsum(probs, axis=-1) - probs  # the probability of the tokens ranked above each
+        keep &= before < top_p
+    probs = np.where(keep, probs, 0.0)
+    probs = probs / probs.sum(axis=-1, keepdims=True)
+    picks = [rng.choice(probs.shape[-1], p=row) for row in probs]
+    return np.take_along_axis(order, np.asarray(picks)[:, None], axis=-1)[:, 0].astype("int32")

@@ -1,0 +1,82 @@
+"""`keras_tse.zoo.generate`: greedy generation is the model's own argmax step by step, the Transformer-XL's
+memory carries the text as one pass over it would, sampling is seeded, and bad arguments are one line."""
+
+import keras
+import numpy as np
+import pytest
+
+from keras_tse import zoo
+from tests.helpers import tiny_transformer_xl
+
+pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+
+GPT = dict(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=())
+
+
+def _gpt(norm="deescalate"):
+    keras.utils.set_random_seed(3)
+    return zoo.gpt(norm=norm, **GPT)
+
+
+def _argmax_steps(model, prompt, count, window=8):
+    """Greedy by hand: the whole model over the last `window` ids (right-padded), its last real position."""
+    ids = list(prompt)
+    for _ in range(count):
+        context = ids[-window:]
+        padded = np.array([context + [0] * (window - len(context))], "int32")
+        ids.append(int(np.argmax(keras.ops.convert_to_numpy(model(padded))[0, len(context) - 1])))
+    return ids
+
+
+@pytest.mark.parametrize("norm", ["deescalate", "post"])
+def test_greedy_gpt_generation_is_the_models_argmax_step_by_step_and_slides_past_its_window(norm):
+    model = _gpt(norm)
+    prompt = [5, 7, 1]
+    got = zoo.generate(model, prompt, 9, temperature=0)  # 12 ids: the window of 8 slides
+    assert got.shape == (12,) and got.dtype == np.int32
+    assert got.tolist() == _argmax_steps(model, prompt, 9)
+    batch = zoo.generate(model, np.array([prompt, [2, 2, 2]]), 4, temperature=0)
+    assert batch.shape == (2, 7) and batch[0].tolist() == got[:7].tolist()
+
+
+def test_the_transformer_xls_memory_carries_the_text_as_one_pass_over_it_would():
+    keras.utils.set_random_seed(4)
+    model = tiny_transformer_xl(norm="deescalate", batch_size=1)
+    config = model.get_config()
+    got = zoo.generate(model, [3, 9, 4, 1], 6, temperature=0)
+    # the same weights reading the 10 ids in one segment, no memory: its argmax at each position
+    whole = type(model).from_config({**config, "segment_len": 10, "mem_len": 0})
+    whole(np.zeros((1, 10), "int32"))
+    trained = {w.path.split("/", 1)[-1]: w for w in model.trainable_weights}
+    for weight in whole.trainable_weights:
+        weight.assign(trained[weight.path.split("/", 1)[-1]])
+    predicted = np.argmax(keras.ops.convert_to_numpy(whole(got[None, :10]))[0], axis=-1)
+    assert got[4:].tolist() == predicted[3:9].tolist()
+
+
+def test_sampling_is_seeded_and_top_k_1_is_greedy():
+    model = _gpt()
+    first = zoo.generate(model, [1, 2], 8, temperature=1.5, top_p=0.9, seed=11)
+    assert first.tolist() == zoo.generate(model, [1, 2], 8, temperature=1.5, top_p=0.9, seed=11).tolist()
+    assert (
+        zoo.generate(model, [1, 2], 8, top_k=1, seed=5).tolist()
+        == zoo.generate(model, [1, 2], 8, temperature=0).tolist()
+    )
+    draws = {tuple(zoo.generate(model, [1, 2], 6, temperature=2.0, seed=s).tolist()) for s in range(4)}
+    assert len(draws) > 1  # a temperature above 0 samples
+
+
+@pytest.mark.parametrize(
+    "kwargs, message",
+    [
+        (dict(prompt_ids=[1, 40]), r"`prompt_ids` must lie in \[0, 40\). Received: ids from 1 to 40"),
+        (dict(prompt_ids=[]), r"`prompt_ids` must be ints, \[batch, T\] or \[T\] with T >= 1"),
+        (dict(temperature=-1), "`temperature` must be a number >= 0"),
+        (dict(top_p=1.5), r"`top_p` must be in \(0, 1\] or None. Received: top_p=1.5"),
+    ],
+)
+def test_a_bad_argument_is_one_line(kwargs, message):
+    arguments = dict(prompt_ids=[1, 2], temperature=1.0, top_p=None)
+    arguments.update(kwargs)
+    with pytest.raises(ValueError, match=message):
+        zoo.generate(_gpt(), arguments.pop("prompt_ids"), 3, **arguments)

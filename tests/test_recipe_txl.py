@@ -156,6 +156,22 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
 
     kept = Vocabulary.load(str(tmp_path / "r" / "deescalate" / "vocabulary.txt"))
     assert kept.symbols == vocab.symbols and kept.decode(ids["test"][-2:]) == "<unk> <eos>"
+    # `keras-tse generate` continues a text with the run's model, reading and writing its words
+    from keras_tse import zoo
+    from keras_tse.experiments import cli
+
+    run = tmp_path / "r" / "deescalate"
+    capsys.readouterr()
+    assert cli.main(["generate", str(run), "--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0"]) == 0
+    said = capsys.readouterr().out.strip().splitlines()[-1]
+    model = keras.saving.load_model(str(run / "checkpoints" / "last.keras"), compile=False)
+    expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
+    assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
+    assert cli.main(["generate", str(tmp_path / "r"), "--prompt", "w1"]) == 2  # the top folder: one line
+    assert (
+        "a language model's variant folder (it has no checkpoints/last.keras, vocabulary.txt)"
+        in capsys.readouterr().err
+    )
     # the identical command again: the vocabulary is read from the text, then the finished run is found
     code, out, err = run_recipe_here(
         "wikitext103_txl", [*argv, "--eval-interval", "2", "--out", str(tmp_path / "r")], capsys

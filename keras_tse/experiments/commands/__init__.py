@@ -15,5 +15,6 @@ COMMANDS = (
     "study",
     "datasets",
     "export",
+    "generate",
     "info",
 )

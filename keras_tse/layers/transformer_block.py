@@ -197,6 +197,16 @@ class TransformerBlock(SequenceLayer):
         """`norm(x)`, or `x` in a block without LayerNorm (ReZero)."""
         return x if norm is None else norm(x)
 
+    def rematerialized_call(self, layer_call, *args, **kwargs):
+        """Keras's recomputation (`keras.RematScope`) of this block, its flags bound outside it: JAX's
+        checkpoint traces every argument it is given, and `training` steers Python branches here."""
+        recompute = super().rematerialized_call
+
+        def call(inputs, *rest, **flags):
+            return recompute(lambda x: layer_call(x, *rest, **flags), inputs)(inputs)
+
+        return call
+
     def call(self, inputs, mask=None, training=None, return_attention_scores=False):
         steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]

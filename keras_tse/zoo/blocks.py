@@ -1,6 +1,10 @@
 """The block of each residual layout (`keras_tse.layouts`) in a stack of a given depth, for the
 model families: the layouts' depth-dependent constants (DeepNet's, CaiT's) are chosen here, once."""
 
+import contextlib
+
+import keras
+
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
 from keras_tse.layouts import check_layout_options, get_layout
 from keras_tse.norms import ESCALATION_PLACED
@@ -21,9 +25,13 @@ def checked_layout_options(norm, layout_options, **eq21):
     return {**eq21, **check_layout_options(norm, layout_options)}
 
 
-def stack_block(norm, depth, layout_options=None, **kwargs):
-    """A `TransformerBlock` of layout `norm` for a stack of `depth` (the ViT's, the GPT's)."""
-    return TransformerBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)
+def stack_block(norm, depth, layout_options=None, remat=False, **kwargs):
+    """A `TransformerBlock` of layout `norm` for a stack of `depth` (the ViT's, the GPT's); with `remat`,
+    its activations are recomputed in the backward pass instead of kept (`keras.RematScope` on this
+    block alone: its sublayers run inside its recomputation, so they need none of their own)."""
+    scope = keras.RematScope(mode="list_of_layers", layer_names=[kwargs.get("name")]) if remat else None
+    with scope or contextlib.nullcontext():
+        return TransformerBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)
 
 
 def escalation_block(kind, depth, tau=1.0, **kwargs):

@@ -34,6 +34,7 @@ def gpt(
     dropout=0.0, attention_dropout=0.0, drop_path_rate=0.0, cutoffs=(), div_val=1, initializer="transformer_xl",
     tau=1.0, trainable_tau=False, deescalate_at="pre_ffn",  # eq. (21)
     layout_options=None,  # the layout's own options (keras_tse.layouts), e.g. {"layer_scale_init": 1e-4}
+    remat=False,  # recompute each block's activations in the backward pass (keras.RematScope)
     name=None,
 ):
     # fmt: on
@@ -70,6 +71,8 @@ def gpt(
         initializer: weight scheme of every layer. Defaults to `"transformer_xl"` (N(0, 0.02)).
         tau, trainable_tau: eq. (21)'s strength, and whether it is learned (de-escalating layouts).
         deescalate_at: `"pre_ffn"` (Sec. 3.4, the default) or `"output"`.
+        remat: bool, recompute each block's activations in the backward pass instead of keeping them
+            (`keras.RematScope` on every block). Defaults to `False`.
         name: model name. Defaults to `f"gpt{depth}_{norm}"`.
 
     Returns:
@@ -106,7 +109,7 @@ def gpt(
     for i, rate in enumerate(linear_rates(drop_path_rate, depth)):
         block = stack_block(
             norm, depth, layout_options, causal=True, deescalate_at=deescalate_at,
-            drop_path=rate, **options, name=f"block_{i:02d}",
+            drop_path=rate, remat=remat, **options, name=f"block_{i:02d}",
         )
         x = block(x)
     x = keras.layers.LayerNormalization(epsilon=1e-5, name="final_norm")(x)

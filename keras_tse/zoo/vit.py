@@ -30,7 +30,7 @@ def vit(
     drop_path_rate=0.0,  # stochastic depth, linear in depth (timm's rule)
     tau=1.0, trainable_tau=False, deescalate_at="output",  # de-escalation, eq. (21)
     layout_options=None,  # the layout's own options: {"layer_scale_init": 1e-4}, {"gate_init": 0.5}, ...
-    initializer="torch", embedding_initializer="timm", scan=False, name=None,
+    initializer="torch", embedding_initializer="timm", scan=False, remat=False, name=None,
 ):
     # fmt: on
     """A ViT classifier, images `[batch, image_size, image_size, channels]` to class logits.
@@ -99,6 +99,10 @@ def vit(
             the per-block probes read the loop's outputs. Needs identical blocks: no dropout, and
             not `pool="mean"` with de-escalation at the output (the last block differs there).
             Defaults to `False`: one layer per block.
+        remat: bool, recompute each block's activations in the backward pass instead of keeping
+            them (`keras.RematScope` on every block): the train step's memory no longer grows with
+            every block's activations, for more compute. With `scan=True`, on JAX only. Defaults to
+            `False`.
         name: model name. Defaults to `f"vit{depth}_{norm}"`.
 
     Returns:
@@ -139,9 +143,16 @@ def vit(
     if scan and (dropout or drop_path_rate or len(set(places)) > 1):
         obstacle = _scan_obstacle(dropout, drop_path_rate)
         raise ValueError(f"scan=True needs identical blocks without dropout. Received: {obstacle}")
+    if scan and remat and keras.backend.backend() != "jax":
+        # measured with Keras 3.15: PyTorch's checkpoint inside the loop gave other gradients, and
+        # TensorFlow's recompute_grad fails to trace through the while loop
+        raise ValueError(
+            f"remat=True with scan=True runs on the JAX backend only. Received: backend "
+            f"{keras.backend.backend()!r}; use scan=False there (remat then works per block)"
+        )
     layout_options = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
     blocks = [
-        _vit_block(norm, depth, place, layout_options, {**block_options, "drop_path": rate}, f"block_{i:02d}")
+        _vit_block(norm, depth, place, layout_options, {**block_options, "drop_path": rate, "remat": remat}, i)
         for i, (place, rate) in enumerate(list(zip(places, drop_rates))[:1] if scan else zip(places, drop_rates))
     ]
 
@@ -164,8 +175,9 @@ def vit(
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 
-def _vit_block(norm, depth, place, layout_options, block_options, name):
-    """Block `name`: the layout's, or (the last block under mean pooling, `place=None`) plain post-norm."""
+def _vit_block(norm, depth, place, layout_options, block_options, index):
+    """Block `index`: the layout's, or (the last block under mean pooling, `place=None`) plain post-norm."""
+    name = f"block_{index:02d}"
     layout = get_layout(norm)
     if place is None and layout.deescalates:
         if layout.without_deescalation is None:

@@ -372,6 +372,7 @@ GENERATED_BLOCKS = {
     "zoo/speed.md": {
         "bench",
         "scan_compile",
+        "remat_memory",
         "torch_compile",
         "torch_block_compile_12",
         "torch_block_compile_48",

@@ -90,3 +90,22 @@ def test_remat_cuts_the_compiled_steps_temporary_memory():
     kept, _ = remat_memory.measure(8, True, weights)
     assert kept["temp_bytes"] < 0.5 * plain["temp_bytes"], (plain, kept)
     np.testing.assert_allclose(kept["losses"], plain["losses"], atol=1e-5)
+
+
+def test_the_training_command_takes_remat_and_a_rerun_without_it_resumes_the_same_run(tmp_path, capsys):
+    from tests.helpers import run_recipe_here
+
+    argv = ["--dataset", "digits", "--norm", "post", "--depth", "2", "--hidden-dim", "16", "--num-heads", "2"]
+    argv += ["--epochs", "1", "--batch-size", "64", "--out", str(tmp_path)]
+    code, _, err = run_recipe_here("cifar10_vit", [*argv, "--remat"], capsys)
+    assert code == 0, err[-2000:]
+    import json
+
+    assert json.loads((tmp_path / "post" / "config.json").read_text())["overrides"]["remat"] is True
+    code, out, err = run_recipe_here("cifar10_vit", argv, capsys)  # the same model, its activations kept
+    assert code == 0 and f"{tmp_path / 'post'}: finished, skipping" in out, err[-2000:]
+    code, _, err = run_recipe_here("wikitext103_txl", ["--smoke", "--remat", "--out", str(tmp_path / "lm")], capsys)
+    assert code == 2 and err.strip().endswith(
+        "--remat: received with --model transformer_xl; expected --model gpt (the Transformer-XL's blocks write "
+        "their memory)"
+    ), err

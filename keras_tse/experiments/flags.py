@@ -510,6 +510,12 @@ def add_training_kit(parser, defaults, schedules):
         help="stochastic depth: block i of L drops each branch with probability RATE x i/(L-1) while training "
         "(timm's rule; keras_tse.layers.StochasticDepth) (default: off)",
     )
+    kit.add_argument(
+        "--remat",
+        action="store_true",
+        help="recompute each block's activations in the backward pass instead of keeping them: memory "
+        "for compute (keras.RematScope; not the Transformer-XL, whose blocks write their memory)",
+    )
     for flag, field, kind, text in KIT_FLAGS:
         if not hasattr(defaults, field):
             continue
@@ -527,6 +533,8 @@ def model_kit_overrides(args, norm):
     `layout_options` when `--layout-option` is, checked against layout `norm` before any data loads."""
     rate = getattr(args, "drop_path_rate", None)
     overrides = {"drop_path_rate": rate} if rate else {}
+    if getattr(args, "remat", False):
+        overrides["remat"] = True
     options = dict(getattr(args, "layout_option", None) or ())
     if options:
         try:

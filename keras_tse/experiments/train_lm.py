@@ -249,6 +249,10 @@ def check_args(args):
     """The flags against each other and the text folder's files, before any text is read."""
     for norm in args.norm:
         flags.model_kit_overrides(args, norm)  # each variant's layout takes every --layout-option
+    if args.remat and args.model == "transformer_xl":
+        raise InputError(
+            "--remat", "with --model transformer_xl", "--model gpt (the Transformer-XL's blocks write their memory)"
+        )
     if args.data_parallel and flags.current_backend() == "tensorflow":
         raise InputError(
             "--data-parallel",

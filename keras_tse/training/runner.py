@@ -207,7 +207,15 @@ def run_config(model_name, config, extra_config):
 
 # Settings that change neither the model nor the data: a folder made under one resumes under another
 # (the checkpoints load on any backend, and N processes feed one process's batches). Keys as `flatten` names them.
-INCIDENTAL = ("backend", "data_parallel", "processes", "train.jit_compile", "compiled", "resumed_with")
+INCIDENTAL = (
+    "backend",
+    "data_parallel",
+    "processes",
+    "train.jit_compile",
+    "compiled",
+    "overrides.remat",
+    "resumed_with",
+)
 
 
 # What a run folder holds once a run has begun in it (besides config.json).

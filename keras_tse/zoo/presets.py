@@ -264,10 +264,14 @@ def create_model(model_name, /, **overrides):
     return FAMILIES[model_name].builder(**overrides)
 
 
+# Builder keywords that change how a model trains, not what it computes: not part of its name.
+UNNAMED = ("name", "remat")
+
+
 def overridden_name(preset, overrides):
     """The preset's name, followed by every override that changes its configuration (`-depth24`)."""
     config = full_config(preset)
-    changed = [(k, v) for k, v in overrides.items() if k != "name" and config.get(k) != v]
+    changed = [(k, v) for k, v in overrides.items() if k not in UNNAMED and config.get(k) != v]
     # Keras names allow letters, digits, "_", "-" and "."; anything else in a value becomes "_".
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
 

@@ -32,7 +32,6 @@ import numpy as np
 
 from keras_tse import _checks, data, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
-from keras_tse.experiments import verdicts as verdict_rule
 from keras_tse.layers import initializers
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
@@ -509,61 +508,16 @@ def rates_chosen_by_seed(rows, seed):
     return {key: rate for key, (_, rate) in chosen.items()}
 
 
-def published_verdicts(rows):
-    """{(init, depth): {published method: verdict against de-escalation}}, each arm at the rate its
-    selection seed (0) chose, judged on the other seeds by the verdict rule (`keras_tse.experiments.verdicts`),
-    every comparison of the study one family. A method beats (loses to, is equivalent to) de-escalation
-    when it does so against every tau's arm; any other mix is inconclusive."""
-    best = rates_chosen_by_seed(rows, 0)
-
-    def seeds(norm, tau, scheme, depth):
-        cell = cell_rows(rows, (norm, tau, scheme), depth, best[(norm, tau, scheme, depth)])
-        return {int(r["seed"]): float(r["final_loss"]) for r in cell if int(r["seed"]) != 0}
-
-    pairs = []
-    for norm, tau, scheme, depth in sorted(best):
-        if norm == "deescalate":
-            for published, _ in PUBLISHED_ARMS:
-                if (published, "", scheme, depth) in best:
-                    both = (seeds(published, "", scheme, depth), seeds(norm, tau, scheme, depth))
-                    pairs.append(((scheme, depth), published, both))
-    said = verdict_rule.stated([verdict_rule.measure_seeds(*both, metric="final_loss") for _, _, both in pairs])
-    each = {}
-    for (where, published, _), verdict in zip(pairs, said):
-        each.setdefault(where, {}).setdefault(published, set()).add(verdict)
-
-    def one(found):  # a method's verdicts against every tau: one, or inconclusive when they differ
-        return {m: v.pop() if len(v) == 1 else verdict_rule.INCONCLUSIVE for m, v in found.items()}
-
-    return {where: one(found) for where, found in each.items()}
-
-
-_PHRASES = {
-    verdict_rule.BEATS: ("beats de-escalation", "beat de-escalation"),
-    verdict_rule.EQUIVALENT: ("is equivalent to de-escalation", "are equivalent to de-escalation"),
-    verdict_rule.LOSES: ("loses to de-escalation", "lose to de-escalation"),
-}
-
-
 def orderings(rows):
     """One line per (init, depth): every arm at its best learning rate, lowest seed-mean final loss
-    first, then each published method's verdict against de-escalation (`published_verdicts`)."""
+    first. An ordering of means, not a verdict: the card states its verdicts in words, each checked
+    by the verdict rule (`keras_tse.experiments.lab.verdict_claims`), its claims one family."""
     best = best_over_learning_rates(rows)
-    judged = published_verdicts(rows)
     lines = []
     for scheme in [s for s in initializers.INITIALIZERS if any(k[2] == s for k in best)]:
         for depth in sorted({k[3] for k in best if k[2] == scheme}):
             arms = sorted((v, cell_label(k[0], k[1]), k[0]) for k, v in best.items() if k[2:] == (scheme, depth))
             order = " < ".join(f"{label} {v[0]:.3f} ({v[1]:g})" for v, label, _ in arms)
-            found = judged.get((scheme, depth), {})
-            if found:
-                parts = []
-                for verdict in sorted(set(found.values()), key=lambda v: (v not in _PHRASES, v)):
-                    names = [norm for norm, v in found.items() if v == verdict]
-                    inconclusive = verdict.replace(verdict_rule.INCONCLUSIVE, "inconclusive against de-escalation", 1)
-                    phrase = _PHRASES.get(verdict, (f"is {inconclusive}", f"are {inconclusive}"))[len(names) > 1]
-                    parts.append(f"{', '.join(names)} {phrase}")
-                order += ". " + "; ".join(parts) + " (against each tau, by the verdict rule of zoo/README.md)"
             lines.append(f"- depth {depth}, {scheme} init: {order}.")
     return "\n".join(lines)
 

@@ -107,7 +107,8 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
     with open(tmp_path / "deescalate" / "config.json") as f:
         config = json.load(f)
     assert config["backend"] == _other_backend()
-    assert config["resumed_with"] == [{"backend": keras.backend.backend()}]
+    (resumed,) = config["resumed_with"]  # the backend, and how the step compiles on it where that differs
+    assert resumed["backend"] == keras.backend.backend() and set(resumed) <= {"backend", "compiled"}
 
     code, out, _ = run_recipe_here("cifar10_vit", args[1:], capsys)
     assert code == 0 and "finished, skipping" in out

@@ -489,11 +489,6 @@ def cell_rows(rows, arm, depth, learning_rate):
     ]
 
 
-def seed_values(rows, arm, depth, learning_rate, column="final_loss"):
-    """Each seed's `column` in the cell of `arm` = (norm, tau, initializer) at `depth` and `learning_rate`."""
-    return [float(row[column]) for row in cell_rows(rows, arm, depth, learning_rate)]
-
-
 def rates_chosen_by_seed(rows, seed):
     """(norm, tau, initializer, depth) -> the learning rate of `seed`'s lowest finite final loss: the rate
     a selection seed chose, so that the verdicts use the other seeds only."""

@@ -301,9 +301,10 @@ def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cu
 
 def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hands_them_off(tmp_path):
     """A cell still running when the budget is spent is stopped (its process killed, no row), the rows
-    that finished stay, and `out` holds the result file and the cells' logs as they were at each finish;
+    that finished stay, and `out` holds the result file and the cells' logs (one archive) as they were at each finish;
     the next call starts the stopped cell again."""
     import sys
+    import tarfile
     import time
 
     engine = lab_module("engine")
@@ -320,7 +321,9 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
     written = engine.run(study, study.arms(), str(runs), jobs=2, budget_s=8, out=str(tmp_path / "out"), log=print)
     assert written == 1 and time.monotonic() - start < 30  # the 60 s cell did not hold the call
     assert [r["arm"] for r in engine.read_rows(study.results)] == ["fast"]
-    assert sorted(os.listdir(tmp_path / "out")) == ["fast_s0.log", "results.csv", "slow_s0.log"]
+    assert sorted(os.listdir(tmp_path / "out")) == ["cell_logs.tar.gz", "results.csv"]
+    with tarfile.open(tmp_path / "out" / "cell_logs.tar.gz") as tar:
+        assert sorted(tar.getnames()) == ["fast_s0.log", "slow_s0.log"]
     assert (tmp_path / "out" / "results.csv").read_text() == open(study.results).read()
     assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
 

@@ -17,6 +17,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tarfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
@@ -26,6 +27,7 @@ from keras_tse.run_files import append_row, read_logged_rows, write_csv
 # The seed whose runs choose each arm's learning rate (the selection seed). No verdict uses it: a rate
 # picked on seed 0 flatters seed 0, and seed 0 was the best seed in 8 of 9 depth-80 arms.
 SELECTION_SEED = 0
+CELL_LOGS = "cell_logs.tar.gz"  # the cells' logs, packed by `hand_off`
 
 
 @dataclasses.dataclass(frozen=True)
@@ -264,8 +266,8 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     """Run the pending cells of `arms`, `jobs` at a time, until none is left or `budget_s` seconds have
     passed (the cells then running are stopped: they resume from their last saved epoch on the next
     call); each finished cell's row (the study's `fields`, "machine" added here) is appended to the
-    result file as it comes. With `out`, the result file and the finished cells' logs are copied there
-    as each cell finishes: what a machine that returns only one folder must keep. The rows written."""
+    result file as it comes. With `out`, the result file and the cells' logs (one archive) are copied
+    there as each cell finishes: what a machine that returns only one folder must keep. The rows written."""
     nice_the_session()
     os.makedirs(os.path.dirname(study.results), exist_ok=True)
     os.makedirs(runs, exist_ok=True)
@@ -299,10 +301,16 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
 
 
 def hand_off(study, runs, out):
-    """Copy the result file and every cell's log into `out` (whole files, replaced atomically)."""
+    """Copy the result file into `out` and pack every cell's log into one `cell_logs.tar.gz` there (whole
+    files, replaced atomically): two files whatever the cell count, as a machine that returns only a few
+    files from one folder needs."""
     os.makedirs(out, exist_ok=True)
-    sources = [study.results, *(os.path.join(runs, name) for name in sorted(os.listdir(runs)) if name.endswith(".log"))]
-    for source in sources:
-        target = os.path.join(out, os.path.basename(source))
-        shutil.copyfile(source, target + ".part")
-        os.replace(target + ".part", target)
+    target = os.path.join(out, os.path.basename(study.results))
+    shutil.copyfile(study.results, target + ".part")
+    os.replace(target + ".part", target)
+    archive = os.path.join(out, CELL_LOGS)
+    with tarfile.open(archive + ".part", "w:gz") as tar:
+        for name in sorted(os.listdir(runs)):
+            if name.endswith(".log"):
+                tar.add(os.path.join(runs, name), arcname=name)
+    os.replace(archive + ".part", archive)

@@ -38,7 +38,10 @@ def add_arguments(parser):
     parser.add_argument(
         "--budget-s", type=flags.positive_float, help="stop after this many seconds; running cells resume next time"
     )
-    parser.add_argument("--out", help="copy the result file and the cells' logs (one archive) here as cells finish (new or empty)")
+    parser.add_argument(
+        "--out",
+        help="copy the result file and the cells' logs (one archive) here as cells finish (new or empty)",
+    )
     parser.add_argument("--dry-run", action="store_true", help="print the cells that would start now, run nothing")
     parser.add_argument("--card", action="store_true", help="regenerate the study's card from its result file")
 

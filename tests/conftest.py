@@ -107,6 +107,16 @@ def pytest_collection_modifyitems(config, items):
     items[:] = kept
 
 
+@pytest.fixture
+def float32_matmuls():
+    """The test's products in full float32 (`tests.helpers.full_float32_matmuls`): for a test that checks an
+    equation against a float32 reference, which TF32 on a GPU would miss."""
+    from tests.helpers import full_float32_matmuls
+
+    with full_float32_matmuls():
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _fresh_seed():
     keras.utils.set_random_seed(1234)

@@ -1,6 +1,40 @@
+import contextlib
 import os
 
+import keras
 import numpy as np
+
+
+@contextlib.contextmanager
+def full_float32_matmuls():
+    """Matrix products and convolutions in full float32 while inside. On an NVIDIA GPU from Ampere on,
+    JAX's default precision, TensorFlow's default and PyTorch's cuDNN convolutions run float32 products in
+    TF32 (a 10-bit mantissa: relative errors near 1e-3), past the tolerance of a test that checks an
+    equation against a float32 reference. A CPU computes in float32 either way."""
+    backend = keras.backend.backend()
+    if backend == "jax":
+        import jax
+
+        with jax.default_matmul_precision("highest"):
+            yield
+    elif backend == "tensorflow":
+        import tensorflow as tf
+
+        was = tf.config.experimental.tensor_float_32_execution_enabled()
+        tf.config.experimental.enable_tensor_float_32_execution(False)
+        try:
+            yield
+        finally:
+            tf.config.experimental.enable_tensor_float_32_execution(was)
+    else:
+        import torch
+
+        was = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+        try:
+            yield
+        finally:
+            torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = was
 
 
 def randomise_weights(layer, seed=7, scale=0.5, trainable_only=False):

@@ -80,15 +80,20 @@ def test_remat_inside_a_scanned_loop_is_refused_in_one_line_elsewhere():
 
 
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="XLA's memory analysis of the compiled step")
+@pytest.mark.usefixtures("float32_matmuls")  # equal losses to 1e-5 need float32 products, not a GPU's TF32
 def test_remat_cuts_the_compiled_steps_temporary_memory():
-    """The measuring device of zoo/speed.md's remat table, at 8 blocks: under half the temporary memory,
-    the same losses."""
+    """The measuring device of zoo/speed.md's remat table, at 8 blocks: under half the temporary memory on
+    a CPU (the table's device), less on a GPU, the same losses. On an H100, XLA's GPU plan kept 64% at 8
+    blocks (36.5 of 56.8 MB, one measurement)."""
+    import jax
+
     from tests.helpers import lab_module
 
     remat_memory = lab_module("remat_memory")
     plain, weights = remat_memory.measure(8, False)
     kept, _ = remat_memory.measure(8, True, weights)
-    assert kept["temp_bytes"] < 0.5 * plain["temp_bytes"], (plain, kept)
+    cut = 0.5 if jax.devices()[0].platform == "cpu" else 0.8
+    assert kept["temp_bytes"] < cut * plain["temp_bytes"], (plain, kept)
     np.testing.assert_allclose(kept["losses"], plain["losses"], atol=1e-5)
 
 

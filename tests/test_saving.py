@@ -11,7 +11,7 @@ import pytest
 
 import keras_tse
 from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
-from tests.helpers import randomise_weights, tiny_transformer_xl, tiny_vit
+from tests.helpers import full_float32_matmuls, randomise_weights, tiny_transformer_xl, tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -25,9 +25,11 @@ LOAD_AND_PREDICT = textwrap.dedent(
     import numpy as np
     import keras_tse  # registers the layers
     import keras
+    from tests.helpers import full_float32_matmuls  # both sides in float32, not TF32, on a GPU
     for model_path, x_path, y_path in zip(*[iter(sys.argv[1:])] * 3):
         model = keras.saving.load_model(model_path)
-        np.save(y_path, keras.ops.convert_to_numpy(model(np.load(x_path))))
+        with full_float32_matmuls():
+            np.save(y_path, keras.ops.convert_to_numpy(model(np.load(x_path))))
     print(keras.backend.backend())
     """
 )
@@ -85,7 +87,8 @@ def saved(tmp_path_factory):
         model, x = build(), make_inputs()
         model.save(folder / f"{kind}.keras")
         np.save(folder / f"{kind}_x.npy", x)
-        models[kind] = (model, x, keras.ops.convert_to_numpy(model(x)))
+        with full_float32_matmuls():  # the other backend's process predicts in float32 too
+            models[kind] = (model, x, keras.ops.convert_to_numpy(model(x)))
     return folder, models
 
 

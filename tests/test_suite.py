@@ -130,3 +130,30 @@ def test_ci_times_reads_each_backends_wall_time_and_the_total_from_a_ci_log():
     assert ci_times.parse(log.replace("ci total: 1500 s", ""), total=2143)[1] == 2143
     with pytest.raises(ValueError, match=r"the log names the backends \['jax', 'torch'\]"):
         ci_times.parse(_ci_log([("torch", 1, "1 passed"), ("jax", 2, "2 passed")]))
+
+
+@pytest.mark.every_backend
+def test_full_float32_matmuls_turns_the_backends_tf32_off_and_back():
+    """What the GPU-bound reference tests rely on: inside, this backend's TF32 switch reads off (JAX's
+    default matmul precision "highest"); after, it reads what it read before."""
+    import keras
+
+    from tests.helpers import full_float32_matmuls
+
+    def setting():
+        if keras.backend.backend() == "jax":
+            import jax
+
+            return jax.config.jax_default_matmul_precision
+        if keras.backend.backend() == "tensorflow":
+            import tensorflow as tf
+
+            return tf.config.experimental.tensor_float_32_execution_enabled()
+        import torch
+
+        return torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+
+    before = setting()
+    with full_float32_matmuls():
+        assert setting() in ("highest", False, (False, False))
+    assert setting() == before

@@ -181,6 +181,7 @@ def _scanned_twin(unrolled, depth, **kwargs):
     return scanned
 
 
+@pytest.mark.usefixtures("float32_matmuls")  # scanned and unrolled agree to 1e-5 only in full float32, not TF32
 @pytest.mark.parametrize(  # layerscale: the pre-norm body and its weights; JAX, whose scan compiles, runs both
     "norm", [only_on("deescalate", "jax", "torch"), only_on("layerscale", "jax", "tensorflow")]
 )

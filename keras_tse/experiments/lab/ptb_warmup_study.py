@@ -18,10 +18,9 @@ Choices where the paper is silent:
 - the best rate is the one of lowest validation loss at seed 0 (`keras_tse/experiments/lab/engine.py`'s plan), never the
   test set's;
 - the 32-block part gives post-norm the chance every other arm has: a rate grid on seed 0 and an arm
-  with warmup, before anything is said of post-norm failing there. Its first rows ran every arm at 5e-4
-  only (the rate of the card's studies); the grid's other points, the warmup arm and seeds 3-5 wait for
-  a GPU (a 32-block cell takes about twice a 16-block one's 947-1,339 s on a 2-core CPU). The rows'
-  `depth` column tells the parts apart.
+  with warmup, before anything is said of post-norm failing there (a 32-block cell takes about twice a
+  16-block one's 947-1,339 s on a 2-core CPU: this part ran on GPUs). The rows' `depth` column tells the
+  parts apart.
 """
 
 import os

@@ -10,7 +10,7 @@ digits with the depth study's model (zoo/depth_study.md: 48 blocks, width 32, 4 
 patches, the PyTorch-default init) in its own folder under `--runs`; a finished cell becomes one row of
 `zoo/depth_study/tau_sweep.csv`. The plan is `keras_tse/experiments/lab/engine.py`'s: seed 0 at 3e-4, 1e-3 and 3e-3 (the
 depth study's best rate for tau 1 and tau 0.5 at this depth, 1e-3, in the middle), the grid grown past an
-end that holds the best, then seeds 1-5 at the best (seeds 1 and 2 ran on one H200; 3-5 wait for a GPU).
+end that holds the best, then seeds 1-5 at the best (seeds 0-2 ran on one H200, 3-5 on one H100).
 
 Choices where the paper is silent:
 - the training is the recipe's (Adam with decoupled weight decay 0.1, the step schedule of Sec. 3.3),
@@ -41,7 +41,7 @@ ARMS = {
     **{f"tau_{tau}": ("--norm", "deescalate", "--tau", tau) for tau in TAUS},
     "tau_learned": ("--norm", "deescalate", "--tau", "1", "--learn-tau"),
 }
-# Seed 0 chooses each arm's rate; the verdicts rest on seeds 1-5 (zoo/README.md), which wait for a GPU.
+# Seed 0 chooses each arm's rate; the verdicts rest on seeds 1-5 (zoo/README.md).
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
 
 

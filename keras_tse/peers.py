@@ -6,16 +6,29 @@ never compares the processes' settings. So process 0 first listens on the coordi
 moment; every other process sends its index and its run settings; process 0 answers each "go" or the
 one line that stops them all (the missing process ids, the first setting that differs, a busy port).
 Then JAX's runtime joins them on the coordinator's port itself.
+
+The check's connections stay open while the run trains (`watch`). A process that ends without saying it
+finished (killed, crashed, or stopped by an error) closes them, and JAX's runtime would leave the others
+blocked in a collective until its heartbeat aborts them with a C++ stack; instead each other process stops
+at once, in one line naming the process that ended, after removing what `on_stop` registered (a private
+copy of the run folder) and releasing its run folders.
 """
 
 import json
+import os
+import selectors
 import socket
+import sys
+import threading
 import time
 
+from keras_tse import run_lock
 from keras_tse._checks import InputError
 
 DEFAULT_JOIN_TIMEOUT_S = 180
 _POLL_S = 0.2  # how often a wait wakes, so that Ctrl-C ends it
+PEER_LOST_EXIT = 1  # a run failure, not a bad input (2) nor Ctrl-C (130)
+_FINISHED = b"finished\n"
 
 
 def agree(coordinator, num_processes, process_id, settings, timeout_s=DEFAULT_JOIN_TIMEOUT_S):
@@ -70,10 +83,12 @@ def _gather(server, num_processes, settings, timeout_s):
             "expected every process started with the same --coordinator (--join-timeout sets the wait)"
         )
     for connection in peers.values():
-        with connection:
-            connection.sendall((json.dumps({"error": problem}) + "\n").encode())
+        connection.sendall((json.dumps({"error": problem}) + "\n").encode())
     if problem is not None:
+        for connection in peers.values():
+            connection.close()
         raise InputError(*_split(problem))
+    _keep(peers)
 
 
 def _report(host, port, process_id, settings, timeout_s):
@@ -91,11 +106,99 @@ def _report(host, port, process_id, settings, timeout_s):
                     "process 0 started with the same --coordinator (--join-timeout sets the wait)",
                 ) from None
             time.sleep(_POLL_S)
-    with connection:
-        connection.sendall((json.dumps({"process_id": process_id, "settings": settings}) + "\n").encode())
-        answer = _read_line(connection, deadline + timeout_s)
-    if answer.get("error"):
-        raise InputError(*_split(answer["error"]))
+    connection.sendall((json.dumps({"process_id": process_id, "settings": settings}) + "\n").encode())
+    answer = _read_line(connection, deadline + timeout_s)
+    if answer.get("error") or not answer:
+        connection.close()
+        raise InputError(*_split(answer.get("error") or _LOST_AT_JOIN))
+    _keep({0: connection})
+
+
+_LOST_AT_JOIN = "--coordinator: received no answer from process 0; expected it to stay until every process joined"
+
+
+class _Peers:
+    """This process's open connections to the run's other processes ({process id: socket})."""
+
+    def __init__(self):
+        self.connections = {}
+        self.finished = False
+        self.cleanups = []
+        self.lock = threading.Lock()
+
+
+_PEERS = _Peers()
+
+
+def _keep(connections):
+    for connection in connections.values():
+        connection.settimeout(None)
+    _PEERS.connections = dict(connections)
+
+
+def on_stop(callback):
+    """Call `callback()` before this process stops because another one ended (`watch`)."""
+    _PEERS.cleanups.append(callback)
+
+
+def watch():
+    """Start watching the connections `agree` kept: the end of another process before it said it finished
+    stops this one (one line, exit status PEER_LOST_EXIT)."""
+    if _PEERS.connections:
+        threading.Thread(target=_watch, name="keras_tse peers", daemon=True).start()
+
+
+def finished():
+    """Tell the other processes this one finished its run, so that its exit stops none of them."""
+    with _PEERS.lock:
+        _PEERS.finished = True
+        for connection in _PEERS.connections.values():
+            try:
+                connection.sendall(_FINISHED)
+            except OSError:
+                pass  # it ended already: nothing to tell
+
+
+def _watch():
+    selector = selectors.DefaultSelector()
+    for index, connection in _PEERS.connections.items():
+        selector.register(connection, selectors.EVENT_READ, index)
+    while selector.get_map():
+        for key, _ in selector.select():
+            try:
+                said = key.fileobj.recv(64)
+            except OSError:
+                said = b""
+            if said.startswith(_FINISHED):
+                selector.unregister(key.fileobj)
+            elif said.startswith(b"lost "):  # process 0 heard of another's end first
+                _stop(int(said.split()[1]))
+            elif not said:
+                _stop(key.data)
+
+
+def _stop(index):
+    """Another process ended mid-run: tell the rest (process 0 speaks to them all), clean up, stop."""
+    with _PEERS.lock:
+        if _PEERS.finished:
+            return
+        for other, connection in _PEERS.connections.items():
+            if other != index:
+                try:
+                    connection.sendall(f"lost {index}\n".encode())
+                except OSError:
+                    pass
+        print(
+            f"error: process {index} of this run ended before the run did (killed, crashed or stopped by an error); "
+            "this process stops too. Every file saved is whole: start every process again with the same command "
+            "to resume from the last saved epoch",
+            file=sys.stderr,
+            flush=True,
+        )
+        for callback in _PEERS.cleanups:
+            callback()
+        run_lock.release_all()
+        os._exit(PEER_LOST_EXIT)  # the main thread may be blocked in a collective that never returns
 
 
 def _read_line(connection, deadline):

@@ -134,27 +134,28 @@ def _first_epoch(log):
 
 @pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
 def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_path):
-    """Process 1 of two killed after the second epoch's row: process 0 waits on it (JAX's runtime would
-    stop it after about 70 s; the launcher, srun, stops it at once, as here). Resumed by one process,
-    killed again after its first row, resumed by two: each resume starts after the last one's
-    checkpoint (a kill between an epoch's row and its backup repeats that epoch, its old row trimmed),
-    never from the start, and no epoch's row is there twice."""
+    """Process 1 of two killed after the second epoch's row: process 0 stops at once in one line (JAX's
+    runtime would block it about 70 s, then abort). Resumed by one process, killed again after its first
+    row, resumed by two: each resume starts after the last one's checkpoint (a kill between an epoch's
+    row and its backup repeats that epoch, its old row trimmed), never from the start, and no epoch's row
+    is there twice. The killed process's private copy is gone once it starts again."""
     data = _arrays(tmp_path / "d.npz", train=480, test=48)
     history = tmp_path / "run" / "deescalate" / "history.csv"
+    folders = [tmp_path / f"tmp_{i}" for i in range(2)]  # each process's temp folder, kept between starts
 
     def two(name):
         port, logs = _free_port(), [open(tmp_path / f"{name}_{i}.log", "w") for i in range(2)]
-        folders = [tmp_path / f"tmp_{name}_{i}" for i in range(2)]
         return [_start(data, tmp_path / "run", 4, folders[i], (port, 2, i), logs[i]) for i in range(2)], logs
 
     runs, logs = two("first")
     _wait_for_rows(history, 1, runs, tmp_path / "first_0.log")  # two rows: the first epoch's backup is whole
     runs[1].send_signal(signal.SIGKILL)
     runs[1].wait()
-    time.sleep(2.0)
-    assert runs[0].poll() is None  # process 0 waits on process 1
-    runs[0].send_signal(signal.SIGKILL)
-    runs[0].wait()
+    assert runs[0].wait(timeout=60) == 1
+    last = (tmp_path / "first_0.log").read_text().strip().splitlines()[-1]
+    assert last.startswith("error: process 1 of this run ended before the run did"), last
+    assert "Traceback" not in (tmp_path / "first_0.log").read_text()
+    assert [name for name in os.listdir(folders[1]) if name.startswith("keras_tse_process")]  # SIGKILL: left
     done = len(_history(tmp_path / "run"))
 
     with open(tmp_path / "alone.log", "w") as log:
@@ -176,6 +177,7 @@ def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_pat
     assert [r["epoch"] for r in rows] == ["0", "1", "2", "3"] and all(np.isfinite(float(r["loss"])) for r in rows)
     with open(tmp_path / "run" / "deescalate" / "config.json") as f:
         assert '"processes": 2' in f.read()  # made by two processes; resumed by one, then two
+    assert not [name for name in os.listdir(folders[1]) if name.startswith("keras_tse_process")]
 
 
 @pytest.mark.parametrize("pipeline", ["numpy", "tf"])
@@ -228,6 +230,49 @@ def _agree(port, count, index, settings, timeout_s):
 
 def _lines(runs, timeout=60):
     return [run.communicate(timeout=timeout)[0].strip().splitlines() for run in runs]
+
+
+WATCH = """
+import sys, time
+from keras_tse import peers
+peers.agree(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), {}, 30)
+peers.on_stop(lambda: print("cleaned up", flush=True))
+peers.watch()
+print("watching", flush=True)
+if sys.argv[4] == "finish":
+    peers.finished()
+    sys.exit(0)
+time.sleep(float(sys.argv[4]))
+print("slept", flush=True)
+"""
+
+
+def _watching(port, count, index, then):
+    argv = [sys.executable, "-c", WATCH, f"127.0.0.1:{port}", str(count), str(index), then]
+    return subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def test_a_process_that_ends_mid_run_stops_the_others_in_one_line():
+    """Process 2 of three killed: processes 0 and 1 (told by 0) stop within seconds, exit 1, each in one
+    line naming process 2, after their cleanup. A process that said it finished stops no one."""
+    port = _free_port()
+    runs = [_watching(port, 3, i, "120") for i in range(3)]
+    assert [run.stdout.readline().strip() for run in runs] == ["watching"] * 3
+    start = time.monotonic()
+    runs[2].send_signal(signal.SIGKILL)
+    lines = _lines(runs[:2], timeout=30)
+    assert time.monotonic() - start < 20 and [run.returncode for run in runs[:2]] == [1, 1]
+    for error, cleaned in lines:  # the line first, then the cleanup `on_stop` registered
+        assert (
+            error.startswith(
+                "error: process 2 of this run ended before the run did (killed, crashed or stopped by an error); "
+                "this process stops too."
+            )
+            and cleaned == "cleaned up"
+        ), lines
+    port = _free_port()
+    runs = [_watching(port, 2, 0, "3"), _watching(port, 2, 1, "finish")]
+    assert _lines(runs) == [["watching", "slept"], ["watching"]] and [r.returncode for r in runs] == [0, 0]
 
 
 def test_processes_started_with_one_setting_different_all_stop_naming_it():

@@ -22,10 +22,9 @@ import sys
 import threading
 import zipfile
 
-from keras_tse import interrupts, layouts, run_lock
+from keras_tse import interrupts, layouts, peers, run_lock
 from keras_tse._checks import InputError
 from keras_tse.norms import INITIALIZERS
-from keras_tse.peers import DEFAULT_JOIN_TIMEOUT_S
 from keras_tse.training.configs import WEIGHT_DECAY_RULES
 
 # The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
@@ -208,7 +207,10 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
     args = parse_args(argv)
     previous = interrupts.catch()
     try:
-        return exit_code_of(prog, lambda: run(args))
+        code = exit_code_of(prog, lambda: run(args))
+        if code == 0:
+            peers.finished()  # the run's other processes, if any, may see this one end
+        return code
     except KeyboardInterrupt:
         return interrupted(prog)
     finally:
@@ -463,7 +465,7 @@ def add_distribution_arguments(parser, model_parallel=True):
     parser.add_argument(
         "--join-timeout",
         type=positive_float,
-        default=DEFAULT_JOIN_TIMEOUT_S,
+        default=peers.DEFAULT_JOIN_TIMEOUT_S,
         metavar="SECONDS",
         help="how long the processes wait for each other to start before all stop naming the missing ones "
         "(default: %(default)s); each also checks that all were started with the same settings",

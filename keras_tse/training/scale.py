@@ -36,6 +36,7 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
 
 import atexit
 import contextlib
+import functools
 import importlib
 import os
 import shutil
@@ -107,6 +108,7 @@ def join_processes(processes):
             num_processes=processes["num_processes"],
             process_id=processes["process_id"],
         )
+        peers.watch()  # a process that ends mid-run stops the others in one line
     return process()
 
 
@@ -161,6 +163,7 @@ def writer_folder(out):
         if os.path.isdir(out):
             shutil.copytree(out, private)
         atexit.register(shutil.rmtree, folder, True)
+        peers.on_stop(functools.partial(shutil.rmtree, folder, True))  # os._exit skips atexit
     # process 0 writes only once every other process has its copy
     importlib.import_module("jax.experimental.multihost_utils").sync_global_devices("keras_tse run folder")
     return out if private is None else private

@@ -103,6 +103,7 @@ CASES = [
     # the ViT recipe: flags alone and against each other
     ("vit-epochs-0", VIT, lambda t: _vit(t, "--epochs", "0"), "'0'"),
     ("vit-lr-negative", VIT, lambda t: _vit(t, "--learning-rate", "-1"), "'-1'"),
+    ("vit-lr-zero", VIT, lambda t: _vit(t, "--learning-rate", "0"), "'0'"),  # no step would change a weight
     ("vit-norm-unknown", VIT, lambda t: _vit(t, "--norm", "post,banana"), "'banana'"),
     ("vit-depth-huge", VIT, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
     ("vit-hidden-30", VIT, lambda t: _vit(t, "--hidden-dim", "30"), "--hidden-dim: received 30"),

@@ -60,6 +60,8 @@ def test_warmup_rises_linearly_then_hands_over_to_each_schedule():
     assert _rates(cosine, [0, 5, 10, 60, 110]) == pytest.approx([0.0, 5e-4, 1e-3, 5e-4, 0.0], abs=1e-9)
     constant = learning_rate_schedule(TrainConfig(learning_rate=1e-3, schedule="constant", warmup_steps=4), 100)
     assert _rates(constant, [0, 3, 50]) == pytest.approx([2.5e-4, 1e-3, 1e-3])
+    longer = learning_rate_schedule(TrainConfig(learning_rate=1e-3, warmup_steps=1000), 100)
+    assert _rates(longer, [0, 99]) == pytest.approx([1e-6, 1e-4])  # a warmup longer than the run still trains
 
 
 def test_clipping_ema_decay_and_accumulation_reach_the_optimizer():

@@ -130,6 +130,40 @@ def test_pipeline_normalises_augments_and_batches():
     assert augmented.shape == (32, 32, 32, 3) and not np.allclose(augmented, np.asarray(plain[0][0]))
 
 
+def _moved_or_mirrored(image, source, pad):
+    """Whether `image` is `source` shifted by at most `pad` pixels each way (zeros shifted in), mirrored
+    left-right or not."""
+    height, width = source.shape
+    for candidate in (source, source[:, ::-1]):
+        padded = np.pad(candidate, pad)
+        for dy in range(2 * pad + 1):
+            for dx in range(2 * pad + 1):
+                if np.array_equal(image, padded[dy : dy + height, dx : dx + width]):
+                    return True
+    return False
+
+
+@pytest.mark.every_backend  # without tf.data, Keras's layers run on this backend's ops
+@pytest.mark.parametrize("pipeline", ["numpy", "tf"])
+def test_crop_flip_is_a_padded_random_crop_and_a_flip_the_same_for_the_same_seed(pipeline):
+    from keras_tse.data.pipeline import CROP_PAD
+
+    x = np.random.default_rng(0).integers(1, 256, (16, 12, 12, 1)).astype("uint8")  # no 0: the padding is 0
+    y = np.arange(16) % 2
+
+    def first_batch(seed):
+        batches = data.image_dataset(x, y, 16, augment="crop_flip", seed=seed, pipeline=pipeline)
+        return np.asarray(next(iter(batches))[0])[..., 0]
+
+    batch = first_batch(3)
+    np.testing.assert_array_equal(first_batch(3), batch)
+    assert not np.array_equal(first_batch(4), batch)
+    assert all(_moved_or_mirrored(image, source, CROP_PAD) for image, source in zip(batch, x[..., 0]))
+    assert sum(not np.array_equal(image, source) for image, source in zip(batch, x[..., 0])) > 8
+    with pytest.raises(ValueError, match=r"`augment` must be one of \('randaugment', 'crop_flip', 'none'\)"):
+        data.image_dataset(x, y, 16, augment="flip")
+
+
 @pytest.mark.every_backend
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="Keras' Equalization branches on JAX only")
 def test_equalization_traced_for_tf_data_gives_the_same_images_with_tensorflows_histogram():

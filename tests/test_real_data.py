@@ -259,6 +259,7 @@ def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
         config = json.load(f)
     assert config["dataset"] == "fashion_mnist" and config["train_size"] == vit.SMOKE_SLICE[0]
     assert config["overrides"]["image_size"] == 28 and config["overrides"]["channels"] == 1
+    assert config["train"]["augment"] == "crop_flip"  # Fashion-MNIST's own: a flipped garment is a garment
 
 
 def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
@@ -341,8 +342,10 @@ def test_own_image_folder_and_npz_train_the_vit_recipes_smoke_run(tmp_path, caps
     )
     assert code == 0, err[-3000:]
     with open(tmp_path / "run_folder" / "deescalate" / "config.json") as f:
-        overrides = json.load(f)["overrides"]
+        config = json.load(f)
+    overrides = config["overrides"]
     assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (16, 3, 2)
+    assert config["train"]["augment"] == "crop_flip"  # the default for a user's own images
 
     rng = np.random.default_rng(1)
     arrays = dict(x_train=rng.integers(0, 255, (40, 12, 12), dtype=np.uint8), y_train=np.arange(40) % 3)

@@ -233,3 +233,30 @@ def test_an_older_run_resumes_with_the_weight_decay_rule_it_began_with(tmp_path)
     assert as_started(str(tmp_path / "new"), TrainConfig()).weight_decay_rule == "timm"
     write_json(str(tmp_path / "recorded" / "config.json"), {"train": recorded(TrainConfig())})
     assert as_started(str(tmp_path / "recorded"), TrainConfig(weight_decay_rule="all")).weight_decay_rule == "timm"
+
+
+def test_each_data_set_trains_with_its_own_augmentation_and_an_older_run_resumes_with_what_it_had(tmp_path):
+    """A new run takes its data set's augmentation unless told; a run folder from before the choice
+    trained with RandAugment on CIFAR-10 and nothing elsewhere, and resumes so; `--augment` overrides."""
+    from keras_tse.run_files import write_json
+    from keras_tse.training import check_run_folder, defaults_of
+    from tests.helpers import recipe_module
+
+    vit = recipe_module("cifar10_vit")
+    for dataset, new, old in (("cifar10", "randaugment", "randaugment"), ("fashion_mnist", "crop_flip", "none")):
+        args = vit.parse_args(["--dataset", dataset, "--out", str(tmp_path / dataset)])
+        assert vit.variant_settings(args, "deescalate", TrainConfig())[2].augment == new
+        before = {k: v for k, v in recorded(TrainConfig()).items() if k != "augment"}
+        write_json(str(tmp_path / dataset / "deescalate" / "config.json"), {"model": "m", "train": before})
+        config = vit.variant_settings(args, "deescalate", TrainConfig())[2]
+        assert config.augment == old
+        given = {"model": "m", "train": recorded(config)}
+        defaults = defaults_of(config, vit.augment_before(args))
+        assert check_run_folder(str(tmp_path / dataset / "deescalate"), given, defaults=defaults) == "resume"
+    args = vit.parse_args(
+        ["--dataset", "fashion_mnist", "--augment", "crop_flip", "--out", str(tmp_path / "fashion_mnist")]
+    )
+    told = dataclasses.replace(TrainConfig(), augment="crop_flip")
+    assert vit.variant_settings(args, "deescalate", told)[2].augment == "crop_flip"
+    digits = vit.parse_args(["--dataset", "digits", "--out", str(tmp_path / "digits")])
+    assert vit.variant_settings(digits, "deescalate", TrainConfig())[2].augment == "none"

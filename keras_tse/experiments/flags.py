@@ -24,6 +24,7 @@ import zipfile
 
 from keras_tse import interrupts, layouts, peers, run_lock
 from keras_tse._checks import InputError
+from keras_tse.data.registry import AUGMENTATIONS
 from keras_tse.norms import INITIALIZERS
 from keras_tse.training.configs import WEIGHT_DECAY_RULES
 
@@ -497,7 +498,11 @@ KIT_FLAGS = (
      "of N x --batch-size on the memory of one (Keras's gradient_accumulation_steps)"),
     ("--weight-decay-rule", "weight_decay_rule", None, "what weight decay spares: timm (every 1-D weight and the "
      "position and class embeddings) or all (decay every weight but a learned tau)"),
+    ("--augment", "augment", None, "the training images' augmentation: randaugment (the paper's), crop_flip (a "
+     "random crop of the image padded by 4, then a horizontal flip) or none"),
 )  # fmt: skip
+# the flags whose values are names, and the names each takes
+NAMED = {"schedule": None, "weight_decay_rule": WEIGHT_DECAY_RULES, "augment": AUGMENTATIONS}
 
 
 def add_training_kit(parser, defaults, schedules):
@@ -524,9 +529,11 @@ def add_training_kit(parser, defaults, schedules):
         value = getattr(defaults, field)
         off = value is None or (field == "grad_accum" and value == 1) or (field in ("mixup", "cutmix") and not value)
         shown = "off" if off else value
+        if field == "augment":
+            shown = "the data set's: randaugment for cifar10, none for digits and mnist, crop_flip for the rest"
         options = dict(type=kind)
-        if field in ("schedule", "weight_decay_rule"):
-            options = dict(choices=schedules if field == "schedule" else WEIGHT_DECAY_RULES)
+        if field in NAMED:
+            options = dict(choices=NAMED[field] or schedules)
         kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
 
 

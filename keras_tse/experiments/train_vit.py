@@ -288,6 +288,12 @@ def check_args(args):
                 balanced_subset(labels, size, seed, flag)
 
 
+def augment_before(args):
+    """What a run folder made before the choice of augmentation trained with: RandAugment where the data
+    set's default is RandAugment (CIFAR-10), none elsewhere (`training.defaults_of`'s `before`)."""
+    return {"augment": "randaugment" if spec(args).augment == "randaugment" else "none"}
+
+
 def variant_settings(args, norm, train_config):
     """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
     variant = variant_of(norm)
@@ -297,7 +303,9 @@ def variant_settings(args, norm, train_config):
         learning_rate=args.learning_rate if args.learning_rate is not None else lr,
         similarity_every_n_batches=args.similarity_every,
     )
-    config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args))
+    config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args), augment_before(args))
+    if config.augment is None:  # a new run: the data set's own augmentation
+        config = dataclasses.replace(config, augment=spec(args).augment)
     overrides = model_overrides(args, norm)
     settings = {
         "preset": variant["preset"],
@@ -311,6 +319,16 @@ def variant_settings(args, norm, train_config):
         **({"data": args.fingerprint} if own_data(args) else {}),
     }
     return variant["preset"], overrides, config, settings
+
+
+def one_augmentation(plans):
+    """The augmentation of the pipeline every variant trains on: each variant's, which must agree (a
+    variant resumed from a run begun before the choice existed may hold another)."""
+    chosen = {norm: config.augment for norm, (_, _, config, _) in plans.items()}
+    if len(set(chosen.values())) > 1:
+        held = ", ".join(f"{norm}: {name}" for norm, name in chosen.items())
+        raise InputError("--augment", f"no choice, while the variants' runs hold different ones ({held})", "one named")
+    return next(iter(chosen.values()))
 
 
 def run(args):
@@ -337,7 +355,9 @@ def run(args):
     plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
     for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
         run_dir, known = os.path.join(args.out, norm), {"train": training.recorded(config), **settings}
-        training.check_run_folder(run_dir, known, partial=True, defaults=training.defaults_of(config))
+        training.check_run_folder(
+            run_dir, known, partial=True, defaults=training.defaults_of(config, augment_before(args))
+        )
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
     start = time.perf_counter()
@@ -353,7 +373,7 @@ def run(args):
         x_train,
         y_train,
         train_config.batch_size,
-        augment=spec(args).augment,  # none on a user's own images
+        augment=one_augmentation(plans),
         shuffle=True,
         seed=args.seed,
         mixup=train_config.mixup,
@@ -386,6 +406,7 @@ def run(args):
                 steps_per_epoch,
                 extra_config={**settings, **sizes},
                 verbose=args.verbose,
+                before=augment_before(args),
             )
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
     name = os.path.basename(args.data_dir.rstrip("/")) if own_data(args) else spec(args).title

@@ -10,6 +10,7 @@ import dataclasses
 import math
 
 from keras_tse import _checks
+from keras_tse.data.registry import AUGMENTATIONS
 
 SCHEDULES = ("step", "cosine", "constant")  # keras_tse.training.optimizers builds them
 WEIGHT_DECAY_RULES = ("timm", "all")  # keras_tse.training.optimizers.no_decay_variables
@@ -44,6 +45,10 @@ class TrainConfig:
     weight_decay_rule: str = dataclasses.field(default="timm", metadata={"before": "all"})
     mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
     cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
+    # the training images' augmentation (keras_tse.data.AUGMENTATIONS); None: the data set's own
+    # (`DatasetSpec.augment`), which the recipe puts here. A run made before this field trained with
+    # RandAugment on CIFAR-10 and nothing elsewhere: the recipe passes that as its `before`
+    augment: str = dataclasses.field(default=None, metadata={"before": None})
     # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
     # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
     jit_compile: object = "auto"
@@ -107,6 +112,8 @@ def check_kit(config):
     """The kit's settings, each in its range: a ValueError names the first that is not."""
     _checks.one_of("schedule", config.schedule, SCHEDULES)
     _checks.one_of("weight_decay_rule", config.weight_decay_rule, WEIGHT_DECAY_RULES)
+    if getattr(config, "augment", None) is not None:
+        _checks.one_of("augment", config.augment, AUGMENTATIONS)
     config.warmup_steps = _checks.non_negative_int("warmup_steps", config.warmup_steps)
     config.grad_accum = _checks.positive_int("grad_accum", config.grad_accum)
     for name in ("clipnorm", "global_clipnorm"):
@@ -128,9 +135,10 @@ def recorded(config):
     return dataclasses.asdict(config)
 
 
-def defaults_of(config):
+def defaults_of(config, before=None):
     """What a run folder that lacks a field of `config`'s class ran with: the field's default (the field
-    did not exist yet), or its `metadata["before"]` where the default changed what runs do.
+    did not exist yet), or its `metadata["before"]` where the default changed what runs do, or what
+    `before` ({field: value}) says where that depends on the run (the data set's augmentation).
     `keras_tse.training.check_run_folder` fills a stored config with these."""
     fields = {f.name: f.metadata["before"] for f in dataclasses.fields(config) if "before" in f.metadata}
-    return {"train": {**recorded(type(config)()), **fields}}
+    return {"train": {**recorded(type(config)()), **fields, **(before or {})}}

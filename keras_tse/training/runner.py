@@ -87,6 +87,7 @@ def fit_variant(
     extra_config=None,
     checkpoints=True,
     verbose="auto",
+    before=None,
 ):
     """Train classifier `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
 
@@ -109,7 +110,7 @@ def fit_variant(
         fit_kwargs,
         probe_inputs,
         functools.partial(summarize, fields=IMAGE_CLASSIFICATION.summary),
-        defaults=defaults_of(config),
+        defaults=defaults_of(config, before),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
         extra_callbacks=optimizers.ema_callbacks(config),
@@ -222,17 +223,21 @@ INCIDENTAL = (
 RUN_FILES = ("history.csv", "similarity.csv", "steps.csv", "summary.json", "checkpoints", "backup", "stopped.json")
 
 
-def as_started(run_dir, config, given=()):
+def as_started(run_dir, config, given=(), before=None):
     """`config` with what the run in `run_dir` was started with, for each field whose default has changed
-    since (`metadata["before"]`, e.g. the weight-decay rule) and that the command did not set (`given`):
-    an older run resumes as it began, not under today's default."""
+    since (`metadata["before"]`, e.g. the weight-decay rule, or `before`'s value for it where that depends
+    on the run) and that the command did not set (`given`): an older run resumes as it began, not under
+    today's default."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         return config
     with open(path) as f:
         stored = json.load(f).get("train", {})
     fields = [f for f in dataclasses.fields(config) if "before" in f.metadata and f.name not in given]
-    return dataclasses.replace(config, **{f.name: stored.get(f.name, f.metadata["before"]) for f in fields})
+    before = before or {}
+    return dataclasses.replace(
+        config, **{f.name: stored.get(f.name, before.get(f.name, f.metadata["before"])) for f in fields}
+    )
 
 
 def check_run_folder(run_dir, run_config, partial=False, defaults=None):

@@ -18,7 +18,9 @@ the run's settings: a rerun on other data into the same --out is refused.
 
 Other data sets: `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
 one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own
-mean and std; no RandAugment, whose colour operations mean little on grey garments and digits).
+mean and std; no RandAugment, whose colour operations mean little on grey garments and digits:
+`--augment` defaults to crop_flip, a padded random crop and a flip, on Fashion-MNIST and your own
+images, and to none on MNIST and the digits, where a flip changes the class).
 `--smoke` on those reads a real slice (the first 512 training and 256 test images) instead of
 synthetic images. A CPU budget: `--depth`, `--hidden-dim` (FFN 2x), `--num-heads` (8), `--head-dim`
 (the width is heads x this), `--patch-size` (4), `--test-size` (a class-balanced test subset, the same
@@ -359,7 +361,7 @@ def run(args):
             run_dir, known, partial=True, defaults=training.defaults_of(config, augment_before(args))
         )
 
-    keras.utils.set_random_seed(args.seed)  # before the pipelines: RandAugment's and shuffling's random ops
+    keras.utils.set_random_seed(args.seed)  # before the pipelines: augmentation's and shuffling's random ops
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from keras_tse import zoo
+from keras_tse.layouts import layout_names
 from tests.helpers import tiny_transformer_xl
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
@@ -26,6 +27,28 @@ def _argmax_steps(model, prompt, count, window=8):
         padded = np.array([context + [0] * (window - len(context))], "int32")
         ids.append(int(np.argmax(keras.ops.convert_to_numpy(model(padded))[0, len(context) - 1])))
     return ids
+
+
+@pytest.mark.parametrize("norm", layout_names())
+def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_position_a_token(norm):
+    """Read the prompt once, then one id a call: at every position the log-probabilities the whole model
+    gives, for every layout (de-escalation's causal mean over the cached rows; a learned tau; the leaky
+    mean, which reads later positions, rereads the window instead); each block's cache grows by one
+    position a token."""
+    import importlib
+
+    from tests.helpers import randomise_weights
+
+    generation = importlib.import_module("keras_tse.zoo.generate")  # the module, not `zoo.generate`
+
+    model = _gpt(norm)
+    randomise_weights(model, seed=4, scale=0.3)
+    ids = np.random.default_rng(0).integers(0, GPT["vocab_size"], (2, GPT["segment_len"])).astype("int32")
+    whole = keras.ops.convert_to_numpy(model(ids))
+    reader = generation._gpt_reader(model, ids[:, :3])
+    for t in range(3, GPT["segment_len"] + 1):
+        np.testing.assert_allclose(reader(ids[:, :t]), whole[:, t - 1], atol=2e-5, err_msg=f"{norm} at {t}")
+    assert generation._decodes(model) is (norm != "deescalate_leaky_global")
 
 
 @pytest.mark.parametrize("norm", ["deescalate", "post"])

@@ -54,6 +54,10 @@ class SelfAttention(SequenceLayer):
         training: bool, whether dropout is active.
         return_attention_scores: bool, whether to also return P
             `[batch, heads, tokens, tokens]` (float32). Defaults to `False`.
+        cache: a `DecodingCache` for decoding (`keras_tse.zoo.generate`): `inputs`
+            are the positions after those whose keys and values it holds; they
+            attend to all of them and their own, and the cache takes their keys
+            and values. No `mask`, no scores.
 
     Returns:
         `[batch, tokens, hidden]`, or `(outputs, P)` with
@@ -107,9 +111,11 @@ class SelfAttention(SequenceLayer):
         for dense, kernel in zip((self.query_dense, self.key_dense, self.value_dense), (query, key, value)):
             dense.kernel.assign(kernel)
 
-    def call(self, inputs, mask=None, training=None, return_attention_scores=False):
+    def call(self, inputs, mask=None, training=None, return_attention_scores=False, cache=None):
         _checks.token_mask(self, mask, inputs.shape)
         q, k, v = (self._split_heads(d(inputs)) for d in (self.query_dense, self.key_dense, self.value_dense))
+        if cache is not None:
+            return self._cached_attention(q, k, v, cache)
         key_mask = None if mask is None else ops.cast(mask, "bool")[:, None, None, :]  # [B, 1, 1, S]
         dropout_active = bool(training) and self.attention_dropout > 0
         if return_attention_scores or dropout_active:
@@ -137,6 +143,22 @@ class SelfAttention(SequenceLayer):
         weights = self.dropout(ops.cast(scores, v.dtype), training=training)
         return ops.einsum("bnts,bsnh->btnh", weights, v), scores
 
+    def _cached_attention(self, q, k, v, cache):
+        """Eq. (2) for the new positions only: their queries against the cached keys and values of every
+        earlier position and their own (causal among themselves); one position's work per new token."""
+        if cache.keys is not None:
+            k, v = ops.concatenate([cache.keys, k], axis=1), ops.concatenate([cache.values, v], axis=1)
+        cache.keys, cache.values = k, v
+        new, seen = ops.shape(q)[1], ops.shape(k)[1]
+        logits = ops.einsum("btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32"))
+        logits = logits / math.sqrt(self._head_dim)
+        if self.causal:  # query t (position seen - new + t) reads keys s <= its position
+            allowed = ops.arange(seen)[None, :] <= (seen - new) + ops.arange(new)[:, None]
+            logits = ops.where(allowed[None, None], logits, ops.full_like(logits, -1e9))
+        weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)
+        context = ops.einsum("bnts,bsnh->btnh", weights, v)
+        return self.output_dense(ops.reshape(context, (ops.shape(q)[0], new, -1)))
+
     def get_config(self):
         return {
             **super().get_config(),
@@ -147,6 +169,15 @@ class SelfAttention(SequenceLayer):
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }
+
+
+class DecodingCache:
+    """What one attention layer keeps while a sequence is decoded token by token: the keys and values of
+    the positions read so far (`[batch, positions, heads, head_dim]`, or None before the first), and the
+    rows eq. (21)'s causal mean has read so far (`eq21_inputs`), for a block that de-escalates."""
+
+    def __init__(self):
+        self.keys = self.values = self.eq21_inputs = None
 
 
 def resolve_head_dim(hidden, num_heads, head_dim=None):

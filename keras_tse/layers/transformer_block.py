@@ -211,6 +211,28 @@ class TransformerBlock(SequenceLayer):
         steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
+    def decode(self, inputs, cache):
+        """The block on the next positions of a sequence whose earlier positions `cache` (a
+        `DecodingCache`) holds, in inference: the same outputs as the whole sequence through `call`, for
+        one position's work per new token (`keras_tse.zoo.generate`). Eq. (21)'s causal mean runs over
+        the earlier positions' rows too (`DeEscalation`'s memory); a layout whose mean reads later
+        positions (leaky) cannot decode so."""
+        deescalate = None
+        if self.de_escalation is not None:
+            if not (self.causal and self.layout.causal_mean):
+                raise ValueError(
+                    f"Decoding position by position needs a causal mean in eq. (21). Received: norm={self.norm!r}, "
+                    f"causal={self.causal}"
+                )
+
+            def deescalate(x):
+                outputs = self.de_escalation(x, memory=cache.eq21_inputs)
+                seen = cache.eq21_inputs
+                cache.eq21_inputs = x if seen is None else keras.ops.concatenate([seen, x], axis=1)
+                return outputs
+
+        return self._body_steps(inputs, False, False, deescalate, cache=cache)["outputs"]
+
     def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
         """The block's body step by step (Fig. 2 and Fig. 4 read it): Algorithm 1's `y1` ... `y4` or
         eq. (19)'s `x_hat`, `attention_branch`, `y`; with `ffn_input`, `outputs`, `scores` and

@@ -2,10 +2,15 @@
 
 The two families generate as they read (Sec. 3.4's settings unchanged):
 
-- the GPT reads the last `segment_len` ids (a longer text slides: the oldest ids drop out of the
-  window), right-padded to its fixed input length; the causal mask (and the causal mean of
-  de-escalation) keeps the padding out of every position read. Each new token runs the model over
-  the window: a key/value cache, which would make it one position's work, is not built yet.
+- the GPT decodes with a key/value cache (`TransformerBlock.decode`): the prompt is read once, then
+  each new token runs every block on its one position against the keys and values kept for the
+  earlier ones, and a causal de-escalation takes its running mean over them (`DeEscalation`'s
+  memory): the same log-probabilities as the whole sequence through the model, for one position's
+  work a token. Past `segment_len` ids (the rows of its position table) every position's absolute
+  position would shift, so the text slides: each new token reads the last `segment_len` ids, the
+  whole window again. A layout whose eq. (21) mean reads later positions (the leaky global mean)
+  reads the window every token too, right-padded to the fixed input length (the causal mask keeps
+  the padding out of every position read).
 - the Transformer-XL reads one token a step and carries its memory, as the reference code evaluates:
   a copy of the model with `segment_len=1` and a memory of the trained `segment_len + mem_len`
   positions (so it sees as far back as training did), the same weights.
@@ -42,7 +47,7 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
     prompt = prompt[None] if flat else prompt
     vocab_size = _vocab_size(model)
     _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p)
-    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model)
+    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model, prompt)
     rng = np.random.default_rng(seed)
     ids = prompt.astype("int32")
     for _ in range(max_new_tokens):
@@ -80,15 +85,53 @@ def _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p):
         raise ValueError(f"`top_p` must be in (0, 1] or None. Received: top_p={top_p!r}")
 
 
-def _gpt_reader(model):
-    """ids -> the next token's log-probabilities `[batch, vocab]`, from the window of the last ids."""
+def _gpt_reader(model, prompt):
+    """ids -> the next token's log-probabilities `[batch, vocab]`: from the key/value cache while the
+    ids fit the position table, from the window of the last ids after."""
     window = model.input.shape[1]
+    cached = _cached_gpt_reader(model, prompt.shape[0]) if _decodes(model) else None
 
     def next_log_probs(ids):
+        if cached is not None and ids.shape[1] <= window:
+            return cached(ids)
         context = ids[:, -window:]
         length = context.shape[1]
         padded = np.pad(context, ((0, 0), (0, window - length)))  # the causal mask keeps it out of `length - 1`
         return keras.ops.convert_to_numpy(model(padded, training=False)[:, length - 1]).astype("float64")
+
+    return next_log_probs
+
+
+def _blocks(model):
+    from keras_tse.layers.transformer_block import TransformerBlock
+
+    return [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+
+
+def _decodes(model):
+    """Whether every block of the GPT can decode position by position (a causal eq. (21) mean)."""
+    return all(not block.de_escalation or block.layout.causal_mean for block in _blocks(model))
+
+
+def _cached_gpt_reader(model, batch):
+    """ids -> the next token's log-probabilities, reading only the ids appended since the last call: the
+    GPT's layers in its order (`keras_tse.zoo.gpt`), each block through `decode` with its cache."""
+    from keras_tse.layers.self_attention import DecodingCache
+
+    embedding, positions = model.get_layer("embedding"), model.get_layer("position_embedding").positions
+    blocks, final_norm = _blocks(model), model.get_layer("final_norm")
+    caches = [DecodingCache() for _ in blocks]
+    read = [0]  # how many ids the caches hold
+
+    def next_log_probs(ids):
+        start, stop = read[0], ids.shape[1]
+        x = embedding(keras.ops.convert_to_tensor(ids[:, start:stop].astype("int32")))
+        x = x + keras.ops.cast(positions[None, start:stop], x.dtype)
+        for block, cache in zip(blocks, caches):
+            x = block.decode(x, cache)
+        read[0] = stop
+        last = embedding(final_norm(x[:, -1:]), reverse=True)
+        return keras.ops.convert_to_numpy(last[:, 0]).astype("float64")
 
     return next_log_probs
 

@@ -365,7 +365,7 @@ def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
 # Every generated block each document must keep: removing one (and with it the numbers and verdicts it
 # prints from a result file) fails here, not only editing one.
 GENERATED_BLOCKS = {
-    "zoo/gpt8_small.md": {"gpt_ptb_d8"},
+    "zoo/gpt8_small.md": {"gpt_ptb_d8", "generation_speed"},
     "README.md": {"demo", "shipped_presets"},
     "tests/README.md": {"ci"},
     "zoo/README.md": {"verdict_rates"},
@@ -580,3 +580,21 @@ def test_the_remat_ladders_prose_holds_in_its_result_file():
     with open(os.path.join(ROOT, "zoo", "speed.md")) as f:
         text = " ".join(f.read().split())
     assert "at 1,000 blocks the step's temporary memory is 2.5 GiB without it and 148 MiB with it" in text
+
+
+def test_the_generation_speed_prose_holds_in_its_result_file():
+    """zoo/gpt8_small.md: a token's time with the cache and with the whole window, each stretch's median."""
+    import numpy as np
+
+    with open(os.path.join(ROOT, "zoo", "figures", "generation_speed.json")) as f:
+        runs = json.load(f)["runs"]
+    stretches = lab_module("generation_speed").STRETCHES
+
+    def medians(name):
+        values = [1000 * float(np.median(runs[name][a - 1 : b])) for a, b in stretches]
+        return f"{min(values):.0f}-{max(values):.0f} ms"
+
+    with open(os.path.join(ROOT, "zoo", "gpt8_small.md")) as f:
+        text = " ".join(f.read().split())
+    assert f"the cache {medians('cache')} a token" in text
+    assert f"reading the whole window {medians('whole window')}" in text

@@ -144,20 +144,25 @@ class SelfAttention(SequenceLayer):
         return ops.einsum("bnts,bsnh->btnh", weights, v), scores
 
     def _cached_attention(self, q, k, v, cache):
-        """Eq. (2) for the new positions only: their queries against the cached keys and values of every
-        earlier position and their own (causal among themselves); one position's work per new token."""
-        if cache.keys is not None:
-            k, v = ops.concatenate([cache.keys, k], axis=1), ops.concatenate([cache.values, v], axis=1)
-        cache.keys, cache.values = k, v
-        new, seen = ops.shape(q)[1], ops.shape(k)[1]
-        logits = ops.einsum("btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(k, "float32"))
+        """Eq. (2) for the new positions only: their queries against the keys and values of every earlier
+        position (the cache's) and their own, causal among themselves; one position's work a new token.
+        The cache is `cache.capacity` positions long from the start, so every token's step has the same
+        shapes (an eager backend reuses its kernels, a compiled one its program)."""
+        batch, new = ops.shape(q)[0], ops.shape(q)[1]
+        if cache.keys is None:
+            shape = (batch, cache.capacity, self.num_heads, self._head_dim)
+            cache.keys, cache.values = ops.zeros(shape, k.dtype), ops.zeros(shape, v.dtype)
+        cache.keys = ops.slice_update(cache.keys, (0, cache.filled, 0, 0), k)
+        cache.values = ops.slice_update(cache.values, (0, cache.filled, 0, 0), v)
+        logits = ops.einsum("btnh,bsnh->bnts", ops.cast(q, "float32"), ops.cast(cache.keys, "float32"))
         logits = logits / math.sqrt(self._head_dim)
-        if self.causal:  # query t (position seen - new + t) reads keys s <= its position
-            allowed = ops.arange(seen)[None, :] <= (seen - new) + ops.arange(new)[:, None]
-            logits = ops.where(allowed[None, None], logits, ops.full_like(logits, -1e9))
-        weights = ops.cast(ops.softmax(logits, axis=-1), v.dtype)
-        context = ops.einsum("bnts,bsnh->btnh", weights, v)
-        return self.output_dense(ops.reshape(context, (ops.shape(q)[0], new, -1)))
+        # query t (position filled + t) reads the keys written so far up to its own position (a
+        # bidirectional layer would read its later new positions too: decoding is for causal ones)
+        allowed = ops.arange(cache.capacity)[None, :] <= cache.filled + ops.arange(new)[:, None]
+        logits = ops.where(allowed[None, None], logits, ops.full_like(logits, -1e9))
+        weights = ops.cast(ops.softmax(logits, axis=-1), cache.values.dtype)
+        context = ops.einsum("bnts,bsnh->btnh", weights, cache.values)
+        return self.output_dense(ops.reshape(context, (batch, new, -1)))
 
     def get_config(self):
         return {
@@ -172,11 +177,14 @@ class SelfAttention(SequenceLayer):
 
 
 class DecodingCache:
-    """What one attention layer keeps while a sequence is decoded token by token: the keys and values of
-    the positions read so far (`[batch, positions, heads, head_dim]`, or None before the first), and the
-    rows eq. (21)'s causal mean has read so far (`eq21_inputs`), for a block that de-escalates."""
+    """What one block keeps while a sequence is decoded token by token (`TransformerBlock.decode`):
+    `capacity` positions of attention keys and values (`[batch, capacity, heads, head_dim]`, allocated at
+    the first step) and of the rows eq. (21)'s causal mean reads (`eq21_inputs`, for a block that
+    de-escalates), of which the first `filled` are written."""
 
-    def __init__(self):
+    def __init__(self, capacity):
+        self.capacity = capacity
+        self.filled = 0
         self.keys = self.values = self.eq21_inputs = None
 
 

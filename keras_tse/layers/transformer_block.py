@@ -226,12 +226,17 @@ class TransformerBlock(SequenceLayer):
                 )
 
             def deescalate(x):
-                outputs = self.de_escalation(x, memory=cache.eq21_inputs)
-                seen = cache.eq21_inputs
-                cache.eq21_inputs = x if seen is None else keras.ops.concatenate([seen, x], axis=1)
+                if cache.eq21_inputs is None:
+                    shape = (keras.ops.shape(x)[0], cache.capacity, keras.ops.shape(x)[2])
+                    cache.eq21_inputs = keras.ops.zeros(shape, x.dtype)
+                written = keras.ops.arange(cache.capacity) < cache.filled
+                outputs = self.de_escalation(x, memory=cache.eq21_inputs, memory_mask=written)
+                cache.eq21_inputs = keras.ops.slice_update(cache.eq21_inputs, (0, cache.filled, 0), x)
                 return outputs
 
-        return self._body_steps(inputs, False, False, deescalate, cache=cache)["outputs"]
+        outputs = self._body_steps(inputs, False, False, deescalate, cache=cache)["outputs"]
+        cache.filled += keras.ops.shape(inputs)[1]
+        return outputs
 
     def steps(self, inputs, mask=None, training=None, return_attention_scores=False):
         """The block's body step by step (Fig. 2 and Fig. 4 read it): Algorithm 1's `y1` ... `y4` or

@@ -120,7 +120,7 @@ def _cached_gpt_reader(model, batch):
 
     embedding, positions = model.get_layer("embedding"), model.get_layer("position_embedding").positions
     blocks, final_norm = _blocks(model), model.get_layer("final_norm")
-    caches = [DecodingCache() for _ in blocks]
+    caches = [DecodingCache(model.input.shape[1]) for _ in blocks]
     read = [0]  # how many ids the caches hold
 
     def next_log_probs(ids):

@@ -30,6 +30,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a GPU machine, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
 | verdict_rates | zoo/figures/verdict_rates.json | `python -m keras_tse.experiments.lab.verdict_rates` |
 | remat_memory | zoo/figures/remat_memory.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.remat_memory --depths 48,80 --out zoo/figures/remat_memory.json` |
+| generation_speed | zoo/figures/generation_speed.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.generation_speed --out zoo/figures/generation_speed.json` |
 | remat_ladder | zoo/figures/remat_ladder.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.remat_memory --depths 320,640,1000 --out zoo/figures/remat_ladder.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
@@ -213,6 +214,9 @@ def render(name):
         return study.markdown_table(study.read_rows())
     if name in ("gpu_fig6", "gpu_fig7", "gpu_speed"):
         return _generator("gpu_plan").card_block(name)
+    if name == "generation_speed":
+        with open(_path("zoo", "figures", "generation_speed.json")) as f:
+            return _generator("generation_speed").markdown_table(json.load(f))
     if name in ("remat_memory", "remat_ladder"):
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator("remat_memory").markdown_table(json.load(f))

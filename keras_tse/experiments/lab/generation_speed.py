@@ -13,10 +13,11 @@ positions. JAX unless KERAS_BACKEND says otherwise.
 
 import argparse
 import importlib
-import json
 import time
 
 import numpy as np
+
+from keras_tse.run_files import write_json
 
 CONFIG = dict(depth=6, vocab_size=10_000, segment_len=256, hidden_dim=128, num_heads=4, ffn_dim=512, cutoffs=())
 STRETCHES = ((1, 32), (112, 144), (224, 256))  # positions of the token read, 1-based, inclusive
@@ -91,8 +92,7 @@ def main(argv=None):
     }
     print(markdown_table(results))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+        write_json(args.out, results, indent=1)  # whole, or not at all
 
 
 if __name__ == "__main__":

@@ -14,10 +14,11 @@ bytes, not in seconds.
 """
 
 import argparse
-import json
 import time
 
 import numpy as np
+
+from keras_tse.run_files import write_json
 
 CONFIG = dict(image_size=8, patch_size=2, channels=1, num_classes=10, hidden_dim=32, ffn_dim=64, num_heads=4)
 BATCH = 64
@@ -120,8 +121,7 @@ def main(argv=None):
     results = {"machine": machine_name(), "jax": jax.__version__, "runs": runs}
     print(markdown_table(results))
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(results, f, indent=1)
+        write_json(args.out, results, indent=1)  # whole, or not at all
 
 
 if __name__ == "__main__":

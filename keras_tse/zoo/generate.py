@@ -89,7 +89,7 @@ def _gpt_reader(model, prompt):
     """ids -> the next token's log-probabilities `[batch, vocab]`: from the key/value cache while the
     ids fit the position table, from the window of the last ids after."""
     window = model.input.shape[1]
-    cached = _cached_gpt_reader(model, prompt.shape[0]) if _decodes(model) else None
+    cached = cached_gpt_reader(model, prompt.shape[0]) if _decodes(model) else None
 
     def next_log_probs(ids):
         if cached is not None and ids.shape[1] <= window:
@@ -113,7 +113,7 @@ def _decodes(model):
     return all(not block.de_escalation or block.layout.causal_mean for block in _blocks(model))
 
 
-def _cached_gpt_reader(model, batch):
+def cached_gpt_reader(model, batch):
     """ids -> the next token's log-probabilities, reading only the ids appended since the last call: the
     GPT's layers in its order (`keras_tse.zoo.gpt`), each block through `decode` with its cache."""
     from keras_tse.layers.self_attention import DecodingCache

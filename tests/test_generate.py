@@ -45,10 +45,10 @@ def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_p
     randomise_weights(model, seed=4, scale=0.3)
     ids = np.random.default_rng(0).integers(0, GPT["vocab_size"], (2, GPT["segment_len"])).astype("int32")
     whole = keras.ops.convert_to_numpy(model(ids))
-    reader = generation._gpt_reader(model, ids[:, :3])
+    reader = generation._gpt_reader(model)
     for t in range(3, GPT["segment_len"] + 1):
         np.testing.assert_allclose(reader(ids[:, :t]), whole[:, t - 1], atol=2e-5, err_msg=f"{norm} at {t}")
-    assert generation._decodes(model) is (norm != "deescalate_leaky_global")
+    assert all(block.decodes for block in generation._blocks(model)) is (norm != "deescalate_leaky_global")
 
 
 @pytest.mark.parametrize("norm", ["deescalate", "post"])

@@ -13,6 +13,7 @@ import sys
 import keras
 import numpy as np
 
+from keras_tse import _checks
 from keras_tse.data.registry import AUGMENTATIONS
 
 CROP_PAD = 4  # pixels of zero padding around an image before its random crop, as on CIFAR
@@ -74,9 +75,7 @@ def image_dataset(
         raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
     if isinstance(augment, bool):
         augment = "randaugment" if augment else "none"
-    if augment not in AUGMENTATIONS:
-        raise ValueError(f"`augment` must be one of {AUGMENTATIONS}. Received: augment={augment!r}")
-    augment = None if augment == "none" else (augment, images.shape[1:3])
+    augment = None if _checks.one_of("augment", augment, AUGMENTATIONS) == "none" else (augment, images.shape[1:3])
     tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
     mix = _Mix(mixup, cutmix, num_classes, seed) if mixup or cutmix else None
     if tf is None:

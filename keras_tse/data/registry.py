@@ -17,6 +17,7 @@ import importlib.metadata
 import inspect
 import warnings
 
+from keras_tse import _checks
 from keras_tse.data import cifar10, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
@@ -69,8 +70,7 @@ class DatasetSpec:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
-        if self.augment not in AUGMENTATIONS:
-            raise ValueError(f"`augment` must be one of {AUGMENTATIONS}. Received: augment={self.augment!r}")
+        _checks.one_of("augment", self.augment, AUGMENTATIONS)
 
     def loader(self):
         if callable(self.load):

@@ -22,6 +22,8 @@ class PositionEmbedding(SequenceLayer):
 
     Call arguments:
         inputs: `[batch, T, hidden]` with `T <= max_length`.
+        start: int, the position of the first of the `T` (decoding adds rows `start` to
+            `start + T - 1`). Defaults to `0`.
 
     Returns:
         `[batch, T, hidden]`.
@@ -50,9 +52,9 @@ class PositionEmbedding(SequenceLayer):
         )
         self.built = True
 
-    def call(self, inputs):
+    def call(self, inputs, start=0):
         length = ops.shape(inputs)[1]
-        return inputs + ops.cast(self.positions[None, :length], inputs.dtype)
+        return inputs + ops.cast(self.positions[None, start : start + length], inputs.dtype)
 
     def get_config(self):
         return {**super().get_config(), "max_length": self.max_length, "initializer": self.initializer}

@@ -211,19 +211,24 @@ class TransformerBlock(SequenceLayer):
         steps = self.steps(inputs, mask=mask, training=training, return_attention_scores=return_attention_scores)
         return (steps["outputs"], steps["scores"]) if return_attention_scores else steps["outputs"]
 
+    @property
+    def decodes(self):
+        """Whether `decode` can run this block: causal, and eq. (21)'s mean (if any) over earlier positions."""
+        return self.causal and (self.de_escalation is None or self.layout.causal_mean)
+
     def decode(self, inputs, cache):
         """The block on the next positions of a sequence whose earlier positions `cache` (a
         `DecodingCache`) holds, in inference: the same outputs as the whole sequence through `call`, for
         one position's work per new token (`keras_tse.zoo.generate`). Eq. (21)'s causal mean runs over
         the earlier positions' rows too (`DeEscalation`'s memory); a layout whose mean reads later
         positions (leaky) cannot decode so."""
+        if not self.decodes:
+            raise ValueError(
+                "Decoding position by position needs a causal block, with a causal mean in eq. (21). "
+                f"Received: norm={self.norm!r}, causal={self.causal}"
+            )
         deescalate = None
         if self.de_escalation is not None:
-            if not (self.causal and self.layout.causal_mean):
-                raise ValueError(
-                    f"Decoding position by position needs a causal mean in eq. (21). Received: norm={self.norm!r}, "
-                    f"causal={self.causal}"
-                )
 
             def deescalate(x):
                 if cache.eq21_inputs is None:

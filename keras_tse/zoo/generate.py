@@ -47,7 +47,7 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
     prompt = prompt[None] if flat else prompt
     vocab_size = _vocab_size(model)
     _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p)
-    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model, prompt)
+    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model)
     rng = np.random.default_rng(seed)
     ids = prompt.astype("int32")
     for _ in range(max_new_tokens):
@@ -85,11 +85,11 @@ def _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p):
         raise ValueError(f"`top_p` must be in (0, 1] or None. Received: top_p={top_p!r}")
 
 
-def _gpt_reader(model, prompt):
+def _gpt_reader(model):
     """ids -> the next token's log-probabilities `[batch, vocab]`: from the key/value cache while the
     ids fit the position table, from the window of the last ids after."""
     window = model.input.shape[1]
-    cached = cached_gpt_reader(model, prompt.shape[0]) if _decodes(model) else None
+    cached = cached_gpt_reader(model) if all(block.decodes for block in _blocks(model)) else None
 
     def next_log_probs(ids):
         if cached is not None and ids.shape[1] <= window:
@@ -108,25 +108,19 @@ def _blocks(model):
     return [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
 
 
-def _decodes(model):
-    """Whether every block of the GPT can decode position by position (a causal eq. (21) mean)."""
-    return all(not block.de_escalation or block.layout.causal_mean for block in _blocks(model))
-
-
-def cached_gpt_reader(model, batch):
+def cached_gpt_reader(model):
     """ids -> the next token's log-probabilities, reading only the ids appended since the last call: the
     GPT's layers in its order (`keras_tse.zoo.gpt`), each block through `decode` with its cache."""
     from keras_tse.layers.self_attention import DecodingCache
 
-    embedding, positions = model.get_layer("embedding"), model.get_layer("position_embedding").positions
+    embedding, positions = model.get_layer("embedding"), model.get_layer("position_embedding")
     blocks, final_norm = _blocks(model), model.get_layer("final_norm")
     caches = [DecodingCache(model.input.shape[1]) for _ in blocks]
     read = [0]  # how many ids the caches hold
 
     def next_log_probs(ids):
         start, stop = read[0], ids.shape[1]
-        x = embedding(keras.ops.convert_to_tensor(ids[:, start:stop].astype("int32")))
-        x = x + keras.ops.cast(positions[None, start:stop], x.dtype)
+        x = positions(embedding(keras.ops.convert_to_tensor(ids[:, start:stop].astype("int32"))), start=start)
         for block, cache in zip(blocks, caches):
             x = block.decode(x, cache)
         read[0] = stop

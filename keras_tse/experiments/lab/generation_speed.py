@@ -30,7 +30,7 @@ def token_times(model, cached):
     generation = importlib.import_module("keras_tse.zoo.generate")
     ids = np.zeros((1, 1), "int32")
     if cached:
-        read = generation.cached_gpt_reader(model, 1)
+        read = generation.cached_gpt_reader(model)
     else:
         window = model.input.shape[1]
 

@@ -27,6 +27,9 @@ from keras_tse._checks import InputError
 
 DEFAULT_JOIN_TIMEOUT_S = 180
 _POLL_S = 0.2  # how often a wait wakes, so that Ctrl-C ends it
+# A collective fails the moment a peer dies, when the watcher hears the closed connection too: this long
+# a failing process waits for the watcher, so that it reports the cause (the peer's end), not the symptom.
+SETTLE_S = 3.0
 PEER_LOST_EXIT = 1  # a run failure, not a bad input (2) nor Ctrl-C (130)
 _FINISHED = b"finished\n"
 
@@ -157,6 +160,19 @@ def finished():
                 connection.sendall(_FINISHED)
             except OSError:
                 pass  # it ended already: nothing to tell
+
+
+def settle(grace_s=SETTLE_S):
+    """Before this process reports its own failure: if another process of its run ended, stop in the
+    watcher's one line (the process never returns from here); else return after `grace_s` seconds.
+    Immediate without other processes, or once this one finished."""
+    if not _PEERS.connections or _PEERS.finished:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        with _PEERS.lock:  # a stop under way holds it until it ends the process
+            pass
+        time.sleep(_POLL_S)
 
 
 def _watch():

@@ -242,6 +242,12 @@ print("watching", flush=True)
 if sys.argv[4] == "finish":
     peers.finished()
     sys.exit(0)
+if sys.argv[4] == "fail":  # the symptom of a peer's end: a collective's error, raised before the watcher hears it
+    from keras_tse.experiments import flags
+    def collective():
+        print("failing", flush=True)
+        raise OSError("Gloo AllGather failed: Connection reset by peer")
+    sys.exit(flags.exit_code_of("prog", collective))
 time.sleep(float(sys.argv[4]))
 print("slept", flush=True)
 """
@@ -273,6 +279,19 @@ def test_a_process_that_ends_mid_run_stops_the_others_in_one_line():
     port = _free_port()
     runs = [_watching(port, 2, 0, "3"), _watching(port, 2, 1, "finish")]
     assert _lines(runs) == [["watching", "slept"], ["watching"]] and [r.returncode for r in runs] == [0, 0]
+
+
+def test_a_collective_that_fails_as_its_peer_dies_reports_the_peers_end():
+    """The collective's error reaches process 0 before its watcher hears process 1's end: the line printed
+    is still the peer's (the cause), exit 1, not the collective's (`peers.settle`)."""
+    port = _free_port()
+    runs = [_watching(port, 2, 0, "fail"), _watching(port, 2, 1, "120")]
+    assert [run.stdout.readline().strip() for run in runs] == ["watching"] * 2
+    assert runs[0].stdout.readline().strip() == "failing"
+    runs[1].send_signal(signal.SIGKILL)
+    (lines,) = _lines(runs[:1], timeout=30)
+    assert runs[0].returncode == 1 and lines[-2].startswith("error: process 1 of this run ended"), lines
+    assert lines[-1] == "cleaned up", lines
 
 
 def test_processes_started_with_one_setting_different_all_stop_naming_it():

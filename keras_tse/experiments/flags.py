@@ -182,6 +182,7 @@ def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
     try:
         result = function()
     except errors as error:
+        peers.settle()  # a collective that lost its peer: the peer's end is the line to print
         message = " ".join(str(error).split()) or type(error).__name__
         print(f"{prog}: error: {message}", file=sys.stderr)
         return 2
@@ -214,6 +215,9 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
         return code
     except KeyboardInterrupt:
         return interrupted(prog)
+    except Exception:
+        peers.settle()  # as in exit_code_of: the peer's end, not this process's traceback
+        raise
     finally:
         interrupts.release(previous)
         run_lock.release_all()  # the folders this command wrote are free for the next

@@ -6,6 +6,7 @@ import os
 import numpy as np
 import pytest
 
+import keras_tse
 from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
 from tests.helpers import lab_module, recipe_module, run_lab_module
@@ -328,21 +329,40 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
     assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
 
 
-@pytest.mark.parametrize("study", ["tau_sweep_study", "depth80_study"])
+def test_under_a_budget_no_cell_starts_that_the_time_left_cannot_finish(tmp_path):
+    """A study whose cells cannot be carried to the next call (`cell_estimate_s`) starts none once the
+    budget left is shorter: nothing is cut short, the cell is still pending."""
+    import dataclasses
+
+    engine = lab_module("engine")
+    ran = []
+
+    def run_cell(runs, arm, lr, seed):
+        ran.append(arm)
+        return {"arm": arm, "learning_rate": f"{lr:g}", "seed": seed, "loss": 1.0, "seconds": 0.0}
+
+    study = _tiny_study(tmp_path, run_cell, arms=("a",), seeds=(0,))
+    long = dataclasses.replace(study, cell_estimate_s=60.0)
+    assert engine.run(long, long.arms(), str(tmp_path / "runs"), budget_s=30, log=lambda line: None) == 0
+    assert ran == [] and long.pending(long.arms()) == [("a", 1e-3, 0)]
+    assert engine.run(long, long.arms(), str(tmp_path / "runs"), budget_s=90, log=lambda line: None) == 1
+
+
+# (depth, width, FFN width) each study's card states
+STUDY_MODELS = {"tau_sweep_study": (48, 32, 64), "depth80_study": (80, 32, 64), "fig6_paper_study": (80, 192, 384)}
+
+
+@pytest.mark.parametrize("study", list(STUDY_MODELS))
 def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, monkeypatch):
     """Every arm's flags, read by the ViT recipe's own parser: the depth, width and tau the card states."""
     module, recipe = lab_module(study), recipe_module("cifar10_vit")
     for arm, flags in module.ARMS.items():
         args = recipe.parse_args([*module.DATA, *module.MODEL, *flags])
         recipe.check_args(args)
-        overrides = recipe.model_overrides(args, args.norm[0])
-        depth = 48 if study == "tau_sweep_study" else 80
-        assert (overrides["depth"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["scan"]) == (
-            depth,
-            32,
-            64,
-            True,
-        )
+        overrides = {**keras_tse.zoo.full_config(recipe.variant_of(args.norm[0])["preset"]),
+                     **recipe.model_overrides(args, args.norm[0])}  # fmt: skip
+        expected = (*STUDY_MODELS[study], True)
+        assert (overrides["depth"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["scan"]) == expected
         if study == "tau_sweep_study":
             learned = arm == "tau_learned"
             assert overrides["tau"] == (1.0 if learned else float(arm.removeprefix("tau_")))
@@ -436,7 +456,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
 
     assert cli.main(["study"]) == 0
     listed = capsys.readouterr().out
-    assert all(f"{name} " in listed for name in ("depth80", "ptb_warmup", "tau_sweep"))
+    assert all(f"{name} " in listed for name in ("depth80", "fig6_paper", "ptb_warmup", "tau_sweep"))
     depth80 = studies()["depth80"]
     assert cli.main(["study", "depth80", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -445,7 +465,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
     assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
 
 
-@pytest.mark.parametrize("name", ["depth80", "ptb_warmup", "tau_sweep"])
+@pytest.mark.parametrize("name", ["depth80", "fig6_paper", "ptb_warmup", "tau_sweep"])
 def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, monkeypatch, capsys):
     """`--card` on a copy of the committed card: its generated tables equal the committed ones."""
     import dataclasses
@@ -465,7 +485,7 @@ def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, mo
 
 
 def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
-    card = lab_module("depth80_card")
+    card, study = lab_module("vit_study_card"), lab_module("depth80_study")
     assert card.last_epoch_fall({"loss_curve": "2.0;1.0;0.8"}) == pytest.approx(20.0)
     rows = [
         {"arm": "pre", "learning_rate": str(lr), "seed": "0", "train_loss": str(loss), "test_accuracy": "0.7",
@@ -473,7 +493,7 @@ def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):
         for lr, loss in ((1e-4, 0.8), (3e-4, 0.6), (1e-3, 0.7))
     ]  # fmt: skip
     rows.append({**rows[1], "seed": "1", "loss_curve": "1.0;0.8;0.6"})
-    line = next(line for line in card.results_table(rows).splitlines() if line.startswith("| pre |"))
+    line = next(line for line in card.results_table(rows, study).splitlines() if line.startswith("| pre |"))
     assert "| 0.0003 | inside 0.0001/0.0003/0.001 | 2 | 0.600 (0.600-0.600) | 32.5 (25.0-40.0) |" in line
 
 
@@ -518,7 +538,7 @@ def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, 
     assert cell_study.machine_name().endswith(", NVIDIA H200")
 
 
-@pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study"])
+@pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study", "fig6_paper_study"])
 def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(study, tmp_path, monkeypatch):
     module = lab_module(study)
     arm = next(iter(module.ARMS))

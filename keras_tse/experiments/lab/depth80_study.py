@@ -6,7 +6,7 @@ per arm on a selection seed, then the verdict seeds at each arm's best rate. Res
 
 Each cell is one run of `keras-tse train vit` (JAX, `--scan`) in its own folder under
 `--runs` (a killed cell resumes from its last saved epoch); a finished cell becomes one row of
-`zoo/depth80_fashion_mnist/results.csv`, which is all the card (`depth80_card`) reads.
+`zoo/depth80_fashion_mnist/results.csv`, which is all the card (`vit_study_card`) reads.
 
 The plan (the engine's) follows from the rows: an arm first runs seed 0 at each rate of the grid;
 if its best rate (the lowest final training loss: trainability is the paper's question, and the test set
@@ -17,6 +17,7 @@ most twice); once the best is inside, seeds 1-5 run at it (seed 0 chose the rate
 import csv
 import functools
 import os
+import sys
 
 from keras_tse.experiments.lab import (
     ROOT,  # noqa: E402
@@ -48,6 +49,21 @@ ARMS = {
 # Seed 0 chose each arm's rate; the verdicts use seeds 1-5 only (a rate picked on a seed flatters that seed).
 SELECTION_SEED = 0
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
+# The card's questions, each a pair of arms: (A, B, what A against B answers).
+QUESTIONS = (
+    ("deescalate", "post", "does de-escalation train where post-norm does not?"),
+    ("post_warmup", "post", "does warmup rescue post-norm?"),
+    ("deescalate", "post_warmup", "de-escalation against post-norm with warmup"),
+    ("deescalate_warmup", "deescalate", "does de-escalation still need warmup?"),
+    ("deescalate", "pre", "de-escalation against pre-norm"),
+    ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
+    ("deescalate", "layerscale", "de-escalation against LayerScale"),
+    ("deescalate_layerscale", "layerscale", "does de-escalation add to LayerScale?"),
+    ("deescalate_learned_tau", "deescalate", "a learned tau against the paper's tau = 1"),
+)
+FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
+FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
+CELLS_AT_ONCE = "two cells at once"
 FIELDS = (
     "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
     "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
@@ -59,13 +75,14 @@ def cell_folder(runs, arm, learning_rate, seed):
     return os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
 
 
-def run_cell(runs, arm, learning_rate, seed, *, epochs):
-    """One recipe run (it resumes a killed one); its row."""
+def run_cell(runs, arm, learning_rate, seed, *, epochs, flags=None):
+    """One recipe run (it resumes a killed one) with this study's flags for `arm` (or `flags`, the same
+    task in another study: they name the layout as `--norm NAME` first); its row."""
+    flags = flags or (*DATA, *MODEL, *ARMS[arm])
     out = cell_folder(runs, arm, learning_rate, seed)
-    argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    argv += ["--epochs", str(epochs)]
+    argv = [*flags, "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(epochs)]
     seconds = engine.run_recipe("vit", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
-    variant = os.path.join(out, ARMS[arm][1])
+    variant = os.path.join(out, flags[flags.index("--norm") + 1])
     summary = engine.read_json(variant, "summary.json")
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         history = list(csv.DictReader(handle))
@@ -83,9 +100,9 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs):
 
 
 def _figure():
-    from keras_tse.experiments.lab import depth80_card  # it reads this module's plan
+    from keras_tse.experiments.lab import vit_study_card
 
-    return depth80_card.plot(STUDY.read_rows())
+    return vit_study_card.plot(STUDY.read_rows(), sys.modules[__name__])
 
 
 STUDY = engine.Study(

@@ -220,6 +220,9 @@ class Study:
     fields: tuple
     card: str
     figure: object = None  # a function that redraws the card's figure from the rows, if it has one
+    # Under a budget, a cell starts only while this many seconds are left: a study whose cells cannot be
+    # carried from one call to the next (a machine that starts bare) sets what one cell takes.
+    cell_estimate_s: float = 0.0
 
     def plan_of(self, arm):
         """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
@@ -265,9 +268,10 @@ _CELLS = _Cells()
 def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     """Run the pending cells of `arms`, `jobs` at a time, until none is left or `budget_s` seconds have
     passed (the cells then running are stopped: they resume from their last saved epoch on the next
-    call); each finished cell's row (the study's `fields`, "machine" added here) is appended to the
-    result file as it comes. With `out`, the result file and the cells' logs (one archive) are copied
-    there as each cell finishes: what a machine that returns only one folder must keep. The rows written."""
+    call; none starts once less than the study's `cell_estimate_s` is left); each finished cell's row
+    (the study's `fields`, "machine" added here) is appended to the result file as it comes. With `out`,
+    the result file and the cells' logs (one archive) are copied there as each cell finishes: what a
+    machine that returns only one folder must keep. The rows written."""
     nice_the_session()
     os.makedirs(os.path.dirname(study.results), exist_ok=True)
     os.makedirs(runs, exist_ok=True)
@@ -277,7 +281,7 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     running, written = {}, 0
     with ThreadPoolExecutor(jobs) as pool:
         while True:
-            if deadline is None or time.monotonic() < deadline:
+            if deadline is None or deadline - time.monotonic() > study.cell_estimate_s:
                 for cell in study.pending(arms, set(running.values()))[: jobs - len(running)]:
                     log(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}")
                     running[pool.submit(study.run_cell, runs, *cell)] = cell

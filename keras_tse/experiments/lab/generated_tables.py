@@ -60,11 +60,9 @@ DOCUMENTS = (
     os.path.join("zoo", "vit80_cifar10.md"),
     os.path.join("zoo", "transformer_xl60_wt103.md"),
 )
-DEPTH80_BLOCKS = {
-    "depth80_results": "results_table",
-    "depth80_grid": "grid_table",
-    "depth80_verdicts": "verdicts_table",
-}
+# The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
+VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study"}
+VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
     "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
@@ -202,9 +200,10 @@ def render(name):
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator(TIMING_RECIPES[name]).markdown_table(json.load(f))
-    if name in DEPTH80_BLOCKS:
-        card = _generator("depth80_card")
-        return getattr(card, DEPTH80_BLOCKS[name])(card.depth80_study.read_rows())
+    if name.rpartition("_")[0] in VIT_STUDIES and name.rpartition("_")[2] in VIT_STUDY_BLOCKS:
+        study, _, block = name.rpartition("_")
+        module = _generator(VIT_STUDIES[study])
+        return getattr(_generator("vit_study_card"), VIT_STUDY_BLOCKS[block])(module.read_rows(), module)
     if name == "shipped_presets":
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):

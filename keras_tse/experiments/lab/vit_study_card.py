@@ -1,48 +1,34 @@
-"""The tables and figure of zoo/depth80_fashion_mnist.md, from the depth-80 study's result file alone.
+"""The tables and figure of a ViT classifier study's card (the depth-80 study on a CPU, Fig. 6 at the
+paper's size on a GPU), from the study's result file alone.
 
     keras-tse study depth80 --card    # the tables (generated blocks of the card) and the loss-curve figure
 
-Each arm is read at its best learning rate (`engine.best_rate` under `depth80_study.PLAN`: the seed-0
-rate of lowest final training loss); its seeds there are averaged; a verdict follows the verdict rule of
-zoo/README.md and is given only once both arms have at least two seeds at their best rates.
+Every function takes the study's module (`depth80_study`, `fig6_paper_study`: its ARMS, PLAN, QUESTIONS,
+FIGURE and FIGURE_TITLE). Each arm is read at its best learning rate (`engine.best_rate` under the plan:
+the seed-0 rate of lowest final training loss); its seeds there are averaged; a verdict follows the
+verdict rule of zoo/README.md on the verdict seeds (seed 0 chose the rate).
 """
-
-import os
 
 import numpy as np
 
-from keras_tse.experiments.lab import depth80_study, engine
+from keras_tse.experiments.lab import engine
 from keras_tse.experiments.lab.engine import spread
-
-FIGURE = os.path.join(os.path.dirname(depth80_study.RESULTS), "loss_curves.png")
-# The card's questions, each a pair of arms: (A, B, what A against B answers).
-QUESTIONS = (
-    ("deescalate", "post", "does de-escalation train where post-norm does not?"),
-    ("post_warmup", "post", "does warmup rescue post-norm?"),
-    ("deescalate", "post_warmup", "de-escalation against post-norm with warmup"),
-    ("deescalate_warmup", "deescalate", "does de-escalation still need warmup?"),
-    ("deescalate", "pre", "de-escalation against pre-norm"),
-    ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
-    ("deescalate", "layerscale", "de-escalation against LayerScale"),
-    ("deescalate_layerscale", "layerscale", "does de-escalation add to LayerScale?"),
-    ("deescalate_learned_tau", "deescalate", "a learned tau against the paper's tau = 1"),
-)
 
 
 def _floats(rows, column):
     return [float(row[column]) for row in rows]
 
 
-def best_cells(rows):
+def best_cells(rows, study):
     """arm -> (best rate, its rows), for every arm with a seed-0 row."""
-    found = {arm: engine.at_best(rows, arm, depth80_study.PLAN) for arm in depth80_study.ARMS}
+    found = {arm: engine.at_best(rows, arm, study.PLAN) for arm in study.ARMS}
     return {arm: cell for arm, cell in found.items() if cell[0] is not None}
 
 
-def _grid_state(rows, arm, rate):
+def _grid_state(rows, arm, rate, grid):
     tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-    if len(tried) < len(depth80_study.PLAN.grid):
-        return f"grid {len(tried)} of {len(depth80_study.PLAN.grid)}"
+    if len(tried) < len(grid):
+        return f"grid {len(tried)} of {len(grid)}"
     inside = tried[0] < rate < tried[-1]
     return (
         "inside " + "/".join(f"{t:g}" for t in tried)
@@ -58,22 +44,22 @@ def last_epoch_fall(row):
     return 100 * (curve[-2] - curve[-1]) / curve[-2]
 
 
-def results_table(rows):
+def results_table(rows, study):
     """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
-    cells = best_cells(rows)
+    cells = best_cells(rows, study)
     lines = [
         "| arm | best lr | rates | seeds | final train loss | last epoch's fall (%) | test accuracy "
         "| similarity at init | similarity at end | learned tau (block mean) |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for arm in depth80_study.ARMS:
+    for arm in study.ARMS:
         if arm not in cells:
             lines.append(f"| {arm} | not run | | 0 | | | | | | |")
             continue
         rate, members = cells[arm]
         learned = spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
-            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate)} | {len(members)} | "
+            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate, study.PLAN.grid)} | {len(members)} | "
             f"{spread(_floats(members, 'train_loss'))} | {spread([last_epoch_fall(r) for r in members], 1)} | "
             f"{spread(_floats(members, 'test_accuracy'), 4)} | "
             f"{spread(_floats(members, 'similarity_init'), 4)} | {spread(_floats(members, 'similarity_end'), 4)} "
@@ -82,7 +68,7 @@ def results_table(rows):
     return "\n".join(lines)
 
 
-def grid_table(rows):
+def grid_table(rows, study):
     """Every finished cell: arm, rate, seed, final train loss and test accuracy, seconds and machine; then
     the range of a cell's seconds on each machine."""
     lines = [
@@ -90,7 +76,7 @@ def grid_table(rows):
         "|---|---:|---:|---:|---:|---:|---|",
     ]
     for row in sorted(
-        rows, key=lambda r: (list(depth80_study.ARMS).index(r["arm"]), float(r["learning_rate"]), int(r["seed"]))
+        rows, key=lambda r: (list(study.ARMS).index(r["arm"]), float(r["learning_rate"]), int(r["seed"]))
     ):
         lines.append(
             f"| {row['arm']} | {float(row['learning_rate']):g} | {row['seed']} | {float(row['train_loss']):.4f} | "
@@ -102,18 +88,19 @@ def grid_table(rows):
     costs = "; ".join(
         f"{machine}: {min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)" for machine, s in sorted(by_machine.items())
     )
-    return "\n".join(lines) + f"\n\nSeconds a cell, two cells at once, by machine: {costs}."
+    if not rows:
+        return "No cell has finished yet."
+    return "\n".join(lines) + f"\n\nSeconds a cell, {study.CELLS_AT_ONCE}, by machine: {costs}."
 
 
-def verdicts_table(rows):
+def verdicts_table(rows, study):
     """Each of the card's questions answered by the verdict rule on final training loss and test accuracy:
     each arm at the rate its selection seed chose, judged on the other seeds, the table one family."""
     from keras_tse.experiments import verdicts
-    from keras_tse.experiments.lab import engine
 
-    cells = best_cells(rows)
+    cells = best_cells(rows, study)
     asked, comparisons = [], []
-    for a, b, question in QUESTIONS:
+    for a, b, question in study.QUESTIONS:
         if a in cells and b in cells:
             for column, lower in (("train_loss", True), ("test_accuracy", False)):
                 seeds = [engine.verdict_seeds(cells[arm][1], column) for arm in (a, b)]
@@ -126,7 +113,7 @@ def verdicts_table(rows):
         "| question | A | B | on final train loss | on test accuracy | smallest gap visible (loss, accuracy) |",
         "|---|---|---|---|---|---|",
     ]
-    for a, b, question in QUESTIONS:
+    for a, b, question in study.QUESTIONS:
         columns = ("train_loss", "test_accuracy")
         answer = [verdicts.table_cell(said.get((question, c), "not measured")) for c in columns]
         gaps = [f"{visible[(question, c)]:.3f}" if (question, c) in visible else "" for c in columns]
@@ -134,19 +121,19 @@ def verdicts_table(rows):
     return "\n".join(lines) + (
         "\n\nThe smallest gap visible: the difference each comparison's verdict seeds would find 80% of the "
         "time at 5% asked alone, given their spread (`Comparison.smallest_visible_effect`); as one of the "
-        "table's 18 comparisons (Holm) it takes more."
+        f"table's {2 * len(study.QUESTIONS)} comparisons (Holm) it takes more."
     )
 
 
-def plot(rows, out=FIGURE):
-    """Per arm, the seed-mean training loss per epoch at its best rate."""
+def plot(rows, study):
+    """Per arm, the seed-mean training loss per epoch at its best rate, drawn into the study's FIGURE."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for arm, (rate, members) in best_cells(rows).items():
+    for arm, (rate, members) in best_cells(rows, study).items():
         curves = np.array([[float(v) for v in r["loss_curve"].split(";")] for r in members])
         ax.plot(
             np.arange(1, curves.shape[1] + 1),
@@ -154,9 +141,9 @@ def plot(rows, out=FIGURE):
             marker="o",
             label=f"{arm} ({rate:g}, n={len(members)})",
         )
-    ax.set(xlabel="epoch", ylabel="training loss (seed mean)", title="ViT, depth 80, width 32, Fashion-MNIST 10k")
+    ax.set(xlabel="epoch", ylabel="training loss (seed mean)", title=study.FIGURE_TITLE)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(study.FIGURE, dpi=110)
     plt.close(fig)
-    return out
+    return study.FIGURE

@@ -1,6 +1,7 @@
 """The presets that ship with trained weights (the lab's `ship_presets` wrote them): on every backend,
 `zoo.from_preset(name)` classifies its whole test set as its card and metadata say, within 0.5 points."""
 
+import json
 import os
 
 import keras
@@ -80,3 +81,34 @@ def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_to
     np.testing.assert_array_equal(larger[:, 0], table[:, 0])  # the class token's row, kept
     flat = np.asarray(resample_positions(np.ones((1, 50, 8), "float32"), 7, 14))
     np.testing.assert_allclose(flat, 1.0, atol=1e-5)  # a constant table stays constant
+
+
+@pytest.mark.one_backend  # the training command's path; the fresh head itself is checked on every backend above
+def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_path):
+    """`keras-tse train vit --from-preset`: the run starts from the preset's weights (every layer but the
+    head as shipped; the head fresh, not the preset's), so one epoch of the digits at a small rate already
+    classifies them, where the same epoch from scratch is near chance; the run records what it started
+    from; a rate set or a model flag beside it is one line."""
+    from keras_tse.experiments import cli, train_vit
+
+    argv = ["--from-preset", "vit6_digits", "--dataset", "digits", "--out", str(tmp_path / "run")]
+    args = train_vit.parse_args([*argv, "--no-download"])
+    train_vit.check_args(args)
+    model, shipped = train_vit.build_model(args, "vit6_digits", {}), zoo.from_preset("vit6_digits")
+    for layer in model.layers:
+        if layer.weights and layer.name != "head":
+            for got, expected in zip(layer.get_weights(), shipped.get_layer(layer.name).get_weights()):
+                assert (got == expected).all(), layer.name
+    assert model.get_layer("head") is not shipped.get_layer("head")
+    assert not (model.get_layer("head").get_weights()[0] == shipped.get_layer("head").get_weights()[0]).all()
+
+    epoch = ["--epochs", "1", "--learning-rate", "1e-3", "--verbose", "0", "--no-download"]
+    assert cli.main(["train", "vit", *argv, *epoch]) == 0
+    with open(tmp_path / "run" / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    with open(tmp_path / "run" / "deescalate" / "summary.json") as f:
+        accuracy = json.load(f)["test_accuracy"]
+    assert config["from_preset"] == "vit6_digits" and config["model"] == "vit6_digits_head10"
+    assert accuracy > 0.8, accuracy  # from scratch, the same epoch and rate: 27.6% (measured)
+    with pytest.raises(ValueError, match="--depth: received 3; expected no model flag with --from-preset"):
+        train_vit.check_args(train_vit.parse_args([*argv, "--depth", "3"]))

@@ -238,6 +238,8 @@ def model_overrides(args, norm):
 def check_args(args):
     """Every flag against the others and the data's geometry: one line per bad input, before any image
     is read or model built (a user's data is checked here through its file names and array headers)."""
+    if args.from_preset is not None:
+        check_from_preset(args)
     for norm in args.norm:
         flags.model_kit_overrides(args, norm)  # each variant's layout takes every --layout-option
     own = own_data(args)
@@ -290,6 +292,53 @@ def check_args(args):
                 balanced_subset(labels, size, seed, flag)
 
 
+# The flags that shape the model: a preset's trained weights fix every one of them (`--from-preset`).
+MODEL_FLAGS = ("depth", "hidden_dim", "num_heads", "head_dim", "patch_size", "init", "tau", "learn_tau", "scan",
+               "smoke", "drop_path_rate", "remat", "layout_option")  # fmt: skip
+
+
+def check_from_preset(args):
+    """`--from-preset`: a preset with trained weights, whose layout becomes the run's one variant and
+    whose model no flag reshapes; its channels must be the data's. One line for each other case."""
+    shipped = sorted(name for name, entry in keras_tse.zoo.presets().items() if entry["weights"] is not None)
+    if args.from_preset not in shipped:
+        raise InputError(
+            "--from-preset", repr(args.from_preset), f"a preset with trained weights: {', '.join(shipped)}"
+        )
+    config = keras_tse.zoo.full_config(args.from_preset)
+    if args.norm not in (None, (config["norm"],)):
+        given = ",".join(args.norm)
+        raise InputError("--norm", given, f"{config['norm']} or no --norm (--from-preset {args.from_preset}'s layout)")
+    args.norm = (config["norm"],)
+    given = [name for name in MODEL_FLAGS if getattr(args, name, None) not in (None, False, ())]
+    if given:
+        flag = "--" + given[0].replace("_", "-").replace("-rate", "")
+        raise InputError(flag, getattr(args, given[0]), "no model flag with --from-preset (its weights fix the model)")
+    channels = own_geometry(args)[1] if own_data(args) else spec(args).channels
+    if channels != config["channels"]:
+        raise InputError(
+            "--from-preset", args.from_preset, f"a preset of {channels}-channel images, as --dataset {args.dataset} has"
+        )
+
+
+def fine_tune_overrides(args):
+    """The preset's keywords a fine-tuning run changes: the image size, where the data's differs."""
+    size = own_geometry(args)[0] if own_data(args) else spec(args).image_size
+    return {} if size == keras_tse.zoo.full_config(args.from_preset)["image_size"] else {"image_size": size}
+
+
+def build_model(args, preset, overrides):
+    """A variant's model: the preset with `overrides`; or (`--from-preset`) the preset's trained model with
+    a fresh classifier head for the data's classes, whatever their count (a new task: the preset's
+    classes are not the data's), the initializer the preset was built with."""
+    model = keras_tse.zoo.from_preset(preset, **overrides)
+    if args.from_preset is None:
+        return model
+    classes = own_geometry(args)[2] if own_data(args) else spec(args).classes
+    initializer = keras_tse.zoo.full_config(preset).get("initializer", "torch")
+    return keras_tse.zoo.fine_tune.with_head(model, classes, initializer)  # the zoo loaded it: from_preset
+
+
 def augment_before(args):
     """What a run folder made before the choice of augmentation trained with: RandAugment where the data
     set's default is RandAugment (CIFAR-10), none elsewhere (`training.defaults_of`'s `before`)."""
@@ -298,7 +347,7 @@ def augment_before(args):
 
 def variant_settings(args, norm, train_config):
     """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
-    variant = variant_of(norm)
+    variant = variant_of(norm) if args.from_preset is None else {**variant_of(norm), "preset": args.from_preset}
     lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
     config = dataclasses.replace(
         train_config,
@@ -308,9 +357,10 @@ def variant_settings(args, norm, train_config):
     config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args), augment_before(args))
     if config.augment is None:  # a new run: the data set's own augmentation
         config = dataclasses.replace(config, augment=spec(args).augment)
-    overrides = model_overrides(args, norm)
+    overrides = model_overrides(args, norm) if args.from_preset is None else fine_tune_overrides(args)
     settings = {
         "preset": variant["preset"],
+        **({"from_preset": args.from_preset} if args.from_preset else {}),
         "overrides": overrides,
         "smoke": args.smoke,
         "dataset": args.dataset,
@@ -393,7 +443,7 @@ def run(args):
     for norm, (preset, overrides, config, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
         with training.scale.replica_scope():  # TensorFlow's MirroredStrategy: build, compile and fit in it
-            model = keras_tse.zoo.from_preset(preset, **overrides)
+            model = build_model(args, preset, overrides)
             run_dir = os.path.join(args.out, norm)
             size = f"{model.count_params():,} parameters"
             print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
@@ -430,7 +480,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser.add_argument(
         "--norm",
         type=flags.choice_list(layout_names(), {"all": PAPER_VARIANTS}),
-        default=PAPER_VARIANTS,
+        default=None,
         metavar="NAMES",
         help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
         "(default). A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
@@ -497,7 +547,17 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         default=None,
         help="evaluate on a class-balanced subset of this many test images (the same for every seed)",
     )
+    parser.add_argument(
+        "--from-preset",
+        default=None,
+        metavar="PRESET",
+        help="fine-tune a preset with trained weights (keras-tse presets): every weight kept but the classifier "
+        "head, fresh for the data's classes; the position table resampled to the data's image size; the "
+        "model and its layout are the preset's",
+    )
     args = parser.parse_args(argv)
+    if args.norm is None and args.from_preset is None:
+        args.norm = PAPER_VARIANTS
     if args.dataset == "folder" and args.image_size is None:
         args.image_size = FOLDER_IMAGE_SIZE
     return args

@@ -456,7 +456,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
 
     assert cli.main(["study"]) == 0
     listed = capsys.readouterr().out
-    assert all(f"{name} " in listed for name in ("depth80", "fig6_paper", "ptb_warmup", "tau_sweep"))
+    assert all(f"{name} " in listed for name in ("depth80", "fig6_paper", "fine_tune", "ptb_warmup", "tau_sweep"))
     depth80 = studies()["depth80"]
     assert cli.main(["study", "depth80", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -465,7 +465,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
     assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
 
 
-@pytest.mark.parametrize("name", ["depth80", "fig6_paper", "ptb_warmup", "tau_sweep"])
+@pytest.mark.parametrize("name", ["depth80", "fig6_paper", "fine_tune", "ptb_warmup", "tau_sweep"])
 def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, monkeypatch, capsys):
     """`--card` on a copy of the committed card: its generated tables equal the committed ones."""
     import dataclasses
@@ -538,7 +538,7 @@ def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, 
     assert cell_study.machine_name().endswith(", NVIDIA H200")
 
 
-@pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study", "fig6_paper_study"])
+@pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study", "fig6_paper_study", "fine_tune_study"])
 def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(study, tmp_path, monkeypatch):
     module = lab_module(study)
     arm = next(iter(module.ARMS))

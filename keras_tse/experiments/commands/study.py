@@ -10,16 +10,22 @@
 
 import os
 
-HELP = "the lab's studies (depth80, fig6_paper, ptb_warmup, tau_sweep): list, run or resume, dry-run, regenerate a card"
+HELP = "the lab's studies (depth80, fig6_paper, fine_tune, ptb_warmup, tau_sweep): list, run, dry-run, card"
 # The cells run the recipes in processes of their own, under JAX; this process trains nothing.
 NEEDS_BACKEND = False
 
 
 def studies():
     """name -> the study (`engine.Study`) of each lab module that defines one."""
-    from keras_tse.experiments.lab import depth80_study, fig6_paper_study, ptb_warmup_study, tau_sweep_study
+    from keras_tse.experiments.lab import (
+        depth80_study,
+        fig6_paper_study,
+        fine_tune_study,
+        ptb_warmup_study,
+        tau_sweep_study,
+    )
 
-    modules = (depth80_study, fig6_paper_study, ptb_warmup_study, tau_sweep_study)
+    modules = (depth80_study, fig6_paper_study, fine_tune_study, ptb_warmup_study, tau_sweep_study)
     return {module.STUDY.name: module.STUDY for module in modules}
 
 

@@ -61,7 +61,7 @@ DOCUMENTS = (
     os.path.join("zoo", "transformer_xl60_wt103.md"),
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
-VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study"}
+VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study"}
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {

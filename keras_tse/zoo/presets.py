@@ -17,7 +17,7 @@ import re
 import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
-from keras_tse.zoo import fine_tune
+from keras_tse.zoo import fine_tune, hub
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES
 
@@ -185,14 +185,17 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     `pretrained` is the same switch); asked of a preset without weights, either says so.
 
     A folder `save_preset` wrote (KerasHub's layout: `config.json`, `model.weights.h5`,
-    `metadata.json`) loads as saved, on any backend.
+    `metadata.json`) loads as saved, on any backend, here or from the Hugging Face Hub
+    (`hf://owner/name`, `keras_tse.zoo.hub`); `num_classes=` gives it a fresh head (0: its features).
 
     Example: `from_preset("vit80_cifar10_deescalate", tau=0.5, num_classes=100)`;
-    `from_preset("runs/cifar10/deescalate/model.keras")`; `from_preset("my_preset/")`.
+    `from_preset("runs/cifar10/deescalate/model.keras")`; `from_preset("my_preset/", num_classes=5)`;
+    `from_preset("hf://owner/name")`.
     """
+    if hub.is_hub_handle(preset):
+        preset = hub.download(preset)
     if is_preset_folder(preset):
-        _no_overrides(overrides)
-        return load_preset(preset)
+        return _adapted_folder(load_preset(preset), overrides)
     if isinstance(preset, (str, os.PathLike)) and str(preset).endswith(".keras"):
         return _load_file(os.fspath(preset), overrides)
     if preset not in PRESETS:
@@ -274,6 +277,18 @@ def overridden_name(preset, overrides):
     changed = [(k, v) for k, v in overrides.items() if k not in UNNAMED and config.get(k) != v]
     # Keras names allow letters, digits, "_", "-" and "."; anything else in a value becomes "_".
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
+
+
+def _adapted_folder(model, overrides):
+    """A saved preset with a fresh head (`num_classes`; 0: its pooled features); its weights fix the rest."""
+    fixed = sorted(set(overrides) - {"num_classes"})
+    if fixed:
+        raise ValueError(f"A saved preset folder takes num_classes only; its weights fix the rest. Received: {fixed}")
+    if overrides.get("num_classes") is None:
+        return model
+    if "head" not in [layer.name for layer in model.layers]:
+        raise ValueError(f"num_classes applies to a classifier (a layer named 'head'). Received: model {model.name!r}")
+    return fine_tune.with_head(model, overrides["num_classes"])
 
 
 def _no_overrides(overrides):

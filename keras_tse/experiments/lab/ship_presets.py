@@ -24,8 +24,10 @@ WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
 # The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/presets.py, `_shipped`), with a
 # learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
 COMMANDS = {
-    "vit6_fashion_mnist": "--dataset fashion_mnist --patch-size 4 --epochs 4 --batch-size 128 "
-    "--learning-rate 1e-3 --warmup-steps 469 --schedule cosine --augment none",  # as the shipped weights trained
+    # 12 epochs: 4 (the first weights shipped) reached 87.7%; no augmentation: crop_flip, Fashion-MNIST's default,
+    # slows a run this short (2 epochs of 12,800 images: 65.6% test accuracy with it, 78.2% without, measured)
+    "vit6_fashion_mnist": "--dataset fashion_mnist --patch-size 4 --epochs 12 --batch-size 128 "
+    "--learning-rate 1e-3 --warmup-steps 469 --schedule cosine --augment none",
     "vit6_digits": "--dataset digits --patch-size 2 --epochs 40 --batch-size 64 "
     "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
 }
@@ -67,6 +69,7 @@ def ship(name, run_folder, command):
         "test_images": images,
         "train_loss": summary["train_loss"],
         "epochs": summary["epochs"],
+        "training_seconds": round(summary["seconds_this_session"]),  # the run's time, in one session
         "command": command,
         "machine": "2-core AMD EPYC CPU, 24 GiB",
         "date": datetime.date.today().isoformat(),

@@ -168,10 +168,7 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
     assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
     assert cli.main(["generate", str(tmp_path / "r"), "--prompt", "w1"]) == 2  # the top folder: one line
-    assert (
-        "a language model's variant folder (it has no checkpoints/last.keras, vocabulary.txt)"
-        in capsys.readouterr().err
-    )
+    assert "or a run's variant folder (it has no checkpoints/last.keras, vocabulary.txt)" in capsys.readouterr().err
     # the identical command again: the vocabulary is read from the text, then the finished run is found
     code, out, err = run_recipe_here(
         "wikitext103_txl", [*argv, "--eval-interval", "2", "--out", str(tmp_path / "r")], capsys

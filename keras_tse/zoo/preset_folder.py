@@ -1,7 +1,9 @@
 """A model as a folder to hand on, in KerasHub's preset layout: `config.json` (the model's Keras
 config, `keras.saving.serialize_keras_object`), `model.weights.h5` (`model.save_weights`) and
 `metadata.json` (versions, parameter count, and what the saver adds: the card's numbers, the command
-that trained it). `save_preset` writes one, `load_preset` builds the model back on any backend.
+that trained it), and `assets/` (what the model needs beside its weights, as KerasHub keeps a
+tokenizer's: a language model's words in `assets/tokenizer/vocabulary.txt`). `save_preset` writes one,
+`load_preset` builds the model back on any backend.
 """
 
 import json
@@ -16,6 +18,8 @@ from keras_tse import __version__
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 METADATA_FILE = "metadata.json"
+ASSETS = "assets"
+VOCABULARY_ASSET = os.path.join("tokenizer", "vocabulary.txt")  # KerasHub's place for a word-level vocabulary
 
 
 def is_preset_folder(path):
@@ -23,10 +27,11 @@ def is_preset_folder(path):
     return isinstance(path, (str, os.PathLike)) and os.path.isfile(os.path.join(path, CONFIG_FILE))
 
 
-def save_preset(model, folder, metadata=None):
-    """Write `model` to the new folder `folder`: its config, its weights and `metadata` (a dict of
-    JSON values). A folder that exists and holds anything is left as it is (a ValueError); the files
-    are written beside it and renamed into place, so an interrupted save leaves no half a preset."""
+def save_preset(model, folder, metadata=None, assets=None):
+    """Write `model` to the new folder `folder`: its config, its weights, `metadata` (a dict of JSON
+    values) and `assets` ({path under assets/: the file to copy there}). A folder that exists and holds
+    anything is left as it is (a ValueError); the files are written beside it and renamed into place, so
+    an interrupted save leaves no half a preset."""
     folder = os.fspath(folder)
     if os.path.exists(folder) and (not os.path.isdir(folder) or os.listdir(folder)):
         raise ValueError(f"save_preset writes a new folder and never replaces one. Received: folder={folder!r}")
@@ -42,6 +47,10 @@ def save_preset(model, folder, metadata=None):
         model.save_weights(os.path.join(staging, WEIGHTS_FILE))
         with open(os.path.join(staging, METADATA_FILE), "w") as f:
             json.dump({**_versions(model), **(metadata or {})}, f, indent=2)
+        for name, source in (assets or {}).items():
+            target = os.path.join(staging, ASSETS, name)
+            os.makedirs(os.path.dirname(target), exist_ok=True)
+            shutil.copyfile(source, target)
         if os.path.isdir(folder):
             os.rmdir(folder)  # empty: checked above
         os.replace(staging, folder)
@@ -84,6 +93,12 @@ def folder_error(path):
         return f"{path}: received a run's folder; expected one of its models: {runs}"
     files = ", ".join((CONFIG_FILE, WEIGHTS_FILE, METADATA_FILE))
     return f"{path}: received a folder without {CONFIG_FILE}; expected a preset folder (save_preset's {files})"
+
+
+def vocabulary_file(folder):
+    """The preset folder's vocabulary asset (a language model's words, one a line, in id order), or None."""
+    path = os.path.join(folder, ASSETS, VOCABULARY_ASSET)
+    return path if os.path.isfile(path) else None
 
 
 def preset_metadata(folder):

@@ -54,8 +54,15 @@ def _preset(builder, config, description, normalization, card, weights=None):
 _SHIPPED_VIT = dict(depth=6, hidden_dim=64, ffn_dim=128, num_heads=4, norm="deescalate", initializer="torch")
 
 
-def _shipped(name, config, description, normalization):
-    return _preset("vit", {**_SHIPPED_VIT, **config}, description, normalization, name, f"weights/{name}")
+# The language-model task's Penn Treebank widths (keras_tse/experiments/train_lm.py), 4 blocks: 2.09M parameters,
+# 8 MiB of float32 weights, under the 10 MiB a package's preset may take.
+_SHIPPED_GPT = dict(depth=4, vocab_size=10_000, hidden_dim=128, num_heads=4, head_dim=32, ffn_dim=512, segment_len=64,
+                    cutoffs=(), norm="deescalate")  # fmt: skip
+
+
+def _shipped(name, config, description, normalization, builder="vit"):
+    base = _SHIPPED_VIT if builder == "vit" else _SHIPPED_GPT
+    return _preset(builder, {**base, **config}, description, normalization, name, f"weights/{name}")
 
 
 PRESETS = {
@@ -104,6 +111,13 @@ PRESETS = {
         dict(image_size=8, patch_size=2, channels=1),
         "A 6-block de-escalated ViT trained on scikit-learn's 8x8 digits (CPU, a minute): weights included.",
         "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
+    ),
+    "gpt4_ptb": _shipped(
+        "gpt4_ptb",
+        {},
+        "A 4-block GPT with causal de-escalation trained on Penn Treebank (CPU, minutes): weights and vocabulary.",
+        "Penn Treebank word ids: the preset's assets/tokenizer/vocabulary.txt (10,000 words with <eos>)",
+        builder="gpt",
     ),
     "transformer_xl60_wt103_post": _txl60(
         "post", "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails."
@@ -213,7 +227,7 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
                 f"{', '.join(fine_tune.ADAPTABLE)}. Received overrides: {fixed}; pass load_weights=False to build it "
                 "untrained with them"
             )
-        trained = load_preset(os.path.join(os.path.dirname(os.path.abspath(__file__)), entry["weights"]))
+        trained = load_preset(preset_folder(preset))
         return _adapted(trained, preset, **overrides)
     if entry["weights"] is None and any(wanted):
         raise ValueError(
@@ -277,6 +291,19 @@ def overridden_name(preset, overrides):
     changed = [(k, v) for k, v in overrides.items() if k not in UNNAMED and config.get(k) != v]
     # Keras names allow letters, digits, "_", "-" and "."; anything else in a value becomes "_".
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
+
+
+def preset_folder(preset):
+    """The folder that holds preset `preset`'s files (its weights, metadata and assets): a shipped preset's
+    inside the package, a hub preset's in Hugging Face's cache, or `preset` itself if it is such a folder;
+    None for a preset that ships no weights."""
+    if hub.is_hub_handle(preset):
+        return hub.download(preset)
+    if is_preset_folder(preset):
+        return os.fspath(preset)
+    if preset in PRESETS and PRESETS[preset]["weights"] is not None:
+        return os.path.join(os.path.dirname(os.path.abspath(__file__)), PRESETS[preset]["weights"])
+    return None
 
 
 def _adapted_folder(model, overrides):

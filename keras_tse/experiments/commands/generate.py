@@ -1,15 +1,23 @@
-"""`keras-tse generate RUN --prompt TEXT`: a trained language model continues a text."""
+"""`keras-tse generate RUN_OR_PRESET --prompt TEXT`: a trained language model continues a text.
+
+keras-tse generate gpt4_ptb --prompt "the company said" --max-new-tokens 20 --temperature 0
+keras-tse generate runs/lm/deescalate --prompt "the company said" --top-k 40 --seed 0
+"""
 
 import os
 
-HELP = "continue a text with a trained language model (a run's variant folder: its last.keras and vocabulary)"
+HELP = "continue a text with a trained language model (a shipped preset, a preset folder, or a run's variant folder)"
 
 
 def add_arguments(parser):
     from keras_tse.experiments import flags
 
     parser.add_argument(
-        "source", metavar="RUN", help="a language model's variant folder (checkpoints/last.keras, vocabulary.txt)"
+        "source",
+        metavar="RUN_OR_PRESET",
+        help="a language model with its vocabulary: a preset that ships one (gpt4_ptb), a preset folder or "
+        "hf://owner/name (assets/tokenizer/vocabulary.txt), or a run's variant folder (checkpoints/last.keras, "
+        "vocabulary.txt)",
     )
     parser.add_argument("--prompt", required=True, help="the text to continue, words split on whitespace")
     parser.add_argument("--max-new-tokens", type=flags.non_negative_int, default=50, help="words to add (default: 50)")
@@ -22,33 +30,45 @@ def add_arguments(parser):
 
 
 def check(args):
-    """One line for a folder that is not a trained language model's, before any model is read."""
+    """(a function that loads the model, its vocabulary file); one line for a source that is not a trained
+    language model with its vocabulary, before any model is read."""
     from keras_tse._checks import InputError
+    from keras_tse.zoo import presets
+    from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, vocabulary_file
 
+    if args.top_p == 0:
+        raise InputError("--top-p", 0, "a number in (0, 1]")
+    folder = presets.preset_folder(args.source)
+    if folder is not None:  # a preset with weights: its vocabulary is an asset
+        vocabulary = vocabulary_file(folder)
+        if vocabulary is None:
+            raise InputError(
+                "RUN_OR_PRESET", args.source, f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
+            )
+        return (lambda: presets.from_preset(args.source)), vocabulary
     checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
     vocabulary = os.path.join(args.source, "vocabulary.txt")
     missing = [os.path.relpath(p, args.source) for p in (checkpoint, vocabulary) if not os.path.isfile(p)]
     if missing:
-        raise InputError("RUN", args.source, f"a language model's variant folder (it has no {', '.join(missing)})")
-    if args.top_p == 0:
-        raise InputError("--top-p", 0, "a number in (0, 1]")
-    return checkpoint, vocabulary
+        expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
+        raise InputError("RUN_OR_PRESET", args.source, expected)
+    import keras
+
+    return (lambda: keras.saving.load_model(checkpoint, compile=False)), vocabulary
 
 
 def run(args):
-    import keras
-
     from keras_tse import zoo
     from keras_tse.data import Vocabulary
 
-    checkpoint, vocabulary = check(args)
+    load, vocabulary = check(args)
     vocab = Vocabulary.load(vocabulary)
     prompt = vocab.encode([args.prompt])[:-1]  # its words, without the line's closing <eos>
     if not len(prompt):
         from keras_tse._checks import InputError
 
         raise InputError("--prompt", repr(args.prompt), "at least one word")
-    model = keras.saving.load_model(checkpoint, compile=False)
+    model = load()
     ids = zoo.generate(
         model,
         prompt,

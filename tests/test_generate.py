@@ -103,3 +103,26 @@ def test_a_bad_argument_is_one_line(kwargs, message):
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
         zoo.generate(_gpt(), arguments.pop("prompt_ids"), 3, **arguments)
+
+
+@pytest.mark.one_backend  # the command's path; generation itself is checked on every backend above
+def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_path, capsys):
+    """A language model saved as a preset with its words (`save_preset(assets=...)`, KerasHub's
+    assets/tokenizer/vocabulary.txt): `keras-tse generate FOLDER` prints the greedy continuation in
+    words, the one `zoo.generate` gives; a preset folder without the asset is one line."""
+    from keras_tse.data.text import Vocabulary
+    from keras_tse.experiments import cli
+
+    words = tmp_path / "vocabulary.txt"
+    words.write_text("\n".join(["<eos>", "<unk>", *(f"w{i}" for i in range(GPT["vocab_size"] - 2))]) + "\n")
+    model = _gpt()
+    folder = zoo.save_preset(model, tmp_path / "lm", assets={"tokenizer/vocabulary.txt": str(words)})
+    assert (tmp_path / "lm" / "assets" / "tokenizer" / "vocabulary.txt").read_text() == words.read_text()
+    capsys.readouterr()
+    assert cli.main(["generate", folder, "--prompt", "w1 w2", "--max-new-tokens", "4", "--temperature", "0"]) == 0
+    vocab = Vocabulary.load(str(words))
+    expected = vocab.decode(zoo.generate(model, vocab.encode(["w1 w2"])[:-1], 4, temperature=0))
+    assert capsys.readouterr().out.strip().splitlines()[-1] == expected and len(expected.split()) == 6
+    bare = zoo.save_preset(model, tmp_path / "bare")
+    assert cli.main(["generate", bare, "--prompt", "w1"]) == 2
+    assert "expected a language model's preset (it has no assets/tokenizer/vocabulary.txt)" in capsys.readouterr().err

@@ -227,7 +227,7 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
                 f"{', '.join(fine_tune.ADAPTABLE)}. Received overrides: {fixed}; pass load_weights=False to build it "
                 "untrained with them"
             )
-        trained = load_preset(preset_folder(preset))
+        trained = load_preset(folder_of(preset))
         return _adapted(trained, preset, **overrides)
     if entry["weights"] is None and any(wanted):
         raise ValueError(
@@ -293,7 +293,7 @@ def overridden_name(preset, overrides):
     return preset + "".join(re.sub(r"[^\w.-]", "_", f"-{key}{value}") for key, value in changed)
 
 
-def preset_folder(preset):
+def folder_of(preset):
     """The folder that holds preset `preset`'s files (its weights, metadata and assets): a shipped preset's
     inside the package, a hub preset's in Hugging Face's cache, or `preset` itself if it is such a folder;
     None for a preset that ships no weights."""

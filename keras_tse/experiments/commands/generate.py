@@ -33,28 +33,27 @@ def check(args):
     """(a function that loads the model, its vocabulary file); one line for a source that is not a trained
     language model with its vocabulary, before any model is read."""
     from keras_tse._checks import InputError
-    from keras_tse.zoo import presets
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, vocabulary_file
+    from keras_tse.zoo.presets import folder_of, from_preset
 
     if args.top_p == 0:
         raise InputError("--top-p", 0, "a number in (0, 1]")
-    folder = presets.preset_folder(args.source)
-    if folder is not None:  # a preset with weights: its vocabulary is an asset
-        vocabulary = vocabulary_file(folder)
-        if vocabulary is None:
-            raise InputError(
-                "RUN_OR_PRESET", args.source, f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
-            )
-        return (lambda: presets.from_preset(args.source)), vocabulary
     checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
     vocabulary = os.path.join(args.source, "vocabulary.txt")
-    missing = [os.path.relpath(p, args.source) for p in (checkpoint, vocabulary) if not os.path.isfile(p)]
-    if missing:
-        expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
-        raise InputError("RUN_OR_PRESET", args.source, expected)
-    import keras
+    folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
+    if folder is None:
+        missing = [os.path.relpath(p, args.source) for p in (checkpoint, vocabulary) if not os.path.isfile(p)]
+        if missing:
+            expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
+            raise InputError("RUN_OR_PRESET", args.source, expected)
+        import keras
 
-    return (lambda: keras.saving.load_model(checkpoint, compile=False)), vocabulary
+        return (lambda: keras.saving.load_model(checkpoint, compile=False)), vocabulary
+    vocabulary = vocabulary_file(folder)  # a preset with weights: its vocabulary is an asset
+    if vocabulary is None:
+        expected = f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
+        raise InputError("RUN_OR_PRESET", args.source, expected)
+    return (lambda: from_preset(args.source)), vocabulary
 
 
 def run(args):

@@ -552,5 +552,5 @@ def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(stu
 
     monkeypatch.setattr(module.engine, "run_recipe", run_recipe)
     row = module.STUDY.run_cell(str(tmp_path), arm, 1e-3, 1)
-    assert set(module.FIELDS) - set(row) == {"machine"}  # the engine adds the machine
+    assert set(module.STUDY.fields) - set(row) == {"machine"}  # the engine adds the machine
     assert (row["train_loss"], row["similarity_end"], row["loss_curve"], row["seed"]) == (0.5, 0.2, "0.9;0.5", 1)

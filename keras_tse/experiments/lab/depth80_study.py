@@ -6,7 +6,8 @@ per arm on a selection seed, then the verdict seeds at each arm's best rate. Res
 
 Each cell is one run of `keras-tse train vit` (JAX, `--scan`) in its own folder under
 `--runs` (a killed cell resumes from its last saved epoch); a finished cell becomes one row of
-`zoo/depth80_fashion_mnist/results.csv`, which is all the card (`vit_study_card`) reads.
+`zoo/depth80_fashion_mnist/results.csv`, which is all the card (`vit_study_card`) reads. This module is
+the plan, data alone; `vit_study_card` runs its cells and draws its card.
 
 The plan (the engine's) follows from the rows: an arm first runs seed 0 at each rate of the grid;
 if its best rate (the lowest final training loss: trainability is the paper's question, and the test set
@@ -14,14 +15,13 @@ is not used to choose) lies at an end of what was tried, the grid grows by a fac
 most twice); once the best is inside, seeds 1-5 run at it (seed 0 chose the rate, so no verdict uses it).
 """
 
-import csv
-import functools
 import os
 import sys
 
 from keras_tse.experiments.lab import (
     ROOT,  # noqa: E402
     engine,
+    vit_study_card,
 )
 
 RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "results.csv")
@@ -64,56 +64,11 @@ QUESTIONS = (
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
 CELLS_AT_ONCE = "two cells at once"
-FIELDS = (
-    "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
-    "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
-    "machine", *engine.LEARNED_TAU,
-)  # fmt: skip
-
-
-def cell_folder(runs, arm, learning_rate, seed):
-    return os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
-
-
-def run_cell(runs, arm, learning_rate, seed, *, epochs, flags=None):
-    """One recipe run (it resumes a killed one) with this study's flags for `arm` (or `flags`, the same
-    task in another study: they name the layout as `--norm NAME` first); its row."""
-    flags = flags or (*DATA, *MODEL, *ARMS[arm])
-    out = cell_folder(runs, arm, learning_rate, seed)
-    argv = [*flags, "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(epochs)]
-    seconds = engine.run_recipe("vit", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
-    variant = os.path.join(out, flags[flags.index("--norm") + 1])
-    summary = engine.read_json(variant, "summary.json")
-    with open(os.path.join(variant, "history.csv"), newline="") as handle:
-        history = list(csv.DictReader(handle))
-    return {
-        "arm": arm,
-        "learning_rate": f"{learning_rate:g}",
-        "seed": seed,
-        **engine.classifier_columns(summary),
-        "best_test_accuracy": summary["best_test_accuracy"],
-        "loss_curve": ";".join(f"{float(h['loss']):.5g}" for h in history),
-        "test_accuracy_curve": ";".join(f"{float(h['val_accuracy']):.4f}" for h in history),
-        "seconds": seconds,
-        "backend": "jax",
-    }
-
-
-def _figure():
-    from keras_tse.experiments.lab import vit_study_card
-
-    return vit_study_card.plot(STUDY.read_rows(), sys.modules[__name__])
-
-
-STUDY = engine.Study(
+STUDY = vit_study_card.study_of(
+    sys.modules[__name__],
     name="depth80",
     title="ViT-80 at width 32 on a Fashion-MNIST subset: nine arms, each at its own best rate",
-    parts={"all": (PLAN, "every arm")},
-    run_cell=functools.partial(run_cell, epochs=EPOCHS),
-    results=RESULTS,
-    fields=FIELDS,
     card=os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md"),
-    figure=_figure,
 )
 read_rows = STUDY.read_rows
 plan_of = STUDY.plan_of

@@ -31,8 +31,8 @@ import sys
 
 from keras_tse.experiments.lab import (
     ROOT,  # noqa: E402
-    depth80_study,
     engine,
+    vit_study_card,
 )
 
 RESULTS = os.path.join(ROOT, "zoo", "gpu", "fig6_paper.csv")
@@ -64,29 +64,11 @@ QUESTIONS = (
 FIGURE = os.path.join(os.path.dirname(RESULTS), "fig6_paper.png")
 FIGURE_TITLE = "ViT-80, Table 1's width, Fashion-MNIST (60k), 4 epochs"
 CELLS_AT_ONCE = "three cells sharing the GPU"
-FIELDS = depth80_study.FIELDS
-
-
-def run_cell(runs, arm, learning_rate, seed):
-    """One recipe run; its row (the depth-80 study's columns: the same task, the same measures)."""
-    return depth80_study.run_cell(runs, arm, learning_rate, seed, epochs=EPOCHS, flags=(*DATA, *MODEL, *ARMS[arm]))
-
-
-def _figure():
-    from keras_tse.experiments.lab import vit_study_card
-
-    return vit_study_card.plot(STUDY.read_rows(), sys.modules[__name__])
-
-
-STUDY = engine.Study(
+STUDY = vit_study_card.study_of(
+    sys.modules[__name__],
     name="fig6_paper",
     title="Fig. 6 at the paper's size on a GPU: ViT-80, six arms against the published fixes",
-    parts={"all": (PLAN, "every arm")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
     card=os.path.join(ROOT, "zoo", "vit80_cifar10.md"),
-    figure=_figure,
     cell_estimate_s=CELL_ESTIMATE_S,
 )
 read_rows = STUDY.read_rows

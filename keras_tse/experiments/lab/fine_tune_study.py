@@ -23,14 +23,15 @@ import sys
 
 from keras_tse.experiments.lab import (
     ROOT,  # noqa: E402
-    depth80_study,
     engine,
+    vit_study_card,
 )
 
 RESULTS = os.path.join(ROOT, "zoo", "vit6_fashion_mnist", "fine_tune.csv")
 PRESET = "vit6_fashion_mnist"
 DATA = ("--dataset", "mnist", "--train-size", "6000", "--batch-size", "128", "--no-download", "--augment", "none")
 EPOCHS = 3
+MODEL = ()  # each arm names its model: the preset's, trained or untrained
 ARMS = {
     "fine_tuned": ("--from-preset", PRESET, "--norm", "deescalate"),
     # the preset's model (keras_tse/zoo/presets.py), untrained
@@ -54,29 +55,11 @@ QUESTIONS = (("fine_tuned", "scratch", f"does starting from {PRESET}'s weights h
 FIGURE = os.path.join(os.path.dirname(RESULTS), "fine_tune.png")
 FIGURE_TITLE = f"ViT-6 on 6,000 MNIST images: {PRESET} fine-tuned against scratch"
 CELLS_AT_ONCE = "one or two cells at once"
-FIELDS = depth80_study.FIELDS
-
-
-def run_cell(runs, arm, learning_rate, seed):
-    """One recipe run; its row (the depth-80 study's columns: the same task, the same measures)."""
-    return depth80_study.run_cell(runs, arm, learning_rate, seed, epochs=EPOCHS, flags=(*DATA, *ARMS[arm]))
-
-
-def _figure():
-    from keras_tse.experiments.lab import vit_study_card
-
-    return vit_study_card.plot(STUDY.read_rows(), sys.modules[__name__])
-
-
-STUDY = engine.Study(
+STUDY = vit_study_card.study_of(
+    sys.modules[__name__],
     name="fine_tune",
     title=f"{PRESET} fine-tuned on 6,000 MNIST images against the same model from scratch",
-    parts={"all": (PLAN, "both arms")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
     card=os.path.join(ROOT, "zoo", "vit6_fashion_mnist.md"),
-    figure=_figure,
 )
 read_rows = STUDY.read_rows
 plan_of = STUDY.plan_of

@@ -1,18 +1,67 @@
-"""The tables and figure of a ViT classifier study's card (the depth-80 study on a CPU, Fig. 6 at the
-paper's size on a GPU), from the study's result file alone.
+"""The ViT classifier studies (the depth-80 study on a CPU, Fig. 6 at the paper's size on a GPU, the
+fine-tune study): each is a plan module of data alone (its DATA, MODEL and ARMS flags, EPOCHS, PLAN,
+RESULTS, QUESTIONS, FIGURE, FIGURE_TITLE, CELLS_AT_ONCE), made a study of the engine here (`study_of`),
+its cells run by `run_cell`, its card's tables and figure drawn from its result file alone.
 
     keras-tse study depth80 --card    # the tables (generated blocks of the card) and the loss-curve figure
 
-Every function takes the study's module (`depth80_study`, `fig6_paper_study`: its ARMS, PLAN, QUESTIONS,
-FIGURE and FIGURE_TITLE). Each arm is read at its best learning rate (`engine.best_rate` under the plan:
-the seed-0 rate of lowest final training loss); its seeds there are averaged; a verdict follows the
-verdict rule of zoo/README.md on the verdict seeds (seed 0 chose the rate).
+Each arm is read at its best learning rate (`engine.best_rate` under the plan: the seed-0 rate of lowest
+final training loss); its seeds there are averaged; a verdict follows the verdict rule of zoo/README.md
+on the verdict seeds (seed 0 chose the rate).
 """
+
+import csv
+import functools
+import os
 
 import numpy as np
 
 from keras_tse.experiments.lab import engine
 from keras_tse.experiments.lab.engine import spread
+
+# The columns of a ViT classifier study's row: the run's measures and its curves.
+FIELDS = (
+    "arm", "learning_rate", "seed", "epochs", "train_loss", "test_loss", "test_accuracy", "best_test_accuracy",
+    "similarity_init", "similarity_end", "loss_curve", "test_accuracy_curve", "seconds", "backend",
+    "machine", *engine.LEARNED_TAU,
+)  # fmt: skip
+
+
+def study_of(plan, **fields):
+    """The engine's study of plan module `plan`, named and carded by `fields` (name, title, card, ...)."""
+    study = engine.Study(
+        parts={"all": (plan.PLAN, "every arm")},
+        run_cell=functools.partial(run_cell, plan),
+        results=plan.RESULTS,
+        fields=FIELDS,
+        figure=lambda: plot(study.read_rows(), plan),
+        **fields,
+    )
+    return study
+
+
+def run_cell(plan, runs, arm, learning_rate, seed):
+    """One `keras-tse train vit` run (it resumes a killed one) with the plan's flags for `arm` (the layout
+    named `--norm NAME`); its row."""
+    flags = (*plan.DATA, *plan.MODEL, *plan.ARMS[arm])
+    out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
+    argv = [*flags, "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(plan.EPOCHS)]
+    seconds = engine.run_recipe("vit", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
+    variant = os.path.join(out, flags[flags.index("--norm") + 1])
+    summary = engine.read_json(variant, "summary.json")
+    with open(os.path.join(variant, "history.csv"), newline="") as handle:
+        history = list(csv.DictReader(handle))
+    return {
+        "arm": arm,
+        "learning_rate": f"{learning_rate:g}",
+        "seed": seed,
+        **engine.classifier_columns(summary),
+        "best_test_accuracy": summary["best_test_accuracy"],
+        "loss_curve": ";".join(f"{float(h['loss']):.5g}" for h in history),
+        "test_accuracy_curve": ";".join(f"{float(h['val_accuracy']):.4f}" for h in history),
+        "seconds": seconds,
+        "backend": "jax",
+    }
 
 
 def _floats(rows, column):

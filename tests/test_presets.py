@@ -47,10 +47,12 @@ def test_presets_command_lists_every_preset_with_its_count(capsys):
 
 def test_every_preset_has_its_metadata_and_an_existing_card():
     for name, entry in zoo.presets().items():
-        if entry["weights"] is not None:  # shipped: a preset folder inside the package, under 5 MB
+        if entry["weights"] is not None:  # shipped: a preset folder inside the package, at most 10 MiB
             folder = os.path.join(os.path.dirname(zoo.__file__), entry["weights"])
-            assert sorted(os.listdir(folder)) == ["config.json", "metadata.json", "model.weights.h5"], name
-            assert sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder)) < 5 * 2**20, name
+            files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
+            words = ["assets/tokenizer/vocabulary.txt"] if entry["builder"] == "gpt" else []  # a language model's
+            assert files == sorted([*words, "config.json", "metadata.json", "model.weights.h5"]), name
+            assert sum(os.path.getsize(os.path.join(folder, f)) for f in files) <= 10 * 2**20, name
         assert entry["normalization"] and entry["description"], name
         assert os.path.exists(os.path.join(ROOT, entry["card"])), (name, entry["card"])
     assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"

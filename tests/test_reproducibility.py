@@ -69,11 +69,11 @@ def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
 def test_demo_in_two_fresh_processes_prints_identical_numbers(tmp_path):
     """The README's promise, the way a user meets it: the same `keras-tse demo` command (on JAX, the
     README's backend), run twice as separate processes, prints the same table and writes the same
-    numbers. Shrunk to 2 blocks, 2 epochs and one seed to keep CI short."""
+    numbers. Shrunk to 2 blocks, 1 epoch and one seed to keep CI short."""
     outputs = []
     for run in range(2):
         out = tmp_path / f"demo{run}"
-        argv = ["demo", "--epochs", "2", "--depth", "2", "--seeds", "1", "--verbose", "0", "--out", str(out)]
+        argv = ["demo", "--epochs", "1", "--depth", "2", "--seeds", "1", "--verbose", "0", "--out", str(out)]
         printed = subprocess.run(
             [sys.executable, "-m", "keras_tse.experiments.cli", *argv],
             capture_output=True,

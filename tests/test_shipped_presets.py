@@ -49,6 +49,8 @@ def test_a_shipped_preset_scores_its_test_set_as_recorded(name):
         assert images == metadata["test_images"]
         assert abs(accuracy - metadata["test_accuracy"]) <= 0.005, (accuracy, metadata["test_accuracy"])
         assert f"{100 * metadata['test_accuracy']:.2f}%" in card
+    if name == "vit6_fashion_mnist":
+        assert accuracy >= 0.90  # the zoo's promise for its Fashion-MNIST weights
 
 
 def test_a_shipped_preset_fine_tunes_with_a_fresh_head_gives_its_features_and_takes_another_image_size():
@@ -125,3 +127,16 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
     assert accuracy > 0.8, accuracy  # from scratch, the same epoch and rate: 27.6% (measured)
     with pytest.raises(ValueError, match="--depth: received 3; expected no model flag with --from-preset"):
         train_vit.check_args(train_vit.parse_args([*argv, "--depth", "3"]))
+
+
+@pytest.mark.one_backend  # the command's path; the model's perplexity is checked on every backend above
+def test_keras_tse_generate_on_the_shipped_language_model_prints_the_words_its_card_quotes(capsys):
+    from keras_tse.experiments import cli
+
+    argv = ["generate", "gpt4_ptb", "--prompt", "the company said", "--max-new-tokens", "12", "--temperature", "0"]
+    capsys.readouterr()
+    assert cli.main(argv) == 0
+    printed = capsys.readouterr().out.strip().splitlines()[-1]
+    with open(os.path.join(ROOT, "zoo", "gpt4_ptb.md")) as f:
+        quoted = f.read().split("<!-- greedy -->\n```text\n")[1].split("\n```")[0]
+    assert printed == quoted and len(printed.split()) == 15 and printed.split()[3:5] == ["the", "<unk>"]

@@ -55,6 +55,7 @@ DOCUMENTS = (
     os.path.join("zoo", "ptb_transformer_xl16.md"),
     os.path.join("zoo", "gpt8_small.md"),
     os.path.join("zoo", "vit6_fashion_mnist.md"),
+    os.path.join("zoo", "gpt4_ptb.md"),
     os.path.join("zoo", "vit6_digits.md"),
     os.path.join("zoo", "depth80_fashion_mnist.md"),
     os.path.join("zoo", "vit80_cifar10.md"),

@@ -84,7 +84,9 @@ def ship(name, run_folder, command):
     flags = (LANGUAGE_MODELS.get(name) or COMMANDS[name]).split()
     dataset = flags[flags.index("--dataset") + 1]
     if name in LANGUAGE_MODELS:
-        perplexity, tokens = evaluate_text_test_set(model, dataset)
+        scored = zoo.from_preset(name, load_weights=False)  # compiling adds optimizer state: not in the preset
+        scored.set_weights(trained.get_weights())
+        perplexity, tokens = evaluate_text_test_set(scored, dataset)
         steps = engine.read_json(run_folder, "config.json")["train"]["steps"]
         measured = {"test_perplexity": perplexity, "test_tokens": tokens, "steps": steps}
         assets = {zoo.preset_folder.VOCABULARY_ASSET: os.path.join(run_folder, "vocabulary.txt")}

@@ -369,7 +369,13 @@ GENERATED_BLOCKS = {
     "README.md": {"demo", "shipped_presets"},
     "tests/README.md": {"ci"},
     "zoo/README.md": {"verdict_rates"},
-    "zoo/vit6_fashion_mnist.md": {"shipped_vit6_fashion_mnist"},
+    "zoo/vit6_fashion_mnist.md": {
+        "shipped_vit6_fashion_mnist",
+        "fine_tune_results",
+        "fine_tune_verdicts",
+        "fine_tune_grid",
+    },
+    "zoo/gpt4_ptb.md": {"shipped_gpt4_ptb"},
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
     "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid"},
     "zoo/escalation.md": {"escalation"},
@@ -397,7 +403,7 @@ GENERATED_BLOCKS = {
         "depth_study_earlier",
     },
     "zoo/vit24_digits.md": {"demo_similarity", "demo"},
-    "zoo/vit80_cifar10.md": {"gpu_fig6"},
+    "zoo/vit80_cifar10.md": {"gpu_fig6", "fig6_paper_results", "fig6_paper_verdicts", "fig6_paper_grid"},
     "zoo/transformer_xl60_wt103.md": {"gpu_fig7"},
     "zoo/fashion_mnist_vit.md": {f"fmnist_vit{d}{s}" for d in (24, 48) for s in ("", "_verdicts", "_similarity")},
     "zoo/ptb_transformer_xl16.md": {

@@ -58,25 +58,23 @@ def test_a_default_folder_that_cannot_be_made_warns_and_trains_without(tmp_path,
 
 
 @pytest.mark.one_backend  # it starts its own JAX processes
-# the unrolled bar is below the 2.0x measured alone: a clean-clone CI run, three suites on two cores,
-# once measured 6.2 s cold and 4.3 s warm (1.43x); the best of two warm processes is the warm time
-@pytest.mark.parametrize("scan, speedup", [(True, 3.0)])  # unrolled (1.4x bar) measured once, see below
-def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path, scan, speedup):
-    """The same ViT-12 in two fresh JAX processes sharing a cache: the second compiles nothing
-    (JAX reports the compile seconds it saved), trains to the same loss, and starts faster: at least
-    3x with the blocks scanned (`scan=True`), whose warm step traces one block, not twelve.
+def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
+    """The same ViT-12, blocks scanned, in three fresh JAX processes sharing a cache: the warm ones
+    compile nothing (JAX reports the compile seconds each saved), train to the same loss, and spend at
+    least 3x fewer CPU seconds on their first step.
 
-    Measured (2-core CPU): unrolled, first step 6.4 s cold, 3.1-3.3 s warm (2.0x, nothing else
-    running), 4.5 / 2.3 s with two training processes beside it; the same model at width 192, 8.6 s
-    and 3.0 s (2.8x); `keras-tse demo --epochs 2 --depth 2 --seeds 1`, 39-48 s cold and 12 s warm.
-    What an unrolled warm step still pays is tracing the model in Python (1.2-2.0 s at 12 blocks) and
-    loading the executables (0.7-0.9 s), which no cache removes. Scanned, with the two processes
-    beside it: 2.8 s cold, 0.54 s warm (5.1x); the `vit12_cifar10_small` preset 2.9 / 0.73-0.83 s.
+    The bar is on the process's CPU seconds, not its wall clock: compiling is CPU work the cache
+    removes, while wall time also counts the waits for a core. A clean-clone CI run (three suites on
+    two cores) measured 4.8 s wall cold and 1.7 s warm (2.8x) and so failed a wall-clock bar.
+    Measured (2-core CPU): 4.7 CPU s cold, 0.58-0.62 warm (7.5x) with nothing beside it, 4.7 and
+    0.54-0.59 (8x) beside four busy processes, whose wall clock read 8.1 s cold and 0.5-1.4 s warm.
+    What a warm step still pays is tracing one block in Python and loading the executables, which no
+    cache removes.
     """
     runs = []
     for _ in range(3):  # cold, then two warm
         printed = subprocess.run(
-            [sys.executable, os.path.join(ROOT, "tests", "first_step_worker.py"), str(tmp_path / "cache"), str(scan)],
+            [sys.executable, os.path.join(ROOT, "tests", "first_step_worker.py"), str(tmp_path / "cache"), "True"],
             capture_output=True,
             text=True,
             check=True,
@@ -84,8 +82,8 @@ def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path, scan, sp
         ).stdout
         runs.append(json.loads(printed.strip().splitlines()[-1]))
     cold, *warm = runs
-    # JAX counts the compile seconds each cache hit saved: none cold, some warm (under a second for the
-    # scanned model, which compiles little: the ratio below is the bar)
+    # JAX counts the compile seconds each cache hit saved (wall seconds, so they swell under load):
+    # none cold, some warm; the CPU ratio below is the bar
     assert cold["saved_s"] == 0 and all(w["saved_s"] > 0 for w in warm), runs
     assert all(w["loss"] == cold["loss"] for w in warm), runs
-    assert min(w["first_step_s"] for w in warm) < cold["first_step_s"] / speedup, runs
+    assert max(w["first_step_cpu_s"] for w in warm) < cold["first_step_cpu_s"] / 3, runs

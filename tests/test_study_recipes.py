@@ -451,12 +451,13 @@ def test_keras_tse_study_runs_the_arms_asked_of_its_plan_and_refuses_an_unknown_
 
 
 def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
+    """Every study is listed; nothing in the list is hand-kept here but the names the cards cite."""
     from keras_tse.experiments import cli
     from keras_tse.experiments.commands.study import studies
 
     assert cli.main(["study"]) == 0
     listed = capsys.readouterr().out
-    assert all(f"{name} " in listed for name in ("depth80", "fig6_paper", "fine_tune", "ptb_warmup", "tau_sweep"))
+    assert all(f"{name} " in listed for name in STUDIES)
     depth80 = studies()["depth80"]
     assert cli.main(["study", "depth80", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -465,7 +466,10 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
     assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
 
 
-@pytest.mark.parametrize("name", ["depth80", "fig6_paper", "fine_tune", "ptb_warmup", "tau_sweep"])
+STUDIES = ("depth80", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "speed_paper", "tau_sweep")
+
+
+@pytest.mark.parametrize("name", STUDIES)
 def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, monkeypatch, capsys):
     """`--card` on a copy of the committed card: its generated tables equal the committed ones."""
     import dataclasses
@@ -505,13 +509,19 @@ def _fake_run(variant, summary, files):
             f.write(text)
 
 
-@pytest.mark.parametrize("arm, recorded, expected", [("pre", {}, 0), ("pre_warmup", {"warmup_steps": 50}, 50)])
-def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_recorded_the_default(
-    arm, recorded, expected, tmp_path, monkeypatch
+@pytest.mark.parametrize(
+    "study, arm, recorded, expected",
+    [("ptb_warmup_study", "pre", {}, 0), ("ptb_warmup_study", "pre_warmup", {"warmup_steps": 50}, 50),
+     ("fig7_paper_study", "pre", {}, 0)],
+)  # fmt: skip
+def test_a_language_model_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_recorded_the_default(
+    study, arm, recorded, expected, tmp_path, monkeypatch
 ):
-    study = lab_module("ptb_warmup_study")
+    study = lab_module(study)
+    asked = []
 
     def run_recipe(recipe, argv, out, what):  # the files the recipe writes (config.json: the kit only where set)
+        asked.append(argv)
         train = {"steps": 500, "learning_rate": 5e-4, **recorded}
         summary = {"train_loss": 5.0, "valid_loss": 5.1, "valid_perplexity": 164.0, "test_perplexity": 160.0,
                    "last_block_similarity_start": 0.9, "last_block_similarity_end": 0.8}  # fmt: skip
@@ -524,6 +534,33 @@ def test_a_ptb_cell_row_reads_the_warmup_its_run_recorded_and_none_where_it_reco
     monkeypatch.setattr(study.engine, "run_recipe", run_recipe)
     row = study.run_cell(str(tmp_path), arm, 5e-4, 0)
     assert (row["warmup_steps"], row["depth"], row["steps"], row["test_perplexity"]) == (expected, 16, 500, 160.0)
+    assert set(study.STUDY.fields) - set(row) == {"machine"}  # the engine adds the machine
+    assert ("--size" in asked[0]) == (study.STUDY.name == "fig7_paper")  # Fig. 7's widths, at the paper's size
+
+
+@pytest.mark.starts_processes  # the bench runs in its own JAX process, whatever backend hosts the test
+def test_a_bench_study_cell_runs_the_bench_and_its_row_alone_fills_the_speed_table(tmp_path, monkeypatch, capsys):
+    """`keras-tse study speed_paper --arms jax` at a tiny bench size: the bench runs in a process of its own
+    backend, its results become one row (as JSON) of the result file, handed off with the logs, and the
+    card's table is drawn from that row."""
+    import dataclasses
+
+    from keras_tse.experiments import cli
+    from keras_tse.experiments.commands import study as command
+
+    module = lab_module("speed_paper_study")
+    monkeypatch.setattr(module, "BENCH", ("--quick", "--cases", "vit_post", "--steps", "1", "--rounds", "1",
+                                          "--warmup", "0", "--vit-depth", "1"))  # fmt: skip
+    moved = dataclasses.replace(module.STUDY, results=str(tmp_path / "speed_paper.csv"))
+    monkeypatch.setattr(command, "studies", lambda: {"speed_paper": moved})
+    out = tmp_path / "out"
+    assert cli.main(["study", "speed_paper", "--arms", "jax", "--runs", str(tmp_path / "runs"), "--out", str(out)]) == 0
+    (row,) = moved.read_rows()
+    (result,) = json.loads(row["results"])
+    assert (row["arm"], row["backend"], result["backend"], result["case"]) == ("jax", "jax", "jax", "vit_post")
+    assert sorted(p.name for p in out.iterdir()) == ["cell_logs.tar.gz", "speed_paper.csv"]
+    table = module.markdown_table([row])
+    assert f"| jax | vit_post | {result['device']} | float32 | 32 | {result['step_ms']:.1f} |" in table
 
 
 def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, monkeypatch):

@@ -129,12 +129,12 @@ def run_recipe(task, argv, out, what):
     return run_process(command, out + ".log", what)
 
 
-def run_process(command, log_path, what):
-    """Run one cell's process (JAX unless the environment names a backend), its output appended to
-    `log_path`; the seconds it took. A spent budget stops it (`CellStopped`); a failure names `what`."""
+def run_process(command, log_path, what, backend="jax"):
+    """Run one cell's process under Keras backend `backend`, its output appended to `log_path`; the seconds
+    it took. A spent budget stops it (`CellStopped`); a failure names `what`."""
     start = time.perf_counter()
     with open(log_path, "a") as log:
-        env = {**os.environ, "KERAS_BACKEND": "jax"}
+        env = {**os.environ, "KERAS_BACKEND": backend}
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
         _CELLS.processes.add(process)
         try:

@@ -27,7 +27,9 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | tau_sweep | zoo/depth_study/tau_sweep.csv | `keras-tse study tau_sweep --jobs 2` (cell by cell, resumable) |
 | ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
-| gpu_fig6, gpu_fig7, gpu_speed | zoo/gpu/cells.csv and the files beside it | `python -m keras_tse.experiments.lab.gpu_plan run ...` on a GPU machine, then `python -m keras_tse.experiments.lab.gpu_plan adopt FOLDER` here |
+| gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`keras_tse.experiments.lab.gpu_cells_card`) |
+| gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
+| gpu_speed | zoo/gpu/speed_paper.csv and zoo/gpu/returned/*_bench_*.json | `keras-tse study speed_paper --jobs 1 --budget-s 540 --out "$OUT"` on a GPU machine |
 | verdict_rates | zoo/figures/verdict_rates.json | `python -m keras_tse.experiments.lab.verdict_rates` |
 | remat_memory | zoo/figures/remat_memory.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.remat_memory --depths 48,80 --out zoo/figures/remat_memory.json` |
 | generation_speed | zoo/figures/generation_speed.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.generation_speed --out zoo/figures/generation_speed.json` |
@@ -63,6 +65,9 @@ DOCUMENTS = (
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
 VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study"}
+# Blocks that are a study's whole table: block name -> its plan module.
+STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
+                "gpu_speed": "speed_paper_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
@@ -209,11 +214,11 @@ def render(name):
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
-    if name in ("tau_sweep", "ptb_warmup"):
-        study = _generator(f"{name}_study")
+    if name in STUDY_TABLES:
+        study = _generator(STUDY_TABLES[name])
         return study.markdown_table(study.read_rows())
-    if name in ("gpu_fig6", "gpu_fig7", "gpu_speed"):
-        return _generator("gpu_plan").card_block(name)
+    if name == "gpu_fig6":
+        return _generator("gpu_cells_card").fig6_block()
     if name == "generation_speed":
         with open(_path("zoo", "figures", "generation_speed.json")) as f:
             return _generator("generation_speed").markdown_table(json.load(f))

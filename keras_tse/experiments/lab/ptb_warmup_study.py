@@ -24,13 +24,9 @@ Choices where the paper is silent:
 """
 
 import os
+import sys
 
-from keras_tse.experiments.lab import (
-    ROOT,  # noqa: E402
-    engine,
-)
-from keras_tse.experiments.lab.engine import spread
-from keras_tse.run_files import read_steps
+from keras_tse.experiments.lab import ROOT, engine, lm_study_card
 
 RESULTS = os.path.join(ROOT, "zoo", "ptb_transformer_xl16", "warmup_study.csv")
 DATA = ("--dataset", "ptb", "--no-download", "--steps", "500", "--eval-interval", "250")
@@ -56,42 +52,12 @@ PARTS = {
         arms=("post_32", "post_32_warmup", "pre_32", "causal_32"), grid=GRID, seeds=SEEDS, select_by="valid_loss"
     ),
 }
-FIELDS = (
-    "arm", "depth", "learning_rate", "seed", "warmup_steps", "steps", "train_loss", "valid_loss", "valid_perplexity",
-    "test_perplexity", "similarity_init", "similarity_end", "loss_curve", "seconds", "backend",
-    "machine",
-)  # fmt: skip
+FIELDS = lm_study_card.FIELDS
 
 
-def run_cell(runs, arm, learning_rate, seed, *, data=DATA):
+def run_cell(runs, arm, learning_rate, seed):
     """One recipe run (it resumes a killed one); its row."""
-    out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
-    argv = [*data, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
-    seconds = engine.run_recipe("lm", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
-    variant = os.path.join(out, ARMS[arm][1])
-    summary = engine.read_json(variant, "summary.json")
-    config = engine.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
-    # config.json records the training kit's settings only where they differ from its defaults (no warmup)
-    from keras_tse.training.configs import LMTrainConfig
-
-    steps, losses = read_steps(os.path.join(variant, "steps.csv"))
-    return {
-        "arm": arm,
-        "depth": config["overrides"]["depth"],
-        "learning_rate": f"{learning_rate:g}",
-        "seed": seed,
-        "warmup_steps": config["train"].get("warmup_steps", LMTrainConfig.warmup_steps),
-        "steps": int(steps[-1]),
-        "train_loss": summary["train_loss"],
-        "valid_loss": summary["valid_loss"],
-        "valid_perplexity": summary["valid_perplexity"],
-        "test_perplexity": summary["test_perplexity"],
-        "similarity_init": summary["last_block_similarity_start"],
-        "similarity_end": summary["last_block_similarity_end"],
-        "loss_curve": ";".join(f"{loss:.5g}" for loss in losses),
-        "seconds": seconds,
-        "backend": "jax",
-    }
+    return lm_study_card.run_cell(sys.modules[__name__], runs, arm, learning_rate, seed)
 
 
 # The card's questions, each a pair of arms of one part: (A, B, what A against B answers).
@@ -107,36 +73,8 @@ QUESTIONS = (
 
 
 def markdown_table(rows):
-    """One line per arm at its best rate (by validation loss; seed means, min-max), then each question
-    answered on test perplexity by the verdict rule once both arms have its seeds."""
-    from keras_tse.experiments import verdicts
-
-    lines = [
-        "| arm | blocks | warmup steps | best lr | rates tried (seed 0) | seeds | valid perplexity "
-        "| test perplexity | similarity at end |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|",
-    ]
-    best = {arm: engine.at_best(rows, arm, plan_of(arm)) for arm in ARMS}
-    for arm, (rate, members) in best.items():
-        if rate is None:
-            lines.append(f"| {arm} | | | not run | | 0 | | | |")
-            continue
-        tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
-        cells = [spread([float(r[c]) for r in members], d) for c, d in
-                 (("valid_perplexity", 1), ("test_perplexity", 1), ("similarity_end", 3))]  # fmt: skip
-        lines.append(
-            f"| {arm} | {members[0]['depth']} | {members[0]['warmup_steps']} | {rate:g} | "
-            f"{'/'.join(f'{t:g}' for t in tried)} | {len(members)} | {' | '.join(cells)} |"
-        )
-    lines += ["", "| question | A | B | on test perplexity |", "|---|---|---|---|"]
-    asked = [(a, b, question) for a, b, question in QUESTIONS if best[a][0] is not None and best[b][0] is not None]
-    seeds = {q: [engine.verdict_seeds(best[arm][1], "test_perplexity") for arm in (a, b)] for a, b, q in asked}
-    asked = [(a, b, q) for a, b, q in asked if min(map(len, seeds[q])) >= verdicts.MIN_SEEDS]
-    said = dict(zip([q for _, _, q in asked], verdicts.stated(
-        [verdicts.measure_seeds(*seeds[q], metric="test_perplexity") for _, _, q in asked])))  # fmt: skip
-    for a, b, question in QUESTIONS:
-        lines.append(f"| {question} | {a} | {b} | {verdicts.table_cell(said.get(question, 'not measured'))} |")
-    return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/ptb_transformer_xl16/warmup_study.csv`)."
+    """The card's table: each arm at its best rate, then each question (`lm_study_card.markdown_table`)."""
+    return lm_study_card.markdown_table(rows, sys.modules[__name__])
 
 
 STUDY = engine.Study(

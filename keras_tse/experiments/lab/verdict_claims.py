@@ -11,7 +11,7 @@ right after it, in words the checker reads:
 side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
 the depth study (`deescalate(*)`: every tau), the arm names of the lab's `depth80_study` in depth80, the
-variants of `zoo/gpu/<figure>.json` in gpu_<figure> (a GPU plan's runs, one learning rate each), the arm names
+variants of `zoo/gpu/<figure>.json` in gpu_<figure> (the GPU's first Fig. 6 runs, one learning rate each), the arm names
 of `keras_tse/experiments/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
 `keras_tse/experiments/lab/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
 arm is taken at the learning rate its selection seed (seed 0) chose, with every other seed of that cell
@@ -71,7 +71,7 @@ def _depth_study_seeds(metric, arm, key, value):
 
 
 def _gpu_seeds(figure):
-    """(arm, {seed: value}) of one of the GPU plan's result files, `zoo/gpu/<figure>.json` (`gpu_plan`):
+    """(arm, {seed: value}) of one of the GPU's first Fig. 6 result files, `zoo/gpu/<figure>.json` (`gpu_cells_card`):
     fixed rates, no selection, so every seed is a verdict seed."""
 
     def seeds(metric, arm, key, value):

@@ -1,0 +1,107 @@
+"""The GPU's first Fig. 6 runs (ViT-80 at Table 1's size on Fashion-MNIST, post-norm, pre-norm and
+de-escalation, JAX, float32) and the bench cases timed apart: the card blocks drawn from what those calls
+returned, committed under `zoo/gpu/` (`cells.csv`, one row per run with its machine; `fig6.json` and
+`fig6_stopped.json`, the runs' results by `benchmark_results`; `returned/*_bench_*.json`). No new run adds
+to them: Fig. 6 at the paper's size goes on as the `fig6_paper` study, the speed table as `speed_paper`.
+"""
+
+import glob
+import json
+import os
+
+from keras_tse.experiments.lab import ROOT, engine
+
+ZOO = os.path.join(ROOT, "zoo", "gpu")
+FIG6_CELLS = 12  # the first Fig. 6 plan: post, pre, de-escalation x 3 seeds, then 3 arms x 1 seed
+
+
+def read_cells(zoo=ZOO):
+    return {row["cell"]: row for row in engine.read_rows(os.path.join(zoo, "cells.csv"))}
+
+
+def fig6_block(zoo=ZOO):
+    """The first Fig. 6 runs' table and the machines they ran on, the runs stopped at the budget apart
+    (their schedule was cut short), or "not measured"."""
+    cells = [row for row in read_cells(zoo).values() if row["figure"] == "fig6"]
+    done = [row for row in cells if row["finished"] == "1"]
+    stopped = [row for row in cells if row["finished"] == "0" and row["epochs"]]
+    parts = []
+    if done:
+        parts.append(_figure_table(zoo, "fig6"))
+        parts.append(f"{len(done)} of the plan's {FIG6_CELLS} cells, {_provenance(done)}.")
+    if stopped:
+        epochs = "/".join(sorted({row["epochs"] for row in stopped}))
+        parts.append(
+            f"Stopped before the end of their schedule, {len(stopped)} cells, {_provenance(stopped)}: each number "
+            f"is the run's last finished epoch ({epochs} of {_planned_epochs(stopped[0])} planned, so the learning "
+            "rate's schedule was cut short), the training time that of its finished epochs. The plan does not run "
+            "them again."
+        )
+        parts.append(_figure_table(zoo, "fig6_stopped", verdicts=True))
+    return "\n\n".join(parts) or "Not measured on a GPU."
+
+
+def _figure_table(zoo, figure, verdicts=False):
+    """A figure's result file as the card's table; with `verdicts`, de-escalation against the others and
+    pre- against post-norm by the verdict rule."""
+    from keras_tse.experiments.lab import benchmark_results
+
+    with open(os.path.join(zoo, f"{figure}.json")) as f:
+        results = json.load(f)
+    table = benchmark_results.markdown_table(results)
+    if not verdicts:
+        return table
+    lines = [benchmark_results.verdicts(results)]
+    if {"pre", "post"} <= set(results["runs"]):
+        lines.append(benchmark_results.verdicts(results, "pre", ["post"]))
+    return table + "\n\n" + "\n".join(line for line in lines if line)
+
+
+def _planned_epochs(row):
+    return row["command"].split("--epochs ")[1].split()[0]
+
+
+def _provenance(rows):
+    machines = sorted(
+        {f"{r['device']} ({r['backend']}, {r['dtype']}, Keras {r['keras']}, JAX {r['jax']})" for r in rows}
+    )
+    dates = sorted(r["date"][:10] for r in rows)
+    sharing = sorted({r["parallel"] for r in rows if r["parallel"]})
+    shared = f", {' or '.join(sharing)} runs sharing the GPU" if sharing else ""
+    when = dates[0] if dates[0] == dates[-1] else f"{dates[0]} to {dates[-1]}"
+    return f"run on {'; '.join(machines)}{shared}, {when} (`zoo/gpu/cells.csv`)"
+
+
+def speed_table(results):
+    """One row per timed case of bench results (`keras-tse bench --out`'s "results"): step time,
+    throughput, compile, memory."""
+    lines = [
+        "| backend | case | device | dtype | batch | step (ms) | throughput | TFLOP/s | compile (s) "
+        "| peak memory (GB) |",
+        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r['backend']} | {r['case']} | {r['device']} | {r['dtype']} | {r['batch']} "
+            f"| {r['step_ms']:.1f} | {r['throughput']:,.0f} {r['unit']} | {r['train_tflops']:.3g} "
+            f"| {r['compile_s']:.1f} | {r['peak_memory_gb']:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def benches_apart(zoo=ZOO):
+    """Bench files a GPU machine returned on their own (`returned/*_bench_*.json`: a case timed alone in
+    the last minutes of a machine's time), as a paragraph and their table; None where there are none."""
+    paths = sorted(glob.glob(os.path.join(zoo, "returned", "*_bench_*.json")))
+    if not paths:
+        return None
+    results = []
+    for path in paths:
+        with open(path) as f:
+            results += json.load(f)["results"]
+    names = ", ".join(f"`{os.path.basename(p)}`" for p in paths)
+    return (
+        f"Measured apart from the plan's cells, one case a call ({names} in `zoo/gpu/returned/`; "
+        f"`keras-tse bench --dtype mixed_bfloat16 --cases CASE --steps 10 --rounds 2`, median of 20 timed "
+        f"steps):\n\n{speed_table(results)}"
+    )

@@ -86,7 +86,7 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
 # --- 3: a sweep row cut short is recomputed; a foreign CSV is named ---------------------------------------
 
 
-def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
+def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path, capsys):
     config = sweep.SweepConfig.quick(depths=(2,), norms=("post",))
     out = str(tmp_path)
     first = sweep.run_sweep(config, out, log=lambda line: None)
@@ -96,8 +96,9 @@ def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
     with open(path, "w") as f:
         f.write(text[:-25])  # a kill in the middle of the row
     lines = []
-    with pytest.warns(UserWarning, match=r"line\(s\) \[2\] are incomplete.*computed again"):
-        again = sweep.run_sweep(config, out, log=lines.append)
+    capsys.readouterr()
+    again = sweep.run_sweep(config, out, log=lines.append)
+    assert capsys.readouterr().out.startswith(f"{path}: line(s) [2] cut short by a kill; their cells run again")
     assert lines[0].startswith("1 cells, skipping 0 finished, 1 to run")
     assert len(again) == 1 and again[0]["final_loss"] == first[0]["final_loss"]  # the same cell, recomputed
     sweep.group_stats(again)
@@ -106,7 +107,7 @@ def test_truncated_sweep_row_is_reported_and_recomputed(tmp_path):
 def test_a_csv_that_is_not_a_sweep_is_named(tmp_path):
     path = tmp_path / "sweep.csv"
     path.write_text("name,score\nx,1\n")
-    with pytest.raises(ValueError, match=rf"{path} is not a sweep CSV.*lacks \['depth'"):
+    with pytest.raises(ValueError, match=rf"{path} is not this study's result file.*lacks \['depth'"):
         sweep.run_sweep(sweep.SweepConfig.quick(), str(tmp_path))
 
 

@@ -15,9 +15,10 @@ from keras_tse.experiments import sweep
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
 BACKEND = keras.backend.backend()
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def test_grid_varies_tau_for_deescalation_only():
+def test_grid_varies_tau_for_deescalation_only_and_runs_seed_by_seed(tmp_path):
     config = sweep.SweepConfig(
         depths=(6, 12),
         norms=("post", "deescalate"),
@@ -26,21 +27,27 @@ def test_grid_varies_tau_for_deescalation_only():
         learning_rates=(1e-3, 3e-4),
         seeds=(0, 1, 2),
     )
-    cells = list(sweep.cells(config))
+    study = sweep.study_of(config, str(tmp_path))
+    cells = study.pending(study.arms())
     # post: 2 depths x 2 lrs x 3 seeds = 12; deescalate: x 2 taus = 24
-    assert len(cells) == 36 and len({sweep.cell_key(c) for c in cells}) == 36
-    both = list(
-        sweep.cells(
-            sweep.SweepConfig(
-                depths=(6,), norms=("post",), initializers=("torch", "glorot"), learning_rates=(1e-3,), seeds=(0,)
-            )
-        )
-    )
-    assert [c["initializer"] for c in both] == ["torch", "glorot"]  # the init is part of a cell's key
-    assert sweep.cell_key(both[0]) != sweep.cell_key(both[1])
-    assert {c["tau"] for c in cells if c["norm"] == "post"} == {""}
-    assert {c["tau"] for c in cells if c["norm"] == "deescalate"} == {0.5, 1.0}
-    assert [c["seed"] for c in cells[:12]] == [0] * 12  # seed outermost: a partial sweep holds whole grids
+    assert len(cells) == 36 and len(set(cells)) == 36
+    assert [seed for _, _, seed in cells] == [0] * 12 + [1] * 12 + [2] * 12  # a partial sweep holds whole grids
+    arms = list(sweep.arm_cells(config))
+    assert {c["tau"] for c in arms if c["norm"] == "post"} == {""}
+    assert {c["tau"] for c in arms if c["norm"] == "deescalate"} == {0.5, 1.0}
+    both = sweep.SweepConfig(depths=(6,), norms=("post",), initializers=("torch", "glorot"))
+    names = [sweep.arm_name(c) for c in sweep.arm_cells(both)]
+    assert names == ["depth6_post_torch_steps300_batch64_hidden32", "depth6_post_glorot_steps300_batch64_hidden32"]
+
+
+def test_a_committed_row_names_the_arm_its_cell_had():
+    """The committed study's rows (no `arm` column) are read as the arms the engine schedules: its grid
+    has nothing left to run."""
+    rows = sweep.read_rows(os.path.join(ROOT, "zoo", "depth_study", "sweep.csv"))
+    config = sweep.SweepConfig(depths=(12,), norms=("post", "deescalate"), taus=(1.0,), seeds=(0, 1, 2))
+    study = sweep.study_of(config, os.path.join(ROOT, "zoo", "depth_study"))
+    assert {sweep.arm_name(row) for row in rows} >= set(study.arms())
+    assert study.pending(study.arms()) == []
 
 
 def test_committed_study_grid_meets_the_issue():
@@ -204,14 +211,16 @@ def test_killed_sweep_resumes_without_recomputing_finished_cells(tmp_path):
     process.send_signal(signal.SIGKILL)
     process.wait()
     before = sweep.read_rows(str(csv_path))
-    total = len(list(sweep.cells(sweep.SweepConfig.quick())))
+    config = sweep.SweepConfig.quick()
+    total = len(list(sweep.arm_cells(config))) * len(config.learning_rates) * len(config.seeds)
     assert 2 <= len(before) < total, f"kill it mid-way: {len(before)} of {total} cells were done"
 
     rerun = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert f"{total} cells, skipping {len(before)} finished, {total - len(before)} to run" in rerun.stdout
     after = sweep.read_rows(str(csv_path))
-    assert len(after) == total and len({sweep.cell_key(r) for r in after}) == total
+    keys = {tuple(row[k] for k in sweep.KEY) for row in after}
+    assert len(after) == total and len(keys) == total
     assert after[: len(before)] == before  # the finished rows, wall times included, were not recomputed
     for row in after:
         assert len(row["tsim_init"].split(";")) == int(row["depth"]) == len(row["grad_init"].split(";"))

@@ -15,27 +15,29 @@ of 2x2 pixels) and writes one row to `sweep.csv` as soon as it finishes:
 
 Each cell trains through the runner (`keras_tse.training.runner.train_in_folder`), the loop every
 recipe uses, in its own run folder `cells/<cell>/` (config, history, per-block similarity, the last
-checkpoint, the summary with the cell's measures). A rerun of the same command skips every cell
-already in `sweep.csv` (the key is depth, norm, tau, learning rate, seed and the training settings)
-and takes a finished cell folder's stored measures, so an interrupted sweep loses at most the cell
-it was in. `plots/` gets the final loss against depth per norm (mean over seeds, bars from the lowest
+checkpoint, the summary with the cell's measures). The grid is a study of the lab's engine
+(`study_of`: an arm is a depth, norm, tau, initializer and the training settings; every seed runs at
+every learning rate), so a rerun of the same command skips every cell already in `sweep.csv`, drops a
+row a kill cut short, and takes a finished cell folder's stored measures: an interrupted sweep loses at
+most the cell it was in. `plots/` gets the final loss against depth per norm (mean over seeds, bars from the lowest
 to the highest seed) and a depth x norm heatmap, one panel per learning rate.
 """
 
 import dataclasses
+import functools
 import os
 import time
-import warnings
 
 import keras
 import numpy as np
 
 from keras_tse import _checks, data, run_files, zoo
 from keras_tse.analysis.gradients import block_gradient_norms
+from keras_tse.experiments.lab import engine
+from keras_tse.experiments.lab.engine import read_rows  # noqa: F401  (the cards read sweep.csv through it)
 from keras_tse.layers import initializers
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import BASELINE_NORMS, PAPER_NORMS
-from keras_tse.run_files import append_row, read_logged_rows
 from keras_tse.training.runner import train_in_folder
 from keras_tse.training.tasks import IMAGE_CLASSIFICATION
 
@@ -90,104 +92,82 @@ class SweepConfig:
             raise ValueError(f"Every tau must be in [0, 1]. Received: taus={self.taus!r}")
 
 
-def cells(config):
-    """Every cell of the grid as a dict of the key fields; tau only varies for `deescalate`.
+def arm_cells(config):
+    """Each arm of the grid (a depth, norm, tau, initializer and the training settings; tau only varies for
+    `deescalate`) as a dict of those key fields; the learning rates and seeds are the plan's."""
+    for depth in config.depths:
+        for norm in config.norms:
+            for tau in config.taus if norm == "deescalate" else (None,):
+                for initializer in config.initializers:
+                    yield dict(
+                        depth=depth,
+                        norm=norm,
+                        tau="" if tau is None else float(tau),
+                        initializer=initializer,
+                        steps=config.steps,
+                        batch_size=config.batch_size,
+                        hidden_dim=config.hidden_dim,
+                    )
 
-    Seed is the outer loop: a sweep stopped part-way holds whole grids for its first seeds.
-    """
+
+def cells(config):
+    """Every cell of the grid as a dict of the key fields, seed by seed (the order the engine runs them)."""
     for seed in config.seeds:
-        for depth in config.depths:
-            for norm in config.norms:
-                for tau in config.taus if norm == "deescalate" else (None,):
-                    for initializer in config.initializers:
-                        for learning_rate in config.learning_rates:
-                            yield dict(
-                                depth=depth,
-                                norm=norm,
-                                tau="" if tau is None else float(tau),
-                                initializer=initializer,
-                                learning_rate=float(learning_rate),
-                                seed=seed,
-                                steps=config.steps,
-                                batch_size=config.batch_size,
-                                hidden_dim=config.hidden_dim,
-                            )
+        for arm in arm_cells(config):
+            for learning_rate in config.learning_rates:
+                yield {**arm, "learning_rate": float(learning_rate), "seed": seed}
 
 
 def cell_key(cell):
+    """A cell's identity in `sweep.csv` (a cell's dict or a row): its key fields as text."""
     return tuple(str(cell[k]) for k in KEY)
 
 
-def read_rows(path, heal=False):
-    """The rows of `sweep.csv`; a row a kill cut short, or one that does not parse, is left out with a warning.
-
-    With `heal=True` the file is also rewritten (atomically) without those rows, so that `run_sweep`
-    computes their cells again. A file that is not a sweep CSV at all is an error naming it.
-    """
-    if not os.path.exists(path):
-        return []
-    fields, whole, cut = read_logged_rows(path)
-    missing = [k for k in KEY if k not in fields] + [c for c in ("final_loss",) if c not in fields]
-    if missing:
-        raise ValueError(
-            f"{path} is not a sweep CSV: its header {fields} lacks {missing}. Move it away or pass another --out."
-        )
-    rows, bad = [], list(cut)
-    for number, row in whole:
-        if _parses(row):
-            rows.append(row)
-        else:
-            bad.append(number)
-    bad.sort()
-    if bad:
-        warnings.warn(
-            f"{path}: line(s) {bad} are incomplete or do not parse (an interrupted write?); "
-            + ("their cells will be computed again" if heal else "left out"),
-            stacklevel=2,
-        )
-        if heal:
-            run_files.write_csv(path, fields, rows)
-    return rows
+def arm_name(cell):
+    """An arm's name from its key fields (a cell's dict or a row of `sweep.csv`)."""
+    tau = f"_tau{float(cell['tau']):g}" if cell["tau"] != "" else ""
+    return (
+        f"depth{int(cell['depth'])}_{cell['norm']}{tau}_{cell['initializer']}_steps{int(cell['steps'])}"
+        f"_batch{int(cell['batch_size'])}_hidden{int(cell['hidden_dim'])}"
+    )
 
 
-def _parses(row):
-    try:
-        int(row["depth"]), int(row["seed"]), float(row["learning_rate"]), float(row["final_loss"])
-        int(row["diverged"]) if "diverged" in row else 0
-    except (TypeError, ValueError):
-        return False
-    return row["tau"] == "" or _is_float(row["tau"])
+def study_of(config, out):
+    """The grid of `config` as a study of the lab's engine: every seed at every learning rate of every arm,
+    one row of `out/sweep.csv` a cell, each cell's run folder under `out/cells/`. The engine schedules the
+    cells (seed by seed: a sweep stopped part-way holds whole grids for its first seeds), resumes a killed
+    sweep from its rows and drops a row a kill cut short (its cell runs again)."""
+    arms = {arm_name(cell): cell for cell in arm_cells(config)}
+    plan = engine.Plan(arms=tuple(arms), grid=tuple(map(float, config.learning_rates)), seeds=tuple(config.seeds),
+                       bracket=False, every_rate=True)  # fmt: skip
+    images = functools.cache(lambda: _images(config.dataset))
 
+    def run_one(runs, arm, learning_rate, seed):
+        cell = {**arms[arm], "learning_rate": float(learning_rate), "seed": seed}
+        return {**cell, **run_cell(cell, config, images(), cell_folder(runs, cell))}
 
-def _is_float(text):
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
+    return engine.Study(
+        name="sweep",
+        title="depth x norm x tau x initializer x learning rate x seed on a ViT",
+        parts={"all": (plan, "the grid")},
+        run_cell=run_one,
+        results=os.path.join(out, "sweep.csv"),
+        fields=(*KEY, *MEASURES),
+        card=None,
+        arm_of=arm_name,
+    )
 
 
 def run_sweep(config, out, log=print):
-    """Run every cell of `config` not yet in `out/sweep.csv`; returns all rows of the file."""
-    os.makedirs(out, exist_ok=True)
-    path = os.path.join(out, "sweep.csv")
-    if os.path.exists(path):
-        read_rows(path, heal=True)  # a row cut short by a kill is dropped and its cell run again
-    done = {cell_key(row) for row in read_rows(path)}
-    todo = [cell for cell in cells(config) if cell_key(cell) not in done]
-    wanted = {cell_key(cell) for cell in cells(config)}
-    log(f"{len(wanted)} cells, skipping {len(done & wanted)} finished, {len(todo)} to run -> {path}")
-    images = _images(config.dataset)
-    for number, cell in enumerate(todo, 1):
-        row = {**cell, **run_cell(cell, config, images, cell_folder(out, cell))}
-        append_row(path, row)  # flushed to disk before the next cell starts
-        log(
-            f"  [{number}/{len(todo)}] depth {cell['depth']:>3} {cell['norm']:<10} tau {cell['tau']!s:<4} "
-            f"{cell['initializer']:<6} lr {cell['learning_rate']:g} seed {cell['seed']}: "
-            f"final loss {row['final_loss']:.4f}, "
-            f"val acc {row['val_accuracy']:.3f}{' DIVERGED' if row['diverged'] else ''} ({row['wall_s']:.0f} s)"
-        )
-    rows = read_rows(path)
+    """Run every cell of `config` not yet in `out/sweep.csv` (the lab's engine, one cell at a time, in this
+    process); returns all rows of the file."""
+    study = study_of(config, out)
+    engine.heal(study.results, study.fields)  # a row cut short by a kill is dropped and its cell run again
+    total = len(study.arms()) * len(config.learning_rates) * len(config.seeds)
+    todo = len(study.pending(study.arms()))
+    log(f"{total} cells, skipping {total - todo} finished, {todo} to run -> {study.results}")
+    engine.run(study, study.arms(), out, log=log)
+    rows = study.read_rows()
     plot_sweep(rows, os.path.join(out, "plots"))
     return rows
 

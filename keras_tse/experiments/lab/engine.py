@@ -5,9 +5,11 @@ Per arm, seed 0 runs at each learning rate of the grid; if the arm's best rate (
 study's selection column, never the test set's) lies at an end of what was tried, the grid grows by a
 factor 3 past that end, at most `max_extensions` times; once the best is inside, the other seeds run at
 it. A plan with `bracket=False` runs its seeds at the grid's best rate, all at once where the grid is one point
-(e.g. a rate carried over from a bracketed study). Each finished cell is one row appended to the study's CSV,
-flushed and synced, so a killed study loses only the cells that were running (and those resume from
-their own last saved epoch: the recipes do). Seed 0 is the selection seed: the verdicts use the others.
+(e.g. a rate carried over from a bracketed study); one with `every_rate=True` runs every seed at every rate
+of the grid (a full grid: the depth sweep compares its arms rate by rate). Each finished cell is one row
+appended to the study's CSV, flushed and synced, so a killed study loses only the cells that were running
+(and those resume from their own last saved epoch: the recipes do). Seed 0 is the selection seed: the
+verdicts use the others.
 """
 
 import dataclasses
@@ -38,6 +40,7 @@ class Plan:
     max_extensions: int = 2
     select_by: str = "train_loss"  # the column whose lowest seed-0 value names the best rate
     bracket: bool = True
+    every_rate: bool = False
 
 
 def read_rows(path):
@@ -50,11 +53,18 @@ def _value(row, column):
     return value if math.isfinite(value) else math.inf  # a diverged run is the worst, never the best
 
 
-def heal(path):
+def heal(path, expected=()):
     """Rewrite the study's CSV without the rows a kill cut short (their cells run again), so that the next
-    row starts a line of its own."""
+    row starts a line of its own. A file whose header lacks an `expected` column is not the study's: an
+    error naming it, before anything is written."""
     if os.path.exists(path):
         fields, whole, cut = read_logged_rows(path)
+        missing = [field for field in expected if field not in fields]
+        if missing:
+            raise ValueError(
+                f"{path} is not this study's result file: its header {fields} lacks {missing}. "
+                "Move it away or pass another --out."
+            )
         if cut:
             print(f"{path}: line(s) {cut} cut short by a kill; their cells run again", flush=True)
             write_csv(path, fields, [row for _, row in whole])
@@ -87,6 +97,8 @@ def _seeds_left(rows, arm, rate, plan):
 
 def next_cells(rows, arm, plan):
     """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
+    if plan.every_rate:
+        return [cell for rate in plan.grid for cell in _seeds_left(rows, arm, rate, plan)]
     if not plan.bracket and len(plan.grid) == 1:  # no rate to choose: every seed runs at once
         return _seeds_left(rows, arm, plan.grid[0], plan)
     tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})
@@ -218,11 +230,14 @@ class Study:
     run_cell: object
     results: str
     fields: tuple
-    card: str
+    card: str | None
     figure: object = None  # a function that redraws the card's figure from the rows, if it has one
     # Under a budget, a cell starts only while this many seconds are left: a study whose cells cannot be
     # carried from one call to the next (a machine that starts bare) sets what one cell takes.
     cell_estimate_s: float = 0.0
+    # The arm of a row, for a result file whose rows name their arm by several columns (the depth sweep's
+    # depth, norm, tau, ...) rather than by an `arm` column; read_rows adds it as "arm".
+    arm_of: object = None
 
     def plan_of(self, arm):
         """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
@@ -233,7 +248,8 @@ class Study:
         return tuple(arm for part in (parts or self.parts) for arm in self.parts[part][0].arms)
 
     def read_rows(self):
-        return read_rows(self.results)
+        rows = read_rows(self.results)
+        return rows if self.arm_of is None else [{**row, "arm": self.arm_of(row)} for row in rows]
 
     def pending(self, arms, running=()):
         """The cells of `arms` that can start now, given the finished rows, breadth first."""
@@ -271,12 +287,26 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     call; none starts once less than the study's `cell_estimate_s` is left); each finished cell's row
     (the study's `fields`, "machine" added here) is appended to the result file as it comes. With `out`,
     the result file and the cells' logs (one archive) are copied there as each cell finishes: what a
-    machine that returns only one folder must keep. The rows written."""
+    machine that returns only one folder must keep. One job and no budget run the cells one by one in
+    this thread (a Ctrl-C stops the cell at once). The rows written."""
     nice_the_session()
-    os.makedirs(os.path.dirname(study.results), exist_ok=True)
+    os.makedirs(os.path.dirname(study.results) or ".", exist_ok=True)
     os.makedirs(runs, exist_ok=True)
-    heal(study.results)
+    heal(study.results, [field for field in study.fields if field != "machine"])
     _CELLS.stopping = False
+    if jobs == 1 and budget_s is None:
+        written = 0
+        while cells := study.pending(arms):
+            log(f"start {cells[0][0]} lr {cells[0][1]:g} seed {cells[0][2]}")
+            start = time.monotonic()
+            _record(study, cells[0], study.run_cell(runs, *cells[0]), time.monotonic() - start, runs, out, log)
+            written += 1
+        return written
+    return _run_jobs(study, arms, runs, jobs, budget_s, out, log)
+
+
+def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
+    """`run`'s cells in `jobs` threads under an optional budget."""
     deadline = None if budget_s is None else time.monotonic() + budget_s
     running, written = {}, 0
     with ThreadPoolExecutor(jobs) as pool:
@@ -284,7 +314,7 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
             if deadline is None or deadline - time.monotonic() > study.cell_estimate_s:
                 for cell in study.pending(arms, set(running.values()))[: jobs - len(running)]:
                     log(f"start {cell[0]} lr {cell[1]:g} seed {cell[2]}")
-                    running[pool.submit(study.run_cell, runs, *cell)] = cell
+                    running[pool.submit(_timed, study.run_cell, runs, *cell)] = cell
             if not running:
                 return written
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0)
@@ -295,13 +325,22 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
                 log(f"budget of {budget_s:g} s spent: {len(running)} cell(s) stopped; they resume on the next call")
                 return written
             for future in done:
-                arm, lr, seed = running.pop(future)
-                row = {**future.result(), "machine": machine_name()}
-                append_row(study.results, {field: row[field] for field in study.fields})
+                _record(study, running.pop(future), *future.result(), runs, out, log)
                 written += 1
-                if out:
-                    hand_off(study, runs, out)
-                log(f"done {arm} lr {lr:g} seed {seed}: {float(row['seconds']):.0f} s")
+
+
+def _timed(function, *args):
+    start = time.monotonic()
+    return function(*args), time.monotonic() - start
+
+
+def _record(study, cell, row, seconds, runs, out, log):
+    """Append a finished cell's row (its machine added) to the result file, hand it off to `out`, log it."""
+    row = {**row, "machine": machine_name()}
+    append_row(study.results, {field: row[field] for field in study.fields})
+    if out:
+        hand_off(study, runs, out)
+    log(f"done {cell[0]} lr {cell[1]:g} seed {cell[2]}: {seconds:.0f} s")
 
 
 def hand_off(study, runs, out):

@@ -91,17 +91,27 @@ def _plugin_package(root, name="stripes_plugin", value="SPEC"):
         "    return (images[:240], labels[:240]), (images[240:], labels[240:])\n\n\n"
         "SPEC = data.DatasetSpec('plugin_stripes', 'images', 'stripes from a plug-in', _load, 8, 1, 2)\n"
     )
+    (root / f"{name}_models.py").write_text(
+        "from keras_tse import zoo\nfrom keras_tse.zoo.registry import register_family\n\n\n"
+        "@register_family('vit_plugin', lambda config: f\"{config['image_size']}px images\")\n"
+        "def vit_plugin(**config):\n"
+        "    return zoo.vit(**{**config, 'ffn_dim': 4 * config['hidden_dim']})  # a ViT of a 4x FFN\n"
+    )
     info = root / f"{name}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
-    (info / "entry_points.txt").write_text(f"[keras_tse.datasets]\nplugin_stripes = {name}:{value}\n")
+    (info / "entry_points.txt").write_text(
+        f"[keras_tse.datasets]\nplugin_stripes = {name}:{value}\n\n"
+        f"[keras_tse.families]\nvit_plugin = {name}_models:vit_plugin\n"
+    )
     return root
 
 
 @pytest.mark.large
-def test_a_data_set_from_another_packages_entry_point_trains_from_the_command_line(tmp_path):
-    """The plug-in's package is all there is (no code of the user's calls `register_dataset`): a fresh
-    `keras-tse datasets` lists its set and `keras-tse train vit --dataset` trains on it."""
+def test_a_data_set_and_a_family_from_another_packages_entry_points_train_from_the_command_line(tmp_path):
+    """The plug-in's package is all there is (no code of the user's calls `register_dataset` or
+    `register_family`): a fresh `keras-tse datasets` lists its set, and `keras-tse train vit --model
+    vit_plugin --dataset plugin_stripes` trains its family on it."""
     import os
     import subprocess
     import sys
@@ -113,7 +123,18 @@ def test_a_data_set_from_another_packages_entry_point_trains_from_the_command_li
     listed = subprocess.run([*cli_command, "datasets"], env=env, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "plugin_stripes" in listed.stdout and "8x8x1 images, 2 classes" in listed.stdout
     argv = ["train", "vit", "--dataset", "plugin_stripes", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2"]
-    argv += ["--patch-size", "2", "--epochs", "2", "--batch-size", "32", "--norm", "deescalate"]
+    argv += [
+        "--patch-size",
+        "2",
+        "--epochs",
+        "2",
+        "--batch-size",
+        "32",
+        "--norm",
+        "deescalate",
+        "--model",
+        "vit_plugin",
+    ]
     out = tmp_path / "run"
     trained = subprocess.run(
         [*cli_command, *argv, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
@@ -122,6 +143,15 @@ def test_a_data_set_from_another_packages_entry_point_trains_from_the_command_li
     with open(out / "deescalate" / "config.json") as f:
         overrides = json.load(f)["overrides"]
     assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (8, 1, 2)
+    trained = keras.saving.load_model(out / "deescalate" / "checkpoints" / "last.keras")
+    assert trained.name == "vit_plugin_vit80_cifar10_deescalate"  # the plug-in's builder made it: its 4x FFN
+    assert tuple(trained.get_layer("block_00").ffn_inner.kernel.shape) == (16, 64)
+
+
+def test_an_unknown_model_family_is_one_line_naming_the_families(tmp_path, capsys):
+    assert cli.main(["train", "vit", "--model", "vits", "--dataset", "digits", "--out", str(tmp_path)]) == 2
+    line = capsys.readouterr().err.strip().splitlines()[-1]
+    assert line == "keras-tse train vit: error: --model: received vits; expected an image model family: vit"
 
 
 def test_a_broken_entry_point_is_left_out_with_a_warning_naming_it(tmp_path, monkeypatch):

@@ -15,9 +15,8 @@ import dataclasses
 import importlib
 import importlib.metadata
 import inspect
-import warnings
 
-from keras_tse import _checks
+from keras_tse import _checks, _plugins
 from keras_tse.data import cifar10, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
@@ -26,7 +25,6 @@ TASKS = ("images", "text")  # image classification, language modelling
 AUGMENTATIONS = ("randaugment", "crop_flip", "none")
 ENTRY_POINTS = "keras_tse.datasets"  # the group other packages register their data sets under
 _REGISTERED = {}
-_PLUGINS = []  # the entry points already read: (name, value) pairs
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,19 +108,9 @@ def register_dataset(spec):
 
 
 def _load_entry_points():
-    """Register the data sets other installed packages declare under `ENTRY_POINTS` (once each). One
-    that does not load, or is not a `DatasetSpec`, is skipped with a warning naming it and its package."""
-    for point in importlib.metadata.entry_points(group=ENTRY_POINTS):
-        if (point.name, point.value) in _PLUGINS:
-            continue
-        _PLUGINS.append((point.name, point.value))
-        where = f"entry point {point.name!r} = {point.value!r} of {ENTRY_POINTS}"
-        try:
-            spec = point.load()
-            spec = spec() if callable(spec) and not isinstance(spec, DatasetSpec) else spec
-            register_dataset(spec)
-        except Exception as error:  # a broken plug-in must not stop every command: it is named and left out
-            warnings.warn(f"{where} is left out: {type(error).__name__}: {error}", stacklevel=2)
+    """Register the data sets other installed packages declare under `ENTRY_POINTS` (a `DatasetSpec`, or a
+    function returning one)."""
+    _plugins.load(ENTRY_POINTS, lambda spec: register_dataset(spec() if callable(spec) else spec))
 
 
 def get_dataset(name):

@@ -240,6 +240,7 @@ def check_args(args):
     is read or model built (a user's data is checked here through its file names and array headers)."""
     if args.from_preset is not None:
         check_from_preset(args)
+    check_model(args)
     for norm in args.norm:
         flags.model_kit_overrides(args, norm)  # each variant's layout takes every --layout-option
     own = own_data(args)
@@ -321,6 +322,15 @@ def check_from_preset(args):
         )
 
 
+def check_model(args):
+    """`--model`: an image family of the zoo's registry (its own or another package's entry point)."""
+    families = keras_tse.zoo.list_families("images")
+    if args.model not in families:
+        raise InputError("--model", args.model, f"an image model family: {', '.join(families)}")
+    if args.model != "vit" and args.from_preset is not None:
+        raise InputError("--model", args.model, "vit or no --model with --from-preset (its weights are a ViT's)")
+
+
 def fine_tune_overrides(args):
     """The preset's keywords a fine-tuning run changes: the image size, where the data's differs."""
     size = own_geometry(args)[0] if own_data(args) else spec(args).image_size
@@ -331,6 +341,9 @@ def build_model(args, preset, overrides):
     """A variant's model: the preset with `overrides`; or (`--from-preset`) the preset's trained model with
     a fresh classifier head for the data's classes, whatever their count (a new task: the preset's
     classes are not the data's), the initializer the preset was built with."""
+    if args.model != "vit":  # another family, at the preset's sizes: it takes zoo.vit's keywords
+        config = {**keras_tse.zoo.full_config(preset), "name": f"{args.model}_{preset}", **overrides}
+        return keras_tse.zoo.create_model(args.model, **config)
     model = keras_tse.zoo.from_preset(preset, **overrides)
     if args.from_preset is None:
         return model
@@ -361,6 +374,7 @@ def variant_settings(args, norm, train_config):
     settings = {
         "preset": variant["preset"],
         **({"from_preset": args.from_preset} if args.from_preset else {}),
+        **({"model": args.model} if args.model != "vit" else {}),
         "overrides": overrides,
         "smoke": args.smoke,
         "dataset": args.dataset,
@@ -484,6 +498,13 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         metavar="NAMES",
         help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
         "(default). A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
+    )
+    parser.add_argument(
+        "--model",
+        default="vit",
+        metavar="FAMILY",
+        help="the image model family, built at the preset's sizes with the flags' changes: vit (default) or one "
+        "another package registers under the keras_tse.families entry point (it takes zoo.vit's keywords)",
     )
     parser.add_argument(
         "--dataset",

@@ -19,7 +19,7 @@ import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
 from keras_tse.zoo import fine_tune, hub
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
-from keras_tse.zoo.registry import FAMILIES
+from keras_tse.zoo.registry import FAMILIES, list_families
 
 # Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
 # writes it, tests/test_presets.py checks it against count_params(). Not typed by hand.
@@ -265,7 +265,7 @@ def _adapted(trained, preset, num_classes=None, image_size=None):
 def list_models(pattern="*"):
     """The names `create_model` builds, sorted: every preset and every model family, filtered by the
     shell-style `pattern` (timm's `list_models("vit*")`)."""
-    return sorted(name for name in (*PRESETS, *FAMILIES) if fnmatch.fnmatch(name, pattern))
+    return sorted(name for name in (*PRESETS, *list_families()) if fnmatch.fnmatch(name, pattern))
 
 
 def create_model(model_name, /, **overrides):
@@ -274,7 +274,7 @@ def create_model(model_name, /, **overrides):
     model is named after its overrides (`from_preset`); a family's takes its builder's defaults."""
     if model_name in PRESETS:
         return from_preset(model_name, **overrides)
-    if model_name not in FAMILIES:
+    if model_name not in list_families():
         raise ValueError(
             f"Unknown model; choose from list_models(): {list_models()}. Received: model_name={model_name!r}"
         )

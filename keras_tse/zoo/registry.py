@@ -4,14 +4,24 @@ models take as input.
 A family is a builder of keywords (`vit`, `TransformerXL`); a preset (`presets.py`) is a family
 with settings and metadata. `keras_tse.zoo.create_model(name, **overrides)` builds either by name
 and `keras_tse.zoo.list_models(pattern)` lists both, as timm's `create_model` and `list_models` do.
+
+A family of another installed package joins through an entry point of the group `keras_tse.families`
+naming its builder (registered by this module's decorator where it is defined); it then builds and
+trains from the command line too (`keras-tse train vit --model NAME` for an image family):
+
+    [project.entry-points."keras_tse.families"]
+    my_vit = "my_package.models:my_vit"
 """
 
 import collections
+
+from keras_tse import _plugins
 
 Family = collections.namedtuple("Family", ["builder", "describe_input", "task", "tiny"])
 
 FAMILIES = {}
 TASKS = ("images", "text")  # what a family's models take, as the data registry names it
+ENTRY_POINTS = "keras_tse.families"  # the group other packages register their families under
 
 
 def register_family(name, describe_input, task="images", tiny=None):
@@ -32,13 +42,21 @@ def register_family(name, describe_input, task="images", tiny=None):
     return register
 
 
+def _registered(builder):
+    """An entry point's builder must be one `register_family` registered (its module's import did)."""
+    if not any(family.builder is builder for family in FAMILIES.values()):
+        raise ValueError(f"{builder!r} is no builder that keras_tse.zoo.registry.register_family registered")
+
+
 def list_families(task=None):
     """The registered families' names, in registration order: of one `task` if given."""
+    _plugins.load(ENTRY_POINTS, _registered)
     return tuple(name for name, family in FAMILIES.items() if task is None or family.task == task)
 
 
 def get_family(name):
     """The family registered as `name`."""
+    _plugins.load(ENTRY_POINTS, _registered)
     if name not in FAMILIES:
         raise ValueError(f"`family` must be one of {list_families()}. Received: family={name!r}")
     return FAMILIES[name]

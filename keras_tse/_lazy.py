@@ -8,8 +8,9 @@ import sys
 
 
 def lazy_exports(package, exports):
-    """`(__getattr__, __dir__)` for `package`: `exports` maps each public name to the module (a full
-    dotted name) that defines it; any other name is tried as a submodule (`data.cifar10`)."""
+    """`(__getattr__, __dir__)` for `package`: `exports` maps each module (a full dotted name) to the public
+    names it defines; any other name is tried as a submodule (`data.cifar10`)."""
+    exports = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name):
         if name in exports:

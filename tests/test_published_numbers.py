@@ -377,7 +377,7 @@ GENERATED_BLOCKS = {
     },
     "zoo/gpt4_ptb.md": {"shipped_gpt4_ptb"},
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
-    "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid"},
+    "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid", "recipe_defaults"},
     "zoo/escalation.md": {"escalation"},
     "zoo/speed.md": {
         "bench",
@@ -490,10 +490,10 @@ def _cell_study_is_whole(study):
     """Every arm of a cell study has seeds 0-5 at its best rate, which lies inside the rates its seed 0
     tried, and its plan has nothing left. The arms' rows at their best."""
     cell_study = lab_module("engine")
-    rows = study.read_rows()
+    rows = study.STUDY.read_rows()
     best = {}
     for arm in study.ARMS:
-        plan = study.plan_of(arm)
+        plan = study.STUDY.plan_of(arm)
         rate, members = cell_study.at_best(rows, arm, plan)
         assert sorted(int(r["seed"]) for r in members) == [0, 1, 2, 3, 4, 5], arm
         tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and r["seed"] == "0"})
@@ -554,11 +554,11 @@ def test_the_depth80_card_prose_holds_in_its_result_file():
     spread, every de-escalation seed below every post-norm seed, warmup's accuracy, the learned tau."""
     study = lab_module("depth80_study")
     engine = lab_module("engine")
-    rows = study.read_rows()
-    best = {arm: engine.at_best(rows, arm, study.plan_of(arm))[1] for arm in study.ARMS}
+    rows = study.STUDY.read_rows()
+    best = {arm: engine.at_best(rows, arm, study.STUDY.plan_of(arm))[1] for arm in study.ARMS}
     for arm, members in best.items():
         assert sorted(int(r["seed"]) for r in members) == [0, 1, 2, 3, 4, 5], arm
-        assert engine.next_cells(rows, arm, study.plan_of(arm)) == [], arm
+        assert engine.next_cells(rows, arm, study.STUDY.plan_of(arm)) == [], arm
 
     def values(arm, column):
         return [float(r[column]) for r in best[arm]]

@@ -45,18 +45,8 @@ def test_a_short_training_twice_gives_identical_losses_and_weights():
 
 @pytest.mark.one_backend  # each backend's determinism is the training test above; this is the sweep's rows
 def test_a_sweep_cell_twice_gives_the_same_row(tmp_path):
-    config = sweep.SweepConfig.quick(steps=6)
-    cell = dict(
-        depth=2,
-        norm="deescalate",
-        tau=1.0,
-        initializer="torch",
-        learning_rate=1e-3,
-        seed=1,
-        steps=6,
-        batch_size=32,
-        hidden_dim=16,
-    )
+    config = sweep.SweepConfig.quick(steps=6, depths=(2,), norms=("deescalate",), seeds=(1,))
+    (cell,) = sweep.cells(config)
     data = sweep._images("digits")
     rows = [sweep.run_cell(cell, config, data, str(tmp_path / f"run_{i}")) for i in range(2)]
     for row in rows:

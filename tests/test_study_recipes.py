@@ -457,7 +457,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
 
     assert cli.main(["study"]) == 0
     listed = capsys.readouterr().out
-    assert all(f"{name} " in listed for name in STUDIES)
+    assert all(f"{name} " in listed for name in STUDIES) and sorted(studies()) == sorted(STUDIES)
     depth80 = studies()["depth80"]
     assert cli.main(["study", "depth80", "--dry-run"]) == 0
     out = capsys.readouterr().out.splitlines()
@@ -466,7 +466,8 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
     assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
 
 
-STUDIES = ("depth80", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "speed_paper", "tau_sweep")
+STUDIES = ("depth80", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "recipe_defaults", "speed_paper")
+STUDIES += ("tau_sweep",)  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 
 @pytest.mark.parametrize("name", STUDIES)
@@ -486,6 +487,18 @@ def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, mo
     assert cli.main(["study", name, "--card"]) == 0
     assert "generated tables unchanged" in capsys.readouterr().out
     assert copy.read_text() == open(found[name].card).read()
+
+
+def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_study_at_its_rates():
+    """The before/after study trains the depth-80 study's model, data and epochs with the two defaults
+    left to the recipe, each arm at the rate the depth-80 study chose on seed 0."""
+    study, depth80 = lab_module("recipe_defaults_study"), lab_module("depth80_study")
+    engine = lab_module("engine")
+    rows = depth80.STUDY.read_rows()
+    assert study.RATES == {arm: engine.best_rate(rows, arm, depth80.STUDY.plan_of(arm)) for arm in study.ARMS}
+    assert (study.MODEL, study.EPOCHS) == (depth80.MODEL, depth80.EPOCHS)
+    assert [*study.DATA, *study.BEFORE] == list(depth80.DATA)  # only the old defaults' flags are left out
+    assert [len(study.before_rows(arm)) for arm in study.ARMS] == [2, 2, 2]
 
 
 def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):

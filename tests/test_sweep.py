@@ -74,31 +74,9 @@ def test_steps_to_threshold_and_best_window():
 
 
 def test_markdown_table_reports_mean_std_and_range_over_seeds():
-    rows = [
-        dict(
-            norm="post",
-            depth="6",
-            learning_rate="0.001",
-            tau="",
-            initializer="torch",
-            final_loss=str(v),
-            val_accuracy="0.5",
-            diverged="0",
-        )
-        for v in (1.0, 2.0, 3.0)
-    ]
-    rows.append(
-        dict(
-            norm="post",
-            depth="6",
-            learning_rate="0.001",
-            tau="",
-            initializer="torch",
-            final_loss="nan",
-            val_accuracy="nan",
-            diverged="1",
-        )
-    )
+    cell = dict(norm="post", depth="6", learning_rate="0.001", tau="", initializer="torch")
+    rows = [dict(cell, final_loss=str(v), val_accuracy="0.5", diverged="0") for v in (1.0, 2.0, 3.0)]
+    rows.append(dict(cell, final_loss="nan", val_accuracy="nan", diverged="1"))
     table = sweep.markdown_table(rows)
     assert "| post | torch | 6 | 0.001 | 2.000 ± 0.816 (1.000-3.000) | 0.500 ± 0.000 | 4 | 1 |" in table
 
@@ -175,18 +153,9 @@ def test_bad_grid_names_the_value():
 @pytest.mark.every_backend
 @pytest.mark.parametrize("norm", ["deescalate", "rezero"])
 def test_one_cell_measures_every_column_on_this_backend(norm, tmp_path):
-    config = sweep.SweepConfig.quick(steps=4)
-    cell = dict(
-        depth=2,
-        norm=norm,
-        tau=1.0 if norm == "deescalate" else "",
-        initializer="torch",
-        learning_rate=1e-3,
-        seed=0,
-        steps=4,
-        batch_size=32,
-        hidden_dim=16,
-    )
+    config = sweep.SweepConfig.quick(steps=4, depths=(2,), norms=(norm,))
+    (cell,) = sweep.cells(config)
+    assert (cell["tau"], cell["seed"], cell["batch_size"]) == (1.0 if norm == "deescalate" else "", 0, 32)
     row = sweep.run_cell(cell, config, sweep._images("digits"), str(tmp_path / "cell"))
     assert row["diverged"] == 0 and np.isfinite(row["final_loss"]) and row["best_loss"] <= row["final_loss"] + 1.0
     tsim_init = [float(v) for v in row["tsim_init"].split(";")]

@@ -12,34 +12,25 @@ Names load on first use (`keras_tse._lazy`): importing the package imports no Ke
 from keras_tse._lazy import lazy_exports
 
 _EXPORTS = {
-    "DatasetSpec": "keras_tse.data.registry",
-    "SegmentStream": "keras_tse.data.text",
-    "Vocabulary": "keras_tse.data.text",
-    "contents": "keras_tse.data.own",
-    "fingerprint": "keras_tse.data.own",
-    "get_dataset": "keras_tse.data.registry",
-    "image_dataset": "keras_tse.data.pipeline",
-    "image_folder_layout": "keras_tse.data.own",
-    "list_datasets": "keras_tse.data.registry",
-    "lm_segments": "keras_tse.data.text",
-    "load_cifar10": "keras_tse.data.cifar10",
-    "load_digits": "keras_tse.data.digits",
-    "load_fashion_mnist": "keras_tse.data.mnist",
-    "load_image_folder": "keras_tse.data.own",
-    "load_mnist": "keras_tse.data.mnist",
-    "load_npz": "keras_tse.data.own",
-    "load_ptb": "keras_tse.data.ptb",
-    "load_python_docs": "keras_tse.data.wikitext",
-    "load_text_folder": "keras_tse.data.own",
-    "load_wikitext103": "keras_tse.data.wikitext",
-    "normalized": "keras_tse.data.pipeline",
-    "npz_description": "keras_tse.data.own",
-    "register_dataset": "keras_tse.data.registry",
-    "synthetic_cifar10": "keras_tse.data.cifar10",
-    "tensorflow_if_installed": "keras_tse.data.pipeline",
-    "text_files": "keras_tse.data.own",
+    "keras_tse.data.cifar10": ("load_cifar10", "synthetic_cifar10"),
+    "keras_tse.data.digits": ("load_digits",),
+    "keras_tse.data.mnist": ("load_fashion_mnist", "load_mnist"),
+    "keras_tse.data.own": (
+        "contents",
+        "fingerprint",
+        "image_folder_layout",
+        "load_image_folder",
+        "load_npz",
+        "load_text_folder",
+        "npz_description",
+        "text_files",
+    ),
+    "keras_tse.data.pipeline": ("image_dataset", "normalized", "tensorflow_if_installed"),
+    "keras_tse.data.ptb": ("load_ptb",),
+    "keras_tse.data.registry": ("DatasetSpec", "get_dataset", "list_datasets", "register_dataset"),
+    "keras_tse.data.text": ("SegmentStream", "Vocabulary", "lm_segments"),
+    "keras_tse.data.wikitext": ("load_python_docs", "load_wikitext103"),
 }
 
-__all__ = sorted([*_EXPORTS, "tfds_source"])  # and the TFDS module itself
-
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = sorted([*__dir__(), "tfds_source"])  # and the TFDS module itself

@@ -589,6 +589,20 @@ def kit_settings(args):
     return {field: value for field, value in given.items() if value is not None}
 
 
+def add_tau_arguments(parser):
+    """`--tau` and `--learn-tau`: eq. (21)'s strength, and whether each block learns its own, alike on both tasks
+    (`--trainable-tau` is the language model's name for it before the tasks shared one)."""
+    parser.add_argument(
+        "--tau", type=unit_float, help="eq. (21)'s de-escalation strength in [0, 1] (default: 1, the paper's)"
+    )
+    parser.add_argument(
+        "--learn-tau",
+        "--trainable-tau",
+        action="store_true",
+        help="learn tau, one per block, from --tau (default: fixed)",
+    )
+
+
 def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_help):
     """The flags both training recipes take: where the data and the run go, the model-size and
     optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""

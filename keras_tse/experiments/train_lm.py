@@ -110,12 +110,16 @@ PAPER_PTB_TRAIN = dataclasses.replace(LMTrainConfig(), steps=4000, eval_interval
 
 # === Optimisation: Transformer-XL base settings as Sec. 3.4 keeps them ===
 TRAIN = LMTrainConfig()
+BATCH_HELP = "override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)"
+HIDDEN_HELP = "override the width (same heads, FFN 4x)"
+INIT_HELP = "weight scheme (default: transformer_xl, the reference code's N(0, 0.02))"
 
 # === Smoke: a CPU-sized model on CPython's documentation, end to end in about a minute per variant ===
 SMOKE_PRESET = "transformer_xl8_small"
 SMOKE_MODEL = dict(depth=4)
 SMOKE_TRAIN = dataclasses.replace(TRAIN, steps=60, eval_interval=20, batch_size=8, learning_rate=1e-3, log_interval=10)
 SMOKE_VOCAB = 4000
+SMOKE_HELP = "small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb"
 
 
 def load_data(args):
@@ -215,7 +219,7 @@ def _deescalation_overrides(args, norm):
     """The builder keywords of the eq. (21) flags; only those given, so older run folders still match."""
     flags_given = {
         "--tau": ("tau", args.tau),
-        "--learn-tau": ("trainable_tau", args.trainable_tau or None),
+        "--learn-tau": ("trainable_tau", args.learn_tau or None),
         "--deescalate-at": ("deescalate_at", args.deescalate_at),
         "--segment-mean": ("deescalate_memory", False if args.segment_mean else None),
     }
@@ -418,16 +422,7 @@ def parse_args(argv=None, prog="keras-tse train lm"):
         default=None,
         help="train this many passes over the training text instead",
     )
-    parser.add_argument(
-        "--tau", type=flags.unit_float, default=None, help="eq. (21)'s strength in [0, 1] (default 1, the paper's)"
-    )
-    parser.add_argument(  # --trainable-tau: its name before both tasks named it alike
-        "--learn-tau",
-        "--trainable-tau",
-        dest="trainable_tau",
-        action="store_true",
-        help="learn tau, one per block, from --tau (default: fixed)",
-    )
+    flags.add_tau_arguments(parser)
     parser.add_argument(
         "--deescalate-at",
         choices=DEESCALATE_AT,
@@ -442,14 +437,7 @@ def parse_args(argv=None, prog="keras-tse train lm"):
     parser.add_argument(
         "--eval-interval", type=flags.positive_int, default=None, help="steps between validations (default: 250 on PTB)"
     )
-    flags.add_run_arguments(
-        parser,
-        out="runs/wikitext103_txl",
-        hidden_help="override the width (same heads, FFN 4x)",
-        init_help="weight scheme (default: transformer_xl, the reference code's N(0, 0.02))",
-        smoke_help="small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb",
-        batch_help="override the batch size (default: 40; 16 for ptb and text at --size cpu; 8 with --smoke)",
-    )
+    flags.add_run_arguments(parser, "runs/wikitext103_txl", HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
     flags.add_distribution_arguments(parser, model_parallel=False)  # no layout of the language model is tested
     args = parser.parse_args(argv)

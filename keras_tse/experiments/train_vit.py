@@ -83,12 +83,16 @@ def variant_of(norm):
 
 # === Optimisation: Sec. 3.3 ===
 TRAIN = TrainConfig(epochs=150, batch_size=128)
+BATCH_HELP = "override the batch size (default: 128, Sec. 3.3; 64 with --smoke)"
+HIDDEN_HELP = "override the width (FFN 2x) (default: 192, Table 1)"
+INIT_HELP = "weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)"
 
 # === Smoke: everything shrunk to run end to end in about a minute on a CPU ===
 SMOKE_MODEL = dict(depth=4, hidden_dim=32, ffn_dim=64, num_heads=4)
 SMOKE_TRAIN = dataclasses.replace(TRAIN, epochs=3, batch_size=64, learning_rate=1e-3)
 SMOKE_DATA = dict(num_train=256, num_test=128)
 SMOKE_SLICE = (512, 256)  # --smoke on a real data set: its first training and test images
+SMOKE_HELP = "tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise"
 PROBE_SIZE = 64  # test images on which TokenSimilarityMetric measures each block
 
 # === Data sets: the registry's image sets (keras_tse.data.list_datasets("images")), each with its loader,
@@ -525,14 +529,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser.add_argument(
         "--head-dim", type=flags.positive_int, default=None, help="head size; the width is heads x this (default: 24)"
     )
-    flags.add_run_arguments(
-        parser,
-        out="runs/cifar10_vit",
-        hidden_help="override the width (FFN 2x) (default: 192, Table 1)",
-        init_help="weight scheme (default: the preset's, torch: the paper's code, nn.Linear/nn.Conv2d)",
-        smoke_help="tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise",
-        batch_help="override the batch size (default: 128, Sec. 3.3; 64 with --smoke)",
-    )
+    flags.add_run_arguments(parser, "runs/cifar10_vit", HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
     flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
     flags.add_distribution_arguments(parser)
     parser.add_argument(
@@ -549,12 +546,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         help="run the blocks as one loop over stacked weights (zoo.vit(scan=True)): the same model, compiled "
         "as one block",
     )
-    parser.add_argument(
-        "--tau", type=flags.unit_float, default=None, help="de-escalation strength, eq. (21) (default: 1.0, Sec. 3.3)"
-    )
-    parser.add_argument(
-        "--learn-tau", action="store_true", help="learn tau, one per block, from --tau (default: fixed)"
-    )
+    flags.add_tau_arguments(parser)
     parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument(
         "--train-size",

@@ -13,28 +13,13 @@ Names load on first use (`keras_tse._lazy`): importing the package imports no Ke
 from keras_tse._lazy import lazy_exports
 
 _EXPORTS = {
-    "IMAGE_CLASSIFICATION": "keras_tse.training.tasks",
-    "LANGUAGE_MODELLING": "keras_tse.training.tasks",
-    "TASKS": "keras_tse.training.tasks",
-    "Task": "keras_tse.training.tasks",
-    "LMTrainConfig": "keras_tse.training.configs",
-    "RunFolderMismatch": "keras_tse.run_files",
-    "SCHEDULES": "keras_tse.training.configs",
-    "TrainConfig": "keras_tse.training.configs",
-    "as_started": "keras_tse.training.runner",
-    "check_run_folder": "keras_tse.training.runner",
-    "defaults_of": "keras_tse.training.configs",
-    "evaluate_stream": "keras_tse.training.language_model",
-    "fit_language_model": "keras_tse.training.language_model",
-    "fit_variant": "keras_tse.training.runner",
-    "plot_losses": "keras_tse.training.plots",
-    "plot_training_loss": "keras_tse.training.plots",
-    "read_history": "keras_tse.run_files",
-    "recorded": "keras_tse.training.configs",
-    "read_steps": "keras_tse.run_files",
-    "train_in_folder": "keras_tse.training.runner",
+    "keras_tse.run_files": ("RunFolderMismatch", "read_history", "read_steps"),
+    "keras_tse.training.configs": ("LMTrainConfig", "SCHEDULES", "TrainConfig", "defaults_of", "recorded"),
+    "keras_tse.training.language_model": ("evaluate_stream", "fit_language_model"),
+    "keras_tse.training.plots": ("plot_losses", "plot_training_loss"),
+    "keras_tse.training.runner": ("as_started", "check_run_folder", "fit_variant", "train_in_folder"),
+    "keras_tse.training.tasks": ("IMAGE_CLASSIFICATION", "LANGUAGE_MODELLING", "TASKS", "Task"),
 }
 
-__all__ = sorted(_EXPORTS)
-
 __getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)
+__all__ = __dir__()

@@ -1,5 +1,6 @@
 """`keras-tse escalation`: token similarity after each freshly initialised block (Sec. 2.4)."""
 
+import argparse
 import time
 
 from keras_tse.experiments import flags
@@ -11,13 +12,24 @@ HELP = "token similarity at initialisation, per block kind"
 
 def add_arguments(parser):
     parser.add_argument("--depth", type=flags.depth, default=20, help="blocks per stack (default: 20, as Fig. 2)")
-    parser.add_argument("--tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)")
-    parser.add_argument("--hidden", type=flags.positive_int, default=512, help="d, hidden size (default: 512)")
-    parser.add_argument("--heads", type=flags.positive_int, default=8, help="h, attention heads (default: 8)")
-    parser.add_argument("--ffn", type=flags.positive_int, default=2048, help="FFN width (default: 2048 = 4d)")
+    # each flag's destination is its EscalationConfig field (flags.config_from)
+    parser.add_argument(
+        "--tokens", dest="num_tokens", type=flags.positive_int, default=64, help="n, tokens per example (default: 64)"
+    )
+    parser.add_argument(
+        "--hidden", dest="hidden_dim", type=flags.positive_int, default=512, help="d, hidden size (default: 512)"
+    )
+    parser.add_argument(
+        "--heads", dest="num_heads", type=flags.positive_int, default=8, help="h, attention heads (default: 8)"
+    )
+    parser.add_argument(
+        "--ffn", dest="ffn_dim", type=flags.positive_int, default=2048, help="FFN width (default: 2048 = 4d)"
+    )
     parser.add_argument("--tau", type=flags.unit_float, default=1.0, help="de-escalation strength (default: 1.0)")
     parser.add_argument("--seeds", type=flags.positive_int, default=3, help="seeds averaged (default: 3)")
-    parser.add_argument("--init", choices=INITIALIZERS, default="glorot", help="weight scheme (default: glorot)")
+    parser.add_argument(
+        "--init", dest="initializer", choices=INITIALIZERS, default="glorot", help="weight scheme (default: glorot)"
+    )
     parser.add_argument(
         "--kinds",
         type=flags.choice_list(escalation_kinds(), {}),
@@ -34,15 +46,8 @@ def run(args):
 
     if args.csv:
         claim_file(args.csv, flags.reads_as(lambda text: text.startswith("block,")), "the table", "--csv")
-    config = EscalationConfig(
-        depth=args.depth,
-        num_tokens=args.tokens,
-        hidden_dim=args.hidden,
-        num_heads=args.heads,
-        ffn_dim=args.ffn,
-        tau=args.tau,
-        seeds=tuple(range(args.seeds)),
-        initializer=args.init,
+    config = flags.config_from(
+        EscalationConfig, argparse.Namespace(**{**vars(args), "seeds": tuple(range(args.seeds))})
     )
     start = time.perf_counter()
     profiles = similarity_at_init(args.kinds, config, verbose=1)

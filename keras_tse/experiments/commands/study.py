@@ -23,12 +23,13 @@ def studies():
         fig7_paper_study,
         fine_tune_study,
         ptb_warmup_study,
+        recipe_defaults_study,
         speed_paper_study,
         tau_sweep_study,
     )
 
     modules = (depth80_study, fig6_paper_study, fig7_paper_study, fine_tune_study, ptb_warmup_study)
-    modules += (speed_paper_study, tau_sweep_study)
+    modules += (recipe_defaults_study, speed_paper_study, tau_sweep_study)
     return {module.STUDY.name: module.STUDY for module in modules}
 
 

@@ -64,11 +64,7 @@ QUESTIONS = (
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
 CELLS_AT_ONCE = "two cells at once"
-STUDY = vit_study_card.study_of(
-    sys.modules[__name__],
-    name="depth80",
-    title="ViT-80 at width 32 on a Fashion-MNIST subset: nine arms, each at its own best rate",
-    card=os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md"),
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "depth80"
+TITLE = "ViT-80 at width 32 on a Fashion-MNIST subset: nine arms, each at its own best rate"
+CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -258,6 +258,16 @@ class Study:
         return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
 
 
+def study_of(plan, **fields):
+    """The study plan module `plan` defines by its constants: NAME, TITLE, CARD, RESULTS, FIELDS, `run_cell`,
+    its PARTS ({part: (Plan, help)}) or its one PLAN, and CELL_ESTIMATE_S if a budget must cover a whole
+    cell; `fields` add to them or replace them (the cell runner and figure a card module gives its plans)."""
+    parts = getattr(plan, "PARTS", None) or {"all": (plan.PLAN, "every arm")}
+    given = dict(name=plan.NAME, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
+    given.update(fields=getattr(plan, "FIELDS", None), run_cell=getattr(plan, "run_cell", None))
+    return Study(**{**given, "cell_estimate_s": getattr(plan, "CELL_ESTIMATE_S", 0.0), **fields})
+
+
 class CellStopped(Exception):
     """A cell the spent budget stopped."""
 

@@ -64,12 +64,7 @@ QUESTIONS = (
 FIGURE = os.path.join(os.path.dirname(RESULTS), "fig6_paper.png")
 FIGURE_TITLE = "ViT-80, Table 1's width, Fashion-MNIST (60k), 4 epochs"
 CELLS_AT_ONCE = "three cells sharing the GPU"
-STUDY = vit_study_card.study_of(
-    sys.modules[__name__],
-    name="fig6_paper",
-    title="Fig. 6 at the paper's size on a GPU: ViT-80, six arms against the published fixes",
-    card=os.path.join(ROOT, "zoo", "vit80_cifar10.md"),
-    cell_estimate_s=CELL_ESTIMATE_S,
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "fig6_paper"
+TITLE = "Fig. 6 at the paper's size on a GPU: ViT-80, six arms against the published fixes"
+CARD = os.path.join(ROOT, "zoo", "vit80_cifar10.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -19,6 +19,7 @@ Choices where the paper is silent:
   16-block model's 500 steps took 947-1,339 s on a 2-core CPU; this estimate is a budget, not a timing).
 """
 
+import functools
 import os
 import sys
 
@@ -31,12 +32,7 @@ ARMS = {
     "pre": ("--norm", "pre"),
     "causal": ("--norm", "deescalate", "--tau", "0.5"),
 }
-PARTS = {
-    "all": engine.Plan(
-        arms=tuple(ARMS), grid=(2.5e-4, 5e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), max_extensions=1,
-        select_by="valid_loss",
-    ),
-}  # fmt: skip
+PLAN = engine.Plan(tuple(ARMS), (2.5e-4, 5e-4, 1e-3), (0, 1, 2, 3, 4, 5), max_extensions=1, select_by="valid_loss")
 CELL_ESTIMATE_S = 540
 FIELDS = lm_study_card.FIELDS
 QUESTIONS = (
@@ -46,25 +42,9 @@ QUESTIONS = (
 )
 
 
-def run_cell(runs, arm, learning_rate, seed):
-    """One recipe run (it resumes a killed one); its row."""
-    return lm_study_card.run_cell(sys.modules[__name__], runs, arm, learning_rate, seed)
-
-
-def markdown_table(rows):
-    """The card's table: each arm at its best rate, then each question (`lm_study_card.markdown_table`)."""
-    return lm_study_card.markdown_table(rows, sys.modules[__name__])
-
-
-STUDY = engine.Study(
-    name="fig7_paper",
-    title="Fig. 7 at the paper's widths on a GPU: Transformer-XL-60 on Penn Treebank",
-    parts={"all": (PARTS["all"], "every arm")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
-    card=os.path.join(ROOT, "zoo", "transformer_xl60_wt103.md"),
-    cell_estimate_s=CELL_ESTIMATE_S,
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "fig7_paper"
+TITLE = "Fig. 7 at the paper's widths on a GPU: Transformer-XL-60 on Penn Treebank"
+CARD = os.path.join(ROOT, "zoo", "transformer_xl60_wt103.md")
+run_cell = functools.partial(lm_study_card.run_cell, sys.modules[__name__])
+markdown_table = functools.partial(lm_study_card.markdown_table, plan=sys.modules[__name__])
+STUDY = engine.study_of(sys.modules[__name__])

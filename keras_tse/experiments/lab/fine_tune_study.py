@@ -55,11 +55,7 @@ QUESTIONS = (("fine_tuned", "scratch", f"does starting from {PRESET}'s weights h
 FIGURE = os.path.join(os.path.dirname(RESULTS), "fine_tune.png")
 FIGURE_TITLE = f"ViT-6 on 6,000 MNIST images: {PRESET} fine-tuned against scratch"
 CELLS_AT_ONCE = "one or two cells at once"
-STUDY = vit_study_card.study_of(
-    sys.modules[__name__],
-    name="fine_tune",
-    title=f"{PRESET} fine-tuned on 6,000 MNIST images against the same model from scratch",
-    card=os.path.join(ROOT, "zoo", "vit6_fashion_mnist.md"),
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "fine_tune"
+TITLE = f"{PRESET} fine-tuned on 6,000 MNIST images against the same model from scratch"
+CARD = os.path.join(ROOT, "zoo", "vit6_fashion_mnist.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

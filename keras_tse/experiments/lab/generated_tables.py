@@ -27,6 +27,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | tau_sweep | zoo/depth_study/tau_sweep.csv | `keras-tse study tau_sweep --jobs 2` (cell by cell, resumable) |
 | ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
+| recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`keras_tse.experiments.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
 | gpu_speed | zoo/gpu/speed_paper.csv and zoo/gpu/returned/*_bench_*.json | `keras-tse study speed_paper --jobs 1 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -65,9 +66,19 @@ DOCUMENTS = (
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
 VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study"}
+# The depth study's blocks, each a function of its rows: block name -> (module, function).
+DEPTH_STUDY_BLOCKS = {
+    "depth_study": ("keras_tse.experiments.sweep", "best_lr_table"),
+    "depth_study_verdicts": ("keras_tse.experiments.sweep", "verdicts"),
+    "depth_study_ordering": ("keras_tse.experiments.sweep", "orderings"),
+    "depth_study_cells": ("keras_tse.experiments.sweep", "markdown_table"),
+    "depth_study_progress": ("keras_tse.experiments.lab.depth_study_card", "progress"),
+    "depth_study_edges": ("keras_tse.experiments.lab.depth_study_card", "edges_summary"),
+    "depth_study_init": ("keras_tse.experiments.lab.depth_study_card", "initial_profile"),
+}
 # Blocks that are a study's whole table: block name -> its plan module.
 STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
-                "gpu_speed": "speed_paper_study"}  # fmt: skip
+                "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
@@ -162,28 +173,9 @@ def render(name):
         from keras_tse.experiments.escalation import markdown_table, read_csv
 
         return markdown_table(read_csv(_path("zoo", "figures", "escalation.csv")))
-    if name == "depth_study":
-        from keras_tse.experiments.sweep import best_lr_table
-
-        return best_lr_table(depth_study_rows())
-    if name == "depth_study_verdicts":
-        from keras_tse.experiments.sweep import verdicts
-
-        return verdicts(depth_study_rows())
-    if name == "depth_study_progress":
-        return _generator("depth_study_card").progress(depth_study_rows())
-    if name == "depth_study_ordering":
-        from keras_tse.experiments.sweep import orderings
-
-        return orderings(depth_study_rows())
-    if name == "depth_study_edges":
-        return _generator("depth_study_card").edges_summary(depth_study_rows())
-    if name == "depth_study_cells":
-        from keras_tse.experiments.sweep import markdown_table
-
-        return markdown_table(depth_study_rows())
-    if name == "depth_study_init":
-        return _generator("depth_study_card").initial_profile(depth_study_rows())
+    if name in DEPTH_STUDY_BLOCKS:
+        module, function = DEPTH_STUDY_BLOCKS[name]
+        return getattr(importlib.import_module(module), function)(depth_study_rows())
     if name == "depth_study_earlier":
         from keras_tse.experiments.sweep import markdown_table
 
@@ -209,14 +201,14 @@ def render(name):
     if name.rpartition("_")[0] in VIT_STUDIES and name.rpartition("_")[2] in VIT_STUDY_BLOCKS:
         study, _, block = name.rpartition("_")
         module = _generator(VIT_STUDIES[study])
-        return getattr(_generator("vit_study_card"), VIT_STUDY_BLOCKS[block])(module.read_rows(), module)
+        return getattr(_generator("vit_study_card"), VIT_STUDY_BLOCKS[block])(module.STUDY.read_rows(), module)
     if name == "shipped_presets":
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
     if name in STUDY_TABLES:
         study = _generator(STUDY_TABLES[name])
-        return study.markdown_table(study.read_rows())
+        return study.markdown_table(study.STUDY.read_rows())
     if name == "gpu_fig6":
         return _generator("gpu_cells_card").fig6_block()
     if name == "generation_speed":

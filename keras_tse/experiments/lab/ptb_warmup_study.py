@@ -23,6 +23,7 @@ Choices where the paper is silent:
   parts apart.
 """
 
+import functools
 import os
 import sys
 
@@ -45,19 +46,12 @@ ARMS = {
 SEEDS = (0, 1, 2, 3, 4, 5)  # seed 0 chooses the rate; the verdicts rest on seeds 1-5 (zoo/README.md)
 GRID = (2.5e-4, 5e-4, 1e-3)
 PARTS = {
-    "grid": engine.Plan(
-        arms=("pre", "pre_warmup", "causal", "causal_warmup"), grid=GRID, seeds=SEEDS, select_by="valid_loss"
-    ),
-    "deep": engine.Plan(
-        arms=("post_32", "post_32_warmup", "pre_32", "causal_32"), grid=GRID, seeds=SEEDS, select_by="valid_loss"
-    ),
-}
+    "grid": (engine.Plan(("pre", "pre_warmup", "causal", "causal_warmup"), GRID, SEEDS, select_by="valid_loss"),
+             "the 16-block grid"),
+    "deep": (engine.Plan(("post_32", "post_32_warmup", "pre_32", "causal_32"), GRID, SEEDS, select_by="valid_loss"),
+             "the 32-block rows"),
+}  # fmt: skip
 FIELDS = lm_study_card.FIELDS
-
-
-def run_cell(runs, arm, learning_rate, seed):
-    """One recipe run (it resumes a killed one); its row."""
-    return lm_study_card.run_cell(sys.modules[__name__], runs, arm, learning_rate, seed)
 
 
 # The card's questions, each a pair of arms of one part: (A, B, what A against B answers).
@@ -72,19 +66,9 @@ QUESTIONS = (
 )
 
 
-def markdown_table(rows):
-    """The card's table: each arm at its best rate, then each question (`lm_study_card.markdown_table`)."""
-    return lm_study_card.markdown_table(rows, sys.modules[__name__])
-
-
-STUDY = engine.Study(
-    name="ptb_warmup",
-    title="Penn Treebank language model: warmup against causal de-escalation, then 32 blocks",
-    parts={"grid": (PARTS["grid"], "the 16-block grid"), "deep": (PARTS["deep"], "the 32-block rows")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
-    card=os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md"),
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "ptb_warmup"
+TITLE = "Penn Treebank language model: warmup against causal de-escalation, then 32 blocks"
+CARD = os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")
+run_cell = functools.partial(lm_study_card.run_cell, sys.modules[__name__])
+markdown_table = functools.partial(lm_study_card.markdown_table, plan=sys.modules[__name__])
+STUDY = engine.study_of(sys.modules[__name__])

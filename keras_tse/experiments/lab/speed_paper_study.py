@@ -46,15 +46,7 @@ def markdown_table(rows):
     return "\n\n".join([*parts, *filter(None, [gpu_cells_card.benches_apart()])])
 
 
-STUDY = engine.Study(
-    name="speed_paper",
-    title="The speed table at the paper's sizes on a GPU: keras-tse bench under JAX and PyTorch",
-    parts={"all": (PLAN, "one bench a backend")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
-    card=os.path.join(ROOT, "zoo", "speed.md"),
-    cell_estimate_s=CELL_ESTIMATE_S,
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "speed_paper"
+TITLE = "The speed table at the paper's sizes on a GPU: keras-tse bench under JAX and PyTorch"
+CARD = os.path.join(ROOT, "zoo", "speed.md")
+STUDY = engine.study_of(sys.modules[__name__])

@@ -24,6 +24,7 @@ Choices where the paper is silent:
 
 import csv
 import os
+import sys
 
 from keras_tse.experiments.lab import (
     ROOT,  # noqa: E402
@@ -94,14 +95,7 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/depth_study/tau_sweep.csv`)."
 
 
-STUDY = engine.Study(
-    name="tau_sweep",
-    title="eq. (21)'s tau from 0 to 1 and learned, at depth 48 on 8x8 digits",
-    parts={"all": (PLAN, "every tau")},
-    run_cell=run_cell,
-    results=RESULTS,
-    fields=FIELDS,
-    card=os.path.join(ROOT, "zoo", "depth_study.md"),
-)
-read_rows = STUDY.read_rows
-plan_of = STUDY.plan_of
+NAME = "tau_sweep"
+TITLE = "eq. (21)'s tau from 0 to 1 and learned, at depth 48 on 8x8 digits"
+CARD = os.path.join(ROOT, "zoo", "depth_study.md")
+STUDY = engine.study_of(sys.modules[__name__])

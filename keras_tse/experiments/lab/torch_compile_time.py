@@ -146,15 +146,15 @@ def markdown_table(result):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--depth", type=int, default=12, help="blocks (default 12)")
-    parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
-    parser.add_argument("--batches", type=int, default=2, help="batches of 64 per epoch (default 2)")
     parser.add_argument(
         "--modes",
         type=lambda text: tuple(text.split(",")),
         default=MODES,
         help=f"comma-separated, of {', '.join(MODES)} (default: all)",
     )
+    parser.add_argument("--depth", type=int, default=12, help="blocks (default 12)")
+    parser.add_argument("--epochs", type=int, default=2, help="epochs (default 2)")
+    parser.add_argument("--batches", type=int, default=2, help="batches of 64 per epoch (default 2)")
 
     def measure_mode(mode, args):
         return measure(mode, args.depth, args.epochs, args.batches)

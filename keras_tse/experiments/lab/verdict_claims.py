@@ -99,7 +99,7 @@ def _cell_study_seeds(module, metric_by_default):
         study = importlib.import_module(f"keras_tse.experiments.lab.{module}")
         if key is not None:
             raise ValueError(f"{module} claims take no 'at', got 'at {key}'")
-        rate, members = engine.at_best(study.read_rows(), arm, study.plan_of(arm))
+        rate, members = engine.at_best(study.STUDY.read_rows(), arm, study.STUDY.plan_of(arm))
         if rate is None:
             raise ValueError(f"{study.RESULTS} has no row of arm {arm!r}")
         return [(arm, engine.verdict_seeds(members, metric or metric_by_default))]

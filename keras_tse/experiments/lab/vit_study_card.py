@@ -1,7 +1,7 @@
 """The ViT classifier studies (the depth-80 study on a CPU, Fig. 6 at the paper's size on a GPU, the
 fine-tune study): each is a plan module of data alone (its DATA, MODEL and ARMS flags, EPOCHS, PLAN,
-RESULTS, QUESTIONS, FIGURE, FIGURE_TITLE, CELLS_AT_ONCE), made a study of the engine here (`study_of`),
-its cells run by `run_cell`, its card's tables and figure drawn from its result file alone.
+RESULTS, QUESTIONS, FIGURE, FIGURE_TITLE, CELLS_AT_ONCE, NAME, TITLE, CARD), made a study of the engine
+here (`study_of`), its cells run by `run_cell`, its card's tables and figure drawn from its result file alone.
 
     keras-tse study depth80 --card    # the tables (generated blocks of the card) and the loss-curve figure
 
@@ -27,15 +27,10 @@ FIELDS = (
 )  # fmt: skip
 
 
-def study_of(plan, **fields):
-    """The engine's study of plan module `plan`, named and carded by `fields` (name, title, card, ...)."""
-    study = engine.Study(
-        parts={"all": (plan.PLAN, "every arm")},
-        run_cell=functools.partial(run_cell, plan),
-        results=plan.RESULTS,
-        fields=FIELDS,
-        figure=lambda: plot(study.read_rows(), plan),
-        **fields,
+def study_of(plan):
+    """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its figure drawn here."""
+    study = engine.study_of(
+        plan, run_cell=functools.partial(run_cell, plan), fields=FIELDS, figure=lambda: plot(study.read_rows(), plan)
     )
     return study
 
@@ -70,7 +65,7 @@ def _floats(rows, column):
 
 def best_cells(rows, study):
     """arm -> (best rate, its rows), for every arm with a seed-0 row."""
-    found = {arm: engine.at_best(rows, arm, study.PLAN) for arm in study.ARMS}
+    found = {arm: engine.at_best(rows, arm, study.STUDY.plan_of(arm)) for arm in study.ARMS}
     return {arm: cell for arm, cell in found.items() if cell[0] is not None}
 
 
@@ -108,7 +103,7 @@ def results_table(rows, study):
         rate, members = cells[arm]
         learned = spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
-            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate, study.PLAN.grid)} | {len(members)} | "
+            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate, study.STUDY.plan_of(arm).grid)} | {len(members)} | "
             f"{spread(_floats(members, 'train_loss'))} | {spread([last_epoch_fall(r) for r in members], 1)} | "
             f"{spread(_floats(members, 'test_accuracy'), 4)} | "
             f"{spread(_floats(members, 'similarity_init'), 4)} | {spread(_floats(members, 'similarity_end'), 4)} "

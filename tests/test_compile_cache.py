@@ -59,9 +59,9 @@ def test_a_default_folder_that_cannot_be_made_warns_and_trains_without(tmp_path,
 
 @pytest.mark.one_backend  # it starts its own JAX processes
 def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
-    """The same ViT-12, blocks scanned, in three fresh JAX processes sharing a cache: the warm ones
-    compile nothing (JAX reports the compile seconds each saved), train to the same loss, and spend at
-    least 3x fewer CPU seconds on their first step.
+    """The same ViT-12, blocks scanned, in two fresh JAX processes sharing a cache: the warm one compiles
+    nothing (JAX reports the compile seconds it saved), trains to the same loss, and spends at least 3x
+    fewer CPU seconds on its first step.
 
     The bar is on the process's CPU seconds, not its wall clock: compiling is CPU work the cache
     removes, while wall time also counts the waits for a core. A clean-clone CI run (three suites on
@@ -69,10 +69,10 @@ def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
     Measured (2-core CPU): 4.7 CPU s cold, 0.58-0.62 warm (7.5x) with nothing beside it, 4.7 and
     0.54-0.59 (8x) beside four busy processes, whose wall clock read 8.1 s cold and 0.5-1.4 s warm.
     What a warm step still pays is tracing one block in Python and loading the executables, which no
-    cache removes.
+    cache removes. CPU seconds need no second warm process to take the best of (wall seconds did).
     """
     runs = []
-    for _ in range(3):  # cold, then two warm
+    for _ in range(2):  # cold, then warm
         printed = subprocess.run(
             [sys.executable, os.path.join(ROOT, "tests", "first_step_worker.py"), str(tmp_path / "cache"), "True"],
             capture_output=True,

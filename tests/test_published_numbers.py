@@ -377,7 +377,13 @@ GENERATED_BLOCKS = {
     },
     "zoo/gpt4_ptb.md": {"shipped_gpt4_ptb"},
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
-    "zoo/depth80_fashion_mnist.md": {"depth80_results", "depth80_verdicts", "depth80_grid", "recipe_defaults"},
+    "zoo/depth80_fashion_mnist.md": {
+        "depth80_results",
+        "depth80_verdicts",
+        "depth80_grid",
+        "recipe_defaults",
+        "depth_ladder",
+    },
     "zoo/escalation.md": {"escalation"},
     "zoo/speed.md": {
         "bench",

@@ -466,7 +466,8 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
     assert out[-1].startswith(f"{len(pending)} cell(s) can start now; {len(depth80.read_rows())} rows in ")
 
 
-STUDIES = ("depth80", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "recipe_defaults", "speed_paper")
+STUDIES = ("depth80", "depth_ladder", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "recipe_defaults")
+STUDIES += ("speed_paper",)
 STUDIES += ("tau_sweep",)  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 
@@ -489,9 +490,11 @@ def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, mo
     assert copy.read_text() == open(found[name].card).read()
 
 
-def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_study_at_its_rates():
+def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_study_at_its_rates(tmp_path):
     """The before/after study trains the depth-80 study's model, data and epochs with the two defaults
     left to the recipe, each arm at the rate the depth-80 study chose on seed 0."""
+    import dataclasses
+
     study, depth80 = lab_module("recipe_defaults_study"), lab_module("depth80_study")
     engine = lab_module("engine")
     rows = depth80.STUDY.read_rows()
@@ -499,6 +502,32 @@ def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_stud
     assert (study.MODEL, study.EPOCHS) == (depth80.MODEL, depth80.EPOCHS)
     assert [*study.DATA, *study.BEFORE] == list(depth80.DATA)  # only the old defaults' flags are left out
     assert [len(study.before_rows(arm)) for arm in study.ARMS] == [2, 2, 2]
+    fresh = dataclasses.replace(study.STUDY, results=str(tmp_path / "fresh.csv"))
+    assert sorted(fresh.pending(fresh.arms())) == sorted(
+        (arm, study.RATES[arm], s) for arm in study.ARMS for s in (0, 1)
+    )
+
+
+def test_the_depth_ladder_runs_each_layout_deeper_at_its_depth80_rate(tmp_path, monkeypatch):
+    """Each rung is the depth-80 study's run with another depth (its flag last, so it wins) and remat, at
+    the rate the depth-80 study chose for the layout; the CPU part is 160 and 320 blocks, seed 0."""
+    import dataclasses
+
+    ladder, depth80 = lab_module("depth_ladder_study"), lab_module("depth80_study")
+    engine = lab_module("engine")
+    rows = depth80.STUDY.read_rows()
+    assert ladder.RATES == {arm: engine.best_rate(rows, arm, depth80.STUDY.plan_of(arm)) for arm in ladder.LAYOUTS}
+    study = dataclasses.replace(ladder.STUDY, results=str(tmp_path / "ladder.csv"))
+    cpu = study.pending(study.arms(["cpu"]))
+    assert len(cpu) == 12 and {seed for _, _, seed in cpu} == {0}
+    assert ("post_320", 3e-4, 0) in cpu and ("layerscale_160", 3e-3, 0) in cpu
+    asked = []
+    monkeypatch.setattr(engine, "run_recipe", lambda task, argv, out, what: asked.append(argv) or 1.0)
+    with pytest.raises(FileNotFoundError):  # the fake run writes no summary: only its command is checked
+        study.run_cell(str(tmp_path), "deescalate_320", 1e-3, 0)
+    (argv,) = asked
+    depth = len(argv) - 1 - argv[::-1].index("--depth")
+    assert argv[depth + 1] == "320" and "--remat" in argv and argv[argv.index("--learning-rate") + 1] == "0.001"
 
 
 def test_the_depth80_card_says_how_far_from_flat_each_curve_ends(monkeypatch):

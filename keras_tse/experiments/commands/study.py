@@ -19,6 +19,7 @@ def studies():
     """name -> the study (`engine.Study`) of each lab module that defines one."""
     from keras_tse.experiments.lab import (
         depth80_study,
+        depth_ladder_study,
         fig6_paper_study,
         fig7_paper_study,
         fine_tune_study,
@@ -28,7 +29,7 @@ def studies():
         tau_sweep_study,
     )
 
-    modules = (depth80_study, fig6_paper_study, fig7_paper_study, fine_tune_study, ptb_warmup_study)
+    modules = (depth80_study, depth_ladder_study, fig6_paper_study, fig7_paper_study, fine_tune_study, ptb_warmup_study)
     modules += (recipe_defaults_study, speed_paper_study, tau_sweep_study)
     return {module.STUDY.name: module.STUDY for module in modules}
 

@@ -6,7 +6,8 @@ study's selection column, never the test set's) lies at an end of what was tried
 factor 3 past that end, at most `max_extensions` times; once the best is inside, the other seeds run at
 it. A plan with `bracket=False` runs its seeds at the grid's best rate, all at once where the grid is one point
 (e.g. a rate carried over from a bracketed study); one with `every_rate=True` runs every seed at every rate
-of the grid (a full grid: the depth sweep compares its arms rate by rate). Each finished cell is one row
+of the grid (a full grid: the depth sweep compares its arms rate by rate); one with `rates` runs each arm's
+seeds at that arm's own rate, chosen elsewhere (no grid). Each finished cell is one row
 appended to the study's CSV, flushed and synced, so a killed study loses only the cells that were running
 (and those resume from their own last saved epoch: the recipes do). Seed 0 is the selection seed: the
 verdicts use the others.
@@ -41,6 +42,7 @@ class Plan:
     select_by: str = "train_loss"  # the column whose lowest seed-0 value names the best rate
     bracket: bool = True
     every_rate: bool = False
+    rates: dict = dataclasses.field(default_factory=dict)  # arm -> its one rate, where another study chose it
 
 
 def read_rows(path):
@@ -99,6 +101,8 @@ def next_cells(rows, arm, plan):
     """The (learning_rate, seed) cells the arm needs next, given the finished rows."""
     if plan.every_rate:
         return [cell for rate in plan.grid for cell in _seeds_left(rows, arm, rate, plan)]
+    if arm in plan.rates:
+        return _seeds_left(rows, arm, plan.rates[arm], plan)
     if not plan.bracket and len(plan.grid) == 1:  # no rate to choose: every seed runs at once
         return _seeds_left(rows, arm, plan.grid[0], plan)
     tried = sorted({float(row["learning_rate"]) for row in rows if row["arm"] == arm and int(row["seed"]) == 0})

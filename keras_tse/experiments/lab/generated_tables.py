@@ -27,6 +27,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | tau_sweep | zoo/depth_study/tau_sweep.csv | `keras-tse study tau_sweep --jobs 2` (cell by cell, resumable) |
 | ptb_warmup | zoo/ptb_transformer_xl16/warmup_study.csv | `keras-tse study ptb_warmup --jobs 2 [--part deep]` (cell by cell, resumable) |
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.ship_presets NAME` |
+| depth_ladder | zoo/depth80_fashion_mnist/depth_ladder.csv (and results.csv) | `keras-tse study depth_ladder --part cpu --jobs 2` here, `--part gpu` on a GPU machine |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`keras_tse.experiments.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -78,7 +79,8 @@ DEPTH_STUDY_BLOCKS = {
 }
 # Blocks that are a study's whole table: block name -> its plan module.
 STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
-                "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study"}  # fmt: skip
+                "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study",
+                "depth_ladder": "depth_ladder_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {

@@ -29,7 +29,7 @@ EPOCHS = depth80_study.EPOCHS
 ARMS = {norm: ("--norm", norm) for norm in ("post", "pre", "deescalate")}
 RATES = {"post": 3e-4, "pre": 1e-3, "deescalate": 1e-3}  # the depth-80 study's best rates (its card)
 SEEDS = (0, 1)
-PARTS = {arm: (engine.Plan((arm,), (RATES[arm],), SEEDS, bracket=False), f"{arm} at {RATES[arm]:g}") for arm in ARMS}
+PLAN = engine.Plan(tuple(ARMS), (), SEEDS, rates=RATES)
 FIGURE = os.path.join(os.path.dirname(RESULTS), "recipe_defaults.png")
 FIGURE_TITLE = "ViT-80, width 32, Fashion-MNIST 10k: timm's decay rule and crop-and-flip"
 CELLS_AT_ONCE = "two cells at once"

@@ -498,10 +498,11 @@ def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_stud
     study, depth80 = lab_module("recipe_defaults_study"), lab_module("depth80_study")
     engine = lab_module("engine")
     rows = depth80.STUDY.read_rows()
-    assert study.RATES == {arm: engine.best_rate(rows, arm, depth80.STUDY.plan_of(arm)) for arm in study.ARMS}
+    rates = {norm: engine.best_rate(rows, norm, depth80.STUDY.plan_of(norm)) for norm in study.VARIANTS}
+    assert study.DEPTH80_RATES == rates and study.RATES["pre_decay_only"] == rates["pre"]
     assert (study.MODEL, study.EPOCHS) == (depth80.MODEL, depth80.EPOCHS)
     assert [*study.DATA, *study.BEFORE] == list(depth80.DATA)  # only the old defaults' flags are left out
-    assert [len(study.before_rows(arm)) for arm in study.ARMS] == [2, 2, 2]
+    assert [len(study.before_rows(norm)) for norm in study.VARIANTS] == [2, 2, 2]
     fresh = dataclasses.replace(study.STUDY, results=str(tmp_path / "fresh.csv"))
     assert sorted(fresh.pending(fresh.arms())) == sorted(
         (arm, study.RATES[arm], s) for arm in study.ARMS for s in (0, 1)

@@ -8,9 +8,10 @@ augmentation). Resumable cell by cell.
     nice -n 19 keras-tse study recipe_defaults --jobs 2
     keras-tse study recipe_defaults --card      # the before/after table, from both result files
 
-The paper's three variants, each at the rate the depth-80 study chose for it on seed 0 (`RATES`, checked
-against its rows by a test), seeds 0 and 1. Two seeds an arm answer no question by the verdict rule
-(it asks for 5 verdict seeds): the table reports, it does not judge. Under augmentation the training
+The paper's three variants, each at the rate the depth-80 study chose for it on seed 0 (`DEPTH80_RATES`,
+checked against its rows by a test), seeds 0 and 1, with both new defaults and with the decay rule alone
+(`--augment none`), so that the table tells the two changes apart. Two seeds an arm answer no question by
+the verdict rule (it asks for 5 verdict seeds): the table reports, it does not judge. Under augmentation the training
 loss is measured on augmented images, so it is not the old runs' measure; test accuracy (the same
 unaugmented test images) is the one to compare.
 """
@@ -26,8 +27,12 @@ BEFORE = ("--weight-decay-rule", "all", "--augment", "none")  # the depth-80 stu
 DATA = tuple(flag for flag in depth80_study.DATA if flag not in BEFORE)  # the rest as the depth-80 study's
 MODEL = depth80_study.MODEL
 EPOCHS = depth80_study.EPOCHS
-ARMS = {norm: ("--norm", norm) for norm in ("post", "pre", "deescalate")}
-RATES = {"post": 3e-4, "pre": 1e-3, "deescalate": 1e-3}  # the depth-80 study's best rates (its card)
+VARIANTS = ("post", "pre", "deescalate")
+# Each variant with both new defaults, and with the decay rule alone (no augmentation), to tell them apart.
+ARMS = {norm: ("--norm", norm) for norm in VARIANTS}
+ARMS.update({f"{norm}_decay_only": ("--norm", norm, "--augment", "none") for norm in VARIANTS})
+DEPTH80_RATES = {"post": 3e-4, "pre": 1e-3, "deescalate": 1e-3}  # the depth-80 study's best rates (its card)
+RATES = {arm: DEPTH80_RATES[arm.removesuffix("_decay_only")] for arm in ARMS}
 SEEDS = (0, 1)
 PLAN = engine.Plan(tuple(ARMS), (), SEEDS, rates=RATES)
 FIGURE = os.path.join(os.path.dirname(RESULTS), "recipe_defaults.png")
@@ -39,10 +44,11 @@ CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
 STUDY = vit_study_card.study_of(sys.modules[__name__])
 
 
-def before_rows(arm):
-    """The depth-80 study's rows of `arm` at its rate, seeds `SEEDS`: the same runs with the old defaults."""
+def before_rows(norm):
+    """The depth-80 study's rows of variant `norm` at its rate, seeds `SEEDS`: the same runs, old defaults."""
     rows = depth80_study.STUDY.read_rows()
-    return [r for r in rows if r["arm"] == arm and float(r["learning_rate"]) == RATES[arm] and int(r["seed"]) in SEEDS]
+    rate = DEPTH80_RATES[norm]
+    return [r for r in rows if r["arm"] == norm and float(r["learning_rate"]) == rate and int(r["seed"]) in SEEDS]
 
 
 def markdown_table(rows):
@@ -52,15 +58,19 @@ def markdown_table(rows):
         "| arm | lr | defaults | seeds | final train loss | test accuracy | similarity at end |",
         "|---|---:|---|---:|---:|---:|---:|",
     ]
-    for arm in ARMS:
-        after = [r for r in rows if r["arm"] == arm]
-        for label, members in (("before: all decayed, no augmentation", before_rows(arm)), ("after", after)):
+    for norm in VARIANTS:
+        kinds = (
+            ("before: all decayed, no augmentation", before_rows(norm)),
+            ("timm's decay, no augmentation", [r for r in rows if r["arm"] == f"{norm}_decay_only"]),
+            ("after: timm's decay, crop-and-flip", [r for r in rows if r["arm"] == norm]),
+        )
+        for label, members in kinds:
             if not members:
-                lines.append(f"| {arm} | {RATES[arm]:g} | {label} | 0 | not run | | |")
+                lines.append(f"| {norm} | {DEPTH80_RATES[norm]:g} | {label} | 0 | not run | | |")
                 continue
             cells = [spread([float(r[c]) for r in members], d)
                      for c, d in (("train_loss", 3), ("test_accuracy", 4), ("similarity_end", 4))]  # fmt: skip
-            lines.append(f"| {arm} | {RATES[arm]:g} | {label} | {len(members)} | {' | '.join(cells)} |")
+            lines.append(f"| {norm} | {DEPTH80_RATES[norm]:g} | {label} | {len(members)} | {' | '.join(cells)} |")
     return "\n".join(lines) + (
         f"\n\n{len(rows)} cells measured (`zoo/depth80_fashion_mnist/recipe_defaults.csv`); the before rows are "
         "the depth-80 study's (`results.csv`). Two seeds an arm: no verdict (the rule asks for 5 verdict seeds)."

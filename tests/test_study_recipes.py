@@ -409,7 +409,7 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
     ]
     rows += [row("pre", "0.0005", s, 4.1, 180.0 + s) for s in (1, 2)]
     rows += [row("pre_warmup", "0.0005", s, 4.0, 170.0 + s) for s in (0, 1, 2)]
-    table = study.markdown_table(rows)
+    table = study.STUDY.table(rows)
     # the best rate is the lowest validation loss (0.0005), not the lowest test perplexity (0.001)
     assert "| pre | 16 | 0 | 0.0005 | 0.00025/0.0005/0.001 | 3 | 406.7 (400.0-410.0) | 184.3 (181.0-190.0) |" in table
     # seed 0 chose the rate; seeds 1 and 2 are too few for a verdict however far apart they are
@@ -417,11 +417,11 @@ def test_the_ptb_warmup_table_picks_rates_by_validation_and_answers_only_with_se
     assert "| causal de-escalation against pre-norm | causal | pre | not measured |" in table
     arms = (("pre", 180.0), ("pre_warmup", 170.0))
     rows += [row(arm, "0.0005", s, 4.1, base + s) for s in (3, 4, 5) for arm, base in arms]
-    table = study.markdown_table(rows)  # five verdict seeds, 170-175 against 181-185 (5.9% to 6.1% lower)
+    table = study.STUDY.table(rows)  # five verdict seeds, 170-175 against 181-185 (5.9% to 6.1% lower)
     assert "| does warmup help pre-norm? | pre_warmup | pre | A beats B |" in table
     rows = [r for r in rows if not (r["arm"] == "pre_warmup" and r["seed"] > 0)]
     rows += [row("pre_warmup", "0.0005", s, 4.0, 180.0 + s + 0.1 * (-1) ** s) for s in (1, 2, 3, 4, 5)]
-    table = study.markdown_table(rows)  # within 0.1 of pre's seeds: inside 5% of perplexity
+    table = study.STUDY.table(rows)  # within 0.1 of pre's seeds: inside 5% of perplexity
     assert "| does warmup help pre-norm? | pre_warmup | pre | A is equivalent to B |" in table
 
 
@@ -575,7 +575,7 @@ def test_a_language_model_cell_row_reads_the_warmup_its_run_recorded_and_none_wh
         return 12.0
 
     monkeypatch.setattr(study.engine, "run_recipe", run_recipe)
-    row = study.run_cell(str(tmp_path), arm, 5e-4, 0)
+    row = study.STUDY.run_cell(str(tmp_path), arm, 5e-4, 0)
     assert (row["warmup_steps"], row["depth"], row["steps"], row["test_perplexity"]) == (expected, 16, 500, 160.0)
     assert set(study.STUDY.fields) - set(row) == {"machine"}  # the engine adds the machine
     assert ("--size" in asked[0]) == (study.STUDY.name == "fig7_paper")  # Fig. 7's widths, at the paper's size

@@ -64,7 +64,6 @@ QUESTIONS = (
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
 CELLS_AT_ONCE = "two cells at once"
-NAME = "depth80"
 TITLE = "ViT-80 at width 32 on a Fashion-MNIST subset: nine arms, each at its own best rate"
 CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
 STUDY = vit_study_card.study_of(sys.modules[__name__])

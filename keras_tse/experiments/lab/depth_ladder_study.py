@@ -42,13 +42,6 @@ def _plan(depths):
 
 PARTS = {part: (_plan(depths), f"{' and '.join(map(str, depths))} blocks") for part, depths in DEPTHS.items()}
 QUESTIONS = ()
-FIGURE = os.path.join(os.path.dirname(RESULTS), "depth_ladder.png")
-FIGURE_TITLE = "ViT at width 32, Fashion-MNIST 10k, remat: each layout at its depth-80 rate, seed 0"
-CELLS_AT_ONCE = "two cells at once"
-NAME = "depth_ladder"
-TITLE = "How deep each layout trains at width 32: 160 and 320 blocks (CPU), 640 (GPU), remat"
-CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
-STUDY = vit_study_card.study_of(sys.modules[__name__])
 
 
 def _cell(row):
@@ -74,3 +67,10 @@ def markdown_table(rows):
         f"\n\nFinal training loss / test accuracy, seed 0; {len(rows)} cells measured "
         "(`zoo/depth80_fashion_mnist/depth_ladder.csv`), 80 blocks from the depth-80 study's `results.csv`."
     )
+
+
+FIGURE_TITLE = "ViT at width 32, Fashion-MNIST 10k, remat: each layout at its depth-80 rate, seed 0"
+CELLS_AT_ONCE = "two cells at once"
+TITLE = "How deep each layout trains at width 32: 160 and 320 blocks (CPU), 640 (GPU), remat"
+CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -242,6 +242,7 @@ class Study:
     # The arm of a row, for a result file whose rows name their arm by several columns (the depth sweep's
     # depth, norm, tau, ...) rather than by an `arm` column; read_rows adds it as "arm".
     arm_of: object = None
+    table: object = None  # a function of the rows that draws the card's table, if the study has one
 
     def plan_of(self, arm):
         """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
@@ -263,12 +264,15 @@ class Study:
 
 
 def study_of(plan, **fields):
-    """The study plan module `plan` defines by its constants: NAME, TITLE, CARD, RESULTS, FIELDS, `run_cell`,
-    its PARTS ({part: (Plan, help)}) or its one PLAN, and CELL_ESTIMATE_S if a budget must cover a whole
-    cell; `fields` add to them or replace them (the cell runner and figure a card module gives its plans)."""
+    """The study plan module `plan` (named NAME_study) defines by its constants: TITLE, CARD, RESULTS,
+    FIELDS, `run_cell`, `markdown_table`, its PARTS ({part: (Plan, help)}) or its one PLAN, and
+    CELL_ESTIMATE_S if a budget must cover a whole cell; `fields` add to them or replace them (the cell
+    runner, table and figure a card module gives its plans)."""
     parts = getattr(plan, "PARTS", None) or {"all": (plan.PLAN, "every arm")}
-    given = dict(name=plan.NAME, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
+    name = plan.__name__.rpartition(".")[2].removesuffix("_study")
+    given = dict(name=name, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
     given.update(fields=getattr(plan, "FIELDS", None), run_cell=getattr(plan, "run_cell", None))
+    given.update(table=getattr(plan, "markdown_table", None))
     return Study(**{**given, "cell_estimate_s": getattr(plan, "CELL_ESTIMATE_S", 0.0), **fields})
 
 

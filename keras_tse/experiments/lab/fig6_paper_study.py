@@ -61,10 +61,8 @@ QUESTIONS = (
     ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
     ("deescalate", "layerscale", "de-escalation against LayerScale"),
 )
-FIGURE = os.path.join(os.path.dirname(RESULTS), "fig6_paper.png")
 FIGURE_TITLE = "ViT-80, Table 1's width, Fashion-MNIST (60k), 4 epochs"
 CELLS_AT_ONCE = "three cells sharing the GPU"
-NAME = "fig6_paper"
 TITLE = "Fig. 6 at the paper's size on a GPU: ViT-80, six arms against the published fixes"
 CARD = os.path.join(ROOT, "zoo", "vit80_cifar10.md")
 STUDY = vit_study_card.study_of(sys.modules[__name__])

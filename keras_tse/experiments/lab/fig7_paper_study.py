@@ -19,7 +19,6 @@ Choices where the paper is silent:
   16-block model's 500 steps took 947-1,339 s on a 2-core CPU; this estimate is a budget, not a timing).
 """
 
-import functools
 import os
 import sys
 
@@ -42,9 +41,6 @@ QUESTIONS = (
 )
 
 
-NAME = "fig7_paper"
 TITLE = "Fig. 7 at the paper's widths on a GPU: Transformer-XL-60 on Penn Treebank"
 CARD = os.path.join(ROOT, "zoo", "transformer_xl60_wt103.md")
-run_cell = functools.partial(lm_study_card.run_cell, sys.modules[__name__])
-markdown_table = functools.partial(lm_study_card.markdown_table, plan=sys.modules[__name__])
-STUDY = engine.study_of(sys.modules[__name__])
+STUDY = lm_study_card.study_of(sys.modules[__name__])

@@ -52,10 +52,8 @@ ARMS = {
 }
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
 QUESTIONS = (("fine_tuned", "scratch", f"does starting from {PRESET}'s weights help on MNIST?"),)
-FIGURE = os.path.join(os.path.dirname(RESULTS), "fine_tune.png")
 FIGURE_TITLE = f"ViT-6 on 6,000 MNIST images: {PRESET} fine-tuned against scratch"
 CELLS_AT_ONCE = "one or two cells at once"
-NAME = "fine_tune"
 TITLE = f"{PRESET} fine-tuned on 6,000 MNIST images against the same model from scratch"
 CARD = os.path.join(ROOT, "zoo", "vit6_fashion_mnist.md")
 STUDY = vit_study_card.study_of(sys.modules[__name__])

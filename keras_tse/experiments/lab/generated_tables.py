@@ -209,8 +209,8 @@ def render(name):
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
     if name in STUDY_TABLES:
-        study = _generator(STUDY_TABLES[name])
-        return study.markdown_table(study.STUDY.read_rows())
+        study = _generator(STUDY_TABLES[name]).STUDY
+        return study.table(study.read_rows())
     if name == "gpu_fig6":
         return _generator("gpu_cells_card").fig6_block()
     if name == "generation_speed":

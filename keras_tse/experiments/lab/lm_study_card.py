@@ -1,12 +1,14 @@
 """The language-model studies (warmup and 32 blocks on Penn Treebank on a CPU, Fig. 7 at the paper's
-widths on a GPU): each is a plan module (its DATA and ARMS flags, PARTS, RESULTS, QUESTIONS), its cells
-run here by `run_cell`, its card's table drawn from its result file alone by `markdown_table`.
+widths on a GPU): each is a plan module (its DATA and ARMS flags, PARTS or PLAN, RESULTS, QUESTIONS, TITLE,
+CARD), made a study of the engine here (`study_of`), its cells run by `run_cell`, its card's table drawn
+from its result file alone by `markdown_table`.
 
 Each arm is read at its best learning rate (`engine.best_rate` under its plan: the seed-0 rate of lowest
 validation loss, never the test set's); its seeds there are averaged; a question is answered on test
 perplexity by the verdict rule of zoo/README.md on the verdict seeds (seed 0 chose the rate).
 """
 
+import functools
 import os
 
 from keras_tse.experiments.lab import ROOT, engine
@@ -19,6 +21,12 @@ FIELDS = (
     "test_perplexity", "similarity_init", "similarity_end", "loss_curve", "seconds", "backend",
     "machine",
 )  # fmt: skip
+
+
+def study_of(plan):
+    """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its table drawn here."""
+    run = functools.partial(run_cell, plan)
+    return engine.study_of(plan, run_cell=run, fields=FIELDS, table=functools.partial(markdown_table, plan=plan))
 
 
 def run_cell(plan, runs, arm, learning_rate, seed):

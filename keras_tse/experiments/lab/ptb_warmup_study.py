@@ -23,7 +23,6 @@ Choices where the paper is silent:
   parts apart.
 """
 
-import functools
 import os
 import sys
 
@@ -66,9 +65,6 @@ QUESTIONS = (
 )
 
 
-NAME = "ptb_warmup"
 TITLE = "Penn Treebank language model: warmup against causal de-escalation, then 32 blocks"
 CARD = os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")
-run_cell = functools.partial(lm_study_card.run_cell, sys.modules[__name__])
-markdown_table = functools.partial(lm_study_card.markdown_table, plan=sys.modules[__name__])
-STUDY = engine.study_of(sys.modules[__name__])
+STUDY = lm_study_card.study_of(sys.modules[__name__])

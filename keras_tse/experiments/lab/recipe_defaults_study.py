@@ -35,13 +35,6 @@ DEPTH80_RATES = {"post": 3e-4, "pre": 1e-3, "deescalate": 1e-3}  # the depth-80 
 RATES = {arm: DEPTH80_RATES[arm.removesuffix("_decay_only")] for arm in ARMS}
 SEEDS = (0, 1)
 PLAN = engine.Plan(tuple(ARMS), (), SEEDS, rates=RATES)
-FIGURE = os.path.join(os.path.dirname(RESULTS), "recipe_defaults.png")
-FIGURE_TITLE = "ViT-80, width 32, Fashion-MNIST 10k: timm's decay rule and crop-and-flip"
-CELLS_AT_ONCE = "two cells at once"
-NAME = "recipe_defaults"
-TITLE = "The recipe's defaults at depth 80: timm's weight decay and crop-and-flip against the old ones"
-CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
-STUDY = vit_study_card.study_of(sys.modules[__name__])
 
 
 def before_rows(norm):
@@ -75,3 +68,10 @@ def markdown_table(rows):
         f"\n\n{len(rows)} cells measured (`zoo/depth80_fashion_mnist/recipe_defaults.csv`); the before rows are "
         "the depth-80 study's (`results.csv`). Two seeds an arm: no verdict (the rule asks for 5 verdict seeds)."
     )
+
+
+FIGURE_TITLE = "ViT-80, width 32, Fashion-MNIST 10k: timm's decay rule and crop-and-flip"
+CELLS_AT_ONCE = "two cells at once"
+TITLE = "The recipe's defaults at depth 80: timm's weight decay and crop-and-flip against the old ones"
+CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

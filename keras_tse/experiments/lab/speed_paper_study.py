@@ -46,7 +46,6 @@ def markdown_table(rows):
     return "\n\n".join([*parts, *filter(None, [gpu_cells_card.benches_apart()])])
 
 
-NAME = "speed_paper"
 TITLE = "The speed table at the paper's sizes on a GPU: keras-tse bench under JAX and PyTorch"
 CARD = os.path.join(ROOT, "zoo", "speed.md")
 STUDY = engine.study_of(sys.modules[__name__])

@@ -95,7 +95,6 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/depth_study/tau_sweep.csv`)."
 
 
-NAME = "tau_sweep"
 TITLE = "eq. (21)'s tau from 0 to 1 and learned, at depth 48 on 8x8 digits"
 CARD = os.path.join(ROOT, "zoo", "depth_study.md")
 STUDY = engine.study_of(sys.modules[__name__])

@@ -1,6 +1,7 @@
 """The ViT classifier studies (the depth-80 study on a CPU, Fig. 6 at the paper's size on a GPU, the
 fine-tune study): each is a plan module of data alone (its DATA, MODEL and ARMS flags, EPOCHS, PLAN,
-RESULTS, QUESTIONS, FIGURE, FIGURE_TITLE, CELLS_AT_ONCE, NAME, TITLE, CARD), made a study of the engine
+RESULTS, QUESTIONS, FIGURE_TITLE, CELLS_AT_ONCE, TITLE, CARD and FIGURE where the figure is not RESULTS's
+name ending in .png), made a study of the engine
 here (`study_of`), its cells run by `run_cell`, its card's tables and figure drawn from its result file alone.
 
     keras-tse study depth80 --card    # the tables (generated blocks of the card) and the loss-curve figure
@@ -188,6 +189,11 @@ def plot(rows, study):
     ax.set(xlabel="epoch", ylabel="training loss (seed mean)", title=study.FIGURE_TITLE)
     ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(study.FIGURE, dpi=110)
+    fig.savefig(figure_path(study), dpi=110)
     plt.close(fig)
-    return study.FIGURE
+    return figure_path(study)
+
+
+def figure_path(study):
+    """Where the study's figure goes: its FIGURE, else beside its result file under the same name."""
+    return getattr(study, "FIGURE", None) or os.path.splitext(study.RESULTS)[0] + ".png"

@@ -66,7 +66,21 @@ def markdown_table(rows):
     return "\n".join(lines) + (
         f"\n\nFinal training loss / test accuracy, seed 0; {len(rows)} cells measured "
         "(`zoo/depth80_fashion_mnist/depth_ladder.csv`), 80 blocks from the depth-80 study's `results.csv`."
+        + _costs(rows, depths)
     )
+
+
+def _costs(rows, depths):
+    """What a cell cost at each depth measured, by machine: the figure the GPU's part is planned from."""
+    spans = []
+    for depth in depths:
+        by_machine = {}
+        for row in rows:
+            if row["arm"].endswith(f"_{depth}"):
+                by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
+        spans += [f"{depth} blocks on {m}, {CELLS_AT_ONCE}: {min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)"
+                  for m, s in sorted(by_machine.items())]  # fmt: skip
+    return f" Seconds a cell: {'; '.join(spans)}." if spans else ""
 
 
 FIGURE_TITLE = "ViT at width 32, Fashion-MNIST 10k, remat: each layout at its depth-80 rate, seed 0"

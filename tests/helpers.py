@@ -98,31 +98,17 @@ def run_lab_module(name, *args, timeout=600):
     return result.stdout
 
 
-def run_script(path, args, timeout=300):
-    """`python path args...` in a fresh process (TensorFlow's start-up lines quiet): the finished process."""
-    import subprocess
-    import sys
-
-    return subprocess.run(
-        [sys.executable, path, *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2"},
-    )
-
-
 RUN_FILES = ("config.json", "history.csv", "similarity.csv", "summary.json", "checkpoints/best.keras",
              "checkpoints/last.keras", "plots/token_similarity_heatmap.png")  # fmt: skip
 
 
-def smoke_all_variants(recipe, out, summary_word, more_files=()):
-    """Run `recipe --smoke --norm all` (one block) into `out`; check it printed one summary line per
-    variant, in the paper's order, and wrote every run file of each and the shared loss plot. Returns
-    the variants' folders."""
-    result = run_script(recipe, ["--smoke", "--norm", "all", "--depth", "1", "--out", str(out)], timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    summary_lines = [line for line in result.stdout.splitlines() if summary_word in line]
+def smoke_all_variants(name, out, summary_word, capsys, more_files=()):
+    """Run `recipes/<name>.py --smoke --norm all` (one block) into `out`, in this process; check it printed
+    one summary line per variant, in the paper's order, and wrote every run file of each and the shared
+    loss plot. Returns the variants' folders."""
+    code, printed, err = run_recipe_here(name, ["--smoke", "--norm", "all", "--depth", "1", "--out", str(out)], capsys)
+    assert code == 0, err[-3000:]
+    summary_lines = [line for line in printed.splitlines() if summary_word in line]
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
     for norm in ("post", "pre", "deescalate"):
         for name in (*RUN_FILES, *more_files):

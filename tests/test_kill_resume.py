@@ -56,7 +56,7 @@ def _child(kind, n, out):
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        env={**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"},  # the quickest start
     )
 
 
@@ -88,6 +88,7 @@ def _epochs(path):
 # Once: what is killed is os.replace and zipfile writes, the same code whatever the backend; that a
 # checkpoint one backend wrote loads under another is test_recipes' killed run, on every backend.
 @pytest.mark.one_backend
+@pytest.mark.starts_processes  # the recipe runs under JAX in its own processes, whatever backend hosts the test
 def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows(tmp_path):
     import keras_tse  # noqa: F401 - registers the layers for load_model
 

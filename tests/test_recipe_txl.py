@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import keras_tse  # also registers the classes the checkpoints name
-from tests.helpers import recipe_module, run_recipe_here, run_script, smoke_all_variants
+from tests.helpers import recipe_module, run_recipe_here, smoke_all_variants
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -19,15 +19,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECIPE = os.path.join(ROOT, "recipes", "wikitext103_txl.py")
 
 
-def _run(args, timeout=600):
-    return run_script(RECIPE, args, timeout)
-
-
 @pytest.mark.large
 @pytest.mark.one_backend  # the folder layout of three variants; test_smoke_one_variant_on_this_backend trains on each
-def test_smoke_all_variants_writes_the_run_folder(tmp_path):
+def test_smoke_all_variants_writes_the_run_folder(tmp_path, capsys):
     # one block: this is the run folder of every variant; the depth of the smoke model changes none of it
-    for run in smoke_all_variants(RECIPE, tmp_path, "valid ppl", more_files=("steps.csv",)):
+    for run in smoke_all_variants("wikitext103_txl", tmp_path, "valid ppl", capsys, more_files=("steps.csv",)):
         with open(run / "steps.csv") as f:
             losses = [float(row["loss"]) for row in csv.DictReader(f)]
         assert len(losses) == 6 and losses[-1] < losses[0]  # 60 steps logged every 10; it learns
@@ -179,8 +175,8 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     child = [sys.executable, "-c", KILL_AFTER_FIRST_BACKUP, *killed]
     stopped = subprocess.run(child, capture_output=True, text=True, timeout=600)
     assert stopped.returncode == -9 and not (tmp_path / "k" / "deescalate" / "summary.json").exists(), stopped.stderr
-    resumed = _run(killed[1:])
-    assert resumed.returncode == 0 and "RunBackup: resuming after epoch 1" in resumed.stdout, resumed.stderr[-3000:]
+    code, out, err = run_recipe_here("wikitext103_txl", killed[1:], capsys)  # the same command, in this process
+    assert code == 0 and "RunBackup: resuming after epoch 1" in out, err[-3000:]
     for name in ("history.csv", "steps.csv"):
         assert (tmp_path / "k" / "deescalate" / name).read_text() == (tmp_path / "r" / "deescalate" / name).read_text()
     # --epochs: passes over train.txt, in steps of batch x segment tokens (smoke: 8 x 32)

@@ -32,9 +32,9 @@ def _epochs(history_csv):
 
 @pytest.mark.large
 @pytest.mark.one_backend  # the folder layout of three variants; each backend's training is the tests below
-def test_smoke_all_variants_writes_the_run_folder(tmp_path):
+def test_smoke_all_variants_writes_the_run_folder(tmp_path, capsys):
     # one block: this is the run folder of every variant; the depth of the smoke model changes none of it
-    for run in smoke_all_variants(RECIPE, tmp_path, "test acc"):
+    for run in smoke_all_variants("cifar10_vit", tmp_path, "test acc", capsys):
         assert _epochs(run / "history.csv") == [0, 1, 2]
         assert not (run / "backup").exists()  # removed once training finished
 

@@ -8,12 +8,12 @@ import subprocess
 import sys
 import time
 
-import keras
 import pytest
 
 from keras_tse import run_lock
 
-pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
+# Once: a folder's lock is file I/O, the same code whatever the backend (tests/conftest.py's rule).
+pytestmark = pytest.mark.one_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = [sys.executable, "-m", "keras_tse.experiments.cli", "train", "vit", "--dataset", "digits", "--norm", "post"]
@@ -28,7 +28,8 @@ time.sleep(60)
 
 
 def _env():
-    return {**os.environ, "KERAS_BACKEND": keras.backend.backend(), "TF_CPP_MIN_LOG_LEVEL": "3"}
+    """The processes a test starts run JAX, the quickest backend to start: the lock is the same code on each."""
+    return {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3"}
 
 
 def _history_rows(path):
@@ -41,6 +42,7 @@ def _history_rows(path):
 
 
 @pytest.mark.large
+@pytest.mark.starts_processes  # its two racers run under JAX, whatever backend hosts the test
 def test_two_identical_commands_into_one_folder_never_corrupt_it(tmp_path):
     out = tmp_path / "run"
     command = [*TRAIN, *TINY, "--out", str(out)]

@@ -509,6 +509,32 @@ def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_stud
     )
 
 
+def test_the_depth_ladder_cards_prose_quotes_its_rows():
+    """The numbers the card's ladder section cites in its prose are the committed rows' (per-epoch test
+    accuracy, the training-loss curve, the 320-block cells' seconds)."""
+    ladder = lab_module("depth_ladder_study")
+    rows = {row["arm"]: row for row in ladder.STUDY.read_rows()}
+    with open(ladder.CARD) as f:
+        card = f.read()
+    card = " ".join(card[card.index("## How deep each layout trains") :].split())
+
+    def accuracy(arm, epoch):
+        return f"{100 * float(rows[arm]['test_accuracy_curve'].split(';')[epoch]):.1f}%"
+
+    losses = ", ".join(f"{float(v):.2f}" for v in rows["deescalate_160"]["loss_curve"].split(";"))
+    assert (
+        f"rose to {accuracy('deescalate_160', 1)} after two epochs, then fell to {accuracy('deescalate_160', 3)}"
+        in card
+    )
+    assert f"(training loss {losses})" in card
+    assert f"{accuracy('deescalate_320', 0)} after one epoch, {accuracy('deescalate_320', 3)} at the end" in card
+    assert f"({accuracy('deepnorm_160', 0)} test accuracy after one epoch)" in card
+    assert f"{accuracy('pre_160', 3)} at 160, {accuracy('pre_320', 3)} at 320" in card
+    assert f"({accuracy('layerscale_160', 3)} and {accuracy('deescalate_layerscale_160', 3)})" in card
+    seconds = [float(row["seconds"]) for arm, row in rows.items() if arm.endswith("_320")]
+    assert f"A 320-block cell took {min(seconds):,.0f}-{max(seconds):,.0f} s" in card
+
+
 def test_the_depth_ladder_runs_each_layout_deeper_at_its_depth80_rate(tmp_path, monkeypatch):
     """Each rung is the depth-80 study's run with another depth (its flag last, so it wins) and remat, at
     the rate the depth-80 study chose for the layout; the CPU part is 160 and 320 blocks, seed 0."""

@@ -74,12 +74,8 @@ def _costs(rows, depths):
     """What a cell cost at each depth measured, by machine: the figure the GPU's part is planned from."""
     spans = []
     for depth in depths:
-        by_machine = {}
-        for row in rows:
-            if row["arm"].endswith(f"_{depth}"):
-                by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
-        spans += [f"{depth} blocks on {m}, {CELLS_AT_ONCE}: {min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)"
-                  for m, s in sorted(by_machine.items())]  # fmt: skip
+        at_depth = [row for row in rows if row["arm"].endswith(f"_{depth}")]
+        spans += [f"{depth} blocks on {m}, {CELLS_AT_ONCE}: {span}" for m, span in vit_study_card.cell_costs(at_depth)]
     return f" Seconds a cell: {'; '.join(spans)}." if spans else ""
 
 

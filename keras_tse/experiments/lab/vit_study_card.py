@@ -127,12 +127,7 @@ def grid_table(rows, study):
             f"| {row['arm']} | {float(row['learning_rate']):g} | {row['seed']} | {float(row['train_loss']):.4f} | "
             f"{float(row['test_accuracy']):.4f} | {float(row['seconds']):.0f} | {row['machine']} |"
         )
-    by_machine = {}
-    for row in rows:
-        by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
-    costs = "; ".join(
-        f"{machine}: {min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)" for machine, s in sorted(by_machine.items())
-    )
+    costs = "; ".join(f"{machine}: {span}" for machine, span in cell_costs(rows))
     if not rows:
         return "No cell has finished yet."
     return "\n".join(lines) + f"\n\nSeconds a cell, {study.CELLS_AT_ONCE}, by machine: {costs}."
@@ -192,6 +187,14 @@ def plot(rows, study):
     fig.savefig(figure_path(study), dpi=110)
     plt.close(fig)
     return figure_path(study)
+
+
+def cell_costs(rows):
+    """(machine, "fewest-most s (n cells)") for the machines that ran `rows`, in name order."""
+    by_machine = {}
+    for row in rows:
+        by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
+    return [(m, f"{min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)") for m, s in sorted(by_machine.items())]
 
 
 def figure_path(study):

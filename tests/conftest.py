@@ -23,6 +23,7 @@ the two halves to two processes so that no one process carries the whole group. 
 
 import os
 import re
+import resource
 import tempfile
 
 import keras
@@ -122,3 +123,31 @@ def _fresh_seed():
     keras.utils.set_random_seed(1234)
     yield
     keras.config.set_dtype_policy("float32")
+
+
+# CPU seconds a test used, its own threads and the processes it started and waited for included. Three
+# backends share two cores in CI, so a test's wall time (pytest's --durations) grows with what runs beside
+# it; its CPU seconds do not, and they are what it takes from the others.
+_CPU_SECONDS = {}
+CPU_REPORT = 30  # how many tests the summary lists
+
+
+def _cpu_now():
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = _cpu_now()
+    yield
+    _CPU_SECONDS[item.nodeid] = _cpu_now() - start
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _CPU_SECONDS:
+        return
+    total = sum(_CPU_SECONDS.values())
+    terminalreporter.write_sep("=", f"most CPU seconds (of {total:.0f} s in {len(_CPU_SECONDS)} tests)")
+    for nodeid, seconds in sorted(_CPU_SECONDS.items(), key=lambda kv: -kv[1])[:CPU_REPORT]:
+        terminalreporter.write_line(f"{seconds:7.1f} s  {nodeid}")

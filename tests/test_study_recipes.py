@@ -329,6 +329,58 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
     assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
 
 
+_STUDY_THAT_SLEEPS = """
+import os, sys
+from keras_tse import interrupts
+from keras_tse.experiments.lab import engine
+
+folder, jobs = sys.argv[1], int(sys.argv[2])
+plan = engine.Plan(arms=("a", "b"), grid=(1e-3,), seeds=(0,), select_by="loss", bracket=False)
+
+
+def run_cell(runs, arm, lr, seed):  # a cell: a process that writes its pid, then sleeps
+    pid_file = os.path.join(folder, arm + ".pid")
+    code = f"import os, time; open({pid_file!r}, 'w').write(str(os.getpid())); time.sleep(120)"
+    engine.run_process([sys.executable, "-c", code], os.path.join(runs, arm + ".log"), arm)
+    return {"arm": arm, "learning_rate": "0.001", "seed": seed, "loss": 1.0}
+
+
+fields = ("arm", "learning_rate", "seed", "loss")
+study = engine.Study("sleeps", "", {"all": (plan, "")}, run_cell, os.path.join(folder, "rows.csv"), fields, "")
+interrupts.catch()  # as every keras-tse command does
+try:
+    engine.run(study, study.arms(), folder, jobs=jobs)
+except KeyboardInterrupt:
+    sys.exit(130)
+"""
+
+
+@pytest.mark.starts_processes
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_sigterm_to_a_study_stops_its_running_cells(tmp_path, jobs):
+    """A study ended by SIGTERM (a scheduler's or `kill`'s) ends its cells' processes too, one cell at a
+    time or several: none trains on, orphaned (each resumes from its last saved epoch next time)."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "study.py"
+    script.write_text(_STUDY_THAT_SLEEPS)
+    pid_files = [tmp_path / f"{arm}.pid" for arm in ("a", "b")[:jobs]]
+    study = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(jobs)], cwd=tmp_path)
+    deadline = time.monotonic() + 60
+    while not all(f.exists() and f.read_text() for f in pid_files):
+        assert study.poll() is None and time.monotonic() < deadline, "the study ended before its cells started"
+        time.sleep(0.1)
+    cells = [int(f.read_text()) for f in pid_files]
+    study.send_signal(signal.SIGTERM)
+    assert study.wait(timeout=30) == 130
+    for pid in cells:  # SIGTERM'd by the study, waited for, gone
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+
+
 def test_under_a_budget_no_cell_starts_that_the_time_left_cannot_finish(tmp_path):
     """A study whose cells cannot be carried to the next call (`cell_estimate_s`) starts none once the
     budget left is shorter: nothing is cut short, the cell is still pending."""

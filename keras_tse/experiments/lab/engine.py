@@ -13,6 +13,7 @@ appended to the study's CSV, flushed and synced, so a killed study loses only th
 verdicts use the others.
 """
 
+import contextlib
 import dataclasses
 import json
 import math
@@ -155,6 +156,9 @@ def run_process(command, log_path, what, backend="jax"):
         _CELLS.processes.add(process)
         try:
             code = process.wait()
+        except BaseException:  # Ctrl-C or SIGTERM in this thread: the cells stop with the study
+            _CELLS.stop()
+            raise
         finally:
             _CELLS.processes.discard(process)
     if _CELLS.stopping:
@@ -327,7 +331,7 @@ def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
     """`run`'s cells in `jobs` threads under an optional budget."""
     deadline = None if budget_s is None else time.monotonic() + budget_s
     running, written = {}, 0
-    with ThreadPoolExecutor(jobs) as pool:
+    with ThreadPoolExecutor(jobs) as pool, _cells_stop_with_the_study():
         while True:
             if deadline is None or deadline - time.monotonic() > study.cell_estimate_s:
                 for cell in study.pending(arms, set(running.values()))[: jobs - len(running)]:
@@ -345,6 +349,17 @@ def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
             for future in done:
                 _record(study, running.pop(future), *future.result(), runs, out, log)
                 written += 1
+
+
+@contextlib.contextmanager
+def _cells_stop_with_the_study():
+    """Ctrl-C or SIGTERM in the thread that waits for the cells stops them too (each resumes from its last
+    saved epoch), before the pool's exit waits for them: without it they would train on, orphaned."""
+    try:
+        yield
+    except BaseException:
+        _CELLS.stop()
+        raise
 
 
 def _timed(function, *args):

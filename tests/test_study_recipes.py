@@ -327,6 +327,19 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
         assert sorted(tar.getnames()) == ["fast_s0.log", "slow_s0.log"]
     assert (tmp_path / "out" / "results.csv").read_text() == open(study.results).read()
     assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
+    assert float((runs / "slow_s0.log.seconds").read_text()) >= 7  # its time so far, for when it resumes
+
+
+def test_a_cells_seconds_add_up_over_the_calls_that_ran_it(tmp_path):
+    """A cell stopped and resumed reports the time of both calls, not of the last alone."""
+    import sys
+
+    engine = lab_module("engine")
+    log = str(tmp_path / "cell.log")
+    nap = [sys.executable, "-c", "import time; time.sleep(1)"]
+    first = engine.run_process(nap, log, "cell")
+    assert first >= 1.0
+    assert engine.run_process(nap, log, "cell") >= first + 1.0
 
 
 _STUDY_THAT_SLEEPS = """
@@ -583,7 +596,8 @@ def test_the_depth_ladder_cards_prose_quotes_its_rows():
     assert f"({accuracy('deepnorm_160', 0)} test accuracy after one epoch)" in card
     assert f"{accuracy('pre_160', 3)} at 160, {accuracy('pre_320', 3)} at 320" in card
     assert f"({accuracy('layerscale_160', 3)} and {accuracy('deescalate_layerscale_160', 3)})" in card
-    seconds = [float(row["seconds"]) for arm, row in rows.items() if arm.endswith("_320")]
+    assert f"at 320 ({accuracy('layerscale_320', 3)} and {accuracy('deescalate_layerscale_320', 3)})" in card
+    seconds = [float(row["seconds"]) for arm, row in rows.items() if arm.endswith("_320") and row["seconds"]]
     assert f"A 320-block cell took {min(seconds):,.0f}-{max(seconds):,.0f} s" in card
 
 

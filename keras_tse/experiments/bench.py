@@ -442,19 +442,22 @@ def ratios(results, field="step_ms"):
     """Name -> ratio of `field` (the step time; or `compile_s`) of the pairs the speed card reports, for
     those present in `results`."""
     step = {r["case"]: r[field] for r in results if field in r}
-    pairs = {
-        "ours/peer post-norm (vit_post / peer_post)": ("vit_post", "peer_post"),
-        "ours/peer pre-norm (vit_pre / peer_pre)": ("vit_pre", "peer_pre"),
-        "ours/timm post-norm (vit_post / timm_post)": ("vit_post", "timm_post"),
-        "ours/timm pre-norm (vit_pre / timm_pre)": ("vit_pre", "timm_pre"),
-        "ours/torch.nn post-norm (vit_post / torch_post)": ("vit_post", "torch_post"),
-        "ours/torch.nn pre-norm (vit_pre / torch_pre)": ("vit_pre", "torch_pre"),
-        "ViT deescalate / post": ("vit_deescalate", "vit_post"),
-        "ViT pre / post": ("vit_pre", "vit_post"),
-        "TXL deescalate / post": ("txl_deescalate", "txl_post"),
-        "TXL pre / post": ("txl_pre", "txl_post"),
-    }
-    return {name: step[a] / step[b] for name, (a, b) in pairs.items() if a in step and step.get(b)}
+    return {name: step[a] / step[b] for name, (a, b) in RATIOS.items() if a in step and step.get(b)}
+
+
+# The speed card's ratios, name -> (case, the case it is divided by): ours against each peer at both
+# layouts, then each model's de-escalation and pre-norm against its post-norm.
+_PEERS = {"peer": "peer", "timm": "timm", "torch.nn": "torch"}
+RATIOS = {
+    f"ours/{peer} {norm}-norm (vit_{norm} / {case}_{norm})": (f"vit_{norm}", f"{case}_{norm}")
+    for peer, case in _PEERS.items()
+    for norm in ("post", "pre")
+}
+RATIOS.update(
+    (f"{model} {norm} / post", (f"{model.lower()}_{norm}", f"{model.lower()}_post"))
+    for model in ("ViT", "TXL")
+    for norm in ("deescalate", "pre")
+)
 
 
 BACKEND_NAMES = {"jax": "JAX", "tensorflow": "TensorFlow", "torch": "PyTorch (eager)"}

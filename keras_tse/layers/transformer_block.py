@@ -294,15 +294,15 @@ class TransformerBlock(SequenceLayer):
         z = y + self._branch(1, self._feed_forward(ffn_in, training), training)  # Z = Y + phi(LN(Y) W_1) W_2
         outputs = z if output is None else output(z)
         eq21_inputs = {"pre_ffn": y_hat, "output": z}
-        return dict(
-            x_hat=x_hat,
-            attention_branch=branch,
-            y=y,
-            ffn_input=ffn_in,
-            outputs=outputs,
-            scores=scores,
-            eq21_inputs=eq21_inputs,
-        )
+        return {
+            "x_hat": x_hat,
+            "attention_branch": branch,
+            "y": y,
+            "ffn_input": ffn_in,
+            "outputs": outputs,
+            "scores": scores,
+            "eq21_inputs": eq21_inputs,
+        }
 
     def _make_attention(self):
         """The attention sublayer; Transformer-XL's block swaps in relative attention."""

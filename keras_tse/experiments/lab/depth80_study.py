@@ -49,18 +49,18 @@ ARMS = {
 # Seed 0 chose each arm's rate; the verdicts use seeds 1-5 only (a rate picked on a seed flatters that seed).
 SELECTION_SEED = 0
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
-# The card's questions, each a pair of arms: (A, B, what A against B answers).
-QUESTIONS = (
-    ("deescalate", "post", "does de-escalation train where post-norm does not?"),
-    ("post_warmup", "post", "does warmup rescue post-norm?"),
-    ("deescalate", "post_warmup", "de-escalation against post-norm with warmup"),
-    ("deescalate_warmup", "deescalate", "does de-escalation still need warmup?"),
-    ("deescalate", "pre", "de-escalation against pre-norm"),
-    ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
-    ("deescalate", "layerscale", "de-escalation against LayerScale"),
-    ("deescalate_layerscale", "layerscale", "does de-escalation add to LayerScale?"),
-    ("deescalate_learned_tau", "deescalate", "a learned tau against the paper's tau = 1"),
-)
+# The card's questions (`engine.questions`), each a pair of arms: A, B, what A against B answers.
+QUESTIONS = engine.questions("""
+    deescalate              post         does de-escalation train where post-norm does not?
+    post_warmup             post         does warmup rescue post-norm?
+    deescalate              post_warmup  de-escalation against post-norm with warmup
+    deescalate_warmup       deescalate   does de-escalation still need warmup?
+    deescalate              pre          de-escalation against pre-norm
+    deescalate              deepnorm     de-escalation against DeepNorm
+    deescalate              layerscale   de-escalation against LayerScale
+    deescalate_layerscale   layerscale   does de-escalation add to LayerScale?
+    deescalate_learned_tau  deescalate   a learned tau against the paper's tau = 1
+""")
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
 CELLS_AT_ONCE = "two cells at once"

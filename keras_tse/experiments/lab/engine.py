@@ -26,7 +26,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 from keras_tse.experiments.lab import ROOT
-from keras_tse.run_files import append_row, read_logged_rows, write_csv
+from keras_tse.run_files import append_row, read_logged_rows, write_csv, write_text
 
 # The seed whose runs choose each arm's learning rate (the selection seed). No verdict uses it: a rate
 # picked on seed 0 flatters seed 0, and seed 0 was the best seed in 8 of 9 depth-80 arms.
@@ -148,7 +148,10 @@ def run_recipe(task, argv, out, what):
 
 def run_process(command, log_path, what, backend="jax"):
     """Run one cell's process under Keras backend `backend`, its output appended to `log_path`; the seconds
-    it took. A spent budget stops it (`CellStopped`); a failure names `what`."""
+    the cell took over every call that ran it (a cell a budget stopped resumes from its last saved epoch
+    on the next call, so its time is the sum; `log_path`.seconds keeps it). A spent budget stops it
+    (`CellStopped`); a failure names `what`."""
+    spent = _seconds_spent(log_path)
     start = time.perf_counter()
     with open(log_path, "a") as log:
         env = {**os.environ, "KERAS_BACKEND": backend}
@@ -161,11 +164,24 @@ def run_process(command, log_path, what, backend="jax"):
             raise
         finally:
             _CELLS.processes.discard(process)
+            spent += time.perf_counter() - start
+            write_text(log_path + SECONDS, f"{spent:.1f}\n")
     if _CELLS.stopping:
         raise CellStopped(what)  # the budget stopped it: no row; its folder resumes on the next call
     if code:
         raise RuntimeError(f"{what} failed (exit {code}); see {log_path}")
-    return round(time.perf_counter() - start, 1)
+    return round(spent, 1)
+
+
+SECONDS = ".seconds"  # beside a cell's log: the seconds its calls took so far
+
+
+def _seconds_spent(log_path):
+    try:
+        with open(log_path + SECONDS) as f:
+            return float(f.read())
+    except FileNotFoundError:
+        return 0.0
 
 
 def spread(values, digits=3):
@@ -267,6 +283,18 @@ class Study:
         return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
 
 
+def questions(table):
+    """A card's questions from their table, one a line: arm A, arm B, then what A against B answers (the
+    words to the line's end), columns apart by spaces: ((A, B, question), ...)."""
+    asked = []
+    for line in filter(None, (line.strip() for line in table.splitlines())):
+        parts = line.split(maxsplit=2)
+        if len(parts) < 3:
+            raise ValueError(f"A question is two arms, then its words. Received: {line!r}")
+        asked.append(tuple(parts))
+    return tuple(asked)
+
+
 def study_of(plan, **fields):
     """The study plan module `plan` (named NAME_study) defines by its constants: TITLE, CARD, RESULTS,
     FIELDS, `run_cell`, `markdown_table`, its PARTS ({part: (Plan, help)}) or its one PLAN, and
@@ -277,6 +305,10 @@ def study_of(plan, **fields):
     given = dict(name=name, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
     given.update(fields=getattr(plan, "FIELDS", None), run_cell=getattr(plan, "run_cell", None))
     given.update(table=getattr(plan, "markdown_table", None))
+    arms = {arm for part, _ in parts.values() for arm in part.arms}
+    for a, b, question in getattr(plan, "QUESTIONS", ()):
+        if not {a, b} <= arms:
+            raise ValueError(f"{name}: the question {question!r} asks of an arm it does not have: {a!r} or {b!r}")
     return Study(**{**given, "cell_estimate_s": getattr(plan, "CELL_ESTIMATE_S", 0.0), **fields})
 
 
@@ -315,8 +347,9 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     os.makedirs(os.path.dirname(study.results) or ".", exist_ok=True)
     os.makedirs(runs, exist_ok=True)
     heal(study.results, [field for field in study.fields if field != "machine"])
-    _CELLS.stopping = False
-    if jobs == 1 and budget_s is None:
+    try:
+        if jobs > 1 or budget_s is not None:
+            return _run_jobs(study, arms, runs, jobs, budget_s, out, log)
         written = 0
         while cells := study.pending(arms):
             log(f"start {cells[0][0]} lr {cells[0][1]:g} seed {cells[0][2]}")
@@ -324,7 +357,8 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
             _record(study, cells[0], study.run_cell(runs, *cells[0]), time.monotonic() - start, runs, out, log)
             written += 1
         return written
-    return _run_jobs(study, arms, runs, jobs, budget_s, out, log)
+    finally:
+        _CELLS.stopping = False  # a stop ends with the call that made it
 
 
 def _run_jobs(study, arms, runs, jobs, budget_s, out, log):

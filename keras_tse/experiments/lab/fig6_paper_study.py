@@ -54,13 +54,13 @@ PLAN = engine.Plan(
 )
 # Measured on one H100 (JAX, float32, three runs sharing it): about 100 s of compile, then 35-45 s an epoch.
 CELL_ESTIMATE_S = 300
-QUESTIONS = (
-    ("deescalate", "post_warmup", "de-escalation against post-norm with warmup"),
-    ("deescalate", "pre", "de-escalation against pre-norm"),
-    ("deescalate_warmup", "deescalate", "does de-escalation still need warmup?"),
-    ("deescalate", "deepnorm", "de-escalation against DeepNorm"),
-    ("deescalate", "layerscale", "de-escalation against LayerScale"),
-)
+QUESTIONS = engine.questions("""
+    deescalate         post_warmup  de-escalation against post-norm with warmup
+    deescalate         pre          de-escalation against pre-norm
+    deescalate_warmup  deescalate   does de-escalation still need warmup?
+    deescalate         deepnorm     de-escalation against DeepNorm
+    deescalate         layerscale   de-escalation against LayerScale
+""")
 FIGURE_TITLE = "ViT-80, Table 1's width, Fashion-MNIST (60k), 4 epochs"
 CELLS_AT_ONCE = "three cells sharing the GPU"
 TITLE = "Fig. 6 at the paper's size on a GPU: ViT-80, six arms against the published fixes"

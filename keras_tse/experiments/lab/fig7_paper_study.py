@@ -34,11 +34,11 @@ ARMS = {
 PLAN = engine.Plan(tuple(ARMS), (2.5e-4, 5e-4, 1e-3), (0, 1, 2, 3, 4, 5), max_extensions=1, select_by="valid_loss")
 CELL_ESTIMATE_S = 540
 FIELDS = lm_study_card.FIELDS
-QUESTIONS = (
-    ("causal", "post", "causal de-escalation against post-norm"),
-    ("causal", "pre", "causal de-escalation against pre-norm"),
-    ("pre", "post", "pre-norm against post-norm"),
-)
+QUESTIONS = engine.questions("""
+    causal  post  causal de-escalation against post-norm
+    causal  pre   causal de-escalation against pre-norm
+    pre     post  pre-norm against post-norm
+""")
 
 
 TITLE = "Fig. 7 at the paper's widths on a GPU: Transformer-XL-60 on Penn Treebank"

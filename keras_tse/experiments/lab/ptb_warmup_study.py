@@ -53,16 +53,16 @@ PARTS = {
 FIELDS = lm_study_card.FIELDS
 
 
-# The card's questions, each a pair of arms of one part: (A, B, what A against B answers).
-QUESTIONS = (
-    ("pre_warmup", "pre", "does warmup help pre-norm?"),
-    ("causal_warmup", "causal", "does warmup help causal de-escalation?"),
-    ("causal", "pre", "causal de-escalation against pre-norm"),
-    ("causal_warmup", "pre_warmup", "the same, both with warmup"),
-    ("post_32_warmup", "post_32", "at 32 blocks: does warmup help post-norm?"),
-    ("causal_32", "post_32", "at 32 blocks: causal de-escalation against post-norm"),
-    ("causal_32", "pre_32", "at 32 blocks: causal de-escalation against pre-norm"),
-)
+# The card's questions (`engine.questions`), each a pair of arms of one part: A, B, what A against B answers.
+QUESTIONS = engine.questions("""
+    pre_warmup      pre         does warmup help pre-norm?
+    causal_warmup   causal      does warmup help causal de-escalation?
+    causal          pre         causal de-escalation against pre-norm
+    causal_warmup   pre_warmup  the same, both with warmup
+    post_32_warmup  post_32     at 32 blocks: does warmup help post-norm?
+    causal_32       post_32     at 32 blocks: causal de-escalation against post-norm
+    causal_32       pre_32      at 32 blocks: causal de-escalation against pre-norm
+""")
 
 
 TITLE = "Penn Treebank language model: warmup against causal de-escalation, then 32 blocks"

@@ -190,11 +190,21 @@ def plot(rows, study):
 
 
 def cell_costs(rows):
-    """(machine, "fewest-most s (n cells)") for the machines that ran `rows`, in name order."""
+    """(machine, "fewest-most s (n cells)") for the machines that ran `rows`, in name order; a row whose
+    seconds are blank (a cell whose whole time was not measured) is counted apart."""
     by_machine = {}
     for row in rows:
-        by_machine.setdefault(row["machine"], []).append(float(row["seconds"]))
-    return [(m, f"{min(s):,.0f}-{max(s):,.0f} s ({len(s)} cells)") for m, s in sorted(by_machine.items())]
+        by_machine.setdefault(row["machine"], []).append(float(row["seconds"]) if row["seconds"] else None)
+    costs = []
+    for machine, seconds in sorted(by_machine.items()):
+        timed = [s for s in seconds if s is not None]
+        untimed = f"{len(seconds) - len(timed)} not timed whole" if len(timed) < len(seconds) else ""
+        if not timed:
+            costs.append((machine, untimed))
+            continue
+        untimed = f"; {untimed.replace('not', 'more not')}" if untimed else ""
+        costs.append((machine, f"{min(timed):,.0f}-{max(timed):,.0f} s ({len(timed)} cells{untimed})"))
+    return costs
 
 
 def figure_path(study):

@@ -445,18 +445,24 @@ def ratios(results, field="step_ms"):
     return {name: step[a] / step[b] for name, (a, b) in RATIOS.items() if a in step and step.get(b)}
 
 
-# The speed card's ratios, name -> (case, the case it is divided by): ours against each peer at both
-# layouts, then each model's de-escalation and pre-norm against its post-norm.
-_PEERS = {"peer": "peer", "timm": "timm", "torch.nn": "torch"}
+# The speed card's ratios, name -> (case, the case it is divided by): ours against each peer's case of the
+# same layout, then each model's other layouts against its post-norm.
+_PEER_LABELS = {"keras_hub": "peer", "timm": "timm", "torch": "torch.nn"}
+
+
+def _layout(case):
+    return case.partition("_")[2]  # "peer_pre" -> "pre"
+
+
 RATIOS = {
-    f"ours/{peer} {norm}-norm (vit_{norm} / {case}_{norm})": (f"vit_{norm}", f"{case}_{norm}")
-    for peer, case in _PEERS.items()
-    for norm in ("post", "pre")
+    f"ours/{_PEER_LABELS[peer]} {_layout(case)}-norm (vit_{_layout(case)} / {case})": (f"vit_{_layout(case)}", case)
+    for peer, cases in PEERS.items()
+    for case in cases
 }
 RATIOS.update(
-    (f"{model} {norm} / post", (f"{model.lower()}_{norm}", f"{model.lower()}_post"))
-    for model in ("ViT", "TXL")
-    for norm in ("deescalate", "pre")
+    (f"{model} {_layout(case)} / post", (case, f"{model.lower()}_post"))
+    for model, family in (("ViT", VIT_CASES), ("TXL", TXL_CASES))
+    for case in sorted(c for c in family if c.startswith(model.lower()) and _layout(c) != "post")
 )
 
 

@@ -111,8 +111,8 @@ def smoke_all_variants(name, out, summary_word, capsys, more_files=()):
     summary_lines = [line for line in printed.splitlines() if summary_word in line]
     assert [line.split(":")[0].strip() for line in summary_lines] == ["post", "pre", "deescalate"]
     for norm in ("post", "pre", "deescalate"):
-        for name in (*RUN_FILES, *more_files):
-            assert (out / norm / name).exists(), (norm, name)
+        for file in (*RUN_FILES, *more_files):
+            assert (out / norm / file).exists(), (norm, file)
     assert (out / "plots" / "loss_curves.png").exists()
     return [out / norm for norm in ("post", "pre", "deescalate")]
 

@@ -158,10 +158,8 @@ def run_process(command, log_path, what, backend="jax"):
         process = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=log)
         _CELLS.processes.add(process)
         try:
-            code = process.wait()
-        except BaseException:  # Ctrl-C or SIGTERM in this thread: the cells stop with the study
-            _CELLS.stop()
-            raise
+            with _cells_stop_with_the_study():  # one cell at a time: the interrupt comes in this thread
+                code = process.wait()
         finally:
             _CELLS.processes.discard(process)
             spent += time.perf_counter() - start
@@ -365,7 +363,7 @@ def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
     """`run`'s cells in `jobs` threads under an optional budget."""
     deadline = None if budget_s is None else time.monotonic() + budget_s
     running, written = {}, 0
-    with ThreadPoolExecutor(jobs) as pool, _cells_stop_with_the_study():
+    with ThreadPoolExecutor(jobs) as pool, _cells_stop_with_the_study():  # stopped before the pool's exit waits
         while True:
             if deadline is None or deadline - time.monotonic() > study.cell_estimate_s:
                 for cell in study.pending(arms, set(running.values()))[: jobs - len(running)]:
@@ -388,7 +386,7 @@ def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
 @contextlib.contextmanager
 def _cells_stop_with_the_study():
     """Ctrl-C or SIGTERM in the thread that waits for the cells stops them too (each resumes from its last
-    saved epoch), before the pool's exit waits for them: without it they would train on, orphaned."""
+    saved epoch), before anything waits for them to end: without it they would train on, orphaned."""
     try:
         yield
     except BaseException:

@@ -198,12 +198,12 @@ def cell_costs(rows):
     costs = []
     for machine, seconds in sorted(by_machine.items()):
         timed = [s for s in seconds if s is not None]
-        untimed = f"{len(seconds) - len(timed)} not timed whole" if len(timed) < len(seconds) else ""
+        untimed = len(seconds) - len(timed)
         if not timed:
-            costs.append((machine, untimed))
+            costs.append((machine, f"{untimed} not timed whole"))
             continue
-        untimed = f"; {untimed.replace('not', 'more not')}" if untimed else ""
-        costs.append((machine, f"{min(timed):,.0f}-{max(timed):,.0f} s ({len(timed)} cells{untimed})"))
+        more = f"; {untimed} more not timed whole" if untimed else ""
+        costs.append((machine, f"{min(timed):,.0f}-{max(timed):,.0f} s ({len(timed)} cells{more})"))
     return costs
 
 

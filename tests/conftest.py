@@ -26,10 +26,16 @@ import re
 import resource
 import tempfile
 
-import keras
-import pytest
+# XLA's optimisation passes cost more CPU than they save on the suite's small programs: JAX's process took
+# 736 CPU-s with most of them off against about 930 with them on, every test passing both ways. Set before
+# Keras imports JAX, so the recipe processes the tests start inherit it; a test that measures the compiled
+# program, or computes enough for the passes to pay, takes them back with `@pytest.mark.xla_optimized`.
+os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
-from keras_tse.training.compile_cache import ENVIRONMENT_VARIABLE, use_compile_cache
+import keras  # noqa: E402
+import pytest  # noqa: E402
+
+from keras_tse.training.compile_cache import ENVIRONMENT_VARIABLE, use_compile_cache  # noqa: E402
 
 GROUPS = ("every_backend", "one_backend")
 _PYTESTMARK = re.compile(r"^pytestmark = (.*)$", flags=re.M)
@@ -89,6 +95,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "every_backend: run on every backend, whatever the file's group")
     config.addinivalue_line("markers", "one_backend: run in one backend's process only, whatever the file's group")
     config.addinivalue_line("markers", "starts_processes: a one-backend test whose work runs in processes it starts")
+    config.addinivalue_line("markers", "xla_optimized: JAX compiles this test's programs with XLA's optimisations on")
 
 
 def kept_here(item, mode):
@@ -106,6 +113,18 @@ def pytest_collection_modifyitems(config, items):
         (kept if kept_here(item, mode) else left).append(item)
     config.hook.pytest_deselected(items=left)
     items[:] = kept
+
+
+@pytest.fixture(autouse=True)
+def _xla_optimisations(request):
+    """XLA's optimisations on for a test marked `xla_optimized` (`tests.helpers.xla_optimizations`)."""
+    if request.node.get_closest_marker("xla_optimized") is None:
+        yield
+        return
+    from tests.helpers import xla_optimizations
+
+    with xla_optimizations():
+        yield
 
 
 @pytest.fixture
@@ -129,7 +148,7 @@ def _fresh_seed():
 # backends share two cores in CI, so a test's wall time (pytest's --durations) grows with what runs beside
 # it; its CPU seconds do not, and they are what it takes from the others.
 _CPU_SECONDS = {}
-CPU_REPORT = 30  # how many tests the summary lists
+CPU_REPORT = int(os.environ.get("KERAS_TSE_CPU_REPORT", "30"))  # how many tests the summary lists
 
 
 def _cpu_now():

@@ -6,6 +6,23 @@ import numpy as np
 
 
 @contextlib.contextmanager
+def xla_optimizations():
+    """XLA's optimisation passes on while inside, whatever JAX_DISABLE_MOST_OPTIMIZATIONS says (the suite turns
+    most of them off: tests/conftest.py); JAX reads the option at each compile. Other backends: no change."""
+    if keras.backend.backend() != "jax":
+        yield
+        return
+    import jax
+
+    before = jax.config.values["jax_disable_most_optimizations"]
+    jax.config.update("jax_disable_most_optimizations", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_disable_most_optimizations", before)
+
+
+@contextlib.contextmanager
 def full_float32_matmuls():
     """Matrix products and convolutions in full float32 while inside. On an NVIDIA GPU from Ampere on,
     JAX's default precision, TensorFlow's default and PyTorch's cuDNN convolutions run float32 products in

@@ -163,6 +163,7 @@ def test_residual_stream_is_the_identity_in_value_and_gradient():
 
 
 @pytest.mark.large
+@pytest.mark.xla_optimized  # a speed bar of the compiled step
 @pytest.mark.skipif(BACKEND != "jax", reason="the defect is XLA:CPU's; other backends never had it")
 def test_pre_norm_train_step_is_not_slower_than_post_norm_on_jax():
     """Without `residual_stream` XLA:CPU re-adds the stream's gradient of every block above: measured

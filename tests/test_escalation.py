@@ -4,14 +4,16 @@ import numpy as np
 import pytest
 
 from keras_tse.experiments.escalation import EscalationConfig, format_table, similarity_at_init
+from tests import helpers
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
 
 @pytest.fixture(scope="module")
 def profiles():
-    # Two seeds keep the run to seconds per backend; the demo uses three.
-    return similarity_at_init(("post", "pre", "deescalate"), EscalationConfig(seeds=(0, 1)))
+    # Two seeds keep the run to seconds per backend; the demo uses three. The paper's width: XLA's passes pay.
+    with helpers.xla_optimizations():
+        return similarity_at_init(("post", "pre", "deescalate"), EscalationConfig(seeds=(0, 1)))
 
 
 def test_post_norm_escalates_block_by_block(profiles):

@@ -79,6 +79,7 @@ def test_remat_inside_a_scanned_loop_is_refused_in_one_line_elsewhere():
         zoo.vit(**VIT, norm="post", scan=True, remat=True)
 
 
+@pytest.mark.xla_optimized  # the memory plan XLA makes of the step, its passes included
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="XLA's memory analysis of the compiled step")
 @pytest.mark.usefixtures("float32_matmuls")  # equal losses to 1e-5 need float32 products, not a GPU's TF32
 def test_remat_cuts_the_compiled_steps_temporary_memory():

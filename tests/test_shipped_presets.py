@@ -23,6 +23,7 @@ def test_the_shipped_presets_are_the_ones_the_shipping_script_makes():
     assert SHIPPED == sorted([*ship.COMMANDS, *ship.LANGUAGE_MODELS])
 
 
+@pytest.mark.xla_optimized  # a whole test set: the passes save more than they cost
 @pytest.mark.parametrize("name", SHIPPED)
 def test_a_shipped_preset_scores_its_test_set_as_recorded(name):
     """Accuracy within 0.5 points, a language model's perplexity within 0.5%, on this backend; the card

@@ -284,6 +284,7 @@ def test_paper_size_model_has_about_201m_parameters():
     assert len(memory) == 60 and tuple(memory[0].shape) == (40, 150, 410)
 
 
+@pytest.mark.xla_optimized  # the presets' widths: the passes save more than they cost
 @pytest.mark.parametrize(
     "name, overrides",
     [

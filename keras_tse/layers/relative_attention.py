@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import fused_attention
+from keras_tse.layers._fused_attention import fused_attention, fused_attention_takes
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -28,8 +28,9 @@ class RelativeAttention(keras.layers.Layer):
     Memory slots not yet filled (after a reset) are masked: `memory_length`
     says how many of the `M` slots, counted from the end, hold real states.
     Training uses `keras.ops.dot_product_attention` with the position term as
-    its additive bias; `return_attention_scores=True` computes the softmax
-    explicitly and also returns P.
+    its additive bias (float16 under JAX on a CPU, whose compiler refuses that
+    kernel, takes the explicit softmax); `return_attention_scores=True` computes
+    the softmax explicitly and also returns P.
 
     Projections follow the reference code: one fused query/key/value kernel
     and an output kernel, none with a bias; every weight is initialised
@@ -134,7 +135,8 @@ class RelativeAttention(keras.layers.Layer):
         # The position term and the mask enter the softmax as one additive bias (-1e9: masked).
         bias = ops.cast(position_scores, "float32") * scale
         bias = ops.where(allowed[None, None], bias, ops.full_like(bias, -1e9))
-        if return_attention_scores or (bool(training) and self.attention_dropout > 0):
+        explicit = return_attention_scores or (bool(training) and self.attention_dropout > 0)
+        if explicit or not fused_attention_takes(q.dtype):
             logits = ops.einsum("btnh,bknh->bntk", ops.cast(query, "float32"), ops.cast(k, "float32"))
             scores = ops.softmax(logits * scale + bias, axis=-1)  # float32 also under mixed precision
             weights = self.dropout(ops.cast(scores, v.dtype), training=training)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import fused_attention
+from keras_tse.layers._fused_attention import fused_attention, fused_attention_takes
 from keras_tse.layers._sequence_layer import SequenceLayer
 
 
@@ -20,8 +20,9 @@ class SelfAttention(SequenceLayer):
     output projection every ViT/Transformer-XL implementation carries.
 
     Training uses `keras.ops.dot_product_attention`, which takes the fused
-    (cuDNN / flash) kernel where the backend has one. Passing
-    `return_attention_scores=True` switches to an explicit softmax and also
+    (cuDNN / flash) kernel where the backend has one (float16 under JAX on a
+    CPU, whose compiler refuses that kernel, takes the explicit softmax).
+    Passing `return_attention_scores=True` switches to an explicit softmax and also
     returns the per-head matrices P, for the analysis tools that need them;
     both paths compute the same function.
 
@@ -118,7 +119,7 @@ class SelfAttention(SequenceLayer):
             return self._cached_attention(q, k, v, cache)
         key_mask = None if mask is None else ops.cast(mask, "bool")[:, None, None, :]  # [B, 1, 1, S]
         dropout_active = bool(training) and self.attention_dropout > 0
-        if return_attention_scores or dropout_active:
+        if return_attention_scores or dropout_active or not fused_attention_takes(q.dtype):
             context, scores = self._explicit_attention(q, k, v, key_mask, training)
         else:
             context = fused_attention(q, k, v, mask=key_mask, is_causal=self.causal)

@@ -170,17 +170,7 @@ def writer_folder(out):
 
 
 def configure_precision(mixed):
-    """The global dtype policy: float32 for None or False, else `MIXED_POLICIES[mixed]` (True: bfloat16).
-    float16 under JAX on a CPU is refused: XLA's CPU dot cannot take float16 inputs with the float32
-    accumulation the fused attention's gradient asks for (it trains on a GPU, and on a CPU under
-    TensorFlow or PyTorch)."""
-    if mixed == "float16" and keras.backend.backend() == "jax":
-        kinds = {device.split(":")[0] for device in keras.distribution.list_devices()}
-        if kinds <= {"cpu"}:
-            raise ValueError(
-                "--mixed-precision: received float16 under JAX on a CPU; expected a GPU for it (XLA's CPU dot has "
-                "no float16 with float32 accumulation), or bfloat16, or KERAS_BACKEND=torch or tensorflow"
-            )
+    """The global dtype policy: float32 for None or False, else `MIXED_POLICIES[mixed]` (True: bfloat16)."""
     keras.config.set_dtype_policy(MIXED_POLICIES["bfloat16" if mixed is True else mixed] if mixed else "float32")
 
 

@@ -1,9 +1,9 @@
 """`keras.ops.dot_product_attention` as the attention layers call it (eq. 2's softmax(QK^T/sqrt(d)) V)."""
 
-import functools
-
 import keras
 from keras import ops
+
+from keras_tse.layers._residual import xla_cpu
 
 
 def fused_attention(query, key, value, **kwargs):
@@ -25,11 +25,4 @@ def fused_attention_takes(dtype):
     """Whether `fused_attention` compiles for inputs of `dtype` here. Under JAX on CPUs alone it does not for
     float16: JAX's attention asks for float32 accumulation of float16 inputs, a dot XLA's CPU compiler
     refuses; the layers then compute eq. (2) with their explicit softmax, its logits in float32."""
-    return not (keras.backend.standardize_dtype(dtype) == "float16" and _jax_on_cpus_alone())
-
-
-@functools.cache
-def _jax_on_cpus_alone():
-    if keras.backend.backend() != "jax":
-        return False
-    return {device.split(":")[0] for device in keras.distribution.list_devices()} <= {"cpu"}
+    return not (keras.backend.standardize_dtype(dtype) == "float16" and xla_cpu())

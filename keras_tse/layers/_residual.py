@@ -21,13 +21,14 @@ from keras import ops
 
 
 def residual_stream(x):
-    if not _xla_cpu():
+    if not xla_cpu():
         return x
     return ops.take(x, ops.arange(ops.shape(x)[-1]), axis=-1)
 
 
 @functools.cache
-def _xla_cpu():
+def xla_cpu():
+    """Whether this process computes with XLA on CPUs alone (JAX, no accelerator)."""
     if keras.backend.backend() != "jax":
         return False
     return all(device.startswith("cpu") for device in keras.distribution.list_devices())

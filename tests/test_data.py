@@ -164,6 +164,29 @@ def test_crop_flip_is_a_padded_random_crop_and_a_flip_the_same_for_the_same_seed
         data.image_dataset(x, y, 16, augment="flip")
 
 
+@pytest.mark.parametrize("augment", ["crop_flip", "randaugment", "crop_flip+mix"])
+def test_an_epochs_augmented_batches_do_not_depend_on_how_far_a_dropped_pass_ran_ahead(augment):
+    """Keras's `fit` draws one batch from an iterator to build the model and drops it; prefetch has by
+    then augmented a timing-dependent number of batches. Each batch draws from its own seed, so the next
+    pass's batches are the same whether the dropped one took one batch or five, and each pass differs."""
+    x = np.random.default_rng(0).integers(1, 256, (96, 12, 12, 3)).astype("uint8")
+    mix = dict(mixup=0.8, cutmix=1.0, num_classes=3) if augment.endswith("+mix") else {}
+    augment = augment.removesuffix("+mix")
+
+    def passes_after_dropping(ahead):
+        batches = data.image_dataset(x, np.arange(96) % 3, 16, augment=augment, seed=3, pipeline="tf", **mix)
+        dropped = iter(batches)
+        for _ in range(ahead):
+            next(dropped)
+        del dropped
+        return [[np.asarray(batch[0]) for batch in batches] for _ in range(2)]
+
+    after_one, after_five = passes_after_dropping(1), passes_after_dropping(5)
+    for got, expected in zip(after_five, after_one):
+        assert len(got) == len(expected) == 6 and all(map(np.array_equal, got, expected))
+    assert not np.array_equal(after_one[0][0], after_one[1][0])  # every pass draws anew
+
+
 @pytest.mark.every_backend
 @pytest.mark.skipif(keras.backend.backend() != "jax", reason="Keras' Equalization branches on JAX only")
 def test_equalization_traced_for_tf_data_gives_the_same_images_with_tensorflows_histogram():

@@ -65,27 +65,6 @@ def _files(folder):
 
 
 @pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
-def test_two_processes_train_as_one_and_only_process_0_writes(tmp_path):
-    data = _arrays(tmp_path / "d.npz")
-    port = _free_port()
-    runs = [
-        _start(data, tmp_path / "one", 2, tmp_path / "tmp_one"),
-        _start(data, tmp_path / "two", 2, tmp_path / "tmp_0", (port, 2, 0)),
-        _start(data, tmp_path / "two", 2, tmp_path / "tmp_1", (port, 2, 1)),
-    ]
-    outputs = [run.communicate(timeout=400)[0] for run in runs]
-    assert [run.returncode for run in runs] == [0, 0, 0], "\n".join(o[-2000:] for o in outputs)
-    one, two = _history(tmp_path / "one"), _history(tmp_path / "two")
-    assert len(one) == len(two) == 2
-    for column in ("loss", "val_loss", "val_accuracy"):
-        np.testing.assert_allclose([float(r[column]) for r in two], [float(r[column]) for r in one], atol=1e-4)
-    # process 1 wrote its copy of the run in its own temp folder and deleted it; process 0 wrote --out
-    assert os.listdir(tmp_path / "tmp_1") == []
-    assert _files(tmp_path / "two") == _files(tmp_path / "one")
-    assert "keras_tse_process1_" in outputs[2] and "keras_tse_process1_" not in outputs[1]
-
-
-@pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
 def test_the_language_model_trains_over_two_processes_as_one(tmp_path):
     """The Transformer-XL recipe: each process feeds its streams of every batch (their memory rows), the
     losses of every logged interval and the perplexities are one process's, and only process 0 writes."""
@@ -133,12 +112,14 @@ def _first_epoch(log):
 
 
 @pytest.mark.starts_processes  # its recipe processes run under JAX, whatever backend hosts the test
-def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_path):
-    """Process 1 of two killed after the second epoch's row: process 0 stops at once in one line (JAX's
-    runtime would block it about 70 s, then abort). Resumed by one process, killed again after its first
-    row, resumed by two: each resume starts after the last one's checkpoint (a kill between an epoch's
-    row and its backup repeats that epoch, its old row trimmed), never from the start, and no epoch's row
-    is there twice. The killed process's private copy is gone once it starts again."""
+def test_two_processes_train_as_one_and_a_killed_one_resumes_by_two_by_one_and_by_two_again(tmp_path):
+    """Two processes train as one (their first two epochs' rows are one process's; crop-and-flip
+    augmentation on) and only process 0 writes. Process 1 killed after the second epoch's row: process 0
+    stops at once in one line (JAX's runtime would block it about 70 s, then abort). Resumed by one
+    process, killed again after its first row, resumed by two: each resume starts after the last one's
+    checkpoint (a kill between an epoch's row and its backup repeats that epoch, its old row trimmed),
+    never from the start, and no epoch's row is there twice. The killed process's private copy is gone
+    once it starts again; a process 1 that ends on its own leaves its temp folder empty."""
     data = _arrays(tmp_path / "d.npz", train=480, test=48)
     history = tmp_path / "run" / "deescalate" / "history.csv"
     folders = [tmp_path / f"tmp_{i}" for i in range(2)]  # each process's temp folder, kept between starts
@@ -147,8 +128,10 @@ def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_pat
         port, logs = _free_port(), [open(tmp_path / f"{name}_{i}.log", "w") for i in range(2)]
         return [_start(data, tmp_path / "run", 4, folders[i], (port, 2, i), logs[i]) for i in range(2)], logs
 
+    one = _start(data, tmp_path / "one", 4, tmp_path / "tmp_one", log=open(tmp_path / "one.log", "w"))
     runs, logs = two("first")
     _wait_for_rows(history, 1, runs, tmp_path / "first_0.log")  # two rows: the first epoch's backup is whole
+    first_rows = _history(tmp_path / "run")[:2]
     runs[1].send_signal(signal.SIGKILL)
     runs[1].wait()
     assert runs[0].wait(timeout=60) == 1
@@ -178,6 +161,13 @@ def test_a_killed_process_the_run_resumes_by_two_by_one_and_by_two_again(tmp_pat
     with open(tmp_path / "run" / "deescalate" / "config.json") as f:
         assert '"processes": 2' in f.read()  # made by two processes; resumed by one, then two
     assert not [name for name in os.listdir(folders[1]) if name.startswith("keras_tse_process")]
+    assert "keras_tse_process1_" in outputs[1] and "keras_tse_process1_" not in outputs[0]
+
+    assert one.wait(timeout=400) == 0, (tmp_path / "one.log").read_text()[-2000:]
+    for column in ("loss", "val_loss", "val_accuracy"):
+        expected = [float(r[column]) for r in _history(tmp_path / "one")[:2]]
+        np.testing.assert_allclose([float(r[column]) for r in first_rows], expected, atol=1e-4, err_msg=column)
+    assert _files(tmp_path / "run") == _files(tmp_path / "one")
 
 
 @pytest.mark.parametrize("pipeline", ["numpy", "tf"])

@@ -82,18 +82,17 @@ def image_dataset(
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
         return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed, mix, shard)
     prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
-    if mix is not None:
-        prepare_images, prepare = prepare, lambda x, y: mix(prepare_images(x), y, tf)
     data = tf.data.Dataset.from_tensor_slices((images, labels))
     if shuffle:
         data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    # With augmentation the map runs one batch at a time: Keras's layers draw from one stateful seed
-    # generator, and parallel calls would draw in a different order each run (the same seed would not
-    # give the same images). Prefetch still overlaps it with training.
-    parallel = 1 if augment is not None or mix is not None else tf.data.AUTOTUNE
-    step = prepare if mix is not None else lambda x, y: (prepare(x), y)
-    with equalization_as_in_tensorflow():  # `map` traces `prepare` here, once
-        data = data.batch(batch_size).map(step, num_parallel_calls=parallel, deterministic=True)
+    data = data.batch(batch_size)
+    if prepare.layers or mix is not None:
+        data = tf.data.Dataset.zip(data, tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2))
+        step = _seeded_step(prepare, mix, tf)
+    else:
+        step = lambda x, y: (prepare(x), y)  # noqa: E731
+    with equalization_as_in_tensorflow():  # `map` traces `step` here, once
+        data = data.map(step, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if count > 1:
         data = data.map(lambda *batch: tuple(_part(tensor, index, count) for tensor in batch))
     return data.prefetch(tf.data.AUTOTUNE)
@@ -107,6 +106,54 @@ def _part(batch, index, count):
 
         size = tf.shape(batch)[0] // count
     return batch[index * size : (index + 1) * size]
+
+
+def _seeded_step(prepare, mix, tf):
+    """The tf.data map of an augmented batch: `((images, labels), batch_seed) -> (images, labels)`.
+
+    Every random draw of the batch comes from its own seed, one of a stream that is a pure function of
+    the seed and of how many times the data set has been iterated (`Dataset.random`,
+    `rerandomize_each_iteration`): no state is shared between batches. Keras's layers would otherwise
+    draw from one stateful generator, whose position depends on how far a pipeline ran ahead before
+    it was dropped (Keras's `fit` opens an iterator for one batch to build the model; prefetch runs
+    its map ahead by a timing-dependent count), so the same seed could give other batches, and two
+    processes could train on other images than one. Without shared state the map also runs in parallel.
+    """
+    seeds = _BatchSeeds(tf)
+    for layer in prepare.layers + ([] if mix is None else mix.layers):
+        seeds.drive(layer)
+
+    def step(batch, batch_seed):
+        images, labels = batch
+        seeds.start(batch_seed)
+        if mix is None:
+            return prepare(images), labels
+        return mix(prepare(images), labels, tf, seeds.next())
+
+    return step
+
+
+class _BatchSeeds(keras.random.SeedGenerator):
+    """The seed generator Keras's augmentation layers draw from inside the tf.data map: the k-th draw
+    of a batch takes the batch's seed folded with k (`stateless_fold_in`). The count runs while the
+    map is traced, so each draw of the graph holds its own constant k and the graph keeps no state."""
+
+    def __init__(self, tf):
+        super().__init__(seed=0)
+        self._tf, self._batch_seed, self._draws = tf, None, 0
+
+    def drive(self, layer):
+        """Makes Keras augmentation `layer` draw from this generator. Its draws ask
+        `_get_seed_generator(backend)` (RandAugment's operations get RandAugment's), and RandAugment
+        ignores a seed passed to `get_random_transformation`: no public argument reaches them all."""
+        layer._get_seed_generator = lambda backend=None: self
+
+    def start(self, batch_seed):
+        self._batch_seed, self._draws = batch_seed, 0
+
+    def next(self, ordered=True):
+        self._draws += 1
+        return self._tf.random.experimental.stateless_fold_in(self._batch_seed, self._draws)
 
 
 @contextlib.contextmanager
@@ -197,35 +244,36 @@ class _Prepare:
 
     def __init__(self, augment, mean, std, value_range, seed, to_float):
         self.to_float = to_float
-        self.augmenter = None if augment is None else _augmenter(*augment, value_range, seed)
+        self.layers = [] if augment is None else _augmenters(*augment, value_range, seed)
         self.scale = None if mean is None else float(value_range[1])
         self.mean = None if mean is None else np.asarray(mean, "float32")
         self.std = None if std is None else np.asarray(std, "float32")
 
     def __call__(self, x):
         x = self.to_float(x)
-        if self.augmenter is not None:
-            x = self.to_float(self.augmenter(x))
+        for layer in self.layers:
+            x = self.to_float(layer(x))
         if self.mean is not None:
             x = (x / self.scale - self.mean) / self.std
         return x
 
 
-def _augmenter(name, size, value_range, seed):
+def _augmenters(name, size, value_range, seed):
+    """The Keras layers of augmentation `name`, applied in order."""
     if name == "randaugment":
-        return keras.layers.RandAugment(value_range=value_range, seed=seed)
+        return [keras.layers.RandAugment(value_range=value_range, seed=seed)]
     height, width = size
     shift = keras.layers.RandomTranslation(
         CROP_PAD / height, CROP_PAD / width, fill_mode="constant", interpolation="nearest", seed=seed
     )
-    flip = keras.layers.RandomFlip("horizontal", seed=seed + 1)
-    return lambda x: flip(shift(x))
+    return [shift, keras.layers.RandomFlip("horizontal", seed=seed + 1)]
 
 
 class _Mix:
     """MixUp and/or CutMix on a batch of normalised images and integer labels: the labels one-hot,
     then mixed with the images' pairs and weights by Keras's layer; with both, one layer per batch,
-    drawn evenly. `tf` is TensorFlow inside a tf.data map (the draw then runs in the graph), or None."""
+    drawn evenly. `tf` is TensorFlow inside a tf.data map (the draw then runs in the graph, from the
+    batch's `seed`), or None."""
 
     def __init__(self, mixup, cutmix, num_classes, seed):
         if not num_classes:
@@ -234,7 +282,7 @@ class _Mix:
         self.layers = [layer(alpha, seed=seed) for alpha, layer in chosen if alpha]
         self.num_classes, self.rng = num_classes, np.random.default_rng(seed)
 
-    def __call__(self, images, labels, tf=None):
+    def __call__(self, images, labels, tf=None, seed=None):
         if tf is None:
             targets = np.eye(self.num_classes, dtype="float32")[np.asarray(labels).reshape(-1)]
             layer = self.layers[int(self.rng.integers(len(self.layers)))]
@@ -244,7 +292,7 @@ class _Mix:
         branches = [lambda layer=layer: _pair(layer({"images": images, "labels": targets})) for layer in self.layers]
         if len(branches) == 1:
             return branches[0]()
-        return tf.cond(tf.random.uniform(()) < 0.5, branches[0], branches[1])
+        return tf.cond(tf.random.stateless_uniform((), seed) < 0.5, branches[0], branches[1])
 
 
 def _pair(mixed):

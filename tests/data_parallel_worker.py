@@ -1,16 +1,22 @@
 """Train the same models on one device and under DataParallel over two; print the largest differences.
+Then run both training commands with `--mixed-precision --data-parallel --jit-compile` in this process
+(the two devices are already here) into the folder given as the first argument.
 
 Run by tests/test_scale.py in a fresh process, with
 `XLA_FLAGS=--xla_force_host_platform_device_count=2` and `KERAS_BACKEND=jax` set before JAX starts.
-Prints one JSON line: {name: max |difference|} for losses, weights and Transformer-XL log-probs.
+Prints one JSON line: {name: max |difference|} for losses, weights and Transformer-XL log-probs, and each
+command's exit code.
 """
 
 import json
+import os
+import sys
 
 import keras
 import numpy as np
 
 from keras_tse import zoo
+from keras_tse.experiments import train_lm, train_vit
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import scale
 
@@ -56,6 +62,16 @@ def txl_run():
     return np.array(history.history["loss"]), memory, first
 
 
+def commands_run(out):
+    """Each task's smoke run at one block under bfloat16, DataParallel and XLA: {task: exit code}."""
+    flags = ["--smoke", "--norm", "deescalate", "--depth", "1", "--mixed-precision", "--data-parallel", "--jit-compile"]
+    budgets = {"vit": (train_vit, ["--epochs", "1"]), "lm": (train_lm, ["--steps", "10"])}
+    return {
+        task: command.main([*flags, *budget, "--out", os.path.join(out, task)])
+        for task, (command, budget) in budgets.items()
+    }
+
+
 def main():
     single = vit_run(), txl_run()
     devices = scale.use_data_parallel()
@@ -72,6 +88,7 @@ def main():
         "txl_memory": diff(single[1][1], parallel[1][1]),
         "txl_log_probs": diff(single[1][2], parallel[1][2]),
         "txl_memory_size": int(single[1][1].size),
+        "commands": commands_run(sys.argv[1]),
     }
     print(json.dumps(report))
 

@@ -295,6 +295,7 @@ def test_txl_recipe_batch_size_and_epochs(tmp_path):
 
 
 @pytest.mark.large
+@pytest.mark.starts_processes  # its two training processes run under JAX, whatever backend hosts the test
 def test_keras_tse_train_trains_a_vit_and_a_gpt_from_a_folder_outside_the_checkout(tmp_path):
     """`keras-tse train vit|lm` is the package's own: run from another folder (nothing of the checkout on
     the path but the installed package), it trains a ViT on the shipped digits and a GPT on a text folder,

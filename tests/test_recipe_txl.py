@@ -50,41 +50,6 @@ def test_no_data_stops_with_the_file_to_fetch(tmp_path, capsys):
     assert "wikitext-103-v1.zip" in err and str(tmp_path) in err
 
 
-@pytest.mark.large
-@pytest.mark.skipif(keras.backend.backend() != "jax", reason="--data-parallel is keras.distribution on JAX")
-@pytest.mark.parametrize("recipe", ["wikitext103_txl.py", "cifar10_vit.py"])
-def test_recipes_run_mixed_precision_data_parallel_on_two_devices(tmp_path, recipe):
-    env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "2", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
-    budget = ["--steps", "10", "--depth", "1"] if recipe.startswith("wikitext") else ["--epochs", "1", "--depth", "1"]
-    result = subprocess.run(
-        [
-            sys.executable,
-            os.path.join(ROOT, "recipes", recipe),
-            "--smoke",
-            "--norm",
-            "deescalate",
-            *budget,
-            "--mixed-precision",
-            "--data-parallel",
-            "--jit-compile",
-            "--out",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env=env,
-    )
-    assert result.returncode == 0, result.stderr[-3000:]
-    with open(tmp_path / "deescalate" / "config.json") as f:
-        config = json.load(f)
-    assert config["dtype_policy"] == "mixed_bfloat16" and config["data_parallel"] is True
-    assert config["train"]["jit_compile"] is True and config["compiled"] == "XLA, the whole step"
-    with open(tmp_path / "deescalate" / "summary.json") as f:
-        summary = json.load(f)
-    assert all(isinstance(v, (int, float)) and v == v for v in summary.values() if isinstance(v, float))
-
-
 @pytest.mark.one_backend
 @pytest.mark.parametrize(
     "argv, expected",

@@ -36,10 +36,10 @@ def tiny_txl(norm="deescalate", depth=2):
     )
 
 
-def _worker(name, env):
-    """Run tests/NAME.py in a fresh process with `env` added; the JSON line it prints last."""
+def _worker(name, env, *argv):
+    """Run tests/NAME.py with `argv` in a fresh process with `env` added; the JSON line it prints last."""
     process = subprocess.run(
-        [sys.executable, os.path.join(ROOT, "tests", f"{name}.py")],
+        [sys.executable, os.path.join(ROOT, "tests", f"{name}.py"), *argv],
         capture_output=True,
         text=True,
         env={**os.environ, **env},
@@ -173,21 +173,34 @@ def test_jit_compile_true_trains_like_the_default():
 
 @pytest.mark.large
 @pytest.mark.skipif(BACKEND != "jax", reason="keras.distribution.DataParallel runs on JAX")
-def test_data_parallel_on_two_cpu_devices_matches_one_device():
+def test_data_parallel_on_two_cpu_devices_matches_one_device_and_both_commands_train_under_it(tmp_path):
     """Same global batch on 1 device vs DataParallel over 2: losses, weights, TXL memory and log-probs.
+    Then, in the same process, both training commands' smoke runs under `--mixed-precision
+    --data-parallel --jit-compile`: finite summaries, and their config.json records all three.
 
     Tolerances: 1e-5 on losses, Transformer-XL memory and log-probs (float32 sums in another order);
     1e-4 on weights after 8 AdamW steps (Adam divides tiny gradient differences by tiny second
     moments early on).
     """
     report = _worker(
-        "data_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"}
+        "data_parallel_worker",
+        {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        str(tmp_path),
     )
     assert report["devices"] == 2 and report["replicas"] == 2
     assert report["vit_loss"] < 1e-5 and report["txl_loss"] < 1e-5
     assert report["vit_weights"] < 1e-4
     assert report["txl_memory_size"] > 0 and report["txl_memory"] < 1e-5
     assert report["txl_log_probs"] < 1e-5
+    assert report["commands"] == {"vit": 0, "lm": 0}
+    for task in ("vit", "lm"):
+        with open(tmp_path / task / "deescalate" / "config.json") as f:
+            config = json.load(f)
+        assert config["dtype_policy"] == "mixed_bfloat16" and config["data_parallel"] is True, task
+        assert config["train"]["jit_compile"] is True and config["compiled"] == "XLA, the whole step", task
+        with open(tmp_path / task / "deescalate" / "summary.json") as f:
+            summary = json.load(f)
+        assert all(np.isfinite(v) for v in summary.values() if isinstance(v, float)), (task, summary)
 
 
 @pytest.mark.large

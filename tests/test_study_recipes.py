@@ -555,6 +555,36 @@ def test_keras_tse_study_card_regenerates_each_card_unchanged(name, tmp_path, mo
     assert copy.read_text() == open(found[name].card).read()
 
 
+@pytest.mark.parametrize("name, lines", [("fig6_paper", 0), ("depth_ladder", 12)])
+def test_card_draws_one_line_each_arm_told_apart_and_no_figure_without_rows(name, lines, tmp_path, monkeypatch, capsys):
+    """`--card`'s figure: each arm's curve in its own colour and line style (the ladder's 12 arms outrun the
+    10 colours of the cycle), and no file at all for a study with no rows yet."""
+    import dataclasses
+    import shutil
+
+    import matplotlib.pyplot as plt
+
+    from keras_tse.experiments import cli
+    from keras_tse.experiments.commands import study as command
+    from keras_tse.experiments.lab import vit_study_card
+
+    found = command.studies()
+    copy = tmp_path / os.path.basename(found[name].card)
+    shutil.copyfile(found[name].card, copy)
+    monkeypatch.setattr(command, "studies", lambda: {**found, name: dataclasses.replace(found[name], card=str(copy))})
+    monkeypatch.setattr(vit_study_card, "figure_path", lambda plan: str(tmp_path / "figure.png"))
+    figures = []
+    monkeypatch.setattr(plt, "close", figures.append)
+    assert cli.main(["study", name, "--card"]) == 0
+    out = capsys.readouterr().out
+    if not lines:
+        assert "no rows yet: no figure" in out and not (tmp_path / "figure.png").exists() and not figures
+        return
+    assert "figure.png: redrawn" in out and (tmp_path / "figure.png").stat().st_size > 0
+    styles = [(line.get_color(), line.get_linestyle()) for line in figures[0].axes[0].get_lines()]
+    assert len(set(styles)) == len(styles) == lines, styles
+
+
 def test_the_recipe_defaults_study_changes_only_the_defaults_of_the_depth80_study_at_its_rates(tmp_path):
     """The before/after study trains the depth-80 study's model, data and epochs with the two defaults
     left to the recipe, each arm at the rate the depth-80 study chose on seed 0."""

@@ -10,7 +10,7 @@
 
 import os
 
-HELP = "the lab's studies (depth80, fig6_paper, fine_tune, ptb_warmup, tau_sweep): list, run, dry-run, card"
+HELP = "the lab's studies, each a plan of cells run by one engine: list, run or resume, dry-run, card"
 # The cells run the recipes in processes of their own, under JAX; this process trains nothing.
 NEEDS_BACKEND = False
 
@@ -126,7 +126,8 @@ def _card(study):
             f.write(new)
     print(f"{_relative(study.card)}: {len(names)} generated tables {'rewritten' if new != text else 'unchanged'}")
     if study.figure is not None:
-        print(f"{_relative(study.figure())}: redrawn")
+        drawn = study.figure()
+        print(f"{_relative(drawn)}: redrawn" if drawn else "no rows yet: no figure")
     return 0
 
 

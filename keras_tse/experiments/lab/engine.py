@@ -253,7 +253,7 @@ class Study:
     results: str
     fields: tuple
     card: str | None
-    figure: object = None  # a function that redraws the card's figure from the rows, if it has one
+    figure: object = None  # redraws the card's figure from the rows, if it has one: its path, None with no rows
     # Under a budget, a cell starts only while this many seconds are left: a study whose cells cannot be
     # carried from one call to the next (a machine that starts bare) sets what one cell takes.
     cell_estimate_s: float = 0.0

@@ -166,22 +166,28 @@ def verdicts_table(rows, study):
 
 
 def plot(rows, study):
-    """Per arm, the seed-mean training loss per epoch at its best rate, drawn into the study's FIGURE."""
+    """Per arm, the seed-mean training loss per epoch at its best rate, drawn into the study's FIGURE;
+    None, and no file written, while no arm has a row."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    cells = best_cells(rows, study)
+    if not cells:
+        return None
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for arm, (rate, members) in best_cells(rows, study).items():
+    for i, (arm, (rate, members)) in enumerate(cells.items()):
         curves = np.array([[float(v) for v in r["loss_curve"].split(";")] for r in members])
         ax.plot(
             np.arange(1, curves.shape[1] + 1),
             curves.mean(axis=0),
             marker="o",
+            linestyle="-" if i < 10 else "--",  # past the ten colours of the cycle, a colour comes back dashed
             label=f"{arm} ({rate:g}, n={len(members)})",
         )
-    ax.set(xlabel="epoch", ylabel="training loss (seed mean)", title=study.FIGURE_TITLE)
+    ax.set(xlabel="epoch", ylabel="training loss (seed mean)")
+    ax.set_title(study.FIGURE_TITLE, fontsize=9)  # the longest title fits the figure's width at 9 pt
     ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(figure_path(study), dpi=110)

@@ -28,7 +28,7 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false TF_CPP_MIN_LOG_LEVEL=3 KERAS_TSE_ONE_
 backends=("$@")
 [ ${#backends[@]} -eq 0 ] && backends=(jax torch)
 for backend in "${backends[@]}"; do
-  KERAS_BACKEND=$backend timeout "$limit" python3 -m pytest -v -n 6 -p no:cacheprovider --timeout 120 \
+  KERAS_BACKEND=$backend timeout "$limit" python3 -m pytest -v -n "${GPU_TESTS_WORKERS:-6}" -p no:cacheprovider --timeout 120 \
     "${files[@]}" > "$out/$backend.log" 2>&1
   code=$?
   echo "$backend: exit $code$([ $code -eq 124 ] && echo ' (stopped at the limit)'); $(grep -c ' PASSED ' "$out/$backend.log") passed, $(grep -c ' FAILED ' "$out/$backend.log") failed"

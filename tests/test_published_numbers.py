@@ -396,6 +396,7 @@ GENERATED_BLOCKS = {
         "bench_torch_nn_compiled",
         "bench_torch_nn_eager",
         "gpu_speed",
+        "gpu_profile",
     },
     "zoo/depth_study.md": {
         "depth_study_progress",
@@ -610,3 +611,36 @@ def test_the_generation_speed_prose_holds_in_its_result_file():
         text = " ".join(f.read().split())
     assert f"the cache {medians('cache')} a token" in text
     assert f"reading the whole window {medians('whole window')}" in text
+
+
+def test_the_gpu_profiles_prose_holds_in_its_result_files():
+    """zoo/speed.md: the traced step's kernel count, idle share, scan's compile ratio, copies and memory, and
+    the PyTorch backend's step against JAX's, each recomputed from the files the GPU returned."""
+    returned = os.path.join(ROOT, "zoo", "gpu", "returned")
+
+    def variant(name):
+        with open(os.path.join(returned, f"2026-11-27_nvidia-h200_profile_{name}.json")) as f:
+            return json.load(f)["variants"][0]
+
+    def step_ms(name, backend):
+        with open(os.path.join(returned, name)) as f:
+            return next(r["step_ms"] for r in json.load(f)["results"] if r["backend"] == backend)
+
+    plain, scan = variant("plain"), variant("scan")
+    busy, kernels = plain["device_busy_ms_per_step"], plain["kernels_per_step"]
+    copies = [k for k in scan["top10"] if k["kernel"].startswith("memcpy")]
+    copy_count, copy_ms = sum(k["launches_per_step"] for k in copies), sum(k["ms_per_step"] for k in copies)
+    jax_ms = step_ms("2026-11-26_nvidia-h200_bench_vit_deescalate.json", "jax")
+    torch_ms = step_ms("2026-11-27_nvidia-h200_bench_torch_vit_deescalate.json", "torch")
+    with open(os.path.join(ROOT, "zoo", "speed.md")) as f:
+        text = " ".join(f.read().split())
+    compiles = plain["compile_s"], scan["compile_s"]
+    claims = [
+        f"({kernels:,.0f} a step unrolled, {1000 * busy / kernels:.1f} µs on average",
+        f"the GPU is idle for {100 * (1 - busy / plain['step_ms']):.0f}% of the step",
+        f"compiles {compiles[0] / compiles[1]:.1f}x faster ({compiles[1]:.1f} s against {compiles[0]:.1f} s)",
+        f"adds {copy_count:,.0f} copies a step ({copy_ms:.1f} ms",
+        f"and {scan['peak_memory_gb'] - plain['peak_memory_gb']:.1f} GB of peak memory",
+        f"is {torch_ms / jax_ms:.1f}x JAX's step ({torch_ms:.1f} against {jax_ms:.1f} ms)",
+    ]
+    assert [claim for claim in claims if claim not in text] == []

@@ -106,3 +106,24 @@ def test_attention_compiles_as_one_graph_under_torch_compile():
     eager = layer(x)
     compiled = torch.compile(lambda inputs: layer(inputs), fullgraph=True)(x)
     np.testing.assert_allclose(ops.convert_to_numpy(compiled), ops.convert_to_numpy(eager), atol=1e-5)
+
+
+@pytest.mark.parametrize("tokens", [65, 64])
+def test_jax_asks_for_cudnn_attention_only_where_its_gradient_takes_the_length(tokens, monkeypatch):
+    """cuDNN's attention gradient refuses an odd sequence length (a ViT's 65 tokens), which Keras' JAX check,
+    asked for inference, lets through: inside `scan` training then stopped on a GPU. Odd lengths go to
+    XLA's attention from the start; PyTorch always skips Keras' check (its graph breaks under
+    torch.compile); TensorFlow keeps Keras' choice."""
+    from keras_tse.layers import _fused_attention
+
+    asked = {}
+
+    def record(query, key, value, **kwargs):
+        asked.update(kwargs)
+        return value
+
+    monkeypatch.setattr(_fused_attention.ops, "dot_product_attention", record)
+    x = ops.zeros((2, tokens, 4, 8))
+    _fused_attention.fused_attention(x, x, x)
+    expected = {"torch": False, "jax": None if tokens % 2 == 0 else False, "tensorflow": None}
+    assert asked.get("flash_attention") is expected[keras.backend.backend()]

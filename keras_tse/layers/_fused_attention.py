@@ -13,12 +13,24 @@ def fused_attention(query, key, value, **kwargs):
     `torch.backends.cuda.SDPAParams`, a C++ object `torch.compile` cannot trace: every block's
     attention then breaks the graph and dynamo recompiles per block until its recompile limit.
     `flash_attention=False` skips that check only: `scaled_dot_product_attention` still picks the
-    flash or memory-efficient kernel itself where the inputs allow. JAX and TensorFlow keep Keras'
-    choice (on JAX that is the cuDNN kernel on a GPU).
+    flash or memory-efficient kernel itself where the inputs allow.
+
+    On JAX, Keras asks whether cuDNN's kernel takes the inputs for inference only; its gradient refuses an
+    odd query or key length (a ViT's 65 tokens: "Unsupported sequence length Q 65, KV 65"). Unrolled, the
+    refusal comes while Keras still tries its fallback (a logged traceback a block); inside `scan` it comes
+    when the loop is differentiated, past that fallback, and training stops. So an odd length takes XLA's
+    attention from the start. TensorFlow keeps Keras' choice.
     """
-    if keras.backend.backend() == "torch":
+    backend = keras.backend.backend()
+    if backend == "torch" or (backend == "jax" and not cudnn_trains(query, key)):
         kwargs["flash_attention"] = False
     return ops.dot_product_attention(query, key, value, **kwargs)
+
+
+def cudnn_trains(query, key):
+    """Whether cuDNN's fused attention can also differentiate `[B, T, N, H]` query and key of these lengths:
+    both even (a length unknown while tracing counts as odd)."""
+    return all(length is not None and length % 2 == 0 for length in (query.shape[1], key.shape[1]))
 
 
 def fused_attention_takes(dtype):

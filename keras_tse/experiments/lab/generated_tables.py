@@ -32,6 +32,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`keras_tse.experiments.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
 | gpu_speed | zoo/gpu/speed_paper.csv and zoo/gpu/returned/*_bench_*.json | `keras-tse study speed_paper --jobs 1 --budget-s 540 --out "$OUT"` on a GPU machine |
+| gpu_profile | zoo/gpu/returned/*_profile_*.json | `KERAS_BACKEND=jax python3 tests/gpu_profile.py OUT.json --variants V` on a GPU machine |
 | verdict_rates | zoo/figures/verdict_rates.json | `python -m keras_tse.experiments.lab.verdict_rates` |
 | remat_memory | zoo/figures/remat_memory.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.remat_memory --depths 48,80 --out zoo/figures/remat_memory.json` |
 | generation_speed | zoo/figures/generation_speed.json | `KERAS_BACKEND=jax python -m keras_tse.experiments.lab.generation_speed --out zoo/figures/generation_speed.json` |
@@ -213,6 +214,8 @@ def render(name):
         return study.table(study.read_rows())
     if name == "gpu_fig6":
         return _generator("gpu_cells_card").fig6_block()
+    if name == "gpu_profile":
+        return _generator("gpu_cells_card").profile_block() or "Not measured."
     if name == "generation_speed":
         with open(_path("zoo", "figures", "generation_speed.json")) as f:
             return _generator("generation_speed").markdown_table(json.load(f))

@@ -100,8 +100,51 @@ def benches_apart(zoo=ZOO):
         with open(path) as f:
             results += json.load(f)["results"]
     names = ", ".join(f"`{os.path.basename(p)}`" for p in paths)
-    return (
-        f"Measured apart from the plan's cells, one case a call ({names} in `zoo/gpu/returned/`; "
-        f"`keras-tse bench --dtype mixed_bfloat16 --cases CASE --steps 10 --rounds 2`, median of 20 timed "
-        f"steps):\n\n{speed_table(results)}"
+    failed = [f"{r['case']} ({r['error']})" for r in results if "error" in r]
+    timed = [r for r in results if "error" not in r]
+    text = (
+        f"Measured apart from the plan's cells, one call a file ({names} in `zoo/gpu/returned/`; "
+        f"`keras-tse bench --dtype mixed_bfloat16 --cases CASES --steps 10 --rounds 2`, on PyTorch with "
+        f"`--jit-compile --isolate`; median of 20 timed steps):\n\n{speed_table(timed)}"
     )
+    return text + (f"\n\nNot measured: {'; '.join(failed)}." if failed else "")
+
+
+def profile_block(zoo=ZOO):
+    """The ViT train step's traces (`returned/*_profile_*.json`, `tests/gpu_profile.py`): per variant its step
+    and compile time, the kernels it launches and their summed time; then each variant's ten costliest
+    kernels. None where there are none."""
+    paths = sorted(glob.glob(os.path.join(zoo, "returned", "*_profile_*.json")))
+    if not paths:
+        return None
+    records = []
+    for path in paths:
+        with open(path) as f:
+            records.append((os.path.basename(path), json.load(f)))
+    lines = [
+        "| file | device | variant | step (ms) | compile (s) | kernels a step | kernel time a step (ms) "
+        "| kernel time / step | peak memory (GB) |",
+        "|---|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    tops = []
+    for name, record in records:
+        for v in record["variants"]:
+            busy = v["device_busy_ms_per_step"]
+            lines.append(
+                f"| `{name}` | {record['device']} | {v['variant']} | {v['step_ms']:.1f} | {v['compile_s']:.1f} "
+                f"| {v['kernels_per_step']:,.0f} | {busy:.1f} | {busy / v['step_ms']:.2f} | {v['peak_memory_gb']:.2f} |"
+            )
+            top = sum(k["ms_per_step"] for k in v["top10"])
+            rows = [f"| {k['kernel']} | {k['ms_per_step']:.2f} | {k['launches_per_step']:.0f} |" for k in v["top10"]]
+            tops.append(
+                f"{v['variant']}: the ten costliest kernels, {top:.1f} of {busy:.1f} ms a step\n\n"
+                "| kernel | ms a step | launches a step |\n|---|---:|---:|\n" + "\n".join(rows)
+            )
+    settings = records[0][1]["settings"]
+    head = (
+        f"ViT-{settings['depth']} ({settings['norm']}), batch {settings['batch']}, {settings['dtype']}, "
+        f"{records[0][1]['backend']} {records[0][1]['jax']}, Keras {records[0][1]['keras']}; step = median of "
+        f"{settings['steps']} steps from batch start to the loss on the host; kernel time = the summed durations "
+        "of the GPU stream's kernels in a profiler trace of as many steps."
+    )
+    return "\n\n".join([head, "\n".join(lines), *tops])

@@ -20,6 +20,7 @@ def studies():
     from keras_tse.experiments.lab import (
         depth80_study,
         depth_ladder_study,
+        depth_rates_study,
         fig6_paper_study,
         fig7_paper_study,
         fine_tune_study,
@@ -30,7 +31,7 @@ def studies():
     )
 
     modules = (depth80_study, depth_ladder_study, fig6_paper_study, fig7_paper_study, fine_tune_study, ptb_warmup_study)
-    modules += (recipe_defaults_study, speed_paper_study, tau_sweep_study)
+    modules += (recipe_defaults_study, speed_paper_study, tau_sweep_study, depth_rates_study)
     return {module.STUDY.name: module.STUDY for module in modules}
 
 

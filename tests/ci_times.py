@@ -6,7 +6,7 @@
 
 `.ci/run` prints each backend's wall time and pytest's summary (tests/run_all_backends.py) and, last,
 its own total; this script appends one record per run, and tests/README.md's `ci` table is printed from the
-file (keras_tse/experiments/lab/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
+file (recipes/lab/generated_tables.py). A log without the total line (a run before `.ci/run` printed it)
 takes `--total` from the CI service's report.
 """
 
@@ -59,7 +59,7 @@ def spread(records):
     totals = [r["total_s"] for r in records]
     return (
         f"{len(records)} runs on record (tests/ci_times.json), {min(totals):,} to {max(totals):,} s in total: "
-        "the 2-core machines differ between sessions (the machine column), so compare runs of one session."
+        "the 2-core machines differ from run to run (the machine column), so compare runs on one machine."
     )
 
 

@@ -6,7 +6,7 @@
 #      (tests/gpu_profile.py), then `keras-tse bench` under PyTorch compiled per block, timm beside it,
 #      each only while the seconds left cover it.
 #
-# A GPU call returns a few files: OUT gets one archive of everything (packed again after each step) and
+# OUT gets one archive of everything (packed again after each step) and
 # the summary lines.
 #
 #   bash tests/gpu_plan.sh OUT SECONDS        # run from the checkout, Keras importable, data in .data/

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The numeric tests (layers, blocks, similarity and spectra, models, callbacks, saving) under each backend
 # on a GPU machine, every test's outcome written to OUT/<backend>.log as it ends (`-v`), so that a run
-# stopped by its time limit still names each test that failed (one file a backend: a GPU call returns few).
+# stopped by its time limit still names each test that failed (one file a backend).
 #
 #   bash tests/gpu_tests.sh OUT SECONDS_PER_BACKEND [BACKEND ...]     # default: jax torch
 #

@@ -93,23 +93,24 @@ def recipe_module(name):
 
 
 def lab_module(name):
-    """A module of the lab, `keras_tse.experiments.lab.<name>`."""
+    """A module of the lab, `recipes.lab.<name>`."""
     import importlib
 
-    return importlib.import_module(f"keras_tse.experiments.lab.{name}")
+    return importlib.import_module(f"recipes.lab.{name}")
 
 
 def run_lab_module(name, *args, timeout=600):
-    """`python -m keras_tse.experiments.lab.<name> args` in a fresh process; what it printed (it must succeed)."""
+    """`python -m recipes.lab.<name> args` in a fresh process; what it printed (it must succeed)."""
     import subprocess
     import sys
 
     result = subprocess.run(
-        [sys.executable, "-m", f"keras_tse.experiments.lab.{name}", *args],
+        [sys.executable, "-m", f"recipes.lab.{name}", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),  # the checkout, where `recipes` imports
     )
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout

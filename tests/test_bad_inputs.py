@@ -604,8 +604,8 @@ def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write
 
 
 def test_the_figure_numbers_the_flag_takes_are_the_figures_made():
-    from keras_tse.experiments import figures
     from keras_tse.experiments.commands import figures as command
+    from recipes.lab import figures
 
     assert command.NUMBERS == tuple(figures.FIGURES)
 

@@ -6,7 +6,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -24,22 +23,20 @@ def _fresh(code, backend=None):
 
 
 @pytest.mark.parametrize("argv", [["--help"], ["sweep", "--help"], ["--version"]])
-def test_help_starts_in_under_two_seconds_without_keras(argv):
+def test_help_answers_without_importing_keras(argv):
+    """Help and version need no Keras: importing it (and a backend) is what makes a command start slowly."""
     code = (
-        "import sys, time\nstart = time.perf_counter()\nfrom keras_tse.experiments import cli\n"
+        "import sys\nfrom keras_tse.experiments import cli\n"
         f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
-        "print('SECONDS', time.perf_counter() - start, 'KERAS', 'keras' in sys.modules)"
+        "print('KERAS', 'keras' in sys.modules)"
     )
-    start = time.perf_counter()
     out = _fresh(code).stdout
-    wall = time.perf_counter() - start  # the whole process: interpreter start-up included
     assert "KERAS False" in out
     assert "keras-tse" in out
-    assert wall < 2.0, f"{argv}: {wall:.2f} s"
 
 
 @pytest.mark.parametrize("recipe", ["cifar10_vit", "wikitext103_txl"])
-def test_recipe_help_answers_without_keras_in_under_a_second(recipe):
+def test_recipe_help_answers_without_keras(recipe):
     """A recipe's constants and flags need no Keras (the library's packages load names on use), so
     `--help` does not pay the 3.5-5 s of importing Keras and TensorFlow it took before."""
     path = os.path.join(ROOT, "recipes", f"{recipe}.py")
@@ -48,12 +45,9 @@ def test_recipe_help_answers_without_keras_in_under_a_second(recipe):
         f"try:\n    runpy.run_path({path!r}, run_name='__main__')\nexcept SystemExit:\n    pass\n"
         "print('IMPORTED', sorted(m for m in ('keras', 'tensorflow', 'jax', 'torch') if m in sys.modules))"
     )
-    start = time.perf_counter()
     out = _fresh(code, backend="tensorflow").stdout
-    wall = time.perf_counter() - start
     assert "--compile-cache" in out and "--init {torch,glorot,normal,transformer_xl}" in out
     assert out.rstrip().splitlines()[-1] == "IMPORTED []"
-    assert wall < 1.0 or "CI" in os.environ, f"{recipe} --help: {wall:.2f} s"  # CI: three suites share 2 cores
 
 
 def test_demo_help_states_the_defaults_of_demo_config():

@@ -59,18 +59,10 @@ def test_a_default_folder_that_cannot_be_made_warns_and_trains_without(tmp_path,
 
 @pytest.mark.one_backend  # it starts its own JAX processes
 def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
-    """The same ViT-12, blocks scanned, in two fresh JAX processes sharing a cache: the warm one compiles
-    nothing (JAX reports the compile seconds it saved), trains to the same loss, and spends at least 3x
-    fewer CPU seconds on its first step.
-
-    The bar is on the process's CPU seconds, not its wall clock: compiling is CPU work the cache
-    removes, while wall time also counts the waits for a core. A clean-clone CI run (three suites on
-    two cores) measured 4.8 s wall cold and 1.7 s warm (2.8x) and so failed a wall-clock bar.
-    Measured (2-core CPU): 4.7 CPU s cold, 0.58-0.62 warm (7.5x) with nothing beside it, 4.7 and
-    0.54-0.59 (8x) beside four busy processes, whose wall clock read 8.1 s cold and 0.5-1.4 s warm.
-    What a warm step still pays is tracing one block in Python and loading the executables, which no
-    cache removes. CPU seconds need no second warm process to take the best of (wall seconds did).
-    """
+    """The same ViT-12, blocks scanned, in two fresh JAX processes sharing a cache: the cold one compiles its
+    step and stores it (every program it asks the cache for is a miss), the warm one finds every program it
+    asks for there (hits, no miss) and trains to the same loss. JAX's own cache events count them, so the
+    test asks what was compiled, not how long it took (a clock under CI's load says little)."""
     runs = []
     for _ in range(2):  # cold, then warm
         printed = subprocess.run(
@@ -81,9 +73,7 @@ def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
             env={**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ROOT},
         ).stdout
         runs.append(json.loads(printed.strip().splitlines()[-1]))
-    cold, *warm = runs
-    # JAX counts the compile seconds each cache hit saved (wall seconds, so they swell under load):
-    # none cold, some warm; the CPU ratio below is the bar
-    assert cold["saved_s"] == 0 and all(w["saved_s"] > 0 for w in warm), runs
-    assert all(w["loss"] == cold["loss"] for w in warm), runs
-    assert max(w["first_step_cpu_s"] for w in warm) < cold["first_step_cpu_s"] / 3, runs
+    cold, warm = runs
+    assert cold["cache_hits"] == 0 and cold["cache_misses"] > 0, runs
+    assert warm["cache_misses"] == 0 and warm["cache_hits"] >= cold["cache_misses"], runs
+    assert warm["loss"] == cold["loss"], runs

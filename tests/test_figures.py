@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from keras_tse.experiments import cli
-from keras_tse.experiments.figures import draw, figure_3, figure_5, make_figures, read_csv
+from recipes.lab.figures import draw, figure_3, figure_5, make_figures, read_csv
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -44,7 +44,7 @@ _FIGURE_2_COLUMNS = ("t_sim", "xi_ratio_step1", "xi_ratio_step2", "xi_ratio_step
 
 
 def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
-    from keras_tse.experiments.figures import figure_4
+    from recipes.lab.figures import figure_4
 
     columns = figure_4(trials=1, depth=6)
     assert np.all(np.diff(columns["norm_x"]) > 0)  # eq. (20): the residual stream grows block after block
@@ -52,7 +52,7 @@ def test_pre_norm_residual_grows_and_its_normalised_input_does_not():
 
 
 def test_quick_bert_and_albert_figure_measures_every_block():
-    from keras_tse.experiments.figures import figure_1
+    from recipes.lab.figures import figure_1
 
     columns = figure_1(
         depth=4,

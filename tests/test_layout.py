@@ -1,4 +1,5 @@
-"""The layout's import directions: library <- training <- experiments, never back up.
+"""The layout's import directions: library <- training <- experiments (the commands) <- the lab
+(`recipes/lab/`, in the checkout only), never back up: nothing of the installed package imports the lab.
 
 Read from the source with `ast`, function-level imports included, so an import hidden inside a
 function counts as much as one at the top; and checked live: `import keras_tse` loads neither
@@ -17,29 +18,34 @@ pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PACKAGE = os.path.join(ROOT, "keras_tse")
-TIERS = {"library": 0, "training": 1, "experiments": 2}
+LAB = os.path.join(ROOT, "recipes", "lab")
+TIERS = {"library": 0, "training": 1, "experiments": 2, "lab": 3}
+OURS = ("keras_tse", "recipes")
 
 
 def _modules():
-    for folder, _, files in os.walk(PACKAGE):
-        for name in files:
-            if name.endswith(".py"):
-                path = os.path.join(folder, name)
-                parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
-                yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
+    for top in (PACKAGE, LAB):
+        for folder, _, files in os.walk(top):
+            for name in files:
+                if name.endswith(".py"):
+                    path = os.path.join(folder, name)
+                    parts = os.path.relpath(path, ROOT)[:-3].split(os.sep)
+                    yield ".".join(parts[:-1] if parts[-1] == "__init__" else parts), path
 
 
 def _tier(module):
     parts = module.split(".")
+    if parts[0] == "recipes":
+        return "lab"
     return parts[1] if len(parts) > 1 and parts[1] in ("training", "experiments") else "library"
 
 
 def _imports(path):
-    """Every keras_tse module `path` imports, with the names taken from it: (module, name, line)."""
+    """Every module of ours `path` imports, with the names taken from it: (module, name, line)."""
     for node in ast.walk(ast.parse(open(path).read())):
         if isinstance(node, ast.Import):
-            yield from ((alias.name, None, node.lineno) for alias in node.names if alias.name.startswith("keras_tse"))
-        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("keras_tse"):
+            yield from ((alias.name, None, node.lineno) for alias in node.names if alias.name.startswith(OURS))
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith(OURS):
             for alias in node.names:
                 yield node.module, alias.name, node.lineno
 
@@ -67,7 +73,9 @@ def test_private_names_stay_inside_their_package():
                 owner = target[: target.index(private[0])].rstrip(".")
             else:
                 continue
-            if not (module == owner or module.startswith(owner + ".")):
+            # the lab checks its configs with the package's one family of argument checks, not a second one
+            lab_checks = module.startswith("recipes.lab") and target == "keras_tse" and name == "_checks"
+            if not (module == owner or module.startswith(owner + ".") or lab_checks):
                 wrong.append(f"{module}:{line} reads {target}.{name or ''}")
     assert not wrong, "\n".join(wrong)
 
@@ -83,9 +91,9 @@ def test_no_code_reaches_into_another_objects_private_attributes():
         # the seed generator Keras's augmentation layers draw from; RandAugment ignores a `seed` argument
         ("keras_tse.data.pipeline", "layer._get_seed_generator"),
         # dynamo's compile records, which torch exposes only there (the lab's torch_compile_time measures them)
-        ("keras_tse.experiments.lab.torch_compile_time", "torch._dynamo.utils.compilation_time_metrics"),
-        ("keras_tse.experiments.lab.torch_compile_time", "torch._dynamo.utils.counters"),
-        ("keras_tse.experiments.lab.torch_compile_time", "torch._dynamo"),
+        ("recipes.lab.torch_compile_time", "torch._dynamo.utils.compilation_time_metrics"),
+        ("recipes.lab.torch_compile_time", "torch._dynamo.utils.counters"),
+        ("recipes.lab.torch_compile_time", "torch._dynamo"),
         # Python's documented exit without cleanup: a peer's end stops a process whose main thread may be
         # blocked in a collective that never returns
         ("keras_tse.peers", "os._exit"),
@@ -101,14 +109,24 @@ def test_no_code_reaches_into_another_objects_private_attributes():
     assert not wrong, "\n".join(wrong)
 
 
-def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch):
-    """The checker itself: a library module that imports the experiments is reported."""
-    bad = tmp_path / "keras_tse" / "layers"
+@pytest.mark.parametrize(
+    "folder, line, reported",
+    [
+        # a library module that imports the commands
+        ("layers", "from keras_tse.experiments import bench", "keras_tse.layers.leak:2 imports keras_tse.experiments"),
+        # a command that imports the lab directly, not through `checkout.lab`: the wheel does not hold the lab
+        ("experiments", "from recipes.lab import engine", "keras_tse.experiments.leak:2 imports recipes.lab"),
+    ],
+)
+def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch, folder, line, reported):
+    """The checker itself, on a planted module."""
+    bad = tmp_path / "keras_tse" / folder
     bad.mkdir(parents=True)
-    (bad / "leak.py").write_text("def f():\n    from keras_tse.experiments import sweep\n")
+    (bad / "leak.py").write_text(f"def f():\n    {line}\n")
     monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path / "keras_tse"))
+    monkeypatch.setattr(sys.modules[__name__], "LAB", str(tmp_path / "recipes" / "lab"))
     monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
-    with pytest.raises(AssertionError, match="keras_tse.layers.leak:2 imports keras_tse.experiments"):
+    with pytest.raises(AssertionError, match=reported):
         test_no_module_imports_from_a_higher_tier()
 
 
@@ -209,3 +227,56 @@ def test_no_import_inside_a_function_under_layers():
 def test_the_import_rule_catches_a_function_level_import(tmp_path):
     (tmp_path / "block.py").write_text("import keras\n\n\ndef make():\n    from keras_tse import zoo\n    return zoo\n")
     assert _imports_inside_functions(str(tmp_path)) == ["block.py:5 from keras_tse import zoo"]
+
+
+@pytest.fixture(scope="module")
+def installed_wheel(tmp_path_factory):
+    """The wheel built from this checkout and installed alone into a folder: (its file names, the folder)."""
+    import shutil
+    import zipfile
+
+    folder = tmp_path_factory.mktemp("wheel")
+    source = folder / "source"  # a copy of what the build reads, so that it leaves nothing in the checkout
+    shutil.copytree(PACKAGE, source / "keras_tse", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(os.path.join(ROOT, name), source / name)
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "wheel", "--no-deps", "--no-build-isolation", "-w", str(folder), str(source)], check=True)
+    (wheel,) = glob.glob(str(folder / "*.whl"))
+    site = folder / "site"
+    subprocess.run([*pip, "install", "--no-deps", "--no-compile", "--target", str(site), wheel], check=True)
+    return zipfile.ZipFile(wheel).namelist(), site
+
+
+@pytest.mark.starts_processes
+def test_the_wheel_holds_the_product_and_not_the_lab(installed_wheel):
+    names, _ = installed_wheel
+    assert "keras_tse/experiments/cli.py" in names and "keras_tse/zoo/vit.py" in names
+    moved = ("lab/", "sweep.py", "verdicts.py", "figures.py", "fresh_processes.py")  # the lab's, once the package's
+    lab = [
+        n for n in names if n.startswith("recipes/") or n.startswith(tuple(f"keras_tse/experiments/{m}" for m in moved))
+    ]
+    assert lab == []
+
+
+@pytest.mark.starts_processes
+def test_outside_a_checkout_the_lab_commands_say_where_the_lab_lives(installed_wheel, tmp_path):
+    """From the installed wheel in a folder that is no checkout: `keras-tse study` (and the sweep) print one
+    line and exit 2; `keras-tse presets` works."""
+    _, site = installed_wheel
+    env = {**os.environ, "PYTHONPATH": str(site), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
+
+    def cli(*args):
+        command = [sys.executable, "-m", "keras_tse.experiments.cli", *args]
+        return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
+
+    for args in (("study",), ("sweep", "--quick", "--out", str(tmp_path / "sweep"))):
+        done = cli(*args)
+        assert done.returncode == 2, done.stderr[-2000:]
+        assert done.stderr.strip().splitlines() == [
+            f"keras-tse {args[0]}: error: the lab (studies, the depth sweep, the paper's figures) lives in a "
+            "checkout of keras_tse, in recipes/lab/, not in the installed package: clone the repository and run "
+            "this command there"
+        ]
+    presets = cli("presets")
+    assert presets.returncode == 0 and "vit6_fashion_mnist" in presets.stdout, presets.stderr[-2000:]

@@ -263,10 +263,9 @@ def test_a_process_that_ends_mid_run_stops_the_others_in_one_line():
     port = _free_port()
     runs = [_watching(port, 3, i, "120") for i in range(3)]
     assert [run.stdout.readline().strip() for run in runs] == ["watching"] * 3
-    start = time.monotonic()
     runs[2].send_signal(signal.SIGKILL)
-    lines = _lines(runs[:2], timeout=30)
-    assert time.monotonic() - start < 20 and [run.returncode for run in runs[:2]] == [1, 1]
+    lines = _lines(runs[:2], timeout=30)  # a process still running then fails the test
+    assert [run.returncode for run in runs[:2]] == [1, 1]
     for error, cleaned in lines:  # the line first, then the cleanup `on_stop` registered
         assert (
             error.startswith(
@@ -308,13 +307,12 @@ def test_processes_started_with_one_setting_different_all_stop_naming_it():
 
 def test_a_process_that_never_starts_ends_the_wait_in_one_line_naming_it():
     port = _free_port()
-    start = time.monotonic()
     runs = [_agree(port, 3, i, "{}", 2) for i in (0, 1)]  # process 2 never starts
     expected = (
         "--num-processes: received 3, but process(es) 2 did not join within 2 s; expected every process "
         "started with the same --coordinator (--join-timeout sets the wait)"
     )
-    assert _lines(runs) == [[expected], [expected]] and time.monotonic() - start < 30
+    assert _lines(runs) == [[expected], [expected]]
     (alone,) = _lines([_agree(_free_port(), 2, 1, "{}", 1)])  # a process whose process 0 never starts
     assert (
         alone[0].startswith("--coordinator: received 127.0.0.1:")

@@ -22,11 +22,12 @@ def _means(results, keys):
 
 def test_readme_and_card_tables_equal_what_the_committed_result_files_give():
     result = subprocess.run(
-        [sys.executable, "-m", "keras_tse.experiments.lab.generated_tables", "--check"],
+        [sys.executable, "-m", "recipes.lab.generated_tables", "--check"],
         capture_output=True,
         text=True,
         timeout=300,
         env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"},
+        cwd=ROOT,  # the checkout, where `recipes.lab` imports
     )
     assert result.returncode == 0, result.stderr[-2000:]
     for name in (
@@ -99,7 +100,7 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
 def test_the_depth_study_comparisons_with_pre_norm_hold():
     """Points 3 and 4 of the card: post-norm's t_sim at init lower under torch; de-escalation vs pre-norm."""
     generated_tables = lab_module("generated_tables")
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     rows = generated_tables.depth_study_rows()
     best = sweep.best_over_learning_rates(rows)
@@ -133,7 +134,7 @@ def test_the_depth_study_comparisons_with_pre_norm_hold():
 def test_the_published_methods_claims_hold():
     """Point 6 of zoo/depth_study.md, read from the card's own ordering lines and checked on the CSV."""
     generated_tables = lab_module("generated_tables")
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     rows = generated_tables.depth_study_rows()
     best = sweep.best_over_learning_rates(rows)
@@ -169,7 +170,7 @@ def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
     """Every part of the study's grid is in the CSV, and every arm's best rate (each init and depth)
     lies strictly inside the rates it was run at, as the card's own edge line says."""
     generated_tables = lab_module("generated_tables")
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     card = lab_module("depth_study_card")
     rows = generated_tables.depth_study_rows()
@@ -187,7 +188,7 @@ def test_the_grid_is_whole_and_brackets_every_arms_best_rate():
 def test_no_learning_rate_rescues_post_norm():
     """Point 3: 3e-5 is worse than 1e-4 at depth 48 under both inits; 3e-3 leaves post-norm at chance."""
     generated_tables = lab_module("generated_tables")
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     stats = sweep.group_stats(generated_tables.depth_study_rows())
     for init in ("torch", "glorot"):
@@ -198,7 +199,7 @@ def test_no_learning_rate_rescues_post_norm():
 
 def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_differently():
     """zoo/depth_study.md, Reproducibility: same init measures, different training, in the two committed files."""
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     key = ("12", "post", "", "glorot", "0.001", "0")
     pick = lambda rows: next(r for r in rows if tuple(r[k] for k in sweep.KEY[:6]) == key)  # noqa: E731
@@ -212,7 +213,7 @@ def test_the_first_study_is_kept_apart_because_todays_code_trains_its_cells_diff
 def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
     """zoo/depth_study.md points 2 and 3: three seeds everywhere; the Glorot near miss; lr 1e-4 does not
     rescue post-norm."""
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     generated_tables = lab_module("generated_tables")
     card = lab_module("depth_study_card")
@@ -329,7 +330,7 @@ ANALYSIS_QUOTES = (
 
 
 def test_the_analysis_figures_card_quotes_the_committed_csvs():
-    from keras_tse.experiments.figures import read_csv
+    from recipes.lab.figures import read_csv
 
     with open(os.path.join(ROOT, "zoo", "analysis_figures.md")) as f:
         card = f.read()
@@ -348,7 +349,7 @@ def test_the_analysis_figures_card_quotes_the_committed_csvs():
 def test_the_depth_card_says_where_a_committed_cell_was_not_reproduced():
     """zoo/depth_study.md, Reproducibility: the rerun of one cell (its own committed sweep.csv) has the
     committed row's initialisation measures and another training result, as the card says."""
-    from keras_tse.experiments import sweep
+    from recipes.lab import sweep
 
     key = ("12", "post", "", "torch", "0.001", "0")
     pick = lambda rows: next(r for r in rows if tuple(r[k] for k in sweep.KEY[:6]) == key)  # noqa: E731
@@ -383,6 +384,10 @@ GENERATED_BLOCKS = {
         "depth80_grid",
         "recipe_defaults",
         "depth_ladder",
+        "depth_rates",
+        "depth_rates_results",
+        "depth_rates_verdicts",
+        "depth_rates_grid",
     },
     "zoo/escalation.md": {"escalation"},
     "zoo/speed.md": {

@@ -13,9 +13,9 @@ import pytest
 
 from keras_tse import data, zoo
 from keras_tse.callbacks import TokenSimilarityMetric
-from keras_tse.experiments import sweep
 from keras_tse.layers import DeEscalation, PostNormBlock
 from keras_tse.training import TrainConfig, fit_variant
+from recipes.lab import sweep
 from tests.helpers import recipe_module, run_recipe_here, tiny_vit
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py

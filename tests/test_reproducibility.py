@@ -9,7 +9,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse.experiments import sweep
+from recipes.lab import sweep
 from tests.helpers import tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py

@@ -6,7 +6,6 @@ import csv
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -105,11 +104,10 @@ def test_a_lock_a_killed_run_left_is_taken_over_and_released_at_the_end(tmp_path
     holder.kill()  # SIGKILL: its lock file stays, naming it, but the kernel's lock ended with it
     holder.wait()
     assert f"pid {holder.pid} on " in (out / run_lock.LOCK).read_text()
-    start = time.monotonic()
     assert cli.main(["train", "vit", "--dataset", "digits", "--norm", "post", *TINY, "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert f"a run that was stopped (pid {holder.pid} on " in err and "this run takes it over" in err
-    assert len(_history_rows(out / "post" / "history.csv")) == 3 and time.monotonic() - start < 300
+    assert len(_history_rows(out / "post" / "history.csv")) == 3
     assert sorted(os.listdir(out)) == ["keras_tse.json", "plots", "post"]  # the lock file is gone
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 import keras_tse
-from keras_tse.experiments import sweep
 from keras_tse.run_files import append_row
+from recipes.lab import sweep
 from tests.helpers import lab_module, recipe_module, run_lab_module
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
@@ -240,7 +240,7 @@ def test_benchmark_leak_table_puts_the_causal_and_leaky_arms_side_by_side():
 
 
 def test_the_scanned_vit_is_the_unrolled_one_on_the_same_weights():
-    """The measuring device of keras_tse/experiments/lab/scan_compile_time.py: the blocks' weights stacked and run by
+    """The measuring device of recipes/lab/scan_compile_time.py: the blocks' weights stacked and run by
     `keras.ops.scan` give the zoo ViT's logits and, step by step, its training losses."""
 
     scan = lab_module("scan_compile_time")
@@ -306,7 +306,6 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
     the next call starts the stopped cell again."""
     import sys
     import tarfile
-    import time
 
     engine = lab_module("engine")
     runs = tmp_path / "runs"
@@ -318,9 +317,8 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
         return {"arm": arm, "learning_rate": f"{lr:g}", "seed": seed, "loss": 1.0, "seconds": seconds}
 
     study = _tiny_study(tmp_path, run_cell, arms=("slow", "fast"), seeds=(0,))
-    start = time.monotonic()
     written = engine.run(study, study.arms(), str(runs), jobs=2, budget_s=8, out=str(tmp_path / "out"), log=print)
-    assert written == 1 and time.monotonic() - start < 30  # the 60 s cell did not hold the call
+    assert written == 1  # the 60 s cell was stopped, not waited for: it wrote no row
     assert [r["arm"] for r in engine.read_rows(study.results)] == ["fast"]
     assert sorted(os.listdir(tmp_path / "out")) == ["cell_logs.tar.gz", "results.csv"]
     with tarfile.open(tmp_path / "out" / "cell_logs.tar.gz") as tar:
@@ -345,7 +343,7 @@ def test_a_cells_seconds_add_up_over_the_calls_that_ran_it(tmp_path):
 _STUDY_THAT_SLEEPS = """
 import os, sys
 from keras_tse import interrupts
-from keras_tse.experiments.lab import engine
+from recipes.lab import engine
 
 folder, jobs = sys.argv[1], int(sys.argv[2])
 plan = engine.Plan(arms=("a", "b"), grid=(1e-3,), seeds=(0,), select_by="loss", bracket=False)
@@ -381,7 +379,9 @@ def test_sigterm_to_a_study_stops_its_running_cells(tmp_path, jobs):
     script = tmp_path / "study.py"
     script.write_text(_STUDY_THAT_SLEEPS)
     pid_files = [tmp_path / f"{arm}.pid" for arm in ("a", "b")[:jobs]]
-    study = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(jobs)], cwd=tmp_path)
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # where `recipes.lab` imports
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [checkout, os.environ.get("PYTHONPATH")]))}
+    study = subprocess.Popen([sys.executable, str(script), str(tmp_path), str(jobs)], cwd=tmp_path, env=env)
     deadline = time.monotonic() + 60
     while not all(f.exists() and f.read_text() for f in pid_files):
         assert study.poll() is None and time.monotonic() < deadline, "the study ended before its cells started"
@@ -533,7 +533,7 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
 
 STUDIES = ("depth80", "depth_ladder", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "recipe_defaults")
 STUDIES += ("speed_paper",)
-STUDIES += ("tau_sweep",)  # every study `keras-tse study` has (the listing test checks it lists them all)
+STUDIES += ("tau_sweep", "depth_rates")  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 
 @pytest.mark.parametrize("name", STUDIES)
@@ -566,7 +566,7 @@ def test_card_draws_one_line_each_arm_told_apart_and_no_figure_without_rows(name
 
     from keras_tse.experiments import cli
     from keras_tse.experiments.commands import study as command
-    from keras_tse.experiments.lab import vit_study_card
+    from recipes.lab import vit_study_card
 
     found = command.studies()
     copy = tmp_path / os.path.basename(found[name].card)
@@ -731,13 +731,14 @@ def test_a_bench_study_cell_runs_the_bench_and_its_row_alone_fills_the_speed_tab
 def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, monkeypatch):
     """A row's machine says which GPU trained the cell: the first name `nvidia-smi` lists, after the CPU;
     without `nvidia-smi`, the CPU alone."""
-    cell_study = lab_module("engine")
+    from keras_tse.experiments import info
+
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert "," not in cell_study.machine_name()
+    assert "," not in info.machine_name()
     fake = tmp_path / "nvidia-smi"
     fake.write_text('#!/bin/sh\nprintf "NVIDIA H200\\nNVIDIA H200\\n"\n')
     fake.chmod(0o755)
-    assert cell_study.machine_name().endswith(", NVIDIA H200")
+    assert info.machine_name().endswith(", NVIDIA H200")
 
 
 @pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study", "fig6_paper_study", "fine_tune_study"])

@@ -10,7 +10,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse.experiments import sweep
+from recipes.lab import sweep
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 

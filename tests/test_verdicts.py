@@ -1,11 +1,11 @@
-"""The verdict rule (zoo/README.md, keras_tse.experiments.verdicts) and the claims the cards make with it."""
+"""The verdict rule (zoo/README.md, recipes.lab.verdicts) and the claims the cards make with it."""
 
 import os
 
 import numpy as np
 import pytest
 
-from keras_tse.experiments import verdicts
+from recipes.lab import verdicts
 from tests.helpers import lab_module
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
@@ -83,7 +83,7 @@ def test_one_seed_is_not_a_verdict_and_a_card_needs_five():
 
 def test_identical_arms_get_a_false_verdict_at_most_5_percent_of_the_time():
     """The rule's error rates and power, drawn again and checked against the committed file that
-    zoo/README.md prints (`keras_tse.experiments.lab.verdict_rates`)."""
+    zoo/README.md prints (`recipes.lab.verdict_rates`)."""
     import json
 
     rates_module = lab_module("verdict_rates")

@@ -45,7 +45,6 @@ import dataclasses
 import importlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -54,9 +53,10 @@ import keras
 import numpy as np
 
 from keras_tse import _checks, run_files
+from keras_tse.experiments.commands.bench import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
 
 # the cases, peers and dtypes are the command line's (checked where the flags enter, before Keras loads)
-from keras_tse.experiments.commands.bench import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
+from keras_tse.experiments.info import machine_name
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 
@@ -328,7 +328,7 @@ def _trainable_params(model):
 
 
 def device_name():
-    """The accelerator's name as the backend reports it, else the CPU's model name and core count."""
+    """The accelerator's name as the backend reports it, else the machine (`info.machine_name`)."""
     backend = keras.backend.backend()
     if backend == "jax":
         device = importlib.import_module("jax").local_devices()[0]
@@ -343,16 +343,7 @@ def device_name():
         gpus = tf.config.list_physical_devices("GPU")
         if gpus:
             return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
-    return f"{_cpu_model()} ({os.cpu_count()} cores)"
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            names = [line.split(":", 1)[1].strip() for line in f if line.startswith("model name")]
-        return names[0] if names else platform.processor() or "CPU"
-    except OSError:
-        return platform.processor() or "CPU"
+    return machine_name()
 
 
 def reset_peak_memory():

@@ -125,9 +125,9 @@ non_negative_int = _checked(int, "an integer >= 0", lambda v: v >= 0)
 depth = _checked(int, f"a positive integer up to {MAX_DEPTH}", lambda v: 1 <= v <= MAX_DEPTH)  # a number of blocks
 positive_float = _checked(float, "a positive number", lambda v: 0 < v < _INF)
 non_negative_float = _checked(float, "a number >= 0", lambda v: 0 <= v < _INF)
-unit_float = _checked(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
-drop_rate = smoothing = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)  # a rate; label smoothing
-open_unit_float = _checked(float, "a number in (0, 1)", lambda v: 0 < v < 1)
+unit_interval = _checked(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
+dropout_rate = smoothing = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)  # a rate; label smoothing
+open_unit_interval = _checked(float, "a number in (0, 1)", lambda v: 0 < v < 1)
 
 
 def comma_list(kind, distinct=False):
@@ -491,7 +491,7 @@ KIT_FLAGS = (
     ("--weight-decay", "weight_decay", non_negative_float, "AdamW's decoupled weight decay (0: Adam)"),
     ("--clipnorm", "clipnorm", positive_float, "clip each gradient to this norm (Keras's clipnorm)"),
     ("--global-clipnorm", "global_clipnorm", positive_float, "clip all gradients together to this norm"),
-    ("--ema", "ema", open_unit_float, "keep an exponential moving average of the weights with this momentum; "
+    ("--ema", "ema", open_unit_interval, "keep an exponential moving average of the weights with this momentum; "
      "validation and checkpoints read it (Keras's use_ema, SwapEMAWeights)"),
     ("--label-smoothing", "label_smoothing", smoothing, "label smoothing of the classification loss"),
     ("--mixup", "mixup", non_negative_float, "MixUp with this alpha on the training batches (Keras's MixUp; "
@@ -516,7 +516,7 @@ def add_training_kit(parser, defaults, schedules):
     kit.add_argument(
         "--drop-path",
         dest="drop_path_rate",
-        type=drop_rate,
+        type=dropout_rate,
         default=None,
         help="stochastic depth: block i of L drops each branch with probability RATE x i/(L-1) while training "
         "(timm's rule; keras_tse.layers.StochasticDepth) (default: off)",
@@ -593,7 +593,7 @@ def add_tau_arguments(parser):
     """`--tau` and `--learn-tau`: eq. (21)'s strength, and whether each block learns its own, alike on both tasks
     (`--trainable-tau` is the language model's name for it before the tasks shared one)."""
     parser.add_argument(
-        "--tau", type=unit_float, help="eq. (21)'s de-escalation strength in [0, 1] (default: 1, the paper's)"
+        "--tau", type=unit_interval, help="eq. (21)'s de-escalation strength in [0, 1] (default: 1, the paper's)"
     )
     parser.add_argument(
         "--learn-tau",

@@ -19,10 +19,38 @@ import importlib.util
 import json
 import os
 import platform
+import shutil
+import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
 from keras_tse.experiments.flags import BACKENDS
+
+
+def cpu_model():
+    """The CPU's model name (`/proc/cpuinfo`, else what Python's platform module says), without (R) and (TM)."""
+    names = []
+    if os.path.exists("/proc/cpuinfo"):
+        with open("/proc/cpuinfo") as handle:
+            names = [line.split(":", 1)[1].strip() for line in handle if line.startswith("model name")]
+    model = names[0] if names else platform.processor() or "unknown CPU"
+    return " ".join(model.replace("(R)", "").replace("(TM)", "").split())
+
+
+def gpu_name():
+    """The first GPU's name as `nvidia-smi` lists it, or "" on a machine without one; asks no backend, so a
+    process that trains nothing (a study's) can say where its cells train."""
+    if shutil.which("nvidia-smi") is None:
+        return ""
+    result = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True)
+    names = result.stdout.split("\n") if result.returncode == 0 else []
+    return names[0].strip() if names else ""
+
+
+def machine_name():
+    """ "<cores>-core <CPU model>", and ", <GPU>" where there is one: the machine a measured time belongs to."""
+    gpu = gpu_name()
+    return f"{os.cpu_count()}-core {cpu_model()}" + (f", {gpu}" if gpu else "")
 
 
 def package_version(name):

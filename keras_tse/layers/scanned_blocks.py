@@ -12,7 +12,7 @@ class ScannedBlocks(keras.layers.Layer):
 
     The stack computes what `depth` separate blocks of the same configuration compute, but a compiler
     sees one block: the 80-block ViT's train step compiles several times faster on JAX
-    (`keras_tse/experiments/lab/scan_compile_time.py`; zoo/speed.md has the measurement). Each block's weights are
+    (`recipes/lab/scan_compile_time.py`; zoo/speed.md has the measurement). Each block's weights are
     drawn as that block's own would be; `from_blocks` stacks the weights of built blocks instead (a
     trained unrolled model's, for example).
 

@@ -10,13 +10,13 @@ run folder of `keras_tse.training.runner`, `steps.csv` holds the mean training l
 `log_interval` steps (the curve of Fig. 7) and `history.csv` adds `perplexity` and `val_perplexity`.
 """
 
-import csv
 import math
 import os
 
 import keras
 import numpy as np
 
+from keras_tse import run_files
 from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.processes import process
@@ -153,12 +153,9 @@ class IntervalLoss(keras.callbacks.Callback):
         last_seen, last_mean = self._last
         interval = (seen * mean - last_seen * last_mean) / (seen - last_seen)
         self._last = (seen, mean)
-        new = not os.path.exists(self.path)
-        with open(self.path, "a", newline="") as f:
-            writer = csv.writer(f)
-            if new:
-                writer.writerow(["step", "loss", "epoch"])  # epoch: RunBackup drops a killed epoch's rows
-            writer.writerow([self._epoch * self.steps_per_epoch + seen, f"{interval:.6f}", self._epoch])
+        step = self._epoch * self.steps_per_epoch + seen
+        # epoch: RunBackup drops a killed epoch's rows
+        run_files.append_row(self.path, {"step": step, "loss": f"{interval:.6f}", "epoch": self._epoch})
 
 
 class PerplexityLogs(keras.callbacks.Callback):

@@ -5,7 +5,7 @@ import time
 from keras_tse.experiments import flags
 
 HELP = "regenerate the paper's analysis figures (PNG + CSV)"
-NUMBERS = ("1", "2", "3", "4", "5", "8")  # keras_tse.experiments.figures.FIGURES's keys (a test keeps them equal)
+NUMBERS = ("1", "2", "3", "4", "5", "8")  # recipes.lab.figures.FIGURES's keys (a test keeps them equal)
 
 
 def add_arguments(parser):
@@ -20,7 +20,9 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.experiments.figures import make_figures
+    from keras_tse.experiments.checkout import lab
+
+    make_figures = lab("figures").make_figures
 
     which = list(args.which)
     start = time.perf_counter()

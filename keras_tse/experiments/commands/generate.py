@@ -25,7 +25,7 @@ def add_arguments(parser):
         "--temperature", type=flags.non_negative_float, default=1.0, help="0: the most likely word (default: 1.0)"
     )
     parser.add_argument("--top-k", type=flags.positive_int, default=None, help="sample among the K most likely")
-    parser.add_argument("--top-p", type=flags.unit_float, default=None, help="sample within this probability mass")
+    parser.add_argument("--top-p", type=flags.unit_interval, default=None, help="sample within this probability mass")
     parser.add_argument("--seed", type=flags.non_negative_int, default=None, help="the sampler's seed")
 
 

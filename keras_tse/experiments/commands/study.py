@@ -1,10 +1,10 @@
 """`keras-tse study`: the lab's studies, each a plan run cell by cell by one engine
-(`keras_tse.experiments.lab.engine`), resumable, its rows in a committed result file under `zoo/`.
+(`recipes.lab.engine`), resumable, its rows in a committed result file under `zoo/`.
 
     keras-tse study                                  # every study: its result file, rows, cells that can start
     keras-tse study depth80 --dry-run                # the cells that would start now
     nice -n 19 keras-tse study depth80 --jobs 2      # run or resume (a killed cell resumes its own folder)
-    keras-tse study ptb_warmup --jobs 12 --budget-s 540 --out "$OUT"   # on a GPU machine: stop in time, hand off
+    keras-tse study ptb_warmup --jobs 12 --budget-s 540 --out "$OUT"   # on a GPU: stops in time, results in OUT
     keras-tse study depth80 --card                   # regenerate the card's tables (and figure) from the rows
 """
 
@@ -17,31 +17,21 @@ NEEDS_BACKEND = False
 
 def studies():
     """name -> the study (`engine.Study`) of each lab module that defines one."""
-    from keras_tse.experiments.lab import (
-        depth80_study,
-        depth_ladder_study,
-        depth_rates_study,
-        fig6_paper_study,
-        fig7_paper_study,
-        fine_tune_study,
-        ptb_warmup_study,
-        recipe_defaults_study,
-        speed_paper_study,
-        tau_sweep_study,
-    )
+    from keras_tse.experiments.checkout import lab
 
-    modules = (depth80_study, depth_ladder_study, fig6_paper_study, fig7_paper_study, fine_tune_study, ptb_warmup_study)
-    modules += (recipe_defaults_study, speed_paper_study, tau_sweep_study, depth_rates_study)
-    return {module.STUDY.name: module.STUDY for module in modules}
+    names = ("depth80", "depth_ladder", "depth_rates", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup")
+    names += ("recipe_defaults", "speed_paper", "tau_sweep")
+    return {name: lab(f"{name}_study").STUDY for name in names}
 
 
 def add_arguments(parser):
     import argparse
 
-    from keras_tse.experiments import flags
+    from keras_tse.experiments import checkout, flags
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
-    parser.epilog = "studies:\n" + "\n".join(f"  {s.name:<12} {s.title}" for s in studies().values())
+    if checkout.root() is not None:  # outside a checkout the command says where the studies live
+        parser.epilog = "studies:\n" + "\n".join(f"  {s.name:<12} {s.title}" for s in studies().values())
 
     parser.add_argument("name", nargs="?", help="the study (default: list every study)")
     parser.add_argument("--part", help="one part of a study that has several (default: every part)")
@@ -77,8 +67,9 @@ def run(args):
             print(f"{arm} lr {lr:g} seed {seed}")
         print(f"{len(cells)} cell(s) can start now; {len(study.read_rows())} rows in {_relative(study.results)}")
         return 0
-    from keras_tse.experiments.lab import ROOT, engine
+    from keras_tse.experiments.checkout import lab
 
+    ROOT, engine = lab().ROOT, lab("engine")
     if args.out and os.path.isdir(args.out) and os.listdir(args.out):
         raise InputError("--out", repr(args.out), "a new or empty folder (it receives the study's files)")
     runs = args.runs or os.path.join(ROOT, "runs", study.name)
@@ -117,7 +108,9 @@ def _list(found):
 
 
 def _card(study):
-    from keras_tse.experiments.lab import generated_tables
+    from keras_tse.experiments.checkout import lab
+
+    generated_tables = lab("generated_tables")
 
     with open(study.card) as f:
         text = f.read()
@@ -133,9 +126,9 @@ def _card(study):
 
 
 def _relative(path):
-    from keras_tse.experiments.lab import ROOT
+    from keras_tse.experiments.checkout import lab
 
-    return os.path.relpath(path, ROOT)
+    return os.path.relpath(path, lab().ROOT)
 
 
 def _log(line):

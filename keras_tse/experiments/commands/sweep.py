@@ -19,7 +19,7 @@ AXES = (
         flags.choice_list(layout_names(), {}),
         f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})",
     ),
-    (("--taus",), flags.comma_list(flags.unit_float), "de-escalation strengths (default: 1.0,0.5)"),
+    (("--taus",), flags.comma_list(flags.unit_interval), "de-escalation strengths (default: 1.0,0.5)"),
     (
         ("--initializers", "--inits"),
         flags.choice_list(INITIALIZERS, {}),
@@ -46,7 +46,11 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.experiments.sweep import SweepConfig, markdown_table, run_sweep
+    from keras_tse.experiments.checkout import lab
+
+    SweepConfig, markdown_table, run_sweep = (
+        getattr(lab("sweep"), n) for n in ("SweepConfig", "markdown_table", "run_sweep")
+    )
 
     config = flags.config_from(SweepConfig, args)
     settings = {"dataset": config.dataset} if config.dataset != "digits" else {}

@@ -1,0 +1,165 @@
+"""The presets that ship with weights: train each with the project's training command, evaluate it on
+its test set and write it into the package as a preset folder (`keras_tse/zoo/weights/NAME/`,
+`zoo.save_preset`; a language model's vocabulary in its assets), its `metadata.json` holding the measured
+test accuracy or perplexity, the training time and the command: the result file of its card.
+
+    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist  # trains, evaluates, writes
+    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_digits
+    KERAS_BACKEND=jax python -m recipes.lab.ship_presets gpt4_ptb
+
+A folder already there is never replaced: delete it first to ship anew. The tests evaluate each
+shipped preset on every backend against the accuracy recorded here (tests/test_shipped_presets.py).
+"""
+
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from recipes.lab import ROOT, engine  # noqa: E402
+
+WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
+# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/presets.py, `_shipped`), with a
+# learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
+COMMANDS = {
+    # 12 epochs: 4 (the first weights shipped) reached 87.7%; no augmentation: crop_flip, Fashion-MNIST's default,
+    # slows a run this short (2 epochs of 12,800 images: 65.6% test accuracy with it, 78.2% without, measured)
+    "vit6_fashion_mnist": "--dataset fashion_mnist --patch-size 4 --epochs 12 --batch-size 128 "
+    "--learning-rate 1e-3 --warmup-steps 469 --schedule cosine --augment none",
+    "vit6_digits": "--dataset digits --patch-size 2 --epochs 40 --batch-size 64 "
+    "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
+}
+MODEL = "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2"
+# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (keras_tse/zoo/presets.py)
+LANGUAGE_MODELS = {
+    "gpt4_ptb": "--model gpt --dataset ptb --norm deescalate --depth 4 --steps 3000 --eval-interval 500 --seed 0 "
+    "--no-download --verbose 2",  # 3,000 steps of 16 x 64 tokens: 3.3 passes over the training text
+}
+
+
+def recipe_command(name, out):
+    if name in LANGUAGE_MODELS:
+        return f"python -m keras_tse.experiments.cli train lm {LANGUAGE_MODELS[name]} --out {out}"
+    return f"python recipes/cifar10_vit.py {COMMANDS[name]} {MODEL} --out {out}"
+
+
+def evaluate_test_set(model, dataset):
+    """(accuracy, images) of `model` on the registry data set's whole test split, normalised as the recipe does."""
+    from keras_tse import data
+
+    spec = data.get_dataset(dataset)
+    _, (x_test, y_test) = spec.load_data(None, download=False)
+    x = data.normalized(x_test, np.asarray(spec.mean, "float32"), np.asarray(spec.std, "float32"), spec.value_range)
+    predicted = np.argmax(model.predict(x, batch_size=500, verbose=0), axis=-1)
+    return float(np.mean(predicted == np.asarray(y_test).reshape(-1))), int(len(y_test))
+
+
+def evaluate_text_test_set(model, dataset):
+    """(perplexity, tokens) of language model `model` on the registry data set's whole test split, read
+    as the training command reads it (`training.evaluate_stream`: in order, in its 16 streams)."""
+    from keras_tse import data, training
+    from keras_tse.training.tasks import LANGUAGE_MODELLING
+
+    test_ids = data.get_dataset(dataset).load_data(download=False)[0]["test"]
+    LANGUAGE_MODELLING.compile(model)
+    loss = training.language_model.evaluate_stream(model, test_ids, batch_size=16)
+    return float(np.exp(loss)), int(len(test_ids))
+
+
+def ship(name, run_folder, command):
+    """The run's final model, rebuilt as the preset (its name, its config), evaluated and written."""
+    import keras
+
+    from keras_tse import zoo
+
+    trained = keras.saving.load_model(os.path.join(run_folder, "checkpoints", "last.keras"))
+    model = zoo.from_preset(name, load_weights=False)
+    model.set_weights(trained.get_weights())
+    with open(os.path.join(run_folder, "summary.json")) as f:
+        summary = json.load(f)
+    flags = (LANGUAGE_MODELS.get(name) or COMMANDS[name]).split()
+    dataset = flags[flags.index("--dataset") + 1]
+    if name in LANGUAGE_MODELS:
+        scored = zoo.from_preset(name, load_weights=False)  # compiling adds optimizer state: not in the preset
+        scored.set_weights(trained.get_weights())
+        perplexity, tokens = evaluate_text_test_set(scored, dataset)
+        steps = engine.read_json(run_folder, "config.json")["train"]["steps"]
+        measured = {"test_perplexity": perplexity, "test_tokens": tokens, "steps": steps}
+        assets = {zoo.preset_folder.VOCABULARY_ASSET: os.path.join(run_folder, "vocabulary.txt")}
+    else:
+        accuracy, images = evaluate_test_set(model, dataset)
+        measured, assets = {"test_accuracy": accuracy, "test_images": images, "epochs": summary["epochs"]}, None
+    metadata = {
+        "preset": name,
+        "dataset": dataset,
+        **measured,
+        "train_loss": summary["train_loss"],
+        "training_seconds": round(summary["seconds_this_session"]),  # the run's time, in one process
+        "command": command,
+        "machine": "2-core AMD EPYC CPU, 24 GiB",
+        "date": datetime.date.today().isoformat(),
+    }
+    zoo.save_preset(model, os.path.join(WEIGHTS, name), metadata=metadata, assets=assets)
+    return metadata
+
+
+def markdown_table(names=None):
+    """The shipped presets measured, from the metadata.json each was shipped with: one table of the
+    classifiers, one of the language models, a row each."""
+    names = names or sorted([*COMMANDS, *LANGUAGE_MODELS])
+    tables = []
+    for kind, header, measured in (
+        ("classifiers", "test accuracy | test images | epochs", _accuracy),
+        ("language models", "test perplexity | test tokens | steps", _perplexity),
+    ):
+        chosen = [name for name in names if (name in LANGUAGE_MODELS) == (kind == "language models")]
+        if chosen:
+            rows = [
+                f"| preset | data set | {header} | parameters | weights file | training time | trained |",
+                "|---|---|---|---|---|---|---|---|---|",
+            ]
+            rows += [_row(name, measured) for name in chosen]
+            tables.append("\n".join(rows))
+    return "\n\n".join(tables)
+
+
+def _accuracy(m):
+    return f"{100 * m['test_accuracy']:.2f}% | {m['test_images']:,} | {m['epochs']}"
+
+
+def _perplexity(m):
+    return f"{m['test_perplexity']:.1f} | {m['test_tokens']:,} | {m['steps']:,}"
+
+
+def _row(name, measured):
+    folder = os.path.join(WEIGHTS, name)
+    with open(os.path.join(folder, "metadata.json")) as f:
+        m = json.load(f)
+    size = os.path.getsize(os.path.join(folder, "model.weights.h5")) / 2**20
+    time = f"{m['training_seconds'] / 60:.0f} min" if "training_seconds" in m else "not recorded"
+    return (
+        f"| `{name}` | {m['dataset']} | {measured(m)} | {m['parameter_count']:,} | {size:.2f} MiB | {time} | "
+        f"{m['date']}, {m['machine']}, JAX |"
+    )
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("name", choices=sorted([*COMMANDS, *LANGUAGE_MODELS]))
+    parser.add_argument("--runs", default=os.path.join("runs", "ship"), help="where the training runs go")
+    args = parser.parse_args(argv)
+    if os.path.exists(os.path.join(WEIGHTS, args.name)):
+        parser.error(f"{os.path.join(WEIGHTS, args.name)} exists; delete it to ship {args.name} anew")
+    out = os.path.join(args.runs, args.name)
+    command = recipe_command(args.name, out)
+    subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True)
+    metadata = ship(args.name, os.path.join(ROOT, out, "deescalate"), f"KERAS_BACKEND=jax {command}")  # one variant
+    print(json.dumps(metadata, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -2,7 +2,7 @@
 
 The library: `layers`, `layouts`, `zoo`, `callbacks`, `data`, `losses`, `analysis` (similarity, spectral
 quantities, gradients, the probe) and `run_files`. Training (`keras_tse.training`) and the
-experiments behind the `keras-tse` command (`keras_tse.experiments`) build on it and are imported
+`keras-tse` command (`keras_tse.cli`) build on it and are imported
 only by whoever uses them: `import keras_tse` loads neither (tests/test_layout.py).
 
 `import keras_tse` is cheap: the subpackages load on first use (PEP 562), so `keras-tse --help`

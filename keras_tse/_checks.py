@@ -10,7 +10,7 @@ import numbers
 class InputError(ValueError):
     """Bad input to a command or loader (a flag, a file, a folder), as one line:
     `<flag or file>: received <value>; expected <what>`. The commands print it as `<prog>: error: ...`
-    and exit with status 2 (`keras_tse.experiments.flags.exit_code_of`)."""
+    and exit with status 2 (`keras_tse.cli.flags.exit_code_of`)."""
 
     def __init__(self, what, received, expected):
         super().__init__(f"{what}: received {received}; expected {expected}")

@@ -1,6 +1,6 @@
 """Yu & Zhang, Sec. 3.3: the 80-block ViT on CIFAR-10, post-norm vs pre-norm vs de-escalated post-norm.
 
-The paper's recipe, as a script: `keras-tse train vit` (`keras_tse.experiments.train_vit`), whose defaults
+The paper's recipe, as a script: `keras-tse train vit` (`keras_tse.cli.train_vit`), whose defaults
 are Sec. 3.3's and Table 1's (depth 80, width 192, 8 heads, 4x4 patches, AdamW at 1e-4, 5e-5 for post-norm,
 x0.2 at 70% and 90%, batch 128, RandAugment, 150 epochs). Every flag of that command works here:
 
@@ -10,7 +10,7 @@ x0.2 at 70% and 90%, batch 128, RandAugment, 150 epochs). Every flag of that com
 
 import sys
 
-from keras_tse.experiments import train_vit
+from keras_tse.cli import train_vit
 
 if __name__ == "__main__":
     sys.exit(train_vit.main(prog="cifar10_vit"))

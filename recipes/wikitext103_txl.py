@@ -1,6 +1,6 @@
 """Yu & Zhang, Sec. 3.4: the 60-block Transformer-XL on WikiText-103, post-norm vs pre-norm vs de-escalated.
 
-The paper's recipe, as a script: `keras-tse train lm` (`keras_tse.experiments.train_lm`), whose defaults are
+The paper's recipe, as a script: `keras-tse train lm` (`keras_tse.cli.train_lm`), whose defaults are
 Sec. 3.4's (Transformer-XL's WikiText-103 base configuration at depth 60: width 410, 10 heads, FFN 820,
 segment and memory 150, adaptive input and softmax, Adam at 2.5e-4 with cosine decay, batch 40, no dropout,
 no warmup). Every flag of that command works here:
@@ -11,7 +11,7 @@ no warmup). Every flag of that command works here:
 
 import sys
 
-from keras_tse.experiments import train_lm
+from keras_tse.cli import train_lm
 
 if __name__ == "__main__":
     sys.exit(train_lm.main(prog="wikitext103_txl"))

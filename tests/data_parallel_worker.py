@@ -16,7 +16,7 @@ import keras
 import numpy as np
 
 from keras_tse import zoo
-from keras_tse.experiments import train_lm, train_vit
+from keras_tse.cli import train_lm, train_vit
 from keras_tse.losses import LogProbabilityCrossentropy
 from keras_tse.training import scale
 

@@ -28,7 +28,7 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv > "$out/dev
 phase1=$(( $(left) * 45 / 100 ))
 GPU_TESTS_WORKERS=8 bash tests/gpu_tests.sh "$out/tests_jax" "$phase1" jax > "$out/tests_jax.txt" 2>&1 &
 GPU_TESTS_WORKERS=4 bash tests/gpu_tests.sh "$out/tests_torch" "$phase1" torch > "$out/tests_torch.txt" 2>&1 &
-timeout $((phase1 + 20)) python3 -m keras_tse.experiments.cli study depth_ladder --part gpu --jobs 6 \
+timeout $((phase1 + 20)) python3 -m keras_tse.cli.main study depth_ladder --part gpu --jobs 6 \
   --budget-s "$phase1" --runs /tmp/ladder --out "$out/ladder" > "$out/ladder.txt" 2>&1 &
 wait
 mkdir -p "$out/ladder_runs" && cp /tmp/ladder/*.log "$out/ladder_runs/" 2>/dev/null
@@ -42,7 +42,7 @@ for variant in plain scan; do
   pack
 done
 if [ "$(left)" -gt 90 ]; then
-  KERAS_BACKEND=torch timeout $(( $(left) - 20 )) python3 -m keras_tse.experiments.cli bench \
+  KERAS_BACKEND=torch timeout $(( $(left) - 20 )) python3 -m keras_tse.cli.main bench \
     --cases vit_deescalate,timm_post,timm_pre --peer timm --dtype mixed_bfloat16 --jit-compile --isolate \
     --budget-s $(( $(left) - 40 )) --out "$out/bench_torch.json" > "$out/bench_torch.txt" 2>&1
 fi

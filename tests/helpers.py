@@ -85,11 +85,11 @@ RECIPE_TASKS = {"cifar10_vit": "train_vit", "wikitext103_txl": "train_lm"}
 
 
 def recipe_module(name):
-    """The module a recipe of `recipes/` runs, `keras_tse.experiments.train_vit` or `train_lm`: its
+    """The module a recipe of `recipes/` runs, `keras_tse.cli.train_vit` or `train_lm`: its
     `main(argv)` is `keras-tse train vit|lm`."""
     import importlib
 
-    return importlib.import_module(f"keras_tse.experiments.{RECIPE_TASKS[name]}")
+    return importlib.import_module(f"keras_tse.cli.{RECIPE_TASKS[name]}")
 
 
 def lab_module(name):

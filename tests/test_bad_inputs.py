@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from keras_tse.experiments import cli
+from keras_tse.cli import main as cli
 from keras_tse.run_files import MANIFEST
 from keras_tse.training.runner import DATA_RECORD
 from tests.helpers import recipe_module, run_recipe_here
@@ -482,7 +482,7 @@ if sys.argv[0] == "-m":
 else:
     runpy.run_path(sys.argv[0], run_name="__main__")
 """
-CLI = ["-m", "keras_tse.experiments.cli"]
+CLI = ["-m", "keras_tse.cli.main"]
 
 
 def fresh(argv, tmp_path, backend=None, hide_tensorflow=False):
@@ -604,7 +604,7 @@ def test_claim_folder_new_ours_other_settings_legacy_and_a_killed_manifest_write
 
 
 def test_the_figure_numbers_the_flag_takes_are_the_figures_made():
-    from keras_tse.experiments.commands import figures as command
+    from keras_tse.cli.commands import figures as command
     from recipes.lab import figures
 
     assert command.NUMBERS == tuple(figures.FIGURES)

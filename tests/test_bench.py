@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from keras_tse import zoo
-from keras_tse.experiments import bench, timm_peer
-from keras_tse.experiments.commands import bench as commands_bench
+from keras_tse.cli import bench, bench_cases, timm_peer
 from keras_tse.layers import transformer_block
 from keras_tse.layers._residual import residual_stream
 from tests.helpers import tiny_vit
@@ -81,7 +80,7 @@ def test_peer_picks_the_default_cases():
     timm = bench.BenchConfig(peer=("timm",)).cases
     assert timm == ("vit_post", "vit_pre", "vit_deescalate", "timm_post", "timm_pre") + bench.TXL_CASES
     assert set(bench.BenchConfig(peer=("keras_hub", "timm", "torch")).cases) == set(bench.CASES)
-    assert commands_bench.TIMM_CASES == timm_peer.TIMM_CASES and commands_bench.TORCH_CASES == timm_peer.TORCH_CASES
+    assert bench_cases.TIMM_CASES == timm_peer.TIMM_CASES and bench_cases.TORCH_CASES == timm_peer.TORCH_CASES
     torch_nn = bench.BenchConfig(peer=("torch",)).cases
     assert torch_nn == ("vit_post", "vit_pre", "vit_deescalate", "torch_post", "torch_pre") + bench.TXL_CASES
     with pytest.raises(ValueError, match=r"Unknown peer \['flax'\].*Received: peer=\('flax',\)"):
@@ -200,7 +199,7 @@ def test_pre_norm_gradient_costs_what_post_norms_does_on_jax(monkeypatch):
 @pytest.mark.large
 @pytest.mark.one_backend  # the command, its printout and its report: read once
 def test_cli_prints_ratios_and_writes_json(tmp_path, capsys):
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     out = tmp_path / "bench.json"
     cases = "vit_post,vit_deescalate,peer_post,txl_post"

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from keras_tse.experiments import cli, flags
+from keras_tse.cli import flags
+from keras_tse.cli import main as cli
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -26,7 +27,7 @@ def _fresh(code, backend=None):
 def test_help_answers_without_importing_keras(argv):
     """Help and version need no Keras: importing it (and a backend) is what makes a command start slowly."""
     code = (
-        "import sys\nfrom keras_tse.experiments import cli\n"
+        "import sys\nfrom keras_tse.cli import main as cli\n"
         f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
         "print('KERAS', 'keras' in sys.modules)"
     )
@@ -51,7 +52,7 @@ def test_recipe_help_answers_without_keras(recipe):
 
 
 def test_demo_help_states_the_defaults_of_demo_config():
-    from keras_tse.experiments.demo import DemoConfig
+    from keras_tse.cli.demo import DemoConfig
 
     defaults = DemoConfig()
     text = cli._parser()._subparsers._group_actions[0].choices["demo"].format_help()
@@ -86,7 +87,7 @@ def test_import_keras_tse_alone_imports_no_keras():
 
 
 def test_version_names_the_package():
-    out = _fresh("from keras_tse.experiments import cli\ncli.main(['--version'])\n", backend="jax")
+    out = _fresh("from keras_tse.cli import main as cli\ncli.main(['--version'])\n", backend="jax")
     assert re.search(r"keras-tse \S+", out.stdout)
 
 
@@ -108,7 +109,7 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
     from importlib.metadata import version
 
     shown = subprocess.run(
-        [sys.executable, "-m", "keras_tse.experiments.cli", "info"],
+        [sys.executable, "-m", "keras_tse.cli.main", "info"],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -131,10 +132,10 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
 def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_where_no_gpu_can_be_seen():
     """Importing TensorFlow takes 3.4-4.5 s on the 2-core CPU, over info's 2 s; where no GPU driver
     loads, info answers without it, and the answer is TensorFlow's own listing."""
-    from keras_tse.experiments import info
+    from keras_tse.cli import info
 
     listing = (
-        "import tensorflow as tf\nfrom keras_tse.experiments.info import backend_devices\n"
+        "import tensorflow as tf\nfrom keras_tse.cli.info import backend_devices\n"
         "print(repr(backend_devices('tensorflow')))"
     )
     if info.tensorflow_could_see_a_gpu():
@@ -152,7 +153,7 @@ def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_whe
         .stdout.strip()
         .splitlines()[-1]
     )
-    without = "from keras_tse.experiments.info import environment\nimport sys\nenvironment()\n"
+    without = "from keras_tse.cli.info import environment\nimport sys\nenvironment()\n"
     without += "print(repr(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)))"
     imported = _fresh(without, backend="tensorflow").stdout.strip()
     assert imported == "[]"
@@ -160,7 +161,7 @@ def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_whe
 
 
 def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found(monkeypatch, tmp_path):
-    from keras_tse.experiments import info
+    from keras_tse.cli import info
 
     if sys.platform != "linux":
         pytest.skip("off Linux info always asks TensorFlow")
@@ -180,7 +181,7 @@ def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found
 
 
 def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():
-    from keras_tse.experiments.demo import DemoConfig
+    from keras_tse.cli.demo import DemoConfig
 
     quick = flags.config_from(DemoConfig, cli._parser().parse_args(["demo", "--quick"]))
     assert (quick.epochs, quick.seeds, quick.depth) == (3, (0,), 12)
@@ -196,7 +197,7 @@ def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_th
 def test_info_reads_keras_settings_as_keras_does(tmp_path, keras_json, backend_variable):
     """`keras-tse info` reads the backend, floatx and data format without importing Keras: what Keras
     itself reports in a fresh process with the same keras.json and KERAS_BACKEND."""
-    from keras_tse.experiments.info import keras_settings
+    from keras_tse.cli.info import keras_settings
 
     env = {k: v for k, v in os.environ.items() if k != "KERAS_BACKEND"}
     env["KERAS_HOME"] = str(tmp_path)
@@ -222,7 +223,7 @@ def test_info_reads_keras_settings_as_keras_does(tmp_path, keras_json, backend_v
 
 def _recipe_parser(name, monkeypatch):
     """The argparse parser a recipe's `parse_args` builds."""
-    from keras_tse.experiments import flags
+    from keras_tse.cli import flags
     from tests.helpers import recipe_module
 
     built = []
@@ -306,7 +307,7 @@ def test_keras_tse_train_trains_a_vit_and_a_gpt_from_a_folder_outside_the_checko
     )
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": ""}
     for argv in commands:
-        command = [sys.executable, "-m", "keras_tse.experiments.cli", "train", *argv, "--norm", "deescalate"]
+        command = [sys.executable, "-m", "keras_tse.cli.main", "train", *argv, "--norm", "deescalate"]
         result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
         assert result.returncode == 0, result.stderr[-2000:]
     for task in ("cifar10_vit", "wikitext103_txl"):
@@ -317,7 +318,7 @@ def test_keras_tse_train_trains_a_vit_and_a_gpt_from_a_folder_outside_the_checko
 
 def test_info_under_a_backend_that_cannot_train_says_so():
     shown = subprocess.run(
-        [sys.executable, "-m", "keras_tse.experiments.cli", "info"],
+        [sys.executable, "-m", "keras_tse.cli.main", "info"],
         capture_output=True,
         text=True,
         cwd=ROOT,

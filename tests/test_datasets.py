@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from keras_tse import data
-from keras_tse.experiments import cli
+from keras_tse.cli import main as cli
 from tests.helpers import run_recipe_here
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
@@ -119,7 +119,7 @@ def test_a_data_set_and_a_family_from_another_packages_entry_points_train_from_t
     (tmp_path / "site").mkdir()
     site = _plugin_package(tmp_path / "site")
     env = {**os.environ, "KERAS_BACKEND": "jax", "PYTHONPATH": str(site)}
-    cli_command = [sys.executable, "-m", "keras_tse.experiments.cli"]
+    cli_command = [sys.executable, "-m", "keras_tse.cli.main"]
     listed = subprocess.run([*cli_command, "datasets"], env=env, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "plugin_stripes" in listed.stdout and "8x8x1 images, 2 classes" in listed.stdout
     argv = ["train", "vit", "--dataset", "plugin_stripes", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2"]

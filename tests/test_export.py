@@ -8,7 +8,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse.experiments import cli
+from keras_tse.cli import main as cli
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -71,11 +71,11 @@ def test_onnx_gives_the_same_logits_on_tensorflow_and_one_line_elsewhere(run_fol
 
 @pytest.mark.one_backend  # the packages are looked for before Keras is asked anything
 def test_onnx_without_its_packages_is_one_line_naming_them(run_folder, tmp_path, capsys, monkeypatch):
-    from keras_tse.experiments.commands import export
+    from keras_tse.cli.commands import export
 
     run, _, _ = run_folder
     monkeypatch.setattr(export, "EXPORTED_FROM", {**export.EXPORTED_FROM, "onnx": (BACKEND,)})
-    from keras_tse.experiments import flags
+    from keras_tse.cli import flags
 
     monkeypatch.setattr(flags, "installed", lambda name: name not in ("onnx", "tf2onnx"))  # a machine without them
     assert cli.main(["export", run, "--format", "onnx", "--out", str(tmp_path / "m.onnx")]) == 2

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_tse.experiments import cli
+from keras_tse.cli import main as cli
 from recipes.lab.figures import draw, figure_3, figure_5, make_figures, read_csv
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py

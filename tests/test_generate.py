@@ -111,8 +111,8 @@ def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_
     """A language model saved as a preset with its words (`save_preset(assets=...)`, KerasHub's
     assets/tokenizer/vocabulary.txt): `keras-tse generate FOLDER` prints the greedy continuation in
     words, the one `zoo.generate` gives; a preset folder without the asset is one line."""
+    from keras_tse.cli import main as cli
     from keras_tse.data.text import Vocabulary
-    from keras_tse.experiments import cli
 
     words = tmp_path / "vocabulary.txt"
     words.write_text("\n".join(["<eos>", "<unk>", *(f"w{i}" for i in range(GPT["vocab_size"] - 2))]) + "\n")

@@ -1,9 +1,9 @@
-"""The layout's import directions: library <- training <- experiments (the commands) <- the lab
+"""The layout's import directions: library <- training <- cli (the commands) <- the lab
 (`recipes/lab/`, in the checkout only), never back up: nothing of the installed package imports the lab.
 
 Read from the source with `ast`, function-level imports included, so an import hidden inside a
 function counts as much as one at the top; and checked live: `import keras_tse` loads neither
-training nor experiments.
+training nor the commands.
 """
 
 import ast
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 PACKAGE = os.path.join(ROOT, "keras_tse")
 LAB = os.path.join(ROOT, "recipes", "lab")
-TIERS = {"library": 0, "training": 1, "experiments": 2, "lab": 3}
+TIERS = {"library": 0, "training": 1, "cli": 2, "lab": 3}
 OURS = ("keras_tse", "recipes")
 
 
@@ -37,7 +37,7 @@ def _tier(module):
     parts = module.split(".")
     if parts[0] == "recipes":
         return "lab"
-    return parts[1] if len(parts) > 1 and parts[1] in ("training", "experiments") else "library"
+    return parts[1] if len(parts) > 1 and parts[1] in ("training", "cli") else "library"
 
 
 def _imports(path):
@@ -113,9 +113,9 @@ def test_no_code_reaches_into_another_objects_private_attributes():
     "folder, line, reported",
     [
         # a library module that imports the commands
-        ("layers", "from keras_tse.experiments import bench", "keras_tse.layers.leak:2 imports keras_tse.experiments"),
+        ("layers", "from keras_tse.cli import bench", "keras_tse.layers.leak:2 imports keras_tse.cli"),
         # a command that imports the lab directly, not through `checkout.lab`: the wheel does not hold the lab
-        ("experiments", "from recipes.lab import engine", "keras_tse.experiments.leak:2 imports recipes.lab"),
+        ("cli", "from recipes.lab import engine", "keras_tse.cli.leak:2 imports recipes.lab"),
     ],
 )
 def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch, folder, line, reported):
@@ -133,7 +133,7 @@ def test_the_rule_catches_an_upward_import(tmp_path, monkeypatch, folder, line, 
 def test_import_keras_tse_loads_no_training_or_experiment_module():
     code = (
         "import sys, keras_tse\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('keras_tse.training', 'keras_tse.experiments'))))"
+        "print(sorted(m for m in sys.modules if m.startswith(('keras_tse.training', 'keras_tse.cli'))))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
@@ -160,8 +160,8 @@ def _norm_lists_outside_the_vocabulary(package=PACKAGE, root=ROOT):
     vocabulary = os.path.join(package, "norms.py")
     # the layouts name themselves; a study plan of the lab and a training task's table of the paper's
     # variants are data that name the runs they describe (each run's flags), not a vocabulary of norms
-    exempt = [os.path.join(package, *parts) for parts in (("layouts",), ("experiments", "lab"))]
-    tasks = [os.path.join(package, "experiments", f"{task}.py") for task in ("train_vit", "train_lm")]
+    exempt = [os.path.join(package, *parts) for parts in (("layouts",),)]
+    tasks = [os.path.join(package, "cli", f"{task}.py") for task in ("train_vit", "train_lm")]
     wrong = []
     for folder, _, files in os.walk(package):
         for file in sorted(f for f in files if f.endswith(".py")):
@@ -251,23 +251,21 @@ def installed_wheel(tmp_path_factory):
 @pytest.mark.starts_processes
 def test_the_wheel_holds_the_product_and_not_the_lab(installed_wheel):
     names, _ = installed_wheel
-    assert "keras_tse/experiments/cli.py" in names and "keras_tse/zoo/vit.py" in names
+    assert "keras_tse/cli/main.py" in names and "keras_tse/zoo/vit.py" in names
     moved = ("lab/", "sweep.py", "verdicts.py", "figures.py", "fresh_processes.py")  # the lab's, once the package's
-    lab = [
-        n for n in names if n.startswith("recipes/") or n.startswith(tuple(f"keras_tse/experiments/{m}" for m in moved))
-    ]
+    lab = [n for n in names if n.startswith("recipes/") or n.startswith(tuple(f"keras_tse/cli/{m}" for m in moved))]
     assert lab == []
 
 
 @pytest.mark.starts_processes
 def test_outside_a_checkout_the_lab_commands_say_where_the_lab_lives(installed_wheel, tmp_path):
     """From the installed wheel in a folder that is no checkout: `keras-tse study` (and the sweep) print one
-    line and exit 2; `keras-tse presets` works."""
+    line and exit 2; presets, datasets, info and generation (a shipped preset) work."""
     _, site = installed_wheel
     env = {**os.environ, "PYTHONPATH": str(site), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
 
     def cli(*args):
-        command = [sys.executable, "-m", "keras_tse.experiments.cli", *args]
+        command = [sys.executable, "-m", "keras_tse.cli.main", *args]
         return subprocess.run(command, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
 
     for args in (("study",), ("sweep", "--quick", "--out", str(tmp_path / "sweep"))):
@@ -278,5 +276,61 @@ def test_outside_a_checkout_the_lab_commands_say_where_the_lab_lives(installed_w
             "checkout of keras_tse, in recipes/lab/, not in the installed package: clone the repository and run "
             "this command there"
         ]
-    presets = cli("presets")
-    assert presets.returncode == 0 and "vit6_fashion_mnist" in presets.stdout, presets.stderr[-2000:]
+    for args, printed in (
+        (("presets",), "vit6_fashion_mnist"),
+        (("datasets",), "fashion_mnist"),
+        (("info",), "keras_tse"),
+        (
+            ("generate", "gpt4_ptb", "--prompt", "the company said", "--max-new-tokens", "3", "--temperature", "0"),
+            "the company said",
+        ),
+    ):
+        done = cli(*args)
+        assert done.returncode == 0 and printed in done.stdout, (args, done.stdout[-500:], done.stderr[-2000:])
+
+
+def _import_graph():
+    """module -> the modules of ours it imports (function-level imports included), over the package and the
+    lab; `from A import B` is an edge to A.B where B is a module, else to A."""
+    modules = dict(_modules())
+
+    def owner(name):
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name
+
+    graph = {}
+    for module, path in modules.items():
+        targets = set()
+        for target, name, _ in _imports(path):
+            targets.add(owner(f"{target}.{name}" if name and f"{target}.{name}" in modules else target))
+        graph[module] = targets - {module, ""}
+    return graph
+
+
+def _circles(graph):
+    """The import circles of `graph`: each a sorted list of the modules that import one another round."""
+    found, done = set(), set()
+
+    def visit(module, path):
+        if module in path:
+            found.add(tuple(sorted(path[path.index(module) :])))
+            return
+        if module in done:
+            return
+        for target in graph.get(module, ()):
+            visit(target, [*path, module])
+        done.add(module)
+
+    for module in graph:
+        visit(module, [])
+    return sorted(found)
+
+
+def test_no_module_is_part_of_an_import_circle():
+    assert _circles(_import_graph()) == []
+
+
+def test_the_circle_rule_finds_a_planted_circle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _circles(graph) == [("a", "b", "c")]

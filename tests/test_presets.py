@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from keras_tse import zoo
-from keras_tse.experiments import cli
-from keras_tse.experiments.preset_sizes import model_sizes
+from keras_tse.cli import main as cli
+from keras_tse.cli.preset_sizes import model_sizes
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 

@@ -5,7 +5,7 @@ import pytest
 
 from keras_tse.analysis.probe import probe_model, random_inputs
 from keras_tse.analysis.similarity import token_similarity_profile
-from keras_tse.experiments import cli
+from keras_tse.cli import main as cli
 from tests.helpers import tiny_transformer_xl, tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py

@@ -242,7 +242,7 @@ if sys.argv[4] == "finish":
     peers.finished()
     sys.exit(0)
 if sys.argv[4] == "fail":  # the symptom of a peer's end: a collective's error, raised before the watcher hears it
-    from keras_tse.experiments import flags
+    from keras_tse.cli import flags
     def collective():
         print("failing", flush=True)
         raise OSError("Gloo AllGather failed: Connection reset by peer")

@@ -49,7 +49,7 @@ def test_python_snippets_run(tmp_path, monkeypatch):
 
 
 def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypatch):
-    from keras_tse.experiments.cli import main
+    from keras_tse.cli.main import main
 
     monkeypatch.chdir(tmp_path)
 
@@ -67,7 +67,7 @@ def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypa
 
 
 def test_cli_version_and_subcommand_descriptions(capsys):
-    from keras_tse.experiments.cli import main
+    from keras_tse.cli.main import main
 
     with pytest.raises(SystemExit) as exit_info:
         main(["--version"])

@@ -119,7 +119,7 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     assert kept.symbols == vocab.symbols and kept.decode(ids["test"][-2:]) == "<unk> <eos>"
     # `keras-tse generate` continues a text with the run's model, reading and writing its words
     from keras_tse import zoo
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     run = tmp_path / "r" / "deescalate"
     capsys.readouterr()

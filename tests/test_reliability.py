@@ -57,7 +57,7 @@ def test_recipe_flags_refuse_zero_and_negatives_naming_the_flag(recipe, argv, fl
     ],
 )
 def test_cli_flag_errors_are_one_line_and_exit_2(argv, expected, capsys):
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
@@ -72,7 +72,7 @@ def test_cli_probe_of_a_damaged_file_is_one_line_naming_it(tmp_path):
     damaged = tmp_path / "damaged.keras"
     damaged.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
     result = subprocess.run(
-        [sys.executable, "-m", "keras_tse.experiments.cli", "probe", str(damaged)],
+        [sys.executable, "-m", "keras_tse.cli.main", "probe", str(damaged)],
         capture_output=True,
         text=True,
         timeout=300,

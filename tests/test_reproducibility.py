@@ -65,7 +65,7 @@ def test_demo_in_two_fresh_processes_prints_identical_numbers(tmp_path):
         out = tmp_path / f"demo{run}"
         argv = ["demo", "--epochs", "1", "--depth", "2", "--seeds", "1", "--verbose", "0", "--out", str(out)]
         printed = subprocess.run(
-            [sys.executable, "-m", "keras_tse.experiments.cli", *argv],
+            [sys.executable, "-m", "keras_tse.cli.main", *argv],
             capture_output=True,
             text=True,
             check=True,

@@ -15,7 +15,7 @@ from keras_tse import run_lock
 pytestmark = pytest.mark.one_backend
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = [sys.executable, "-m", "keras_tse.experiments.cli", "train", "vit", "--dataset", "digits", "--norm", "post"]
+TRAIN = [sys.executable, "-m", "keras_tse.cli.main", "train", "vit", "--dataset", "digits", "--norm", "post"]
 TINY = ["--depth", "1", "--hidden-dim", "8", "--num-heads", "2", "--epochs", "3", "--verbose", "2"]
 HOLDER = """
 import sys, time
@@ -62,7 +62,7 @@ def test_two_identical_commands_into_one_folder_never_corrupt_it(tmp_path):
 
 
 def test_a_folder_another_live_process_holds_is_refused_naming_it_and_the_owner(tmp_path, capsys):
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)
@@ -96,7 +96,7 @@ def test_a_refused_writer_leaves_the_owners_half_written_manifest_alone(tmp_path
 
 
 def test_a_lock_a_killed_run_left_is_taken_over_and_released_at_the_end(tmp_path, capsys):
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     out = tmp_path / "run"
     holder = subprocess.Popen([sys.executable, "-c", HOLDER, str(out)], env=_env(), stdout=subprocess.PIPE, text=True)

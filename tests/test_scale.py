@@ -126,7 +126,7 @@ def test_float16_trains_finite_with_loss_scaling(task, tmp_path, capsys):
     250 s over 16 unrolled float16 blocks, 12 s over the scanned ones), the language model at 4 (its float16
     step compiles in 10 s there, 30 s at 16). Under JAX on a CPU the attention takes its explicit softmax
     (XLA's CPU compiler refuses the fused kernel's float16 dot with float32 accumulation)."""
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     common = ["--hidden-dim", "16", "--norm", "deescalate", "--verbose", "2"]
     vit = ["--depth", "16", "--dataset", "digits", "--num-heads", "2", "--epochs", "2", "--scan"]

@@ -120,7 +120,8 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
     head as shipped; the head fresh, not the preset's), so one epoch of the digits at a small rate already
     classifies them, where the same epoch from scratch is near chance; the run records what it started
     from; a rate set or a model flag beside it is one line."""
-    from keras_tse.experiments import cli, train_vit
+    from keras_tse.cli import main as cli
+    from keras_tse.cli import train_vit
 
     argv = ["--from-preset", "vit6_digits", "--dataset", "digits", "--out", str(tmp_path / "run")]
     args = train_vit.parse_args([*argv, "--no-download"])
@@ -147,7 +148,7 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
 
 @pytest.mark.one_backend  # the command's path; the model's perplexity is checked on every backend above
 def test_keras_tse_generate_on_the_shipped_language_model_prints_the_words_its_card_quotes(capsys):
-    from keras_tse.experiments import cli
+    from keras_tse.cli import main as cli
 
     argv = ["generate", "gpt4_ptb", "--prompt", "the company said", "--max-new-tokens", "12", "--temperature", "0"]
     capsys.readouterr()

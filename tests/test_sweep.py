@@ -170,7 +170,7 @@ def test_one_cell_measures_every_column_on_this_backend(norm, tmp_path):
 @pytest.mark.large
 def test_killed_sweep_resumes_without_recomputing_finished_cells(tmp_path):
     out = tmp_path / "sweep"
-    command = [sys.executable, "-m", "keras_tse.experiments.cli", "sweep", "--quick", "--out", str(out)]
+    command = [sys.executable, "-m", "keras_tse.cli.main", "sweep", "--quick", "--out", str(out)]
     env = {**os.environ, "KERAS_BACKEND": BACKEND, "TF_CPP_MIN_LOG_LEVEL": "3"}
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     csv_path = out / "sweep.csv"

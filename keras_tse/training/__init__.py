@@ -5,7 +5,7 @@ model's (`fit_language_model`, Fig. 7: the Transformer-XL or the GPT decoder), w
 options, the run-folder check and the curves of a study.
 
 Built on the library (`keras_tse.layers`, `zoo`, `callbacks`, `run_files`); imports nothing from
-`keras_tse.experiments`.
+`keras_tse.cli`.
 
 Names load on first use (`keras_tse._lazy`): importing the package imports no Keras.
 """

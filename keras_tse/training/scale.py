@@ -1,6 +1,6 @@
 """Speed and scale settings the recipes share: mixed precision, XLA/torch.compile, data parallelism.
 
-Each recipe takes the flags of `keras_tse.experiments.flags.add_scale_arguments` and, before it builds a
+Each recipe takes the flags of `keras_tse.cli.flags.add_scale_arguments` and, before it builds a
 model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
 
 - `--mixed-precision [bfloat16|float16]`: the global dtype policy `mixed_bfloat16` (bfloat16 compute,
@@ -14,7 +14,7 @@ model, calls `configure(**flags.scale_settings(args))`, one keyword a flag:
   of each block (`block_compile.py`), or of the whole step with `--jit-compile whole_model` (Keras's
   own, slow to compile at depth). Without it Keras's default applies: XLA on JAX, and on TensorFlow
   when a GPU is present; eager PyTorch.
-- `--compile-cache DIR` (the flag is `keras_tse.experiments.flags`'s, shared with the CLI): the
+- `--compile-cache DIR` (the flag is `keras_tse.cli.flags`'s, shared with the CLI): the
   backend's persistent compilation cache (`compile_cache.py`), on by default, so a resume or a
   second seed loads its compiled programs instead of compiling them again.
 - `--data-parallel`: `keras.distribution.DataParallel` over every device JAX sees (GPUs, or CPU

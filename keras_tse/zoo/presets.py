@@ -54,7 +54,7 @@ def _preset(builder, config, description, normalization, card, weights=None):
 _SHIPPED_VIT = dict(depth=6, hidden_dim=64, ffn_dim=128, num_heads=4, norm="deescalate", initializer="torch")
 
 
-# The language-model task's Penn Treebank widths (keras_tse/experiments/train_lm.py), 4 blocks: 2.09M parameters,
+# The language-model task's Penn Treebank widths (keras_tse/cli/train_lm.py), 4 blocks: 2.09M parameters,
 # 8 MiB of float32 weights, under the 10 MiB a package's preset may take.
 _SHIPPED_GPT = dict(depth=4, vocab_size=10_000, hidden_dim=128, num_heads=4, head_dim=32, ffn_dim=512, segment_len=64,
                     cutoffs=(), norm="deescalate")  # fmt: skip

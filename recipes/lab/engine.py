@@ -25,7 +25,7 @@ import tarfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from keras_tse.experiments.info import machine_name
+from keras_tse.cli.info import machine_name
 from keras_tse.run_files import append_row, read_logged_rows, write_csv, write_text
 from recipes.lab import ROOT
 
@@ -143,7 +143,7 @@ def nice_the_autogroup():
 def run_recipe(task, argv, out, what):
     """`keras-tse train <task> argv --out out` under JAX (a killed run resumes from its last backup), its
     output appended to `out`.log; the seconds it took. A failure names `what` and the log."""
-    command = [sys.executable, "-m", "keras_tse.experiments.cli", "train", task, *argv, "--out", out, "--verbose", "0"]
+    command = [sys.executable, "-m", "keras_tse.cli.main", "train", task, *argv, "--out", out, "--verbose", "0"]
     return run_process(command, out + ".log", what)
 
 

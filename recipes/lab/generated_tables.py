@@ -167,15 +167,15 @@ def render(name):
         function = "study_table" if name == "ptb_lm_study" else "study_verdicts"
         return getattr(_generator("benchmark_results"), function)(benchmark("ptb_txl16"), _lm_study())
     if name == "demo":
-        from keras_tse.experiments.demo import markdown_table
+        from keras_tse.cli.demo import markdown_table
 
         return markdown_table(_demo())
     if name == "demo_similarity":
-        from keras_tse.experiments.demo import similarity_table
+        from keras_tse.cli.demo import similarity_table
 
         return similarity_table(_demo())
     if name == "escalation":
-        from keras_tse.experiments.escalation import markdown_table, read_csv
+        from keras_tse.cli.escalation import markdown_table, read_csv
 
         return markdown_table(read_csv(_path("zoo", "figures", "escalation.csv")))
     if name in DEPTH_STUDY_BLOCKS:
@@ -188,7 +188,7 @@ def render(name):
     if name == "gradients":
         return _generator("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
     if name == "bench":
-        from keras_tse.experiments.bench import markdown_table
+        from keras_tse.cli.bench import markdown_table
 
         results = {}
         for backend in ("jax", "tensorflow", "torch"):
@@ -196,7 +196,7 @@ def render(name):
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
     if name in BENCH_RUNS:
-        from keras_tse.experiments.bench import cases_table
+        from keras_tse.cli.bench import cases_table
 
         with open(_path("zoo", "figures", BENCH_RUNS[name])) as f:
             return cases_table(json.load(f)["results"])

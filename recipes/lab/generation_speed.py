@@ -81,7 +81,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import keras
 
-    from keras_tse.experiments.info import machine_name
+    from keras_tse.cli.info import machine_name
 
     results = {
         "machine": machine_name(),

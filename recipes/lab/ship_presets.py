@@ -43,7 +43,7 @@ LANGUAGE_MODELS = {
 
 def recipe_command(name, out):
     if name in LANGUAGE_MODELS:
-        return f"python -m keras_tse.experiments.cli train lm {LANGUAGE_MODELS[name]} --out {out}"
+        return f"python -m keras_tse.cli.main train lm {LANGUAGE_MODELS[name]} --out {out}"
     return f"python recipes/cifar10_vit.py {COMMANDS[name]} {MODEL} --out {out}"
 
 

@@ -20,7 +20,7 @@ from recipes.lab import ROOT, engine, gpu_cells_card
 RESULTS = os.path.join(ROOT, "zoo", "gpu", "speed_paper.csv")
 BENCH = ("--dtype", "mixed_bfloat16", "--peer", "timm", "--isolate", "--budget-s", "500")
 ARMS = {"jax": (), "torch": ("--jit-compile",)}
-BENCH_RATE = 1e-4  # keras_tse.experiments.bench compiles every case with Adam(1e-4)
+BENCH_RATE = 1e-4  # keras_tse.cli.bench compiles every case with Adam(1e-4)
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(BENCH_RATE,), seeds=(0,), bracket=False)
 CELL_ESTIMATE_S = 520  # the bench's own budget, and its start
 FIELDS = ("arm", "learning_rate", "seed", "results", "seconds", "backend", "machine")
@@ -29,7 +29,7 @@ FIELDS = ("arm", "learning_rate", "seed", "results", "seconds", "backend", "mach
 def run_cell(runs, arm, learning_rate, seed):
     """One `keras-tse bench` under backend `arm`; its row."""
     out = os.path.join(runs, f"{arm}.json")
-    command = [sys.executable, "-m", "keras_tse.experiments.cli", "bench", *BENCH, *ARMS[arm], "--out", out]
+    command = [sys.executable, "-m", "keras_tse.cli.main", "bench", *BENCH, *ARMS[arm], "--out", out]
     seconds = engine.run_process(command, os.path.join(runs, f"{arm}.log"), f"the {arm} bench", backend=arm)
     with open(out) as f:
         results = json.load(f)["results"]

@@ -49,7 +49,7 @@ def check(args, backend):
             args.format,
             f"a backend it is exported from ({' or '.join(exporters)}); run it with KERAS_BACKEND={exporters[-1]}",
         )
-    from keras_tse.experiments.flags import installed
+    from keras_tse.cli.flags import installed
 
     missing = [module for module in NEEDS.get(args.format, ()) if not installed(module)]
     if missing:

@@ -49,7 +49,7 @@ import numpy as np
 import keras_tse
 from keras_tse import data, training
 from keras_tse._checks import InputError
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.run_files import read_history
 from keras_tse.training import TrainConfig

@@ -3,7 +3,7 @@
 import time
 
 from keras_tse import data
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 from keras_tse.layouts import layout_names
 from keras_tse.norms import BASELINE_NORMS, INITIALIZERS, PAPER_NORMS
 from keras_tse.run_files import claim_folder
@@ -46,7 +46,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     SweepConfig, markdown_table, run_sweep = (
         getattr(lab("sweep"), n) for n in ("SweepConfig", "markdown_table", "run_sweep")

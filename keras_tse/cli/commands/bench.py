@@ -3,19 +3,11 @@
 import json
 import time
 
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
+from keras_tse.cli.bench_cases import CASES, DTYPES, PEERS
 from keras_tse.run_files import claim_file
 
 HELP = "train-step throughput and peak memory, ours beside a KerasHub or timm peer"
-
-VIT_CASES = ("vit_post", "vit_pre", "vit_deescalate", "peer_post", "peer_pre")
-TIMM_CASES = ("timm_post", "timm_pre")  # timm_peer's; kept here so bench never imports it
-TORCH_CASES = ("torch_post", "torch_pre")  # torch.nn.TransformerEncoderLayer's ViT (timm_peer)
-PLAIN_TORCH_CASES = TIMM_CASES + TORCH_CASES
-TXL_CASES = ("txl_post", "txl_pre", "txl_deescalate")
-CASES = VIT_CASES + PLAIN_TORCH_CASES + TXL_CASES
-PEERS = {"keras_hub": ("peer_post", "peer_pre"), "timm": TIMM_CASES, "torch": TORCH_CASES}
-DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 def add_arguments(parser):
@@ -75,7 +67,7 @@ def _bench_json(text):
 
 
 def run(args):
-    from keras_tse.experiments.bench import BenchConfig, run_bench
+    from keras_tse.cli.bench import BenchConfig, run_bench
 
     config = flags.config_from(BenchConfig, args)
     if args.out:

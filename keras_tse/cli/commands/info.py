@@ -1,6 +1,6 @@
 """`keras-tse info`: versions, the backend and the devices it sees, the dtype policy."""
 
-from keras_tse.experiments.info import environment, format_environment
+from keras_tse.cli.info import environment, format_environment
 
 HELP = "versions, the backend and the devices it sees, the dtype policy"
 

@@ -2,7 +2,7 @@
 
 import json
 
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 from keras_tse.run_files import claim_file
 
 HELP = "every model preset: parameters, input, card (from the preset metadata)"
@@ -21,7 +21,7 @@ def _sizes_json(text):
 
 
 def run(args):
-    from keras_tse.experiments.preset_sizes import count_sizes, format_presets, write_sizes
+    from keras_tse.cli.preset_sizes import count_sizes, format_presets, write_sizes
 
     if args.write:
         claim_file(args.write, flags.reads_as(_sizes_json), "the parameter counts", "--write")

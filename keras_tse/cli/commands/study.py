@@ -17,7 +17,7 @@ NEEDS_BACKEND = False
 
 def studies():
     """name -> the study (`engine.Study`) of each lab module that defines one."""
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     names = ("depth80", "depth_ladder", "depth_rates", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup")
     names += ("recipe_defaults", "speed_paper", "tau_sweep")
@@ -27,7 +27,7 @@ def studies():
 def add_arguments(parser):
     import argparse
 
-    from keras_tse.experiments import checkout, flags
+    from keras_tse.cli import checkout, flags
 
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     if checkout.root() is not None:  # outside a checkout the command says where the studies live
@@ -50,7 +50,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.experiments.flags import InputError
+    from keras_tse.cli.flags import InputError
 
     found = studies()
     if args.name is None:
@@ -67,7 +67,7 @@ def run(args):
             print(f"{arm} lr {lr:g} seed {seed}")
         print(f"{len(cells)} cell(s) can start now; {len(study.read_rows())} rows in {_relative(study.results)}")
         return 0
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     ROOT, engine = lab().ROOT, lab("engine")
     if args.out and os.path.isdir(args.out) and os.listdir(args.out):
@@ -81,7 +81,7 @@ def run(args):
 
 
 def _arms(study, args):
-    from keras_tse.experiments.flags import InputError
+    from keras_tse.cli.flags import InputError
 
     if args.part is not None and args.part not in study.parts:
         raise InputError("--part", repr(args.part), f"one of {', '.join(study.parts)}")
@@ -108,7 +108,7 @@ def _list(found):
 
 
 def _card(study):
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     generated_tables = lab("generated_tables")
 
@@ -126,7 +126,7 @@ def _card(study):
 
 
 def _relative(path):
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     return os.path.relpath(path, lab().ROOT)
 

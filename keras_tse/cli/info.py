@@ -24,7 +24,7 @@ import subprocess
 import sys
 from importlib.metadata import PackageNotFoundError, packages_distributions, version
 
-from keras_tse.experiments.flags import BACKENDS
+from keras_tse.cli.flags import BACKENDS
 
 
 def cpu_model():

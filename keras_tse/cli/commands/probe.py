@@ -3,7 +3,7 @@
 import os
 
 from keras_tse._checks import InputError
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 
 HELP = "per-block similarity and attention diagnostics of a .keras model"
 

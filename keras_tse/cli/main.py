@@ -11,7 +11,7 @@ keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid o
 keras-tse study           the lab's studies: list, run or resume one, dry-run, regenerate its card
 keras-tse info            versions, backend, the devices it sees (is the GPU used?), dtype policy
 
-Each subcommand is a module of `keras_tse.experiments.commands`; this one assembles the parser and
+Each subcommand is a module of `keras_tse.cli.commands`; this one assembles the parser and
 runs the command behind the edge every command shares (`flags`).
 """
 
@@ -20,9 +20,9 @@ import os
 import sys
 
 from keras_tse import interrupts, run_lock
-from keras_tse.experiments import flags
-from keras_tse.experiments.commands import COMMANDS
-from keras_tse.experiments.info import package_version
+from keras_tse.cli import flags
+from keras_tse.cli.commands import COMMANDS
+from keras_tse.cli.info import package_version
 
 
 def _parser():
@@ -30,7 +30,7 @@ def _parser():
     parser.add_argument("--version", action="version", version=f"keras-tse {package_version('keras_tse')}")
     commands = parser.add_subparsers(dest="command", required=True)
     for name in COMMANDS:
-        command = importlib.import_module(f"keras_tse.experiments.commands.{name}")
+        command = importlib.import_module(f"keras_tse.cli.commands.{name}")
         # one line, both its entry in `keras-tse --help` and its own description
         subparser = commands.add_parser(name, help=command.HELP, description=command.HELP)
         command.add_arguments(subparser)

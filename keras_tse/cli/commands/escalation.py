@@ -3,7 +3,7 @@
 import argparse
 import time
 
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 from keras_tse.norms import FIG2_KINDS, INITIALIZERS, escalation_kinds
 from keras_tse.run_files import claim_file
 
@@ -42,7 +42,7 @@ def add_arguments(parser):
 def run(args):
     import keras
 
-    from keras_tse.experiments.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
+    from keras_tse.cli.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
 
     if args.csv:
         claim_file(args.csv, flags.reads_as(lambda text: text.startswith("block,")), "the table", "--csv")

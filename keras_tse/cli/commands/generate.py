@@ -10,7 +10,7 @@ HELP = "continue a text with a trained language model (a shipped preset, a prese
 
 
 def add_arguments(parser):
-    from keras_tse.experiments import flags
+    from keras_tse.cli import flags
 
     parser.add_argument(
         "source",

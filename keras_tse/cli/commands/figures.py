@@ -2,7 +2,7 @@
 
 import time
 
-from keras_tse.experiments import flags
+from keras_tse.cli import flags
 
 HELP = "regenerate the paper's analysis figures (PNG + CSV)"
 NUMBERS = ("1", "2", "3", "4", "5", "8")  # recipes.lab.figures.FIGURES's keys (a test keeps them equal)
@@ -20,7 +20,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.experiments.checkout import lab
+    from keras_tse.cli.checkout import lab
 
     make_figures = lab("figures").make_figures
 

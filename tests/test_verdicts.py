@@ -172,3 +172,26 @@ def test_a_claim_on_a_cell_study_leaves_out_the_seed_that_chose_the_rate():
     ]
     with pytest.raises(ValueError, match="the tau_sweep study has no arm 'tau_2': expected one of tau_0, "):
         claims.check("tau_sweep", None, "tau_2 beats tau_0")
+
+
+def test_two_arms_that_diverge_on_the_same_paired_seeds_tie_there():
+    """inf - inf is nan: before, the signed-rank test then returned p = 0 and named a loser of two identical
+    arms. Seeds that both diverged tie; the rest decide (here nothing: inconclusive)."""
+    arm = [1.0, 1.1, np.inf, 0.9, np.inf]
+    assert verdicts.compare(arm, list(arm), paired=True) == verdicts.INCONCLUSIVE
+    assert verdicts.compare(arm, list(arm), paired=False) == verdicts.INCONCLUSIVE
+
+
+def test_a_diverged_seed_scored_at_the_class_frequency_loss_lets_the_others_decide():
+    """Five paired seeds, B (an arm near chance, as a deep post-norm arm is) diverged on its third, A clearly
+    lower on the other four: the rank test alone can never reach 5% with five pairs (its smallest p is
+    2/32), while the seed scored as a model that predicts the class frequencies (ln 10 nats) leaves a
+    t-test the others make clear."""
+    a = [0.50, 0.52, 0.51, 0.49, 0.50]
+    b = [2.20, 2.25, np.inf, 2.18, 2.22]
+    assert verdicts.compare(a, b, paired=True) == verdicts.INCONCLUSIVE
+    diverged = verdicts.class_frequency_value("train_loss", 10)
+    assert diverged == pytest.approx(np.log(10))
+    comparison = verdicts.measure(a, b, paired=True, diverged=diverged)
+    assert verdicts.decide([comparison]) == [verdicts.BEATS]
+    assert verdicts.class_frequency_value("test_accuracy", 10) == 0.1

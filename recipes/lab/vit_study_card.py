@@ -28,6 +28,9 @@ FIELDS = (
 )  # fmt: skip
 
 
+CLASSES = 10  # every ViT study here classifies a balanced 10-class set (Fashion-MNIST, MNIST, CIFAR-10)
+
+
 def study_of(plan):
     """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its figure drawn here."""
     study = engine.study_of(
@@ -146,7 +149,8 @@ def verdicts_table(rows, study):
                 seeds = [engine.verdict_seeds(cells[arm][1], column) for arm in (a, b)]
                 if min(map(len, seeds)) >= verdicts.MIN_SEEDS:
                     asked.append((question, column))
-                    comparisons.append(verdicts.measure_seeds(*seeds, lower, metric=column))
+                    diverged = verdicts.class_frequency_value(column, CLASSES)
+                    comparisons.append(verdicts.measure_seeds(*seeds, lower, metric=column, diverged=diverged))
     said = dict(zip(asked, verdicts.stated(comparisons)))
     visible = dict(zip(asked, (c.smallest_visible_effect() for c in comparisons)))
     lines = [

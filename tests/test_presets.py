@@ -98,7 +98,7 @@ def test_create_model_and_list_models_cover_every_preset_and_family():
     from keras_tse.zoo.registry import FAMILIES, register_family
 
     names = zoo.list_models()
-    assert set(names) == set(zoo.presets()) | set(FAMILIES) and names == sorted(names)
+    assert set(names) == set(zoo.presets()) | set(zoo.list_families()) and names == sorted(names)
     vit80 = [f"vit80_cifar10_{norm}" for norm in ("deepnorm", "deescalate", "layerscale", "post", "pre")]
     assert zoo.list_models("vit80*") == vit80
     # a preset by name, with overrides, is from_preset's model; a family by name is its builder's
@@ -120,5 +120,5 @@ def test_create_model_and_list_models_cover_every_preset_and_family():
         with pytest.raises(ValueError, match="'vit_twin' is registered already"):
             register_family("vit_twin", lambda config: "images")(twin)
     finally:
-        FAMILIES.pop("vit_twin", None)
+        FAMILIES.unregister("vit_twin")
     assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"  # described by its family

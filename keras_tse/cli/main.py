@@ -1,21 +1,23 @@
 """`keras-tse`: the command line of the zoo.
 
-keras-tse train           train a ViT (vit) or a language model (lm) into a run folder that resumes
+keras-tse bench           train-step throughput and memory, ours beside a KerasHub or timm peer
+keras-tse datasets        every data set by name: task, input, where it comes from offline
 keras-tse demo            the paper's claim on 8x8 digits: similarity at init, then training
 keras-tse escalation      token similarity after each block at initialisation (Sec. 2.4)
-keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
-keras-tse presets         every model preset with its parameter count, input and card
-keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV
-keras-tse bench           train-step throughput and memory, ours beside a KerasHub or timm peer
-keras-tse sweep           resumable depth x norm x tau x init x lr x seed grid on 8x8 digits (the depth study)
-keras-tse study           the lab's studies: list, run or resume one, dry-run, regenerate its card
+keras-tse export          a trained model as a .keras file, a TF SavedModel or ONNX
+keras-tse figures         the paper's analysis figures (1, 2, 3, 4, 5, 8) as PNG + CSV (the lab's, in a checkout)
+keras-tse generate        continue a text with a trained language model
 keras-tse info            versions, backend, the devices it sees (is the GPU used?), dtype policy
+keras-tse presets         every model preset with its parameter count, input and card
+keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
+keras-tse study           the lab's studies: list, run or resume one, dry-run, regenerate its card (in a checkout)
+keras-tse sweep           the depth study's resumable grid on 8x8 digits (the lab's, in a checkout)
+keras-tse train           train a ViT (vit) or a language model (lm) into a run folder that resumes
 
 Each subcommand is a module of `keras_tse.cli.commands`; this one assembles the parser and
 runs the command behind the edge every command shares (`flags`).
 """
 
-import importlib
 import os
 import sys
 
@@ -29,8 +31,7 @@ def _parser():
     parser = flags.Parser(prog="keras-tse", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"keras-tse {package_version('keras_tse')}")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name in COMMANDS:
-        command = importlib.import_module(f"keras_tse.cli.commands.{name}")
+    for name, command in COMMANDS.items().items():
         # one line, both its entry in `keras-tse --help` and its own description
         subparser = commands.add_parser(name, help=command.HELP, description=command.HELP)
         command.add_arguments(subparser)

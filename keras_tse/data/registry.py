@@ -16,7 +16,8 @@ import importlib
 import importlib.metadata
 import inspect
 
-from keras_tse import _checks, _plugins
+from keras_tse import _checks
+from keras_tse._registry import Registry
 from keras_tse.data import cifar10, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
@@ -24,7 +25,6 @@ TASKS = ("images", "text")  # image classification, language modelling
 # sets), pad-and-random-crop with a horizontal flip (the CIFAR / Fashion-MNIST standard), or none
 AUGMENTATIONS = ("randaugment", "crop_flip", "none")
 ENTRY_POINTS = "keras_tse.datasets"  # the group other packages register their data sets under
-_REGISTERED = {}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,32 +101,26 @@ def register_dataset(spec):
     """Register `spec` under its name and return it; a name is registered once."""
     if not isinstance(spec, DatasetSpec):
         raise ValueError(f"`spec` must be a keras_tse.data.DatasetSpec. Received: {spec!r}")
-    if spec.name in _REGISTERED and _REGISTERED[spec.name] != spec:
-        raise ValueError(f"A data set named {spec.name!r} is registered already: {_REGISTERED[spec.name]}")
-    _REGISTERED[spec.name] = spec
-    return spec
+    return DATASETS.register(spec.name, spec)
 
 
-def _load_entry_points():
-    """Register the data sets other installed packages declare under `ENTRY_POINTS` (a `DatasetSpec`, or a
-    function returning one)."""
-    _plugins.load(ENTRY_POINTS, lambda spec: register_dataset(spec() if callable(spec) else spec))
+# the data sets other installed packages declare under ENTRY_POINTS: a DatasetSpec, or a function returning one
+DATASETS = Registry(
+    "data set", "dataset", entry_points=ENTRY_POINTS,
+    on_entry_point=lambda spec: register_dataset(spec() if callable(spec) else spec),
+)  # fmt: skip
 
 
 def get_dataset(name):
     """The spec registered as `name`."""
-    _load_entry_points()
-    if name not in _REGISTERED:
-        raise ValueError(f"`dataset` must be one of {list_datasets()}. Received: dataset={name!r}")
-    return _REGISTERED[name]
+    return DATASETS.get(name)
 
 
 def list_datasets(task=None, own=None):
     """The registered names, in registration order: of one `task`, and own data or not (`own`), if given."""
-    _load_entry_points()
     return tuple(
         name
-        for name, spec in _REGISTERED.items()
+        for name, spec in DATASETS.items().items()
         if (task is None or spec.task == task) and (own is None or spec.own == own)
     )
 

@@ -10,11 +10,10 @@ layouts at no cost. Its options are keywords of the block (DeepNorm's `residual_
 defaults, validated once here, and may follow from the depth of the stack (`for_depth`).
 """
 
-import importlib
-import os
-import pkgutil
+from keras_tse._registry import Registry
 
-_REGISTERED = {}
+# one module of this package a layout (Keras-free): importing it registers it
+LAYOUTS = Registry("layout", "norm", package="keras_tse.layouts", skip={"layout"}, order=lambda layout: layout.rank)
 
 
 class Layout:
@@ -67,35 +66,18 @@ def register_layout(layout):
     instance = layout() if isinstance(layout, type) else layout
     if not isinstance(instance, Layout) or not isinstance(instance.name, str) or not instance.name.isidentifier():
         raise ValueError(f"A layout must be a keras_tse.layouts.Layout named by an identifier. Received: {layout!r}")
-    known = _REGISTERED.get(instance.name)
-    if known is not None and type(known).__qualname__ != type(instance).__qualname__:
-        raise ValueError(f"A layout named {instance.name!r} is registered already: {known!r}")
-    _REGISTERED[instance.name] = instance
+    LAYOUTS.register(instance.name, instance, same=lambda old, new: type(old).__qualname__ == type(new).__qualname__)
     return layout
-
-
-def _load_builtin():
-    """Import the modules of this package (one layout each, Keras-free): they register themselves."""
-    folder = os.path.dirname(os.path.abspath(__file__))
-    for module in pkgutil.iter_modules([folder]):
-        if module.name != "layout":
-            importlib.import_module(f"keras_tse.layouts.{module.name}")
 
 
 def layout_names(measurement=False):
     """Every layout's name, the paper's first; `measurement=True` adds those only measured."""
-    _load_builtin()
-    layouts = sorted(_REGISTERED.values(), key=lambda layout: layout.rank)  # stable: registration order
-    return tuple(layout.name for layout in layouts if measurement or not layout.measurement_only)
+    return tuple(layout.name for layout in LAYOUTS.items().values() if measurement or not layout.measurement_only)
 
 
 def get_layout(name):
     """The layout registered as `name`."""
-    if name not in _REGISTERED:
-        _load_builtin()
-    if not isinstance(name, str) or name not in _REGISTERED:
-        raise ValueError(f"`norm` must be one of {layout_names(measurement=True)}. Received: norm={name!r}")
-    return _REGISTERED[name]
+    return LAYOUTS.get(name)
 
 
 def check_layout_options(norm, options):
@@ -121,7 +103,7 @@ def split_options(layout, kwargs):
     options holds them all), and refused otherwise: a setting that silently does nothing is worse
     than an error."""
     options = {key: kwargs.pop(key, default) for key, default in layout.defaults.items()}
-    for other in sorted(_REGISTERED.values(), key=lambda other: other.rank):
+    for other in LAYOUTS.items().values():
         for key, default in other.defaults.items():
             if key in kwargs:
                 value = kwargs.pop(key)

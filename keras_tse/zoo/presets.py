@@ -156,13 +156,13 @@ PRESETS = {
 
 def input_description(preset):
     """What the preset's model takes, in words, from its builder keywords."""
-    return FAMILIES[PRESETS[preset]["builder"]].describe_input(full_config(preset))
+    return FAMILIES.get(PRESETS[preset]["builder"]).describe_input(full_config(preset))
 
 
 def full_config(preset):
     """Every builder keyword of `preset`: its own settings over the builder's defaults."""
     entry = PRESETS[preset]
-    parameters = inspect.signature(FAMILIES[entry["builder"]].builder).parameters.values()
+    parameters = inspect.signature(FAMILIES.get(entry["builder"]).builder).parameters.values()
     defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
     return {**defaults, **copy.deepcopy(entry["config"])}
 
@@ -235,7 +235,7 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
             f"(pretrained=False, the default) and train it with the command in {entry['card']}, or load a model "
             f"you trained: from_preset('path/to/model.keras')."
         )
-    builder = FAMILIES[entry["builder"]].builder
+    builder = FAMILIES.get(entry["builder"]).builder
     accepted = set(inspect.signature(builder).parameters)
     unknown = sorted(set(overrides) - accepted)
     if unknown:
@@ -252,7 +252,7 @@ def _adapted(trained, preset, num_classes=None, image_size=None):
     entry, config = PRESETS[preset], full_config(preset)
     model = trained
     if image_size is not None and image_size != config["image_size"]:
-        build = FAMILIES[entry["builder"]].builder
+        build = FAMILIES.get(entry["builder"]).builder
         config["num_classes"] = config["num_classes"] if num_classes in (None, 0) else num_classes
         model = fine_tune.at_image_size(trained, build, {**config, "name": trained.name}, image_size)
         if num_classes != 0:
@@ -278,7 +278,7 @@ def create_model(model_name, /, **overrides):
         raise ValueError(
             f"Unknown model; choose from list_models(): {list_models()}. Received: model_name={model_name!r}"
         )
-    return FAMILIES[model_name].builder(**overrides)
+    return FAMILIES.get(model_name).builder(**overrides)
 
 
 # Builder keywords that change how a model trains, not what it computes: not part of its name.

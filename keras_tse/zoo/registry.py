@@ -15,11 +15,10 @@ trains from the command line too (`keras-tse train vit --model NAME` for an imag
 
 import collections
 
-from keras_tse import _plugins
+from keras_tse._registry import Registry
 
 Family = collections.namedtuple("Family", ["builder", "describe_input", "task", "tiny"])
 
-FAMILIES = {}
 TASKS = ("images", "text")  # what a family's models take, as the data registry names it
 ENTRY_POINTS = "keras_tse.families"  # the group other packages register their families under
 
@@ -34,9 +33,7 @@ def register_family(name, describe_input, task="images", tiny=None):
         raise ValueError(f"`task` must be one of {TASKS}. Received: task={task!r}")
 
     def register(builder):
-        if name in FAMILIES:
-            raise ValueError(f"A model family named {name!r} is registered already ({FAMILIES[name].builder}).")
-        FAMILIES[name] = Family(builder, describe_input, task, dict(tiny or {}))
+        FAMILIES.register(name, Family(builder, describe_input, task, dict(tiny or {})))
         return builder
 
     return register
@@ -44,19 +41,18 @@ def register_family(name, describe_input, task="images", tiny=None):
 
 def _registered(builder):
     """An entry point's builder must be one `register_family` registered (its module's import did)."""
-    if not any(family.builder is builder for family in FAMILIES.values()):
+    if not any(family.builder is builder for family in FAMILIES.items().values()):
         raise ValueError(f"{builder!r} is no builder that keras_tse.zoo.registry.register_family registered")
+
+
+FAMILIES = Registry("model family", "family", entry_points=ENTRY_POINTS, on_entry_point=_registered)
 
 
 def list_families(task=None):
     """The registered families' names, in registration order: of one `task` if given."""
-    _plugins.load(ENTRY_POINTS, _registered)
-    return tuple(name for name, family in FAMILIES.items() if task is None or family.task == task)
+    return tuple(name for name, family in FAMILIES.items().items() if task is None or family.task == task)
 
 
 def get_family(name):
     """The family registered as `name`."""
-    _plugins.load(ENTRY_POINTS, _registered)
-    if name not in FAMILIES:
-        raise ValueError(f"`family` must be one of {list_families()}. Received: family={name!r}")
-    return FAMILIES[name]
+    return FAMILIES.get(name)

@@ -16,12 +16,10 @@ NEEDS_BACKEND = False
 
 
 def studies():
-    """name -> the study (`engine.Study`) of each lab module that defines one."""
-    from keras_tse.cli.checkout import lab
+    """name -> the study (`engine.Study`) of each study module of the lab."""
+    from keras_tse.cli import checkout
 
-    names = ("depth80", "depth_ladder", "depth_rates", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup")
-    names += ("recipe_defaults", "speed_paper", "tau_sweep")
-    return {name: lab(f"{name}_study").STUDY for name in names}
+    return checkout.studies()
 
 
 def add_arguments(parser):

@@ -29,24 +29,14 @@ The words, one for each thing:
 import importlib
 import sys
 
-from keras_tse._lazy import load_all
+from keras_tse._lazy import lazy_exports, load_all
 
 __version__ = "0.1.0"
 
 SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "schedules", "zoo")
 __all__ = [*SUBPACKAGES, "compile_blocks", "__version__"]
-
-
-def __getattr__(name):
-    if name in SUBPACKAGES:
-        return importlib.import_module(f"{__name__}.{name}")
-    if name == "compile_blocks":  # the PyTorch backend's per-block torch.compile, for a user's own model
-        return importlib.import_module(f"{__name__}.training.block_compile").compile_blocks
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted([*globals(), *SUBPACKAGES, "compile_blocks"])
+# compile_blocks: the PyTorch backend's per-block torch.compile, for a user's own model
+__getattr__, __dir__ = lazy_exports(__name__, {f"{__name__}.training.block_compile": ["compile_blocks"]}, SUBPACKAGES)
 
 
 def _register():

@@ -1,15 +1,24 @@
-"""Packages whose names load on first use (PEP 562): `import keras_tse.data` costs nothing until
-`data.load_cifar10` is read, so a recipe's `--help` or `keras-tse info` starts without Keras and its
-backend (2-4 s on the 2-core CPU, most of it TensorFlow's or JAX's own import)."""
+"""The one way keras_tse loads a name on first use: a package's names (PEP 562, `lazy_exports`: `import
+keras_tse.data` costs nothing until `data.load_cifar10` is read) and a name written as "module:name"
+(`attribute`: a data set's loader), so that a recipe's `--help` or `keras-tse info` starts without Keras
+and its backend (2-4 s on the 2-core CPU, most of it TensorFlow's or JAX's own import). A command's
+module imports what only its `run` needs inside `run`, for the same reason."""
 
 import importlib
 import importlib.util
 import sys
 
 
-def lazy_exports(package, exports):
+def attribute(path):
+    """The object "module:name" names, its module imported now."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)
+
+
+def lazy_exports(package, exports, submodules=()):
     """`(__getattr__, __dir__)` for `package`: `exports` maps each module (a full dotted name) to the public
-    names it defines; any other name is tried as a submodule (`data.cifar10`)."""
+    names it defines; any other name is tried as a submodule (`data.cifar10`); `submodules` are listed by
+    `dir` too."""
     exports = {name: module for module, names in exports.items() for name in names}
 
     def __getattr__(name):
@@ -23,7 +32,7 @@ def lazy_exports(package, exports):
         raise AttributeError(f"module {package!r} has no attribute {name!r}")
 
     def __dir__():
-        return sorted(exports)
+        return sorted([*exports, *submodules])
 
     return __getattr__, __dir__
 

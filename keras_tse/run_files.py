@@ -29,9 +29,13 @@ class RunFolderMismatch(ValueError):
 
 # A folder is the user's until proven ours: every command that writes a folder first claims it here.
 MANIFEST = "keras_tse.json"
+DATA_RECORD = "data_contents.json"  # beside the manifest: what a user's data held when the run began
 
 
-def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out", settings_before=None):
+def claim_folder(
+    folder, command, settings, writes=(), marker=None, flag="--out", settings_before=None, data_contents=None,
+    data_flag="--data-dir",
+):  # fmt: skip
     """Make `folder` a `command`'s output folder, or check that it already is one of these `settings`.
 
     A missing or empty folder is made ours: `keras_tse.json` (the manifest) records the command and
@@ -41,9 +45,39 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     pattern `marker` (e.g. `*/config.json`) matches a file in it; `settings_before(folder)`, where
     given, reads that run's settings to compare. Settings are compared by dotted name; a difference
     names the first setting. A folder claimed is held (`keras_tse.run_lock`): this process is its one
-    writer until the command ends, and another process that claims it meanwhile is refused. Returns
-    "new" or "ours".
+    writer until the command ends, and another process that claims it meanwhile is refused. With a
+    user's data, `data_contents()` (its `data.own.contents` record, read only when needed) is kept in
+    `DATA_RECORD` when the folder is first claimed, so that a rerun on changed data is refused naming
+    what changed (under `data_flag`), not two fingerprints. Returns "new" or "ours".
+
+    The one claim of a command's output folder. Inside a training command's, each run's own folder is
+    checked against the `config.json` it holds (`keras_tse.training.check_run_folder`) and held while it
+    trains.
     """
+    if data_contents is None:
+        return _claim(folder, command, settings, writes, marker, flag, settings_before)
+    record = os.path.join(folder, DATA_RECORD)
+    try:
+        state = _claim(folder, command, settings, (*writes, DATA_RECORD), marker, flag, settings_before)
+    except RunFolderMismatch:
+        if not os.path.exists(record):
+            raise
+        from keras_tse.data.own import describe_change
+
+        with open(record) as f:
+            before, now = json.load(f), data_contents()
+        if before == now:
+            raise
+        raise RunFolderMismatch(
+            f"{data_flag}: received data changed since the run in {folder} began ({describe_change(before, now)}); "
+            f"expected the data that run trained on (restore it, or pass another {flag})"
+        ) from None
+    if not os.path.exists(record):
+        write_json(record, data_contents())
+    return state
+
+
+def _claim(folder, command, settings, writes, marker, flag, settings_before):
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise RunFolderMismatch(f"{flag}: received {folder}, a file; expected a folder")
     path = os.path.join(folder, MANIFEST)
@@ -73,7 +107,7 @@ def claim_folder(folder, command, settings, writes=(), marker=None, flag="--out"
     run_lock.hold(folder, flag)  # before the first write: a second writer is refused from here on
     _drop_partial(path)
     if os.path.exists(path):  # another run claimed it between our look and our lock: check its settings
-        return claim_folder(folder, command, settings, writes, marker, flag, settings_before)
+        return _claim(folder, command, settings, writes, marker, flag, settings_before)
     write_json(path, {"command": command, "settings": settings})
     return "new"
 

@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 
 from keras_tse.cli import main as cli
-from keras_tse.run_files import MANIFEST
-from keras_tse.training.runner import DATA_RECORD
+from keras_tse.run_files import DATA_RECORD, MANIFEST
 from tests.helpers import recipe_module, run_recipe_here
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py

@@ -314,7 +314,7 @@ def run(args):
     files = list(data.text_files(args.data_dir).values()) if own_text(args) else None
     contents = functools.partial(data.contents, args.data_dir, files) if own_text(args) else None
     writes = (*layout_names(measurement=True), "plots")
-    training.runner.claim_run_folder(args.out, TASK, shared, writes, "*/config.json", contents)
+    run_files.claim_folder(args.out, TASK, shared, writes, "*/config.json", data_contents=contents)
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
         train = training.recorded(training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args)))

@@ -47,7 +47,7 @@ import time
 import numpy as np
 
 import keras_tse
-from keras_tse import data, training
+from keras_tse import data, run_files, training
 from keras_tse._checks import InputError
 from keras_tse.cli import flags
 from keras_tse.layouts import get_layout, layout_names
@@ -414,7 +414,7 @@ def run(args):
     jit_compile = training.scale.configure(**flags.scale_settings(args))
     args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
     contents = functools.partial(data_contents, args) if own_data(args) else None
-    training.runner.claim_run_folder(args.out, TASK, shared, (*layout_names(), "plots"), "*/config.json", contents)
+    run_files.claim_folder(args.out, TASK, shared, (*layout_names(), "plots"), "*/config.json", data_contents=contents)
     train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
         train_config = dataclasses.replace(train_config, epochs=args.epochs)

@@ -12,11 +12,9 @@ Keras and no TensorFlow.
 """
 
 import dataclasses
-import importlib
-import importlib.metadata
 import inspect
 
-from keras_tse import _checks
+from keras_tse import _checks, _lazy
 from keras_tse._registry import Registry
 from keras_tse.data import cifar10, mnist
 
@@ -73,8 +71,7 @@ class DatasetSpec:
     def loader(self):
         if callable(self.load):
             return self.load
-        module, function = self.load.split(":")
-        return getattr(importlib.import_module(module), function)
+        return _lazy.attribute(self.load)
 
     def load_data(self, data_dir=None, **settings):
         """The data set, loaded: `(train, test)` image pairs, or `(ids per split, vocabulary)`.

@@ -43,34 +43,6 @@ def backend_settings(jit_compile="auto"):
     }
 
 
-DATA_RECORD = "data_contents.json"  # beside a run's manifest: what a user's data held when the run began
-
-
-def claim_run_folder(out, task, shared, writes, marker, data_contents=None, data_flag="--data-dir"):
-    """`run_files.claim_folder` for a task's `--out`. With a user's data, `data_contents()` (its
-    `data.own.contents` record, read only when needed) is kept in `DATA_RECORD` when the run begins,
-    so that a rerun on changed data is refused naming what changed, not two fingerprints."""
-    record = os.path.join(out, DATA_RECORD)
-    try:
-        state = run_files.claim_folder(out, task, shared, writes=(*writes, DATA_RECORD), marker=marker)
-    except RunFolderMismatch:
-        if data_contents is None or not os.path.exists(record):
-            raise
-        from keras_tse.data.own import describe_change
-
-        with open(record) as f:
-            before, now = json.load(f), data_contents()
-        if before == now:
-            raise
-        raise RunFolderMismatch(
-            f"{data_flag}: received data changed since the run in {out} began ({describe_change(before, now)}); "
-            f"expected the data that run trained on (restore it, or pass another --out)"
-        ) from None
-    if data_contents is not None and not os.path.exists(record):
-        run_files.write_json(record, data_contents())
-    return state
-
-
 def make_optimizer(config, steps_per_epoch, model=None):
     """AdamW with the multi-step decay of Sec. 3.3 by default, boundaries in batches (`optimizers`)."""
     return optimizers.make_optimizer(config, config.epochs * steps_per_epoch, model)

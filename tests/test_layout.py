@@ -260,7 +260,7 @@ def test_the_wheel_holds_the_product_and_not_the_lab(installed_wheel):
 @pytest.mark.starts_processes
 def test_outside_a_checkout_the_lab_commands_say_where_the_lab_lives(installed_wheel, tmp_path):
     """From the installed wheel in a folder that is no checkout: `keras-tse study` (and the sweep) print one
-    line and exit 2; presets, datasets, info and generation (a shipped preset) work."""
+    line and exit 2; presets, datasets, info, export and generation (shipped presets) work."""
     _, site = installed_wheel
     env = {**os.environ, "PYTHONPATH": str(site), "TF_CPP_MIN_LOG_LEVEL": "3", "KERAS_BACKEND": "jax"}
 
@@ -281,12 +281,17 @@ def test_outside_a_checkout_the_lab_commands_say_where_the_lab_lives(installed_w
         (("datasets",), "fashion_mnist"),
         (("info",), "keras_tse"),
         (
+            ("export", str(site / "keras_tse" / "zoo" / "weights" / "vit6_digits"), "--out", str(tmp_path / "m.keras")),
+            "",
+        ),
+        (
             ("generate", "gpt4_ptb", "--prompt", "the company said", "--max-new-tokens", "3", "--temperature", "0"),
             "the company said",
         ),
     ):
         done = cli(*args)
         assert done.returncode == 0 and printed in done.stdout, (args, done.stdout[-500:], done.stderr[-2000:])
+    assert (tmp_path / "m.keras").stat().st_size > 0
 
 
 def _import_graph():

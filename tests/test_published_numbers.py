@@ -78,8 +78,8 @@ def test_the_depth_study_conclusions_hold_in_the_committed_results():
     for depth in (24, 48):
         torch_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, torch init:"))
         glorot_line = next(line for line in verdicts if line.startswith(f"- depth {depth}, glorot init:"))
-        assert "**de-escalation trains where post-norm does not**" in torch_line, torch_line
-        assert "**neither post-norm nor de-escalation trains**" in glorot_line, glorot_line
+        assert "de-escalation's mean reaches the threshold where post-norm's does not" in torch_line, torch_line
+        assert "neither post-norm's nor de-escalation's mean reaches the threshold" in glorot_line, glorot_line
     # Point 1: under torch de-escalation's first-block gradient stays within ~5x the last block's at every depth;
     # under Glorot it grows by more than 1.1 per block; post-norm (tau 0) stays near 1 per block under both.
     with open(os.path.join(ROOT, "zoo", "depth_study", "gradients.csv"), newline="") as f:
@@ -236,7 +236,10 @@ def test_the_depth_study_grid_is_complete_and_its_other_claims_hold():
         mean, lr, _ = best[("post", "", init, 48)]
         assert lr == 1e-4 and mean > 0.5, (init, mean, lr)
     verdicts = generated_tables.render("depth_study_verdicts")
-    assert "- depth 12, torch init: post-norm trains, and so does de-escalation (tau 1, tau 0.5)." in verdicts
+    assert (
+        "- depth 12, torch init: post-norm's mean reaches the threshold, and so does de-escalation's (tau 1, tau 0.5)."
+        in verdicts
+    )
 
 
 def _benchmark(name):
@@ -263,7 +266,13 @@ def test_the_fashion_mnist_card_conclusions_hold_in_the_committed_results():
     assert {variant: len(runs) for variant, runs in depth48["runs"].items()} == {"post": 2, "pre": 2, "deescalate": 2}
     mean48 = _means(depth48, ("train_loss", "test_accuracy"))
     assert mean48["deescalate"]["test_accuracy"] > max(mean48[v]["test_accuracy"] for v in ("post", "pre"))
-    assert mean48["deescalate"]["train_loss"] < mean48["post"]["train_loss"]
+    assert mean48["deescalate"]["train_loss"] < min(mean48[v]["train_loss"] for v in ("post", "pre"))
+    assert [round(mean48[v]["train_loss"], 3) for v in ("pre", "deescalate")] == [1.470, 1.330]
+    with open(os.path.join(ROOT, "zoo", "fashion_mnist_vit.md")) as f:
+        card = " ".join(f.read().split())
+    # the means at depth 48 favour de-escalation on both measures: no sentence may say one only
+    assert "ahead of post-norm's and of pre-norm's on both measures" in card
+    assert "only on depth 48's test accuracy" not in card and "of pre-norm's on test accuracy" not in card
     for means, depth in ((mean, depth24), (mean48, depth48)):  # post-norm's means the worst, and it still learns
         assert means["post"]["train_loss"] == max(m["train_loss"] for m in means.values())
         assert means["post"]["test_accuracy"] == min(m["test_accuracy"] for m in means.values())
@@ -649,3 +658,27 @@ def test_the_gpu_profiles_prose_holds_in_its_result_files():
         f"is {torch_ms / jax_ms:.1f}x JAX's step ({torch_ms:.1f} against {jax_ms:.1f} ms)",
     ]
     assert [claim for claim in claims if claim not in text] == []
+
+
+# Sentences that said more than their rows or the rule decide, each re-worded: none may come back.
+OVERSTATED = {
+    "zoo/fashion_mnist_vit.md": ("only on depth 48's test accuracy", "of pre-norm's on test\naccuracy"),
+    "zoo/README.md": ("three seeds per cell", "DeepNorm and LayerScale beat de-escalation under"),
+    "zoo/depth_study.md": (
+        "**de-escalation trains where post-norm does not**",
+        "**neither post-norm nor de-escalation trains**",
+        "a quarter of the token mean is already enough",
+        "with 2 verdict seeds",
+    ),
+    "zoo/gpt8_small.md": ("is claimed): the post-norm decoder stalls",),
+    "zoo/ptb_transformer_xl16.md": ("1. **Plain post-norm collapsed in training.**",),
+    "zoo/depth80_fashion_mnist.md": ("a little worse each time the depth doubles",),
+    "recipes/lab/engine.py": ("best seed in 8 of 9",),
+}
+
+
+@pytest.mark.parametrize("document", sorted(OVERSTATED))
+def test_no_overstated_sentence_comes_back(document):
+    with open(os.path.join(ROOT, document)) as f:
+        text = " ".join(f.read().split())
+    assert [phrase for phrase in OVERSTATED[document] if " ".join(phrase.split()) in text] == []

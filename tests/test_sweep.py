@@ -107,8 +107,12 @@ def test_best_lr_table_and_verdicts():
     table = sweep.best_lr_table(rows)
     assert "| torch | 24 | 1.500 (0.0001, n=1) | not run | 0.200 (0.001, n=1) | not run |" in table
     lines = sweep.verdicts(rows).splitlines()
-    assert lines[0].startswith("- depth 24, torch init: **de-escalation trains where post-norm does not** (tau 1)")
-    assert lines[1].startswith("- depth 24, glorot init: **neither post-norm nor de-escalation trains**")
+    assert lines[0].startswith(
+        "- depth 24, torch init: de-escalation's mean reaches the threshold where post-norm's does not (tau 1)"
+    )
+    assert lines[1].startswith(
+        "- depth 24, glorot init: neither post-norm's nor de-escalation's mean reaches the threshold"
+    )
     assert "Post 1.500 at lr 0.0001 (n=1); tau 1 0.200 at lr 0.001 (n=1)." in lines[0]
 
 

@@ -62,6 +62,8 @@ QUESTIONS = engine.questions("""
     post_32_warmup  post_32     at 32 blocks: does warmup help post-norm?
     causal_32       post_32     at 32 blocks: causal de-escalation against post-norm
     causal_32       pre_32      at 32 blocks: causal de-escalation against pre-norm
+    causal_32       post_32_warmup  at 32 blocks: causal de-escalation against post-norm with warmup
+    causal_32       causal      causal de-escalation at 32 blocks against 16
 """)
 
 

@@ -66,7 +66,8 @@ def markdown_table(rows):
             lines.append(f"| {norm} | {DEPTH80_RATES[norm]:g} | {label} | {len(members)} | {' | '.join(cells)} |")
     return "\n".join(lines) + (
         f"\n\n{len(rows)} cells measured (`zoo/depth80_fashion_mnist/recipe_defaults.csv`); the before rows are "
-        "the depth-80 study's (`results.csv`). Two seeds an arm: no verdict (the rule asks for 5 verdict seeds)."
+        "the depth-80 study's (`results.csv`), seeds 0 and 1, the rate-choosing seed 0 included. Two seeds an arm: "
+        "no verdict (the rule asks for 5 verdict seeds)."
     )
 
 

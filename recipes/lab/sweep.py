@@ -422,10 +422,12 @@ def best_lr_table(rows, arms=None):
 
 
 def verdicts(rows, threshold=0.5):
-    """One sentence per (init, depth): does post-norm train, does de-escalation train where it fails?
+    """One sentence per (init, depth): does post-norm's seed mean reach the loss threshold, does
+    de-escalation's where post-norm's does not?
 
-    An arm *trains* when its seed-mean final loss at its best learning rate is at most `threshold`
-    (the sweep's loss threshold; chance is ln 10 = 2.30).
+    An arm *reaches the threshold* when its seed-mean final loss at its best learning rate is at most
+    `threshold` (the sweep's loss threshold; chance is ln 10 = 2.30): a statement about means, not a
+    verdict of the rule (`verdicts`).
     """
     best = best_over_learning_rates(rows)
     lines = []
@@ -442,13 +444,15 @@ def verdicts(rows, threshold=0.5):
             trained = [f"tau {float(t):g}" for t, e in taus if e[0] <= threshold]
             detail = "; ".join(f"tau {float(t):g} {e[0]:.3f} at lr {e[1]:g} (n={e[2]})" for t, e in taus)
             if post[0] <= threshold:
-                verdict = "post-norm trains, " + (
-                    f"and so does de-escalation ({', '.join(trained)})" if trained else "de-escalation does not"
+                verdict = "post-norm's mean reaches the threshold, " + (
+                    f"and so does de-escalation's ({', '.join(trained)})" if trained else "de-escalation's does not"
                 )
             elif trained:
-                verdict = f"**de-escalation trains where post-norm does not** ({', '.join(trained)})"
+                verdict = (
+                    f"de-escalation's mean reaches the threshold where post-norm's does not ({', '.join(trained)})"
+                )
             else:
-                verdict = "**neither post-norm nor de-escalation trains**"
+                verdict = "neither post-norm's nor de-escalation's mean reaches the threshold"
             pre = best.get(("pre", "", scheme, depth))
             pre_detail = "" if pre is None else f"; pre {pre[0]:.3f} at lr {pre[1]:g} (n={pre[2]})"
             lines.append(

@@ -31,6 +31,7 @@ from recipes.lab import ROOT  # noqa: E402
 
 DOCUMENTS = (
     "README.md",
+    os.path.join("zoo", "README.md"),
     os.path.join("zoo", "depth_study.md"),
     os.path.join("zoo", "depth80_fashion_mnist.md"),
     os.path.join("zoo", "ptb_transformer_xl16.md"),

@@ -93,10 +93,11 @@ def last_epoch_fall(row):
 
 
 def results_table(rows, study):
-    """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max)."""
+    """One line per arm at its best rate: losses, accuracy and similarity, seed means (min-max) over all its
+    seeds there, the rate-choosing seed 0 included (the verdicts use the others alone), as the header says."""
     cells = best_cells(rows, study)
     lines = [
-        "| arm | best lr | rates | seeds | final train loss | last epoch's fall (%) | test accuracy "
+        "| arm | best lr | rates | seeds (seed 0 included) | final train loss | last epoch's fall (%) | test accuracy "
         "| similarity at init | similarity at end | learned tau (block mean) |",
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]

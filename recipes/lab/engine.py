@@ -131,7 +131,7 @@ def plan_of(plans, arm, study):
 
 def nice_the_autogroup():
     """Give this process's autogroup its nice value. Under Linux's autogroup scheduling a nice value ranks
-    a process only within its group (one a setsid), so a study started in a group of its own (setsid,
+    a process only within its group (one per setsid), so a study started in a group of its own (setsid,
     nohup from a shell) otherwise takes as much CPU as everything else together."""
     try:
         with open("/proc/self/autogroup", "w") as handle:

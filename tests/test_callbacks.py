@@ -106,6 +106,15 @@ def test_plots_and_overhead(tmp_path):
     assert 0 < metric.overhead < np.inf
 
 
+def test_a_fit_with_no_step_left_reports_no_overhead():
+    """A run resumed after its last epoch trains no step: the probe still measures once at train begin,
+    and a ratio over no training time would be absurd (it printed 41,774,440,200% once). None instead."""
+    x, y = _data()
+    metric = TokenSimilarityMetric(x[:16])
+    _model().fit(x, y, batch_size=16, epochs=2, initial_epoch=2, verbose=0, callbacks=[metric])
+    assert metric.overhead is None
+
+
 def test_named_layers_in_a_plain_functional_model():
     inputs = keras.Input((6, 4))
     h1 = keras.layers.Dense(4, name="first")(inputs)

@@ -127,3 +127,11 @@ def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_
     bare = zoo.save_preset(model, tmp_path / "bare")
     assert cli.main(["generate", bare, "--prompt", "w1"]) == 2
     assert "expected a language model's preset (it has no assets/tokenizer/vocabulary.txt)" in capsys.readouterr().err
+
+
+def test_generation_from_an_image_model_is_one_line_naming_it():
+    vit = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2, name="tiny")
+    with pytest.raises(
+        ValueError, match=r"must be a zoo language model .* Received: tiny with inputs \[\(None, 8, 8, 1\)\]"
+    ):
+        zoo.generate(vit, [1, 2], 3)

@@ -36,7 +36,10 @@ class ProbeSchedule(keras.callbacks.Callback):
 
     @property
     def overhead(self):
-        """Seconds measuring / seconds training (fit time outside this callback), so far."""
+        """Seconds measuring / seconds training (fit time outside this callback), so far; None before a
+        training batch has ended (a run resumed with no step left trains none: no ratio to give)."""
+        if self._step == 0:
+            return None
         return self._seconds_measuring / max(self._seconds_training, 1e-9)
 
     def on_train_begin(self, logs=None):

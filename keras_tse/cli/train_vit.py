@@ -305,10 +305,15 @@ MODEL_FLAGS = ("depth", "hidden_dim", "num_heads", "head_dim", "patch_size", "in
 def check_from_preset(args):
     """`--from-preset`: a preset with trained weights, whose layout becomes the run's one variant and
     whose model no flag reshapes; its channels must be the data's. One line for each other case."""
-    shipped = sorted(name for name, entry in keras_tse.zoo.presets().items() if entry["weights"] is not None)
+    presets = keras_tse.zoo.presets()
+    shipped = sorted(
+        name
+        for name, entry in presets.items()
+        if entry["weights"] is not None and keras_tse.zoo.registry.get_family(entry["builder"]).task == "images"
+    )
     if args.from_preset not in shipped:
         raise InputError(
-            "--from-preset", repr(args.from_preset), f"a preset with trained weights: {', '.join(shipped)}"
+            "--from-preset", repr(args.from_preset), f"an image preset with trained weights: {', '.join(shipped)}"
         )
     config = keras_tse.zoo.full_config(args.from_preset)
     if args.norm not in (None, (config["norm"],)):

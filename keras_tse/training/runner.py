@@ -299,7 +299,7 @@ def summary_line(variant, s):
     return (
         f"{variant:>11}: {s['epochs']} epochs, train loss {s['train_loss']:.4f}, test loss "
         f"{s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (best {s['best_test_accuracy']:.2%}), "
-        f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}, "
-        f"similarity overhead {s['similarity_overhead']:.1%}"
+        f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
+        + (f", similarity overhead {s['similarity_overhead']:.1%}" if s["similarity_overhead"] is not None else "")
         + (f", learned tau {min(s['learned_tau']):.3f}-{max(s['learned_tau']):.3f}" if "learned_tau" in s else "")
     )

@@ -42,6 +42,7 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
     Returns:
         NumPy int32 `[batch, T + max_new_tokens]` (`[T + max_new_tokens]` for a 1-D prompt).
     """
+    _check_language_model(model)
     prompt = np.asarray(prompt_ids)
     flat = prompt.ndim == 1
     prompt = prompt[None] if flat else prompt
@@ -54,6 +55,19 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
         chosen = _sample(next_log_probs(ids), temperature, top_k, top_p, rng)
         ids = np.concatenate([ids, chosen[:, None]], axis=1)
     return ids[0] if flat else ids
+
+
+def _check_language_model(model):
+    """One line for a model that is no zoo language model (a ViT: images in, class logits out)."""
+    if _is_transformer_xl(model):
+        return
+    inputs = getattr(model, "inputs", None) or []
+    if len(inputs) != 1 or len(inputs[0].shape) != 2 or "int" not in str(inputs[0].dtype):
+        shapes, name = [tuple(i.shape) for i in inputs], getattr(model, "name", type(model).__name__)
+        raise ValueError(
+            "`model` must be a zoo language model (token ids [batch, T] in, next-token log-probabilities out: "
+            f"zoo.gpt or a TransformerXL). Received: {name} with inputs {shapes}"
+        )
 
 
 def _is_transformer_xl(model):

@@ -45,6 +45,12 @@ def image_folder(root, classes=("cat", "dog"), per_class=3, splits=("",)):
     return str(root)
 
 
+def _with_nan():
+    images = np.random.default_rng(0).random((20, 8, 8)).astype("float32")
+    images[3, 2, 5] = np.nan
+    return images
+
+
 def npz(path, drop=None, **arrays):
     rng = np.random.default_rng(0)
     content = {
@@ -197,6 +203,12 @@ CASES = [
         VIT,
         lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", x_train=np.zeros((20, 64), "uint8"))),
         "(20, 64)",
+    ),
+    (
+        "npz-a-nan-pixel",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", x_train=_with_nan())),
+        "x_train: received nan at index (3, 2, 5)",
     ),
     (
         "npz-float-labels",
@@ -711,3 +723,34 @@ def test_a_change_of_data_is_named_file_by_file_and_array_by_array(tmp_path):
         "4 added: dog/5.png, dog/6.png, dog/7.png and 1 more; 1 removed: cat/0.png; 1 changed: dog/1.png"
     )
     assert contents(folder) == contents(folder)  # a record of the same data is the same record
+
+
+def test_a_hidden_folder_is_no_class_and_is_said_to_be_skipped(tmp_path, capsys):
+    """A notebook's `.ipynb_checkpoints/` beside the class folders was read as a third class ("received 0
+    image(s)"): hidden folders are a tool's, skipped in one line."""
+    from keras_tse.data.own import load_image_folder
+
+    root = image_folder(tmp_path / "images", per_class=5)
+    os.makedirs(os.path.join(root, ".ipynb_checkpoints"))
+    (_, _), (_, _), names = load_image_folder(root, 8)
+    assert names == ["cat", "dog"]
+    assert f"{root}: skipping hidden folder(s) .ipynb_checkpoints (not classes)" in capsys.readouterr().out
+
+
+def test_a_sixteen_bit_tiff_is_an_image_and_other_files_are_said_to_be_skipped(tmp_path, capsys):
+    """A 16-bit TIFF was left out without a word (12 of 14 images loaded): it is read at its depth, and a
+    file that is no image is named as skipped."""
+    from PIL import Image
+
+    from keras_tse.data.own import load_image_folder
+
+    root = image_folder(tmp_path / "images", per_class=5)
+    ramp = (np.arange(64).reshape(8, 8) * 1000).astype("uint16")
+    Image.fromarray(ramp).save(os.path.join(root, "cat", "scan.tif"))
+    with open(os.path.join(root, "dog", "notes.txt"), "w") as f:
+        f.write("not an image")
+    (x_train, _), (x_test, _), _ = load_image_folder(root, 8)
+    assert len(x_train) + len(x_test) == 11
+    tiff = np.round(ramp / 257.0).astype("uint8")
+    assert any((image[..., 0] == tiff).all() for image in np.concatenate([x_train, x_test]))
+    assert "skipping 1 file(s) that are no image (notes.txt)" in capsys.readouterr().out

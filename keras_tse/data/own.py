@@ -28,7 +28,8 @@ from keras_tse.data.text import Vocabulary
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
 TEXT_SPLITS = ("train", "valid", "test")
-IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png")  # those image_dataset_from_directory reads
+# those image_dataset_from_directory reads, and TIFF (scanners' and microscopes' 16-bit files), read by Pillow
+IMAGE_EXTENSIONS = (".bmp", ".gif", ".jpeg", ".jpg", ".png", ".tif", ".tiff")
 MIN_CLASSES = 2
 
 
@@ -61,14 +62,24 @@ def image_folder_layout(path, seed=0, test_fraction=0.2):
 
 def _class_files(folder, minimum):
     """`([(file, label)], class_names)` of `folder`'s class subfolders, each with `minimum` images or more."""
-    names = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    folders = sorted(d for d in os.listdir(folder) if os.path.isdir(os.path.join(folder, d)))
+    # a hidden folder (.ipynb_checkpoints, .git) is a tool's, not a class: left out, and said so
+    hidden = [d for d in folders if d.startswith(".")]
+    if hidden:
+        print(f"{folder}: skipping hidden folder(s) {', '.join(hidden)} (not classes)", flush=True)
+    names = [d for d in folders if not d.startswith(".")]
     if len(names) < MIN_CLASSES:
         raise InputError(folder, f"{len(names)} class folder(s) {names}", f"at least {MIN_CLASSES} class folders")
     files = []
     for label, name in enumerate(names):
-        images = sorted(
-            f for f in os.listdir(os.path.join(folder, name)) if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS
-        )
+        entries = sorted(e for e in os.listdir(os.path.join(folder, name)) if not e.startswith("."))
+        images = [f for f in entries if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS]
+        others = [f for f in entries if f not in images]
+        if others:  # a file of another kind is left out, never silently
+            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+            print(
+                f"{os.path.join(folder, name)}: skipping {len(others)} file(s) that are no image ({shown})", flush=True
+            )
         if len(images) < minimum:
             raise InputError(
                 os.path.join(folder, name),
@@ -210,6 +221,11 @@ def load_npz(path):
     npz_description(path)
     with np.load(path) as arrays:
         x, y, x_test, y_test = (arrays[key] for key in NPZ_KEYS)
+    for key, images in (("x_train", x), ("x_test", x_test)):
+        bad = np.argwhere(~np.isfinite(images)) if np.issubdtype(images.dtype, np.floating) else []
+        if len(bad):  # training would only find it as a nan loss, after the data had been read and the model built
+            raise InputError(f"{path}: {key}", f"{images[tuple(bad[0])]} at index {tuple(int(i) for i in bad[0])}",
+                             "finite pixel values")  # fmt: skip
     x, x_test = (a[..., None] if a.ndim == 3 else a for a in (x, x_test))
     return (x, y.astype("int32").reshape(-1)), (x_test, y_test.astype("int32").reshape(-1))
 

@@ -205,6 +205,12 @@ CASES = [
         "(20, 64)",
     ),
     (
+        "vit-batch-larger-than-the-data",
+        VIT,
+        lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz"), "--batch-size", "64"),
+        "--batch-size: received 64; expected at most the 20 training images",
+    ),
+    (
         "npz-a-nan-pixel",
         VIT,
         lambda t: _vit(t, "--dataset", "npz", "--data-dir", npz(t / "d.npz", x_train=_with_nan())),

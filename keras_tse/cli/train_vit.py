@@ -438,6 +438,9 @@ def run(args):
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)
+    # a batch asked for that the data cannot fill: every epoch one short step, most of the batch missing
+    if args.batch_size is not None and args.batch_size > len(y_train):
+        raise InputError("--batch-size", train_config.batch_size, f"at most the {len(y_train):,} training images")
     print(
         f"loaded {len(y_train):,} training and {len(y_test):,} test images in {time.perf_counter() - start:.1f} s; "
         "the first training step also compiles the model",

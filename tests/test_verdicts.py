@@ -195,3 +195,10 @@ def test_a_diverged_seed_scored_at_the_class_frequency_loss_lets_the_others_deci
     comparison = verdicts.measure(a, b, paired=True, diverged=diverged)
     assert verdicts.decide([comparison]) == [verdicts.BEATS]
     assert verdicts.class_frequency_value("test_accuracy", 10) == 0.1
+
+
+def test_a_difference_exactly_at_the_minimum_effect_counts_as_one():
+    """The rule's boundary: |d| >= m is big enough to beat; just below it, with no spread, is equivalent."""
+    b = [1.0] * 5
+    assert verdicts.compare([1.25] * 5, b, lower_is_better=False, min_effect=0.25) == verdicts.BEATS
+    assert verdicts.compare([1.2499] * 5, b, lower_is_better=False, min_effect=0.25) == verdicts.EQUIVALENT

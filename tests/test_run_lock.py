@@ -4,6 +4,7 @@ its owner, and a lock a killed run left behind is taken over."""
 
 import csv
 import os
+import socket
 import subprocess
 import sys
 
@@ -117,3 +118,16 @@ def test_a_process_may_hold_a_folder_twice_and_release_removes_the_file(tmp_path
     assert (folder / run_lock.LOCK).read_text().startswith(f"pid {os.getpid()} on ")
     run_lock.release(str(folder))
     assert os.listdir(folder) == [] and run_lock.held() == ()
+
+
+def test_a_stale_lock_file_taken_over_names_the_new_owner(tmp_path):
+    """A lock file no process holds (its owner was killed): `hold` returns what it said, and the file then
+    names this process, not the dead one."""
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    (folder / run_lock.LOCK).write_text("pid 999999 on elsewhere, since 2026-11-27\n")
+    try:
+        assert run_lock.hold(str(folder)) == "pid 999999 on elsewhere, since 2026-11-27"
+        assert (folder / run_lock.LOCK).read_text().startswith(f"pid {os.getpid()} on {socket.gethostname()} since ")
+    finally:
+        run_lock.release(str(folder))

@@ -135,3 +135,25 @@ def test_generation_from_an_image_model_is_one_line_naming_it():
         ValueError, match=r"must be a zoo language model .* Received: tiny with inputs \[\(None, 8, 8, 1\)\]"
     ):
         zoo.generate(vit, [1, 2], 3)
+
+
+@pytest.mark.parametrize(
+    "temperature, top_k, top_p, expected",
+    [
+        (1.0, None, None, [0.5, 0.25, 0.15, 0.1]),
+        (2.0, None, None, np.sqrt([0.5, 0.25, 0.15, 0.1]) / np.sqrt([0.5, 0.25, 0.15, 0.1]).sum()),  # p^(1/T)
+        (0.5, None, None, np.square([0.5, 0.25, 0.15, 0.1]) / np.square([0.5, 0.25, 0.15, 0.1]).sum()),
+        (1.0, 3, None, [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0.0]),
+        (1.0, None, 0.75, [2 / 3, 1 / 3, 0.0, 0.0]),  # the fewest tokens whose probability reaches 0.75
+        (1.0, None, 0.76, [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0.0]),
+    ],
+)
+def test_sampling_draws_from_the_tempered_restricted_distribution(temperature, top_k, top_p, expected):
+    """softmax(log p / T), restricted to the top k and to the nucleus: 40,000 draws of one seeded sampler,
+    each frequency within 0.01 of its probability (about four standard deviations)."""
+    import importlib
+
+    sample = importlib.import_module("keras_tse.zoo.generate")._sample
+    log_probs = np.log(np.tile([0.5, 0.25, 0.15, 0.1], (40_000, 1)))
+    picks = sample(log_probs, temperature, top_k, top_p, np.random.default_rng(0))
+    np.testing.assert_allclose(np.bincount(picks, minlength=4) / len(picks), expected, atol=0.01)

@@ -129,6 +129,19 @@ def test_a_row_of_other_columns_is_refused_not_appended_under_the_files_header(t
     ]
 
 
+def test_a_last_row_cut_mid_number_is_cut_even_with_every_field_there(tmp_path):
+    """A kill inside the last row's write can leave every field there but the row unfinished ("0.5" cut to
+    "0."): without its newline the row is cut, and its cell runs again; a whole last row is read."""
+    from keras_tse.run_files import read_logged_rows
+
+    path = tmp_path / "results.csv"
+    path.write_text("arm,loss\npost,1.5\npre,0.")
+    fields, whole, cut = read_logged_rows(str(path))
+    assert fields == ["arm", "loss"] and [row for _, row in whole] == [{"arm": "post", "loss": "1.5"}] and cut == [3]
+    path.write_text("arm,loss\npost,1.5\npre,0.5\n")
+    assert len(read_logged_rows(str(path))[1]) == 2 and read_logged_rows(str(path))[2] == []
+
+
 # --- 4: token ids are checked before they reach Transformer-XL --------------------------------------------
 
 TINY_XL = dict(
@@ -333,3 +346,22 @@ def test_a_run_folder_without_its_config_is_refused_not_overwritten(tmp_path):
         check_run_folder(str(run), {"model": "vit"})
     assert (run / "history.csv").read_text() == "epoch,loss\n0,1.5\n"
     assert check_run_folder(str(tmp_path / "empty"), {"model": "vit"}) == "new"
+
+
+def test_a_write_stopped_before_its_rename_leaves_the_old_file_whole(tmp_path, monkeypatch):
+    """Every run file goes through a temporary sibling, then a rename: a write stopped before the rename
+    (a kill, here an error in `os.replace`) leaves the previous file as it was and no temporary behind. A
+    direct write would have truncated it."""
+    from keras_tse import run_files
+
+    path = tmp_path / "summary.json"
+    run_files.write_json(str(path), {"epochs": 3})
+    before = path.read_text()
+
+    def killed(source, target):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_files.os, "replace", killed)
+    with pytest.raises(KeyboardInterrupt):
+        run_files.write_json(str(path), {"epochs": 4, "and": "much more"})
+    assert path.read_text() == before and os.listdir(tmp_path) == ["summary.json"]

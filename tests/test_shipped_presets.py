@@ -90,6 +90,7 @@ def test_a_shipped_preset_fine_tunes_with_a_fresh_head_gives_its_features_and_ta
     logits = keras.ops.convert_to_numpy(head(pooled))
     np.testing.assert_allclose(logits, trained.predict(x, verbose=0), atol=1e-4)
     larger = zoo.from_preset("vit6_fashion_mnist", image_size=32)
+    assert larger.name == "vit6_fashion_mnist-image_size32"  # named after the change, as every override
     for layer in trained.layers:  # every weight kept bit for bit but the resampled position table
         for a, b in zip(layer.weights, larger.get_layer(layer.name).weights):
             if "position" not in a.path:

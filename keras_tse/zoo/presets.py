@@ -254,7 +254,9 @@ def _adapted(trained, preset, num_classes=None, image_size=None):
     if image_size is not None and image_size != config["image_size"]:
         build = FAMILIES.get(entry["builder"]).builder
         config["num_classes"] = config["num_classes"] if num_classes in (None, 0) else num_classes
-        model = fine_tune.at_image_size(trained, build, {**config, "name": trained.name}, image_size)
+        # named after the change, as every overridden preset
+        named = {**config, "name": overridden_name(preset, {"image_size": image_size})}
+        model = fine_tune.at_image_size(trained, build, named, image_size)
         if num_classes != 0:
             return model
     if num_classes is not None and (num_classes != config["num_classes"] or num_classes == 0):

@@ -682,3 +682,18 @@ def test_no_overstated_sentence_comes_back(document):
     with open(os.path.join(ROOT, document)) as f:
         text = " ".join(f.read().split())
     assert [phrase for phrase in OVERSTATED[document] if " ".join(phrase.split()) in text] == []
+
+
+def test_the_depth_rates_prose_holds_in_its_rows():
+    """zoo/depth80_fashion_mnist.md: at 160 blocks de-escalation trains at 1e-4 and 3e-4 and not at the
+    ladder's 1e-3 (seed 0, by the criterion written before the cells ran); post-norm at no rate tried."""
+    study = lab_module("depth_rates_study")
+    ladder = lab_module("depth_ladder_study")
+    rows = study.STUDY.read_rows()
+    yes, no = study.rates_that_train(rows, "deescalate")
+    assert {1e-4, 3e-4} <= set(yes) and ladder.RATES["deescalate"] == 1e-3 and 1e-3 in no
+    yes, no = study.rates_that_train(rows, "post")
+    assert yes == [] and len(no) >= 3
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
+    assert "de-escalation trains at 1e-4 and 3e-4 and not at 1e-3, the rate the ladder above inherited" in text

@@ -53,10 +53,28 @@ def markdown_table(rows):
         seed0 = {float(r["learning_rate"]): r for r in rows if r["arm"] == layout and int(r["seed"]) == 0}
         cells = [_cell(seed0.get(rate)) for rate in rates]
         lines.append(f"| {layout} | {' | '.join(cells)} |")
-    return "\n".join(lines) + (
+    return "\n".join([*lines, "", *_rates_that_train(rows)]) + (
         f"\n\nSeed 0, final training loss (test accuracy), **trains** where the criterion holds; {len(rows)} cells "
         "measured (`zoo/depth80_fashion_mnist/depth_rates.csv`)."
     )
+
+
+def rates_that_train(rows, layout):
+    """(the seed-0 rates at which `layout` trains, those at which it does not), each sorted."""
+    seed0 = [row for row in rows if row["arm"] == layout and int(row["seed"]) == 0]
+    yes = sorted(float(row["learning_rate"]) for row in seed0 if trains(row))
+    no = sorted(float(row["learning_rate"]) for row in seed0 if not trains(row))
+    return yes, no
+
+
+def _rates_that_train(rows):
+    lines = []
+    for layout in LAYOUTS:
+        yes, no = rates_that_train(rows, layout)
+        if yes or no:
+            said = f"trains at {', '.join(f'{r:g}' for r in yes)}" if yes else "trains at no rate tried"
+            lines.append(f"- {layout}: {said}" + (f"; not at {', '.join(f'{r:g}' for r in no)}" if no else ""))
+    return lines
 
 
 def _cell(row):

@@ -53,9 +53,9 @@ import keras
 import numpy as np
 
 from keras_tse import _checks, run_files
-from keras_tse.cli.bench_cases import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
 
 # the cases, peers and dtypes are the command line's (checked where the flags enter, before Keras loads)
+from keras_tse.cli.bench_cases import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
 from keras_tse.cli.info import machine_name
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128

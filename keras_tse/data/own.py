@@ -73,8 +73,9 @@ def _class_files(folder, minimum):
     files = []
     for label, name in enumerate(names):
         entries = sorted(e for e in os.listdir(os.path.join(folder, name)) if not e.startswith("."))
-        images = [f for f in entries if os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS]
-        others = [f for f in entries if f not in images]
+        is_image = [os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS for f in entries]
+        images = [f for f, image in zip(entries, is_image) if image]
+        others = [f for f, image in zip(entries, is_image) if not image]  # one pass: a class may hold 50,000
         if others:  # a file of another kind is left out, never silently
             shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
             print(
@@ -224,8 +225,8 @@ def load_npz(path):
     for key, images in (("x_train", x), ("x_test", x_test)):
         bad = np.argwhere(~np.isfinite(images)) if np.issubdtype(images.dtype, np.floating) else []
         if len(bad):  # training would only find it as a nan loss, after the data had been read and the model built
-            raise InputError(f"{path}: {key}", f"{images[tuple(bad[0])]} at index {tuple(int(i) for i in bad[0])}",
-                             "finite pixel values")  # fmt: skip
+            first = tuple(int(i) for i in bad[0])
+            raise InputError(f"{path}: {key}", f"{images[first]} at index {first}", "finite pixel values")
     x, x_test = (a[..., None] if a.ndim == 3 else a for a in (x, x_test))
     return (x, y.astype("int32").reshape(-1)), (x_test, y_test.astype("int32").reshape(-1))
 

@@ -97,24 +97,37 @@ def _plugin_package(root, name="stripes_plugin", value="SPEC"):
         "def vit_plugin(**config):\n"
         "    return zoo.vit(**{**config, 'ffn_dim': 4 * config['hidden_dim']})  # a ViT of a 4x FFN\n"
     )
+    (root / f"{name}_sandwich.py").write_text(  # a layout is one file (keras_tse.layouts.Layout)
+        "from keras_tse import layouts\n\n\n"
+        "class Sandwich(layouts.Layout):  # sandwich norm (Ding et al. 2021, CogView): x + LN(f(LN x))\n"
+        "    name = 'sandwich'\n"
+        "    body = 'pre'\n"
+        "    branch_norm = True\n"
+    )
     info = root / f"{name}-1.0.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         f"[keras_tse.datasets]\nplugin_stripes = {name}:{value}\n\n"
-        f"[keras_tse.families]\nvit_plugin = {name}_models:vit_plugin\n"
+        f"[keras_tse.families]\nvit_plugin = {name}_models:vit_plugin\n\n"
+        f"[keras_tse.layouts]\nsandwich = {name}_sandwich:Sandwich\n"
     )
     return root
 
 
 @pytest.mark.large
-def test_a_data_set_and_a_family_from_another_packages_entry_points_train_from_the_command_line(tmp_path):
-    """The plug-in's package is all there is (no code of the user's calls `register_dataset` or
-    `register_family`): a fresh `keras-tse datasets` lists its set, and `keras-tse train vit --model
-    vit_plugin --dataset plugin_stripes` trains its family on it."""
+def test_a_data_set_a_family_and_a_layout_from_another_packages_entry_points_train_from_the_command_line(
+    tmp_path, monkeypatch
+):
+    """The plug-in's package is all there is (no code of the user's calls `register_dataset`,
+    `register_family` or `register_layout`): a fresh `keras-tse datasets` lists its set, and `keras-tse
+    train vit --model vit_plugin --dataset plugin_stripes --norm sandwich` trains its family on it, in its
+    layout (a sandwich norm, one file)."""
     import os
     import subprocess
     import sys
+
+    from keras_tse.layouts.layout import LAYOUTS
 
     (tmp_path / "site").mkdir()
     site = _plugin_package(tmp_path / "site")
@@ -131,7 +144,7 @@ def test_a_data_set_and_a_family_from_another_packages_entry_points_train_from_t
         "--batch-size",
         "32",
         "--norm",
-        "deescalate",
+        "sandwich",
         "--model",
         "vit_plugin",
     ]
@@ -140,12 +153,19 @@ def test_a_data_set_and_a_family_from_another_packages_entry_points_train_from_t
         [*cli_command, *argv, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
     )
     assert trained.returncode == 0, trained.stderr[-2000:]
-    with open(out / "deescalate" / "config.json") as f:
+    with open(out / "sandwich" / "config.json") as f:
         overrides = json.load(f)["overrides"]
     assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (8, 1, 2)
-    trained = keras.saving.load_model(out / "deescalate" / "checkpoints" / "last.keras")
+    assert overrides["norm"] == "sandwich"
+    monkeypatch.syspath_prepend(str(site))  # the layout loads from its entry point here too
+    try:
+        trained = keras.saving.load_model(out / "sandwich" / "checkpoints" / "last.keras")
+    finally:
+        LAYOUTS.unregister("sandwich")
     assert trained.name == "vit_plugin_vit80_cifar10_deescalate"  # the plug-in's builder made it: its 4x FFN
-    assert tuple(trained.get_layer("block_00").ffn_inner.kernel.shape) == (16, 64)
+    block = trained.get_layer("block_00")
+    assert tuple(block.ffn_inner.kernel.shape) == (16, 64)
+    assert block.norm == "sandwich" and tuple(block.ffn_branch_norm.gamma.shape) == (16,)  # the layout's own norms
 
 
 def test_an_unknown_model_family_is_one_line_naming_the_families(tmp_path, capsys):

@@ -1,9 +1,11 @@
 """The residual layouts' registry: names without Keras, one validation, one error line, configs that
 rebuild each layout's block."""
 
+import argparse
 import os
 import subprocess
 import sys
+import types
 
 import keras
 import numpy as np
@@ -65,3 +67,80 @@ def test_every_layout_s_block_rebuilds_from_its_config_with_its_depth_constants(
         assert twin.get_config() == block.get_config()
         assert all(twin.layout_options[key] == value for key, value in options.items())  # the depth's constants
         np.testing.assert_allclose(keras.ops.convert_to_numpy(twin(tokens)), outputs, atol=1e-5)
+
+
+def test_a_builder_resolves_its_layout_once_and_hands_the_blocks_the_layout_itself(monkeypatch):
+    """`zoo.vit(depth=80, norm="deescalate")` looks the name up once, not once a block; each block holds
+    the builder's `Layout` object (`get_layout` returns a `Layout` as it is)."""
+    from keras_tse import zoo
+    from keras_tse.layouts import layout as layout_module
+
+    looked_up = []
+    lookup = layout_module.LAYOUTS.get
+    monkeypatch.setattr(layout_module.LAYOUTS, "get", lambda name: looked_up.append(name) or lookup(name))
+    model = zoo.vit(depth=80, norm="deescalate")
+    assert looked_up == ["deescalate"]
+    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    assert len(blocks) == 80 and all(block.layout is lookup("deescalate") for block in blocks)
+    assert {block.get_config()["norm"] for block in blocks} == {"deescalate"}  # saved by name, as before
+    looked_up.clear()
+    zoo.vit(depth=4, norm="deescalate", pool="mean", hidden_dim=16, ffn_dim=32, num_heads=2)
+    assert looked_up == ["deescalate", "post"]  # the last block's twin without eq. (21): the second look-up
+
+
+def test_tau_s_range_is_checked_in_one_place(monkeypatch):
+    """Every way tau enters (the layer, the blocks, a builder, a layout's options, the command line) is
+    checked by `layouts.eq21_options`: widen its one range and every path takes tau = 1.5."""
+    from keras_tse import zoo
+    from keras_tse.cli import flags
+    from keras_tse.layers import DeEscalation, PostNormBlock
+
+    paths = {
+        "layer": lambda: DeEscalation(tau=1.5).tau,
+        "block": lambda: TransformerBlock(2, 8, norm="deescalate", tau=1.5).tau,
+        "post-norm block": lambda: PostNormBlock(2, 8, tau=1.5).tau,
+        "builder": lambda: zoo.vit(depth=1, hidden_dim=8, ffn_dim=8, num_heads=2, tau=1.5).get_layer("block_00").tau,
+        "layout options": lambda: layouts.check_layout_options("deescalate_layerscale", {"tau": 1.5})["tau"],
+        "command line": lambda: flags.tau("1.5"),
+    }
+    for path in paths.values():
+        with pytest.raises((ValueError, argparse.ArgumentTypeError), match=r"\[0, 1\]"):
+            path()
+    # the range as the layouts' module alone sees it: a second check anywhere else still refuses 1.5
+    monkeypatch.setattr(layouts.layout, "_checks", types.SimpleNamespace(unit_interval=lambda name, value: value))
+    assert {name: path() for name, path in paths.items()} == dict.fromkeys(paths, 1.5)
+
+
+class _Sandwich(layouts.Layout):
+    """Sandwich norm (Ding et al. 2021, CogView, Sec. 4.1): pre-norm with a LayerNorm on each branch's
+    output too, `x + LN(f(LN x))`: the one file a new layout of this kind takes."""
+
+    name = "sandwich_test"
+    body = "pre"
+    branch_norm = True
+
+
+def test_a_layout_may_normalise_each_branch_s_output_sandwich_norm():
+    """A layout with `branch_norm` (defined above, nothing else changed) computes `Y = X + LN_a(SA(LN X))`,
+    `Z = Y + LN_f(FFN(LN Y))`, checked against the sublayers called by hand; its block saves and rebuilds."""
+    layouts.register_layout(_Sandwich)
+    try:
+        tokens = np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32")
+        block = TransformerBlock(2, 16, norm="sandwich_test")
+        block(tokens)  # builds it
+        attention_norm, ffn_norm = block.attention_branch_norm, block.ffn_branch_norm
+        for norm in (attention_norm, ffn_norm, block.attention_norm, block.ffn_norm):  # away from LN's init
+            norm.gamma.assign(np.random.default_rng(2).uniform(0.5, 2.0, 8).astype("float32"))
+        outputs = keras.ops.convert_to_numpy(block(tokens))
+        y = tokens + attention_norm(block.self_attention(block.attention_norm(tokens)))
+        z = y + ffn_norm(block._feed_forward(block.ffn_norm(y), False))
+        np.testing.assert_allclose(outputs, keras.ops.convert_to_numpy(z), rtol=1e-5, atol=1e-5)
+        plain = TransformerBlock(2, 16, norm="pre")
+        plain(tokens)
+        assert len(block.weights) == len(plain.weights) + 4  # two LayerNorms more: gamma and beta each
+        twin = TransformerBlock.from_config(block.get_config())
+        twin(tokens)
+        twin.set_weights(block.get_weights())
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(twin(tokens)), outputs, rtol=1e-6, atol=1e-6)
+    finally:
+        layouts.layout.LAYOUTS.unregister("sandwich_test")

@@ -130,6 +130,15 @@ dropout_rate = smoothing = _checked(float, "a number in [0, 1)", lambda v: 0 <= 
 open_unit_interval = _checked(float, "a number in (0, 1)", lambda v: 0 < v < 1)
 
 
+def tau(text):
+    """`--tau`: eq. (21)'s strength, checked where every tau is (`layouts.eq21_options`)."""
+    value = _number(text, float, "a number")
+    try:
+        return layouts.eq21_options(tau=value)["tau"]
+    except ValueError as error:  # "`tau` must be ... Received: ...": the expectation between the two
+        raise _refuse(text, str(error).split(" must be ")[1].split(". Received")[0]) from None
+
+
 def comma_list(kind, distinct=False):
     """A `type=` for comma-separated values, each checked by `kind` (one of the above, or `str`);
     `distinct` refuses a value given twice (two runs of one seed would share a folder)."""
@@ -592,9 +601,7 @@ def kit_settings(args):
 def add_tau_arguments(parser):
     """`--tau` and `--learn-tau`: eq. (21)'s strength, and whether each block learns its own, alike on both tasks
     (`--trainable-tau` is the language model's name for it before the tasks shared one)."""
-    parser.add_argument(
-        "--tau", type=unit_interval, help="eq. (21)'s de-escalation strength in [0, 1] (default: 1, the paper's)"
-    )
+    parser.add_argument("--tau", type=tau, help="eq. (21)'s de-escalation strength in [0, 1] (default: 1, the paper's)")
     parser.add_argument(
         "--learn-tau",
         "--trainable-tau",

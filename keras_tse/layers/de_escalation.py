@@ -3,6 +3,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers._sequence_layer import SequenceLayer
+from keras_tse.layouts.layout import eq21_options
 
 
 class _UnitInterval(keras.constraints.Constraint):
@@ -72,8 +73,8 @@ class DeEscalation(SequenceLayer):
 
     def __init__(self, tau=1.0, trainable_tau=False, causal=False, **kwargs):
         super().__init__(**kwargs)
-        self.tau = _checks.unit_interval("tau", tau)
-        self.trainable_tau = bool(trainable_tau)
+        options = eq21_options(tau, trainable_tau)
+        self.tau, self.trainable_tau = options["tau"], options["trainable_tau"]
         self.causal = bool(causal)
 
     def build(self, input_shape):

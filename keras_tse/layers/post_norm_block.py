@@ -2,6 +2,7 @@ import keras
 
 from keras_tse import _checks
 from keras_tse.layers.transformer_block import TransformerBlock
+from keras_tse.layouts.layout import eq21_options
 from keras_tse.norms import DEESCALATE_AT
 
 
@@ -76,7 +77,8 @@ class PostNormBlock(TransformerBlock):
         _checks.one_of("deescalate", deescalate, (None, *DEESCALATE_AT))
         if deescalate is None:  # the plain block: tau is unused (a config saved before layouts holds it)
             super().__init__(*args, norm="post", **kwargs)
-            self.tau, self.trainable_tau = _checks.unit_interval("tau", tau), bool(trainable_tau)
+            options = eq21_options(tau, trainable_tau)
+            self.tau, self.trainable_tau = options["tau"], options["trainable_tau"]
         else:
             super().__init__(
                 *args, norm="deescalate", deescalate_at=deescalate, tau=tau, trainable_tau=trainable_tau, **kwargs

@@ -39,7 +39,8 @@ class TransformerBlock(SequenceLayer):
         num_heads: int, number of attention heads.
         ffn_dim: int, inner width `q` of the FFN (`W_1` is `hidden x q`).
         head_dim: int, width of each head. Defaults to `None`, meaning `hidden // num_heads`.
-        norm: the residual layout, a name of `keras_tse.layouts.layout_names()`. Defaults to `"post"`.
+        norm: the residual layout, a name of `keras_tse.layouts.layout_names()` or a
+            `keras_tse.layouts.Layout`. Defaults to `"post"`.
         alpha: positive float scaling the self-attention branch (step 1). Defaults to `1.0`.
         activation: FFN activation `phi`, one of `"relu"`, `"gelu"`, `"silu"`, `"tanh"`.
             Defaults to `"relu"`, the paper's choice.
@@ -97,10 +98,10 @@ class TransformerBlock(SequenceLayer):
         drop_path=0.0,
         **kwargs,
     ):
-        layout = get_layout(norm)
+        layout = get_layout(norm)  # a name, or the `Layout` a builder resolved
         options, kwargs = split_options(layout, kwargs)
         super().__init__(**kwargs)
-        self.norm, self.layout, self.layout_options = norm, layout, options
+        self.norm, self.layout, self.layout_options = layout.name, layout, options
         for key, value in options.items():  # `block.tau`, `block.residual_scale`
             setattr(self, key, value)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
@@ -117,7 +118,7 @@ class TransformerBlock(SequenceLayer):
         self.deescalate_at = _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
         self.drop_path = _checks.dropout_rate("drop_path", drop_path)
         if self.layout.deescalates and not self.layout.causal_mean and not self.causal:
-            raise ValueError(f"norm={norm!r} measures a causal model's leak. Received: causal={causal!r}")
+            raise ValueError(f"norm={self.norm!r} measures a causal model's leak. Received: causal={causal!r}")
 
     @property
     def uses_layer_norm(self):
@@ -147,7 +148,14 @@ class TransformerBlock(SequenceLayer):
         self.ffn_inner_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.ffn_output_dropout = keras.layers.Dropout(self.dropout, dtype=policy)
         self.drop_branch = StochasticDepth(self.drop_path, dtype=policy, name="drop_path") if self.drop_path else None
-        for layer in (self.self_attention, self.attention_norm, self.ffn_inner, self.ffn_norm):
+        self.attention_branch_norm = self.ffn_branch_norm = None
+        if self.layout.branch_norm:  # a LayerNorm on each branch's output (the layout's hook: sandwich norm)
+            self.attention_branch_norm, self.ffn_branch_norm = (
+                keras.layers.LayerNormalization(epsilon=self.layer_norm_epsilon, dtype=policy, name=name)
+                for name in ("attention_branch_norm", "ffn_branch_norm")
+            )
+        branch_norms = (self.attention_branch_norm, self.ffn_branch_norm)
+        for layer in (self.self_attention, self.attention_norm, self.ffn_inner, self.ffn_norm, *branch_norms):
             if layer is not None:
                 layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
@@ -186,9 +194,11 @@ class TransformerBlock(SequenceLayer):
         return x if self._residual_factor == 1.0 else self._residual_factor * x
 
     def _branch(self, branch, x, training):
-        """Branch 0 (attention) or 1 (FFN) as it joins the residual: times the layout's scale if it has
-        one (LayerScale's per-channel `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`), then dropped for
-        some examples while training if `drop_path` says so (stochastic depth)."""
+        """Branch 0 (attention) or 1 (FFN) as it joins the residual: normalised if the layout says so
+        (`Layout.branch_norm`), times the layout's scale if it has one (LayerScale's per-channel
+        `diag(l_b)`, CaiT eq. 5; ReZero's scalar `a`), then dropped for some examples while training if
+        `drop_path` says so (stochastic depth)."""
+        x = self._normalize((self.attention_branch_norm, self.ffn_branch_norm)[branch], x)
         scale = self.layout.branch_scale(self.layout_state, branch)
         x = x if scale is None else keras.ops.cast(scale, x.dtype) * x
         return x if self.drop_branch is None else self.drop_branch(x, training=training)

@@ -129,7 +129,7 @@ class TransformerXLBlock(TransformerBlock):
         if not self.layout.causal_mean and self.deescalate_at != "pre_ffn":
             raise ValueError(
                 "The leaky global mean is measured at the FFN input only. "
-                f"Received: norm={norm!r}, deescalate_at={deescalate_at!r}"
+                f"Received: norm={self.norm!r}, deescalate_at={deescalate_at!r}"
             )
 
     def _make_attention(self):

@@ -6,7 +6,6 @@ The paper's fix combined with a published one. The scales sit on the branches of
 not on a pre-norm stream: so the block keeps Algorithm 1's LayerNorm after each add (the paper's setting)
 and starts, at CaiT's small `l`, as `LN` followed by eq. (21). CaiT's depth rule picks `l`'s start."""
 
-from keras_tse import _checks
 from keras_tse.layouts.deescalate import Deescalate
 from keras_tse.layouts.layerscale import LayerScale, cait_layer_scale_init
 from keras_tse.layouts.layout import Layout, register_layout
@@ -23,9 +22,7 @@ class DeescalateLayerScale(Layout):
     def for_depth(self, depth):
         return {"layer_scale_init": cait_layer_scale_init(depth)}
 
-    def check(self, options):
-        tau = {"tau": _checks.unit_interval("tau", options["tau"]), "trainable_tau": bool(options["trainable_tau"])}
-        return {**tau, **LayerScale().check({"layer_scale_init": options["layer_scale_init"]})}
+    check = LayerScale.check  # eq. (21)'s options: `eq21_options`, as every de-escalating layout's
 
     add_weights = LayerScale.add_weights
     branch_scale = LayerScale.branch_scale

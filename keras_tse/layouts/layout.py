@@ -8,12 +8,21 @@ or none, kernels redrawn at other gains, and eq. (21) at the block's de-escalati
 only describes; the block computes. So this package imports no Keras, and a command line lists the
 layouts at no cost. Its options are keywords of the block (DeepNorm's `residual_scale`, ...), with
 defaults, validated once here, and may follow from the depth of the stack (`for_depth`).
+
+A builder resolves its `norm` once (`get_layout`) and hands the `Layout` itself to every block, which
+takes a name or a `Layout` alike. A layout of another installed package joins through an entry point of
+the group `keras_tse.layouts` naming its `Layout` subclass:
+
+    [project.entry-points."keras_tse.layouts"]
+    sandwich = "my_package.sandwich:Sandwich"
 """
 
+from keras_tse import _checks
 from keras_tse._registry import Registry
 
-# one module of this package a layout (Keras-free): importing it registers it
-LAYOUTS = Registry("layout", "norm", package="keras_tse.layouts", skip={"layout"}, order=lambda layout: layout.rank)
+ENTRY_POINTS = "keras_tse.layouts"
+# eq. (21)'s options, which every de-escalating layout takes with these defaults (`Layout.checked`)
+EQ21_DEFAULTS = {"tau": 1.0, "trainable_tau": False}
 
 
 class Layout:
@@ -26,6 +35,7 @@ class Layout:
     layer_norm = True  # False: no LayerNorm inside the block (ReZero)
     deescalates = False  # True: eq. (21) at the block's `deescalate_at`
     causal_mean = True  # in a causal block, eq. (21)'s mean over positions <= t; False: over all (leaks)
+    branch_norm = False  # True: a LayerNorm on each branch's output before it joins the stream (sandwich)
     without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
     measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
     defaults = {}  # the layout's own block keywords and their defaults
@@ -35,8 +45,15 @@ class Layout:
         return {}
 
     def check(self, options):
-        """`options` (every key of `defaults`) validated: a ValueError names a bad one."""
+        """The layout's own `options` (every key of `defaults` but eq. (21)'s) validated: a ValueError
+        names a bad one."""
         return options
+
+    def checked(self, options):
+        """`options` (every key of `defaults`) validated: eq. (21)'s by `eq21_options`, the rest by `check`."""
+        eq21 = {key: options[key] for key in EQ21_DEFAULTS if key in options}
+        own = self.check({key: value for key, value in options.items() if key not in EQ21_DEFAULTS})
+        return {**(eq21_options(**eq21) if self.deescalates else {}), **own}
 
     def residual_factor(self, options):
         """The factor on the residual input of a post-norm add (DeepNet's alpha), 1.0 for none."""
@@ -60,6 +77,12 @@ class Layout:
         return f"<layout {self.name!r}: {self.body}-norm body>"
 
 
+def eq21_options(tau=1.0, trainable_tau=False):
+    """Eq. (21)'s options checked, the one place that does: `tau` in [0, 1] (`(I - tau 11^T/n) X` removes
+    at most the whole token mean), `trainable_tau` a flag. Returns them as a dict."""
+    return {"tau": _checks.unit_interval("tau", tau), "trainable_tau": bool(trainable_tau)}
+
+
 def register_layout(layout):
     """Register `layout` (a `Layout` subclass, or an instance) under its name and return it, so that
     it can decorate the class. A name is registered once."""
@@ -70,14 +93,21 @@ def register_layout(layout):
     return layout
 
 
+# one module of this package a layout (Keras-free): importing it registers it; another package's by entry point
+LAYOUTS = Registry(
+    "layout", "norm", package="keras_tse.layouts", skip={"layout"}, order=lambda layout: layout.rank,
+    entry_points=ENTRY_POINTS, on_entry_point=register_layout,
+)  # fmt: skip
+
+
 def layout_names(measurement=False):
     """Every layout's name, the paper's first; `measurement=True` adds those only measured."""
     return tuple(layout.name for layout in LAYOUTS.items().values() if measurement or not layout.measurement_only)
 
 
-def get_layout(name):
-    """The layout registered as `name`."""
-    return LAYOUTS.get(name)
+def get_layout(norm):
+    """The layout registered as `norm`, or `norm` itself when it is a `Layout` (resolved already)."""
+    return norm if isinstance(norm, Layout) else LAYOUTS.get(norm)
 
 
 def check_layout_options(norm, options):
@@ -90,10 +120,10 @@ def check_layout_options(norm, options):
     if unknown:
         own = ", ".join(sorted(layout.defaults)) or "none"
         raise ValueError(
-            f"`layout_options` {', '.join(unknown)} are not options of norm={norm!r} (its options: {own}). "
+            f"`layout_options` {', '.join(unknown)} are not options of norm={layout.name!r} (its options: {own}). "
             f"Received: layout_options={given!r}"
         )
-    layout.check({**layout.defaults, **given})
+    layout.checked({**layout.defaults, **given})
     return given
 
 
@@ -112,4 +142,4 @@ def split_options(layout, kwargs):
                         f"`{key}` is an option of norm={other.name!r}, which norm={layout.name!r} does not "
                         f"take. Received: norm={layout.name!r}, {key}={value!r}"
                     )
-    return layout.check(options), kwargs
+    return layout.checked(options), kwargs

@@ -10,28 +10,29 @@ from keras_tse.layouts import check_layout_options, get_layout
 from keras_tse.norms import ESCALATION_PLACED
 
 
-def block_options(norm, depth, **given):
-    """The block keywords of layout `norm` for a stack of `depth`: `given` (the layout's options a
+def block_options(layout, depth, **given):
+    """The block keywords of `layout` (a `Layout`) for a stack of `depth`: `given` (the layout's options a
     model was built with) over the layout's constants for that depth."""
-    layout = get_layout(norm)
     return {**layout.for_depth(depth), **{k: v for k, v in given.items() if k in layout.defaults}}
 
 
-def checked_layout_options(norm, layout_options, **eq21):
-    """The layout options a builder hands its blocks: eq. (21)'s keywords (`tau`, `trainable_tau`,
-    which layouts without it ignore) and `layout_options`, a dict of layout `norm`'s own options (a
-    gate's initial value, DeepNet's constants): each key one of the layout's, its value checked by
-    the layout; another key is a ValueError naming the layout's options."""
-    return {**eq21, **check_layout_options(norm, layout_options)}
+def checked_layout_options(layout, layout_options, **eq21):
+    """The layout options a builder hands its blocks, checked once: eq. (21)'s keywords (`tau`,
+    `trainable_tau`, which layouts without it ignore) and `layout_options`, a dict of `layout`'s own
+    options (a gate's initial value, DeepNet's constants): each key one of the layout's, its value checked
+    by the layout; another key is a ValueError naming the layout's options."""
+    return {**eq21, **check_layout_options(layout, layout_options)}
 
 
-def stack_block(norm, depth, layout_options=None, remat=False, **kwargs):
-    """A `TransformerBlock` of layout `norm` for a stack of `depth` (the ViT's, the GPT's); with `remat`,
+def stack_block(layout, depth, layout_options=None, remat=False, **kwargs):
+    """A `TransformerBlock` of `layout` (a `Layout`, or its name) for a stack of `depth` (the ViT's, the
+    GPT's); with `remat`,
     its activations are recomputed in the backward pass instead of kept (`keras.RematScope` on this
     block alone: its sublayers run inside its recomputation, so they need none of their own)."""
     scope = keras.RematScope(mode="list_of_layers", layer_names=[kwargs.get("name")]) if remat else None
     with scope or contextlib.nullcontext():
-        return TransformerBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)
+        layout = get_layout(layout)
+        return TransformerBlock(norm=layout, **block_options(layout, depth, **(layout_options or {})), **kwargs)
 
 
 def escalation_block(kind, depth, tau=1.0, **kwargs):
@@ -41,7 +42,8 @@ def escalation_block(kind, depth, tau=1.0, **kwargs):
     return stack_block(norm, depth, dict(tau=tau), deescalate_at=place, **kwargs)
 
 
-def transformer_xl_block(norm, depth, layout_options=None, **kwargs):
-    """Transformer-XL's block of layout `norm` for a stack of `depth`, DeepNet's decoder constants or
-    CaiT's scale where the layout takes them."""
-    return TransformerXLBlock(norm=norm, **block_options(norm, depth, **(layout_options or {})), **kwargs)
+def transformer_xl_block(layout, depth, layout_options=None, **kwargs):
+    """Transformer-XL's block of `layout` (a `Layout`) for a stack of `depth`, DeepNet's decoder constants
+    or CaiT's scale where the layout takes them."""
+    layout = get_layout(layout)
+    return TransformerXLBlock(norm=layout, **block_options(layout, depth, **(layout_options or {})), **kwargs)

@@ -92,12 +92,13 @@ def gpt(
     _checks.positive_int("batch_size", batch_size, allow_none=True)
     _checks.dropout_rate("dropout", dropout)
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
-    layout = get_layout(norm)
+    layout = get_layout(norm)  # resolved here once: the blocks receive the `Layout` itself
+    norm = layout.name
     eq21 = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
     defaults = dict(tau=1.0, trainable_tau=False, deescalate_at="pre_ffn")
     _checks.unused_options(norm, (norm,) if layout.deescalates else (), eq21, defaults)
     resolve_head_dim(hidden_dim, num_heads, head_dim)  # a width that does not divide fails up front
-    layout_options = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
+    layout_options = checked_layout_options(layout, layout_options, tau=tau, trainable_tau=trainable_tau)
     options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     embedding = AdaptiveEmbedding(
         vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializers.check(initializer),
@@ -108,7 +109,7 @@ def gpt(
     x = keras.layers.Dropout(dropout, name="embedding_dropout")(x)
     for i, rate in enumerate(linear_rates(drop_path_rate, depth)):
         block = stack_block(
-            norm, depth, layout_options, causal=True, deescalate_at=deescalate_at,
+            layout, depth, layout_options, causal=True, deescalate_at=deescalate_at,
             drop_path=rate, remat=remat, **options, name=f"block_{i:02d}",
         )
         x = block(x)

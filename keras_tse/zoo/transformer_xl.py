@@ -114,12 +114,13 @@ class TransformerXL(keras.Model):
     ):
         # fmt: on
         _checks.positive_int("depth", depth)
-        layout = get_layout(norm)
+        layout = get_layout(norm)  # resolved here once: the blocks receive the `Layout` itself
+        norm = layout.name
         _checks.positive_int("segment_len", segment_len)
         _checks.positive_int("batch_size", batch_size)
         _checks.dropout_rate("dropout", dropout)
         deescalating = (norm,) if layout.deescalates else ()
-        eq21 = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
+        eq21 = checked_layout_options(layout, layout_options, tau=tau, trainable_tau=trainable_tau)
         _checks.unused_options(norm, deescalating, dict(tau=tau, trainable_tau=trainable_tau), EQ_21_DEFAULTS)
         placement = dict(deescalate_at=deescalate_at, deescalate_memory=deescalate_memory)
         _checks.unused_options(norm, deescalating if layout.causal_mean else (), placement, EQ_21_DEFAULTS)
@@ -131,7 +132,7 @@ class TransformerXL(keras.Model):
         )
         blocks = [
             transformer_xl_block(
-                norm, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, drop_path=rate, name=f"block_{i:02d}"
+                layout, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, drop_path=rate, name=f"block_{i:02d}"
             )
             for i, rate in enumerate(linear_rates(drop_path_rate, depth))
         ]

@@ -119,7 +119,8 @@ def vit(
     # the keywords every block receives as they are
     block_options = {key: value for key, value in locals().items() if key in BLOCK_KEYS}
     _checks.positive_int("depth", depth)
-    layout = get_layout(norm)
+    layout = get_layout(norm)  # resolved here once: the blocks receive the `Layout` itself
+    norm = layout.name
     _checks.one_of("pool", pool, POOLS)
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
     given = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
@@ -150,9 +151,9 @@ def vit(
             f"remat=True with scan=True runs on the JAX backend only. Received: backend "
             f"{keras.backend.backend()!r}; use scan=False there (remat then works per block)"
         )
-    layout_options = checked_layout_options(norm, layout_options, tau=tau, trainable_tau=trainable_tau)
+    layout_options = checked_layout_options(layout, layout_options, tau=tau, trainable_tau=trainable_tau)
     blocks = [
-        _vit_block(norm, depth, place, layout_options, {**block_options, "drop_path": rate, "remat": remat}, i)
+        _vit_block(layout, depth, place, layout_options, {**block_options, "drop_path": rate, "remat": remat}, i)
         for i, (place, rate) in enumerate(list(zip(places, drop_rates))[:1] if scan else zip(places, drop_rates))
     ]
 
@@ -175,15 +176,15 @@ def vit(
     return keras.Model(inputs, logits, name=name or f"vit{depth}_{norm}")
 
 
-def _vit_block(norm, depth, place, layout_options, block_options, index):
-    """Block `index`: the layout's, or (the last block under mean pooling, `place=None`) plain post-norm."""
+def _vit_block(layout, depth, place, layout_options, block_options, index):
+    """Block `index`: the layout's, or (the last block under mean pooling, `place=None`) its twin without
+    eq. (21)."""
     name = f"block_{index:02d}"
-    layout = get_layout(norm)
     if place is None and layout.deescalates:
         if layout.without_deescalation is None:
-            raise ValueError(f"pool='mean' needs a last block without eq. (21). Received: norm={norm!r}")
-        norm = layout.without_deescalation
-    return stack_block(norm, depth, layout_options, deescalate_at=place or "output", **block_options, name=name)
+            raise ValueError(f"pool='mean' needs a last block without eq. (21). Received: norm={layout.name!r}")
+        layout = get_layout(layout.without_deescalation)
+    return stack_block(layout, depth, layout_options, deescalate_at=place or "output", **block_options, name=name)
 
 
 def _scan_obstacle(dropout, drop_path_rate):

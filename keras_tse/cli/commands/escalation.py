@@ -25,7 +25,7 @@ def add_arguments(parser):
     parser.add_argument(
         "--ffn", dest="ffn_dim", type=flags.positive_int, default=2048, help="FFN width (default: 2048 = 4d)"
     )
-    parser.add_argument("--tau", type=flags.unit_interval, default=1.0, help="de-escalation strength (default: 1.0)")
+    parser.add_argument("--tau", type=flags.tau, default=1.0, help="de-escalation strength (default: 1.0)")
     parser.add_argument("--seeds", type=flags.positive_int, default=3, help="seeds averaged (default: 3)")
     parser.add_argument(
         "--init", dest="initializer", choices=INITIALIZERS, default="glorot", help="weight scheme (default: glorot)"

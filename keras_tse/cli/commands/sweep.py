@@ -19,7 +19,7 @@ AXES = (
         flags.choice_list(layout_names(), {}),
         f"comma-separated norms (default: {','.join(PAPER_NORMS)}; also {','.join(BASELINE_NORMS)})",
     ),
-    (("--taus",), flags.comma_list(flags.unit_interval), "de-escalation strengths (default: 1.0,0.5)"),
+    (("--taus",), flags.comma_list(flags.tau), "de-escalation strengths (default: 1.0,0.5)"),
     (
         ("--initializers", "--inits"),
         flags.choice_list(INITIALIZERS, {}),

@@ -54,8 +54,14 @@ def positive_int(name, value, allow_none=False):
 
 
 def positive_float(name, value):
-    if not is_real(value) or not value > 0:
+    if not is_real(value) or not 0 < value < float("inf"):
         raise ValueError(f"`{name}` must be a positive number. Received: {name}={value!r}")
+    return float(value)
+
+
+def non_negative_float(name, value):
+    if not is_real(value) or not 0.0 <= value < float("inf"):
+        raise ValueError(f"`{name}` must be a number >= 0. Received: {name}={value!r}")
     return float(value)
 
 

@@ -154,21 +154,18 @@ def _elements(node):
 
 def _norm_lists_outside_the_vocabulary(package=PACKAGE, root=ROOT):
     """Module-level containers holding two or more norm names, and comma-joined lists of them, anywhere
-    but `keras_tse/norms.py` (the studies' groups), the layouts' own modules, the lab's study plans and
-    the training tasks' variant tables: a second list of norms that would drift from the first."""
+    but `keras_tse/norms.py` (the studies' groups), the layouts' own modules and the lab's study plans: a
+    second list of norms that would drift from the first (a family's presets name their layout each)."""
     names = _vocabulary()
     vocabulary = os.path.join(package, "norms.py")
-    # the layouts name themselves; a study plan of the lab and a training task's table of the paper's
-    # variants are data that name the runs they describe (each run's flags), not a vocabulary of norms
+    # the layouts name themselves; a study plan of the lab is data that names the runs it describes (each
+    # run's flags), not a vocabulary of norms
     exempt = [os.path.join(package, *parts) for parts in (("layouts",),)]
-    tasks = [os.path.join(package, "cli", f"{task}.py") for task in ("train_vit", "train_lm")]
     wrong = []
     for folder, _, files in os.walk(package):
         for file in sorted(f for f in files if f.endswith(".py")):
             path = os.path.join(folder, file)
             if os.path.abspath(path) == os.path.abspath(vocabulary) or any(path.startswith(e + os.sep) for e in exempt):
-                continue
-            if path in tasks:
                 continue
             tree = ast.parse(open(path).read())
             where = os.path.relpath(path, root)

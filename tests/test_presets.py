@@ -122,3 +122,34 @@ def test_create_model_and_list_models_cover_every_preset_and_family():
     finally:
         FAMILIES.unregister("vit_twin")
     assert zoo.presets()["vit24_digits"]["input"] == "8x8x1 images"  # described by its family
+
+
+def test_a_family_s_presets_sit_beside_it_and_name_what_its_training_command_builds():
+    """Presets are the families' (`register_family(presets=...)`): a family registered with its own is
+    listed, built and searched by layout like the zoo's, and leaves with it; each layout's training preset
+    and rate come from there (the paper's smaller rate for post-norm), a layout without one trains in the
+    default layout's preset at its rate."""
+    from keras_tse.zoo.registry import FAMILIES, preset, preset_for_layout
+
+    assert preset_for_layout("vit", "post") == ("vit80_cifar10_post", 5e-5, False)
+    assert preset_for_layout("vit", "rezero") == ("vit80_cifar10_deescalate", 1e-4, True)
+    assert preset_for_layout("transformer_xl", "pre") == ("transformer_xl60_wt103_pre", 2.5e-4, False)
+    tiny = {"depth": 1, "image_size": 8, "patch_size": 4, "channels": 1, "hidden_dim": 8, "ffn_dim": 8, "num_heads": 2}
+
+    @zoo.register_family(
+        "tiny_vit_test",
+        lambda config: "8x8x1 images",
+        presets={"tiny_vit_test_pre": preset({**tiny, "norm": "pre"}, "a test's", "none", "none", learning_rate=3e-4)},
+    )
+    def tiny_vit_test(norm="pre", **config):
+        return zoo.vit(norm=norm, **config)
+
+    try:
+        listed = zoo.presets()["tiny_vit_test_pre"]
+        assert (listed["builder"], listed["input"], listed["learning_rate"]) == ("tiny_vit_test", "8x8x1 images", 3e-4)
+        assert zoo.from_preset("tiny_vit_test_pre").get_layer("block_00").norm == "pre"
+        assert "tiny_vit_test_pre" in zoo.list_models("tiny*")
+        assert preset_for_layout("tiny_vit_test", "post") == ("tiny_vit_test_pre", 3e-4, True)
+    finally:
+        FAMILIES.unregister("tiny_vit_test")
+    assert "tiny_vit_test_pre" not in zoo.presets()

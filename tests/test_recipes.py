@@ -131,13 +131,17 @@ def test_no_data_stops_with_the_file_to_fetch(tmp_path, capsys):
 
 @pytest.mark.one_backend
 @pytest.mark.parametrize(
-    "recipe, folder", [("cifar10_vit", "runs/cifar10_vit"), ("wikitext103_txl", "runs/wikitext103_txl")]
+    "recipe, folder", [("cifar10_vit", "runs/cifar10_vit"), ("wikitext103_txl", "runs/wikitext103_transformer_xl")]
 )
-def test_a_smoke_run_has_its_own_default_folder(recipe, folder):
+def test_a_run_s_default_folder_names_its_data_set_and_family_and_a_smoke_run_has_its_own(recipe, folder):
     module = recipe_module(recipe)
     assert module.parse_args([]).out == folder
     assert module.parse_args(["--smoke"]).out == folder + "_smoke"  # never the real run's folder
     assert module.parse_args(["--smoke", "--out", "mine"]).out == "mine"
+    if recipe == "cifar10_vit":  # another data set, another family: another folder (a fine-tuning run's too)
+        assert module.parse_args(["--dataset", "digits", "--model", "vit_plugin"]).out == "runs/digits_vit_plugin"
+    else:
+        assert module.parse_args(["--dataset", "ptb", "--model", "gpt"]).out == "runs/ptb_gpt"
 
 
 @pytest.mark.one_backend

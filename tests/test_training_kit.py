@@ -8,6 +8,7 @@ import keras
 import numpy as np
 import pytest
 
+from keras_tse import _checks
 from keras_tse.losses import SparseCategoricalCrossentropyWithSmoothing
 from keras_tse.training import LMTrainConfig, TrainConfig, recorded
 from keras_tse.training.optimizers import learning_rate_schedule, make_optimizer
@@ -260,3 +261,39 @@ def test_each_data_set_trains_with_its_own_augmentation_and_an_older_run_resumes
     assert vit.variant_settings(args, "deescalate", told)[2].augment == "crop_flip"
     digits = vit.parse_args(["--dataset", "digits", "--out", str(tmp_path / "digits")])
     assert vit.variant_settings(digits, "deescalate", TrainConfig())[2].augment == "none"
+
+
+def test_a_new_kit_option_is_one_field_its_flag_check_record_and_resume_follow(tmp_path, capsys):
+    """One `option` field added to a task's settings (nothing else): its flag appears with its help and the
+    task's default, a good value reaches the settings and config.json, a bad one is one line in its check's
+    words, the Python keyword is checked alike, and a folder written before the field resumes."""
+    from keras_tse.cli import flags
+    from keras_tse.run_files import write_json
+    from keras_tse.training import RunFolderMismatch, check_run_folder, defaults_of
+    from keras_tse.training.configs import option
+
+    @dataclasses.dataclass
+    class WithLookahead(TrainConfig):
+        lookahead_steps: int = option(0, _checks.non_negative_int, "Lookahead's k (0: off)")
+
+    parser = flags.Parser(prog="keras-tse train vit")
+    flags.add_training_kit(parser, WithLookahead(epochs=3))
+    assert "--lookahead-steps" in parser.format_help() and "Lookahead's k (0: off) (default: 0)" in parser.format_help()
+    args = parser.parse_args(["--lookahead-steps", "5", "--schedule", "cosine"])
+    config = dataclasses.replace(WithLookahead(epochs=3), **flags.kit_settings(args, WithLookahead()))
+    assert (config.lookahead_steps, config.schedule, config.epochs) == (5, "cosine", 3)
+    assert recorded(config)["lookahead_steps"] == 5
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--lookahead-steps", "-1"])
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        "keras-tse train vit: error: --lookahead-steps: received '-1'; expected an integer >= 0"
+    )
+    with pytest.raises(ValueError, match=r"`lookahead_steps` must be an integer >= 0. Received: lookahead_steps=-1"):
+        WithLookahead(lookahead_steps=-1)
+    old = {k: v for k, v in recorded(WithLookahead()).items() if k != "lookahead_steps"}  # a run from before
+    write_json(str(tmp_path / "config.json"), {"model": "m", "train": old})
+    default = WithLookahead()
+    assert check_run_folder(str(tmp_path), {"model": "m", "train": recorded(default)}, defaults=defaults_of(default))
+    changed = dataclasses.replace(default, lookahead_steps=5)
+    with pytest.raises(RunFolderMismatch, match="received train.lookahead_steps 5; expected 0"):
+        check_run_folder(str(tmp_path), {"model": "m", "train": recorded(changed)}, defaults=defaults_of(changed))

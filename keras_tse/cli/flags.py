@@ -15,6 +15,7 @@ import argparse
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import re
 import signal
@@ -24,9 +25,8 @@ import zipfile
 
 from keras_tse import interrupts, layouts, peers, run_lock
 from keras_tse._checks import InputError
-from keras_tse.data.registry import AUGMENTATIONS
 from keras_tse.norms import INITIALIZERS
-from keras_tse.training.configs import WEIGHT_DECAY_RULES
+from keras_tse.training.configs import options_of
 
 # The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
 BACKENDS = ("tensorflow", "jax", "torch")
@@ -51,7 +51,9 @@ class HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """argparse, with an error reported on one line: `<prog>: error: <what>` and exit status 2."""
 
-    run_folder = None  # set by add_run_arguments: --out's default, with "_smoke" added under --smoke
+    # set by add_run_arguments: --out's default, a format of the flags ("runs/{dataset}_{model}"), with
+    # "_smoke" added under --smoke
+    run_folder = None
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("formatter_class", HelpFormatter)
@@ -65,7 +67,7 @@ class Parser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         if self.run_folder is not None and parsed.out is None:
             # a smoke run never lands in the real run's folder, which would then refuse the real settings
-            parsed.out = self.run_folder + ("_smoke" if parsed.smoke else "")
+            parsed.out = self.run_folder.format(**vars(parsed)) + ("_smoke" if parsed.smoke else "")
         if self.run_folder is not None and parsed.verbose is None:
             parsed.verbose = 1 if sys.stdout.isatty() else 2  # a progress bar on a terminal, a line per epoch in a file
         if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
@@ -126,8 +128,7 @@ depth = _checked(int, f"a positive integer up to {MAX_DEPTH}", lambda v: 1 <= v 
 positive_float = _checked(float, "a positive number", lambda v: 0 < v < _INF)
 non_negative_float = _checked(float, "a number >= 0", lambda v: 0 <= v < _INF)
 unit_interval = _checked(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
-dropout_rate = smoothing = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)  # a rate; label smoothing
-open_unit_interval = _checked(float, "a number in (0, 1)", lambda v: 0 < v < 1)
+dropout_rate = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)
 
 
 def tau(text):
@@ -135,8 +136,8 @@ def tau(text):
     value = _number(text, float, "a number")
     try:
         return layouts.eq21_options(tau=value)["tau"]
-    except ValueError as error:  # "`tau` must be ... Received: ...": the expectation between the two
-        raise _refuse(text, str(error).split(" must be ")[1].split(". Received")[0]) from None
+    except ValueError as error:
+        raise _refuse(text, _expected(error)) from None
 
 
 def comma_list(kind, distinct=False):
@@ -491,36 +492,10 @@ def add_distribution_arguments(parser, model_parallel=True):
     )
 
 
-# The training kit's flags: (flag, the config field it sets, type, what it does). A recipe's defaults
-# are its config's (`--help` shows them); `kit_settings` reads back the ones given.
-KIT_FLAGS = (
-    ("--warmup-steps", "warmup_steps", non_negative_int, "linear learning-rate warmup over the first N batches"),
-    ("--schedule", "schedule", None, "the learning-rate schedule after warmup: step (x decay_factor at 70%% and "
-     "90%%, the paper's ViT), cosine (to min_learning_rate, Transformer-XL's) or constant"),
-    ("--weight-decay", "weight_decay", non_negative_float, "AdamW's decoupled weight decay (0: Adam)"),
-    ("--clipnorm", "clipnorm", positive_float, "clip each gradient to this norm (Keras's clipnorm)"),
-    ("--global-clipnorm", "global_clipnorm", positive_float, "clip all gradients together to this norm"),
-    ("--ema", "ema", open_unit_interval, "keep an exponential moving average of the weights with this momentum; "
-     "validation and checkpoints read it (Keras's use_ema, SwapEMAWeights)"),
-    ("--label-smoothing", "label_smoothing", smoothing, "label smoothing of the classification loss"),
-    ("--mixup", "mixup", non_negative_float, "MixUp with this alpha on the training batches (Keras's MixUp; "
-     "soft targets)"),
-    ("--cutmix", "cutmix", non_negative_float, "CutMix with this alpha on the training batches (Keras's CutMix); "
-     "with --mixup, each batch takes one of the two"),
-    ("--grad-accum", "grad_accum", positive_int, "accumulate the gradients of N batches per update: the batch "
-     "of N x --batch-size on the memory of one (Keras's gradient_accumulation_steps)"),
-    ("--weight-decay-rule", "weight_decay_rule", None, "what weight decay spares: timm (every 1-D weight and the "
-     "position and class embeddings) or all (decay every weight but a learned tau)"),
-    ("--augment", "augment", None, "the training images' augmentation: randaugment (the paper's), crop_flip (a "
-     "random crop of the image padded by 4, then a horizontal flip) or none"),
-)  # fmt: skip
-# the flags whose values are names, and the names each takes
-NAMED = {"schedule": None, "weight_decay_rule": WEIGHT_DECAY_RULES, "augment": AUGMENTATIONS}
-
-
-def add_training_kit(parser, defaults, schedules):
-    """The kit's flags for a recipe whose optimisation defaults are `defaults` (a TrainConfig or an
-    LMTrainConfig: the flags it has no field for are not offered), and the model's: `--drop-path`."""
+def add_training_kit(parser, defaults):
+    """The flags of every option field of `defaults` (a task's settings: `training.configs.option`), each
+    `--` and its name with dashes, checked by the field's own check, its default the task's; and the
+    model's: `--drop-path`, `--remat`."""
     kit = parser.add_argument_group("training kit (defaults: the recipe's, the paper's settings)")
     kit.add_argument(
         "--drop-path",
@@ -536,18 +511,41 @@ def add_training_kit(parser, defaults, schedules):
         help="recompute each block's activations in the backward pass instead of keeping them: memory "
         "for compute (keras.RematScope; not the Transformer-XL, whose blocks write their memory)",
     )
-    for flag, field, kind, text in KIT_FLAGS:
-        if not hasattr(defaults, field):
-            continue
-        value = getattr(defaults, field)
-        off = value is None or (field == "grad_accum" and value == 1) or (field in ("mixup", "cutmix") and not value)
-        shown = "off" if off else value
-        if field == "augment":
-            shown = "the data set's: randaugment for cifar10, none for digits and mnist, crop_flip for the rest"
-        options = dict(type=kind)
-        if field in NAMED:
-            options = dict(choices=NAMED[field] or schedules)
-        kit.add_argument(flag, dest=field, default=None, help=f"{text} (default: {shown})", **options)
+    for field in options_of(defaults):
+        value, metadata = getattr(defaults, field.name), field.metadata
+        shown = metadata["shown"] or ("off" if value is None else value)
+        options = {"choices": metadata["choices"]} if metadata["choices"] else {"type": checked_by(field)}
+        flag = "--" + field.name.replace("_", "-")
+        kit.add_argument(flag, dest=field.name, default=None, help=f"{metadata['help']} (default: {shown})", **options)
+
+
+def checked_by(field):
+    """A `type=` for a settings field: the text read as the field's type, then the field's own check; a
+    value it refuses is one line saying what it expected (its check's words)."""
+
+    def parse(text):
+        value = _number(text, field.type, _expected(_refusal(field)))
+        try:
+            return field.metadata["check"](field.name, value)
+        except ValueError as error:  # "`name` must be <expected>. Received: ..."
+            raise _refuse(text, _expected(error)) from None
+
+    parse.__name__ = field.name
+    return parse
+
+
+def _refusal(field):
+    """The error of `field`'s check on a value no check takes (NaN), for the words of what it expects."""
+    try:
+        field.metadata["check"](field.name, math.nan)
+    except ValueError as error:
+        return error
+    raise AssertionError(f"the check of {field.name} takes NaN")
+
+
+def _expected(error):
+    """What a check's ValueError ("`name` must be <expected>. Received: ...") says was expected."""
+    return str(error).split(" must be ", 1)[-1].split(". Received", 1)[0]
 
 
 def model_kit_overrides(args, norm):
@@ -592,9 +590,9 @@ def layout_option(text):
         raise _refuse(text, "KEY=VALUE with a number, true or false as VALUE") from None
 
 
-def kit_settings(args):
-    """The kit's settings given on the command line, by config field."""
-    given = {field: getattr(args, field, None) for _, field, _, _ in KIT_FLAGS}
+def kit_settings(args, defaults):
+    """The option fields of `defaults`' settings given on the command line, by field."""
+    given = {field.name: getattr(args, field.name, None) for field in options_of(defaults)}
     return {field: value for field, value in given.items() if value is not None}
 
 
@@ -610,7 +608,10 @@ def add_tau_arguments(parser):
     )
 
 
-def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_help):
+RUN_FOLDER = "runs/{dataset}_{model}"  # --out's default: the data set and the family (runs/cifar10_vit)
+
+
+def add_run_arguments(parser, hidden_help, init_help, smoke_help, batch_help):
     """The flags both training recipes take: where the data and the run go, the model-size and
     optimisation overrides, the seed, the weight scheme, the scale flags and `--smoke`."""
     parser.add_argument(
@@ -619,8 +620,8 @@ def add_run_arguments(parser, out, hidden_help, init_help, smoke_help, batch_hel
         help="where the data set is or goes (default $KERAS_TSE_DATA_DIR or ~/.keras_tse/datasets)",
     )
     parser.add_argument("--no-download", action="store_true", help="never download; use --data-dir files only")
-    parser.run_folder = out
-    parser.add_argument("--out", default=None, help=f"run folder (default: {out}; {out}_smoke with --smoke)")
+    parser.run_folder = RUN_FOLDER
+    parser.add_argument("--out", default=None, help=f"run folder (default: {RUN_FOLDER}; ..._smoke with --smoke)")
     parser.add_argument("--depth", type=depth, default=None, help="override the number of blocks")
     parser.add_argument("--hidden-dim", type=positive_int, default=None, help=hidden_help)
     parser.add_argument("--learning-rate", type=positive_float, default=None, help="override every variant's lr")

@@ -12,7 +12,7 @@ keras-tse presets         every model preset with its parameter count, input and
 keras-tse probe M.keras   per-block similarity and attention diagnostics of a saved model
 keras-tse study           the lab's studies: list, run or resume one, dry-run, regenerate its card (in a checkout)
 keras-tse sweep           the depth study's resumable grid on 8x8 digits (the lab's, in a checkout)
-keras-tse train           train a ViT (vit) or a language model (lm) into a run folder that resumes
+keras-tse train           train a model family, a preset or the paper's two (vit, lm) into a run folder
 
 Each subcommand is a module of `keras_tse.cli.commands`; this one assembles the parser and
 runs the command behind the edge every command shares (`flags`).
@@ -33,7 +33,8 @@ def _parser():
     commands = parser.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items().items():
         # one line, both its entry in `keras-tse --help` and its own description
-        subparser = commands.add_parser(name, help=command.HELP, description=command.HELP)
+        options = getattr(command, "PARSER", {})  # a command that reads every word itself (`train`)
+        subparser = commands.add_parser(name, help=command.HELP, description=command.HELP, **options)
         command.add_arguments(subparser)
         subparser.set_defaults(run=command.run, needs_backend=getattr(command, "NEEDS_BACKEND", True))
     return parser

@@ -60,7 +60,7 @@ from keras_tse import data, run_files, training
 from keras_tse._checks import InputError
 from keras_tse.cli import flags
 from keras_tse.layouts import get_layout, layout_names
-from keras_tse.norms import DEESCALATE_AT
+from keras_tse.norms import DEESCALATE_AT, PAPER_NORMS
 from keras_tse.training import LMTrainConfig
 
 # The name a run folder's manifest records (`run_files.claim_folder`): the name of the recipe that
@@ -72,15 +72,23 @@ VOCABULARY = "vocabulary.txt"  # a run folder's words, one a line, in id order (
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
 # use, and so does `keras_tse` its `zoo`.
 
-# === Model: the paper's three depth-60 variants ===
-VARIANTS = {norm: f"transformer_xl60_wt103_{norm}" for norm in ("post", "pre", "deescalate")}
+# === Model: each layout's preset of the transformer_xl family (keras_tse/zoo/transformer_xl_presets.py) ===
 LEAKY = "deescalate_leaky_global"  # measurement only: the global segment mean reads later tokens
 
 # === The other language model of the zoo: a GPT-style decoder (`--model gpt`) trains in the same path, at
 # the sizes below with Transformer-XL's memory taken out ===
-GPT_PRESET = "gpt8_small"
-TRANSFORMER_XL_ONLY = ("mem_len",)
-MODEL_TITLES = {"transformer_xl": "Transformer-XL", "gpt": "GPT-style decoder"}
+# the preset whose sizes a family trains at, besides Transformer-XL's of each layout; a family of another
+# package without one trains at its builder's defaults. The task's sizes (PTB_MODEL, ...) go to a family
+# where its builder takes them; a flag whose keyword it does not take is refused (FLAG_KEYWORDS).
+FAMILY_PRESETS = {"gpt": "gpt8_small"}
+MODEL_TITLES = {"transformer_xl": "Transformer-XL", "gpt": "GPT-style decoder"}  # another family: its name
+# builder keyword -> the flag that sets it
+FLAG_KEYWORDS = {
+    "depth": "--depth", "hidden_dim": "--hidden-dim", "initializer": "--init", "tau": "--tau",
+    "trainable_tau": "--learn-tau", "deescalate_at": "--deescalate-at", "deescalate_memory": "--segment-mean",
+    "drop_path_rate": "--drop-path", "remat": "--remat", "layout_options": "--layout-option",
+}  # fmt: skip
+NEEDED = ("norm", "vocab_size")  # what a text family's builder must take: the layout and the data's vocabulary
 
 # === Penn Treebank: a word-level Transformer-XL sized for a 2-core CPU. The published PTB model
 # (Dai et al. 2019, Table 4: 24M parameters, 54.5 test perplexity) is far larger and heavily regularised;
@@ -122,6 +130,12 @@ SMOKE_VOCAB = 4000
 SMOKE_HELP = "small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb"
 
 
+def preset_of(norm):
+    """The Transformer-XL preset the command builds for layout `norm` (its own, or the de-escalated one with
+    `norm` over it: `overrides["norm"]` is always set)."""
+    return keras_tse.zoo.registry.preset_for_layout("transformer_xl", norm)[0]
+
+
 def load_data(args):
     """(token ids per split, vocabulary) of --dataset, from the data registry; a slice of it with --smoke."""
     if args.smoke and args.dataset == "wikitext103":
@@ -142,9 +156,9 @@ def base_config(args):
     if args.smoke:
         return SMOKE_PRESET, dict(SMOKE_MODEL), SMOKE_TRAIN
     if args.dataset != "wikitext103" and args.size == "paper":
-        return VARIANTS["post"], dict(PAPER_PTB_MODEL), PAPER_PTB_TRAIN
+        return preset_of("post"), dict(PAPER_PTB_MODEL), PAPER_PTB_TRAIN
     if args.dataset != "wikitext103":  # a word-level model sized for a CPU (a user's text: its own vocabulary)
-        return VARIANTS["post"], dict(PTB_MODEL), PTB_TRAIN
+        return preset_of("post"), dict(PTB_MODEL), PTB_TRAIN
     return None, {}, TRAIN
 
 
@@ -158,7 +172,7 @@ def train_settings(args):
         config = dataclasses.replace(config, batch_size=args.batch_size)
     if args.eval_interval is not None:
         config = dataclasses.replace(config, eval_interval=args.eval_interval)
-    config = dataclasses.replace(config, **flags.kit_settings(args))
+    config = dataclasses.replace(config, **flags.kit_settings(args, TRAIN))
     return _logged(
         dataclasses.replace(
             config,
@@ -177,14 +191,12 @@ def _logged(config):
 def variant_settings(args, norm):
     """(preset, builder overrides, the run's settings) of one variant, all known before any data."""
     preset, overrides, _ = base_config(args)
-    preset = preset or VARIANTS.get(norm, VARIANTS["deescalate"])
-    if args.model == "gpt":
-        preset = GPT_PRESET
-        overrides = {key: value for key, value in overrides.items() if key not in TRANSFORMER_XL_ONLY}
+    preset = (preset or preset_of(norm)) if args.model == "transformer_xl" else FAMILY_PRESETS.get(args.model)
+    overrides = {key: value for key, value in overrides.items() if _accepts(args, key)}  # the task's sizes
     overrides["norm"] = norm
     if args.smoke:
-        overrides["name"] = f"smoke_{norm}" if args.model == "transformer_xl" else f"gpt_smoke_{norm}"
-    elif args.dataset != "wikitext103" or args.model == "gpt":
+        overrides["name"] = f"smoke_{norm}" if args.model == "transformer_xl" else f"{args.model}_smoke_{norm}"
+    elif args.dataset != "wikitext103" or args.model != "transformer_xl":
         overrides["name"] = f"{args.model}_{args.dataset}_{norm}"
     if own_text(args):
         overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
@@ -192,15 +204,20 @@ def variant_settings(args, norm):
         overrides.pop("vocab_size", None)
     if args.depth is not None:
         overrides["depth"] = args.depth
-    if args.batch_size is not None:  # Transformer-XL's memory is built for one batch size
+    if args.batch_size is not None and _accepts(args, "batch_size"):  # Transformer-XL's memory: one batch size
         overrides["batch_size"] = args.batch_size
     if args.hidden_dim is not None:
-        heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset)["num_heads"]
-        overrides.update(hidden_dim=args.hidden_dim, head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
+        heads = overrides.get("num_heads") or _family_config(args, preset).get("num_heads", 1)
+        sizes = dict(head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
+        overrides.update(hidden_dim=args.hidden_dim, **{k: v for k, v in sizes.items() if _accepts(args, k)})
     if args.init:
         overrides["initializer"] = args.init
     overrides.update(_deescalation_overrides(args, norm))
     overrides.update(flags.model_kit_overrides(args, norm))
+    refused = [key for key in overrides if key in FLAG_KEYWORDS and not _accepts(args, key)]
+    if refused:
+        raise InputError(FLAG_KEYWORDS[refused[0]], f"with --model {args.model}", "a family whose builder takes it")
+    overrides = {key: value for key, value in overrides.items() if key != "name" or _accepts(args, key)}
     settings = {
         "preset": preset,
         "smoke": args.smoke,
@@ -213,6 +230,14 @@ def variant_settings(args, norm):
         **({"model": args.model} if args.model != "transformer_xl" else {}),
     }
     return preset, overrides, settings
+
+
+def _accepts(args, keyword):
+    return keras_tse.zoo.registry.accepts(args.model, keyword)
+
+
+def _family_config(args, preset):
+    return keras_tse.zoo.registry.family_config(args.model, preset)
 
 
 def _deescalation_overrides(args, norm):
@@ -235,22 +260,34 @@ def _deescalation_overrides(args, norm):
     return dict(flags_given.values())
 
 
-def _stream_shape(plans, config):
+def _stream_shape(args, plans, config):
     """(batch size, segment length) every variant's model is built for (a GPT without a fixed batch:
     the training batch)."""
     preset, overrides, _ = next(iter(plans.values()))
-    built = {**keras_tse.zoo.full_config(preset), **overrides}
-    return built["batch_size"] or config.batch_size, built["segment_len"]
+    built = {**_family_config(args, preset), **overrides}
+    return built.get("batch_size") or config.batch_size, built["segment_len"]
 
 
-def _causal_twin(preset, overrides):
+def build_model(args, preset, overrides):
+    """A variant's model: the preset with `overrides`, or (a family without one) its builder with them."""
+    if preset is None:
+        return keras_tse.zoo.create_model(args.model, **overrides)
+    return keras_tse.zoo.from_preset(preset, **overrides)
+
+
+def _causal_twin(args, preset, overrides):
     """The leaky model's causal counterpart: its weights read there show how much of its perplexity
     was the leak of later tokens."""
-    return keras_tse.zoo.from_preset(preset, **{**overrides, "norm": "deescalate"})
+    return build_model(args, preset, {**overrides, "norm": "deescalate"})
 
 
 def check_args(args):
     """The flags against each other and the text folder's files, before any text is read."""
+    families = keras_tse.zoo.list_families("text")
+    if args.model not in families:
+        raise InputError("--model", args.model, f"a text model family: {', '.join(families)}")
+    if not all(_accepts(args, keyword) for keyword in NEEDED):
+        raise InputError("--model", args.model, f"a text family whose builder takes {' and '.join(NEEDED)}")
     for norm in args.norm:
         flags.model_kit_overrides(args, norm)  # each variant's layout takes every --layout-option
     if args.remat and args.model == "transformer_xl":
@@ -271,13 +308,13 @@ def check_args(args):
         data.text_files(args.data_dir)
     if args.epochs is not None and args.steps is not None:
         raise InputError("--epochs", args.epochs, "either --epochs or --steps, not both")
-    if args.model == "gpt" and args.size == "paper":
+    if args.model != "transformer_xl" and args.size == "paper":
         raise InputError("--size", "paper", "--model transformer_xl (Fig. 7's widths are the Transformer-XL's)")
     for norm in args.norm:
         _deescalation_overrides(args, norm)
     if args.hidden_dim is not None:
         preset, overrides, _ = base_config(args)
-        heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset or VARIANTS["post"])["num_heads"]
+        heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset or preset_of("post"))["num_heads"]
         if args.hidden_dim % heads:
             raise InputError("--hidden-dim", args.hidden_dim, f"a multiple of the {heads} heads (the width is split)")
 
@@ -317,7 +354,9 @@ def run(args):
     run_files.claim_folder(args.out, TASK, shared, writes, "*/config.json", data_contents=contents)
     plans = {norm: variant_settings(args, norm) for norm in args.norm}
     for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
-        train = training.recorded(training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args)))
+        train = training.recorded(
+            training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args, TRAIN))
+        )
         if args.epochs is not None:
             del train["steps"]  # known once the text is read
         known = {"train": train, "overrides": overrides, **settings}
@@ -333,7 +372,7 @@ def run(args):
         f"{time.perf_counter() - start:.1f} s; the first training step also compiles the model",
         flush=True,
     )
-    batch_size, segment_len = _stream_shape(plans, config)
+    batch_size, segment_len = _stream_shape(args, plans, config)
     processes = training.scale.process()[1]
     if batch_size % processes:
         raise InputError("--batch-size", batch_size, f"a multiple of the {processes} processes (each feeds a part)")
@@ -347,7 +386,7 @@ def run(args):
     for norm, (preset, overrides, settings) in plans.items():
         keras.utils.set_random_seed(args.seed)
         overrides = {**overrides, "vocab_size": len(vocab)}
-        model = keras_tse.zoo.from_preset(preset, **overrides)
+        model = build_model(args, preset, overrides)
         run_dir = os.path.join(args.out, norm)
         # the ids' words travel with the run: a model from this folder can be read back as text
         run_files.write_text(os.path.join(run_dir, VOCABULARY), "\n".join(vocab.symbols) + "\n")
@@ -358,15 +397,16 @@ def run(args):
             ids["train"],
             ids["valid"],
             run_dir,
-            training.as_started(run_dir, config, flags.kit_settings(args)),  # an older run: as it began
+            training.as_started(run_dir, config, flags.kit_settings(args, TRAIN)),  # an older run: as it began
             test_ids=ids["test"],
             verbose=args.verbose,
             extra_config={"overrides": overrides, **settings},
-            causal_twin=functools.partial(_causal_twin, preset, overrides) if norm == LEAKY else None,
+            causal_twin=functools.partial(_causal_twin, args, preset, overrides) if norm == LEAKY else None,
         )
     name = "text in " + str(args.data_dir) if own_text(args) else data.get_dataset(args.dataset).title
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
-    title = f"{MODEL_TITLES[args.model]} on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
+    model = MODEL_TITLES.get(args.model, args.model)
+    title = f"{model} on {name} (Yu & Zhang Fig. 7 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
         summaries,
         training.language_model.summary_line,
@@ -383,18 +423,19 @@ def parse_args(argv=None, prog="keras-tse train lm"):
     parser = flags.Parser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
-        type=flags.choice_list(layout_names(measurement=True), {"all": tuple(VARIANTS)}),
-        default=tuple(VARIANTS),
+        type=flags.choice_list(layout_names(measurement=True), {"all": PAPER_NORMS}),
+        default=PAPER_NORMS,
         metavar="NAMES",
         help=f"the variants to train, comma-separated, of {', '.join(layout_names())}, {LEAKY} (leaks later tokens, "
         "for measurement only); all: the paper's three (default)",
     )
     parser.add_argument(
         "--model",
-        choices=tuple(MODEL_TITLES),
         default="transformer_xl",
-        help="the language model: Transformer-XL (the paper's, Sec. 3.4) or the zoo's GPT-style decoder "
-        f"({GPT_PRESET}'s family, at the same sizes without a memory)",
+        metavar="FAMILY",
+        help="the text model family: transformer_xl (the paper's, Sec. 3.4, default), gpt (the zoo's GPT-style "
+        "decoder, gpt8_small's family, at the same sizes without a memory) or one another package registers under "
+        "the keras_tse.families entry point (the task's sizes where its builder takes them)",
     )
     parser.add_argument(
         "--dataset",
@@ -437,8 +478,8 @@ def parse_args(argv=None, prog="keras-tse train lm"):
     parser.add_argument(
         "--eval-interval", type=flags.positive_int, default=None, help="steps between validations (default: 250 on PTB)"
     )
-    flags.add_run_arguments(parser, "runs/wikitext103_txl", HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
-    flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
+    flags.add_run_arguments(parser, HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
+    flags.add_training_kit(parser, TRAIN)
     flags.add_distribution_arguments(parser, model_parallel=False)  # no layout of the language model is tested
     args = parser.parse_args(argv)
     if args.size == "paper" and args.dataset == "wikitext103":

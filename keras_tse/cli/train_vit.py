@@ -51,6 +51,7 @@ from keras_tse import data, run_files, training
 from keras_tse._checks import InputError
 from keras_tse.cli import flags
 from keras_tse.layouts import get_layout, layout_names
+from keras_tse.norms import PAPER_NORMS
 from keras_tse.run_files import read_history
 from keras_tse.training import TrainConfig
 
@@ -62,23 +63,14 @@ TASK = "cifar10_vit"
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
 # use, and so does `keras_tse` its `zoo`.
 
-# === Model: the paper's three variants and two published baselines, each a preset with its learning rate ===
-VARIANTS = {
-    "post": {"preset": "vit80_cifar10_post", "learning_rate": 5e-5},  # smaller lr "to obtain a meaningful reduction"
-    "pre": {"preset": "vit80_cifar10_pre", "learning_rate": 1e-4},
-    "deescalate": {"preset": "vit80_cifar10_deescalate", "learning_rate": 1e-4},
-    # The paper has no baselines; these two were the strongest of the depth study (zoo/depth_study.md),
-    # trained at the paper's rate for its stable variants.
-    "deepnorm": {"preset": "vit80_cifar10_deepnorm", "learning_rate": 1e-4},
-    "layerscale": {"preset": "vit80_cifar10_layerscale", "learning_rate": 1e-4},
-}
-PAPER_VARIANTS = ("post", "pre", "deescalate")  # --norm all
+# === Model: each layout's preset of the vit family (keras_tse/zoo/vit_presets.py) at its recipe's rate ===
 
 
 def variant_of(norm):
     """A layout's preset and learning rate: its own, or (a layout without one, such as ReZero or a
     registered one) the de-escalated preset with that layout, at the paper's rate for its stable variants."""
-    return VARIANTS.get(norm, {"preset": VARIANTS["deescalate"]["preset"], "learning_rate": 1e-4, "norm": norm})
+    preset, learning_rate, overridden = keras_tse.zoo.registry.preset_for_layout("vit", norm)
+    return {"preset": preset, "learning_rate": learning_rate, **({"norm": norm} if overridden else {})}
 
 
 # === Optimisation: Sec. 3.3 ===
@@ -376,7 +368,9 @@ def variant_settings(args, norm, train_config):
         learning_rate=args.learning_rate if args.learning_rate is not None else lr,
         similarity_every_n_batches=args.similarity_every,
     )
-    config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args), augment_before(args))
+    config = training.as_started(
+        os.path.join(args.out, norm), config, flags.kit_settings(args, TRAIN), augment_before(args)
+    )
     if config.augment is None:  # a new run: the data set's own augmentation
         config = dataclasses.replace(config, augment=spec(args).augment)
     overrides = model_overrides(args, norm) if args.from_preset is None else fine_tune_overrides(args)
@@ -425,7 +419,7 @@ def run(args):
         train_config = dataclasses.replace(train_config, epochs=args.epochs)
     if args.batch_size is not None:
         train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
-    train_config = dataclasses.replace(train_config, **flags.kit_settings(args))
+    train_config = dataclasses.replace(train_config, **flags.kit_settings(args, TRAIN))
     variants = list(args.norm)
     plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
     for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
@@ -505,7 +499,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser = flags.Parser(prog=prog, description=__doc__.splitlines()[0])
     parser.add_argument(
         "--norm",
-        type=flags.choice_list(layout_names(), {"all": PAPER_VARIANTS}),
+        type=flags.choice_list(layout_names(), {"all": PAPER_NORMS}),
         default=None,
         metavar="NAMES",
         help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
@@ -537,8 +531,8 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser.add_argument(
         "--head-dim", type=flags.positive_int, default=None, help="head size; the width is heads x this (default: 24)"
     )
-    flags.add_run_arguments(parser, "runs/cifar10_vit", HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
-    flags.add_training_kit(parser, TRAIN, training.SCHEDULES)
+    flags.add_run_arguments(parser, HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
+    flags.add_training_kit(parser, TRAIN)
     flags.add_distribution_arguments(parser)
     parser.add_argument(
         "--data-source",
@@ -578,7 +572,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     )
     args = parser.parse_args(argv)
     if args.norm is None and args.from_preset is None:
-        args.norm = PAPER_VARIANTS
+        args.norm = PAPER_NORMS
     if args.dataset == "folder" and args.image_size is None:
         args.image_size = FOLDER_IMAGE_SIZE
     return args

@@ -1,10 +1,14 @@
-"""The optimisation settings of the two runs, kept apart from the runners so that a recipe's
-constants and `--help` need no Keras: `TrainConfig` (the classifier, Fig. 6) and `LMTrainConfig`
-(the language models, Fig. 7). Both carry the training kit (warmup, schedule, weight decay,
-clipping, EMA, accumulation), built by `keras_tse.training.optimizers`; at its defaults, the paper's
-settings. A run's config.json records every field; a run folder made before a field existed lacks it,
-and is compared as if it held the field's default (`defaults_of`), so it resumes: no list of the fields
-added since has to be kept."""
+"""The optimisation settings of a run, kept apart from the runners so that a recipe's constants and
+`--help` need no Keras: the training kit every task shares (`Kit`: the optimizer, the schedule, clipping,
+EMA, accumulation), and each task's own settings beside it, `TrainConfig` (image classification, Fig. 6)
+and `LMTrainConfig` (language modelling, Fig. 7). At its defaults, each is the paper's run.
+
+An option of the kit is one field made by `option`: its default, its check and its help. The command line's
+flags are generated from those fields (`keras_tse.cli.flags.add_training_kit`), the same check validates the
+flag and the Python keyword, and a run's config.json records every field. A run folder made before a field
+existed lacks it, and is compared as if it held the field's default (`defaults_of`), so it resumes: no list
+of the fields added since has to be kept.
+"""
 
 import dataclasses
 import math
@@ -16,118 +20,142 @@ SCHEDULES = ("step", "cosine", "constant")  # keras_tse.training.optimizers buil
 WEIGHT_DECAY_RULES = ("timm", "all")  # keras_tse.training.optimizers.no_decay_variables
 
 
-@dataclasses.dataclass
-class TrainConfig:
-    """Optimisation settings; the defaults are the paper's ViT/CIFAR-10 run (Sec. 3.3)."""
+def option(default, check, help, shown=None, before=dataclasses.MISSING, choices=None):
+    """A field of the settings with a command-line flag, `--` and its name with dashes: `check(name, value)`
+    returns the value or raises a ValueError saying "`name` must be <what>." (None is always "off");
+    `help` says what it does, `shown` the default in words where the value would not; `before`: what a run
+    folder made before the field's default changed ran with (`as_started`); `choices`: the names it takes."""
+    metadata = {"help": help, "check": check, "shown": shown, "choices": choices}
+    given_before = {} if before is dataclasses.MISSING else {"before": before}
+    return dataclasses.field(default=default, metadata={**metadata, **given_before})
 
-    epochs: int = 150
+
+def _one_of(choices):
+    return lambda name, value: _checks.one_of(name, value, choices)
+
+
+def _open_unit_interval(name, value):
+    if not _checks.is_real(value) or not 0.0 < value < 1.0:
+        raise ValueError(f"`{name}` must be a number in (0, 1). Received: {name}={value!r}")
+    return float(value)
+
+
+@dataclasses.dataclass
+class Kit:
+    """The training kit: the settings every task trains with, at the defaults of the paper's ViT run
+    (Sec. 3.3: AdamW, the step decay, no warmup, Keras's Adam epsilon). A task's settings extend it."""
+
     batch_size: int = 128
     learning_rate: float = 1e-4  # the paper: 1e-4 for pre-norm and de-escalated, 5e-5 for post-norm
-    weight_decay: float = 0.1
     beta_1: float = 0.9
     beta_2: float = 0.999
-    decay_at: tuple = (0.7, 0.9)  # multi-step schedule: x decay_factor at 70% and 90% of training
-    decay_factor: float = 0.2
-    similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
-    # the kit; defaults: the paper's Sec. 3.3 (no warmup, the step decay, Keras's Adam epsilon)
-    warmup_steps: int = 0
-    schedule: str = "step"
-    min_learning_rate: float = 0.0  # the cosine schedule's floor
     epsilon: float = 1e-7
-    clipnorm: float = None
-    global_clipnorm: float = None
-    ema: float = None  # EMA momentum of the weights; None: off
-    label_smoothing: float = 0.0
-    grad_accum: int = 1
+    decay_at: tuple = (0.7, 0.9)  # the step schedule: x decay_factor at 70% and 90% of training
+    decay_factor: float = 0.2
+    min_learning_rate: float = 0.0  # the cosine schedule's floor
+    similarity_every_n_batches: int = None  # None: token similarity at train begin and epoch ends
+    warmup_steps: int = option(0, _checks.non_negative_int, "linear learning-rate warmup over the first N batches")
+    schedule: str = option(
+        "step", _one_of(SCHEDULES), "the learning-rate schedule after warmup: step (x decay_factor at 70%% and "
+        "90%%, the paper's ViT), cosine (to min_learning_rate, Transformer-XL's) or constant", choices=SCHEDULES,
+    )  # fmt: skip
+    weight_decay: float = option(0.1, _checks.non_negative_float, "AdamW's decoupled weight decay (0: Adam)")
+    clipnorm: float = option(None, _checks.positive_float, "clip each gradient to this norm (Keras's clipnorm)")
+    global_clipnorm: float = option(None, _checks.positive_float, "clip all gradients together to this norm")
+    ema: float = option(
+        None, _open_unit_interval, "keep an exponential moving average of the weights with this momentum; "
+        "validation and checkpoints read it (Keras's use_ema, SwapEMAWeights)",
+    )  # fmt: skip
+    grad_accum: int = option(
+        1, _checks.positive_int, "accumulate the gradients of N batches per update: the batch of N x --batch-size "
+        "on the memory of one (Keras's gradient_accumulation_steps)", shown="off",
+    )  # fmt: skip
     # weight decay spares, by the timm rule, every 1-D weight (biases, LayerNorm, tau, LayerScale's and
     # ReZero's gains) and the position and class embeddings; "all" decays every weight but a learned tau,
     # as runs made before this field did (the paper's text is silent)
-    weight_decay_rule: str = dataclasses.field(default="timm", metadata={"before": "all"})
-    mixup: float = 0.0  # MixUp's alpha (Zhang et al. 2018); 0: off
-    cutmix: float = 0.0  # CutMix's alpha (Yun et al. 2019); 0: off
+    weight_decay_rule: str = option(
+        "timm", _one_of(WEIGHT_DECAY_RULES), "what weight decay spares: timm (every 1-D weight and the position "
+        "and class embeddings) or all (decay every weight but a learned tau)", before="all",
+        choices=WEIGHT_DECAY_RULES,
+    )  # fmt: skip
+    # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
+    # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
+    jit_compile: object = "auto"
+
+    def __post_init__(self):
+        _checks.config_fields(self, positive_ints=("batch_size",), positive_floats=("learning_rate",))
+        for field in options_of(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                setattr(self, field.name, field.metadata["check"](field.name, value))
+        if self.clipnorm is not None and self.global_clipnorm is not None:  # Keras takes one
+            raise ValueError(
+                f"`clipnorm` and `global_clipnorm`: one or the other. Received: clipnorm={self.clipnorm!r}, "
+                f"global_clipnorm={self.global_clipnorm!r}"
+            )
+
+
+def options_of(config):
+    """The fields of `config` (a settings dataclass or its class) made by `option`: those with a flag."""
+    return [field for field in dataclasses.fields(config) if "check" in field.metadata]
+
+
+def _kit_default(name, default):
+    """The kit's field `name` at a task's own `default`, its flag and check kept."""
+    field = {f.name: f for f in dataclasses.fields(Kit)}[name]
+    return dataclasses.field(default=default, metadata=field.metadata)
+
+
+@dataclasses.dataclass
+class TrainConfig(Kit):
+    """Image classification's settings; the defaults are the paper's ViT/CIFAR-10 run (Sec. 3.3)."""
+
+    epochs: int = 150
+    label_smoothing: float = option(0.0, _checks.dropout_rate, "label smoothing of the classification loss")
+    mixup: float = option(
+        0.0, _checks.non_negative_float, "MixUp with this alpha on the training batches (Keras's MixUp; soft "
+        "targets)", shown="off",
+    )  # fmt: skip
+    cutmix: float = option(
+        0.0, _checks.non_negative_float, "CutMix with this alpha on the training batches (Keras's CutMix); with "
+        "--mixup, each batch takes one of the two", shown="off",
+    )  # fmt: skip
     # the training images' augmentation (keras_tse.data.AUGMENTATIONS); None: the data set's own
     # (`DatasetSpec.augment`), which the recipe puts here. A run made before this field trained with
     # RandAugment on CIFAR-10 and nothing elsewhere: the recipe passes that as its `before`
-    augment: str = dataclasses.field(default=None, metadata={"before": None})
-    # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
-    # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
-    jit_compile: object = "auto"
+    augment: str = option(
+        None, _one_of(AUGMENTATIONS), "the training images' augmentation: randaugment (the paper's), crop_flip (a "
+        "random crop of the image padded by 4, then a horizontal flip) or none",
+        shown="the data set's: randaugment for cifar10, none for digits and mnist, crop_flip for the rest",
+        choices=AUGMENTATIONS, before=None,
+    )  # fmt: skip
 
     def __post_init__(self):
-        _checks.config_fields(self, positive_ints=("epochs", "batch_size"), positive_floats=("learning_rate",))
-        check_kit(self)
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1). Received: label_smoothing={self.label_smoothing!r}")
-        for name in ("mixup", "cutmix"):
-            if not (_checks.is_real(getattr(self, name)) and getattr(self, name) >= 0):
-                raise ValueError(f"`{name}` must be a non-negative alpha. Received: {name}={getattr(self, name)!r}")
+        super().__post_init__()
+        self.epochs = _checks.positive_int("epochs", self.epochs)
 
 
 @dataclasses.dataclass
-class LMTrainConfig:
-    """Optimisation settings; the defaults are Transformer-XL's WikiText-103 base run as Sec. 3.4 keeps it."""
+class LMTrainConfig(Kit):
+    """Language modelling's settings; the defaults are Transformer-XL's WikiText-103 base run as Sec. 3.4
+    keeps it (Adam at 2.5e-4 with PyTorch's epsilon, cosine decay, no warmup, no weight decay, no clipping)."""
 
-    steps: int = 50000  # Fig. 7's 50,000 iterations (the base run: 200,000)
-    eval_interval: int = 5000  # steps per Keras epoch; validation after each (the reference: 4000)
     batch_size: int = 40  # Sec. 3.4 (the base run: 60)
     learning_rate: float = 2.5e-4
-    min_learning_rate: float = 0.0  # cosine decay to this over `steps` (the reference's eta_min)
-    beta_1: float = 0.9
-    beta_2: float = 0.999
     epsilon: float = 1e-8  # PyTorch's Adam default, which the reference uses
-    clipnorm: float = None  # Sec. 3.4 disables gradient clipping (the base run: 0.25)
+    schedule: str = _kit_default("schedule", "cosine")  # to min_learning_rate over `steps` (the reference's eta_min)
+    weight_decay: float = _kit_default("weight_decay", 0.0)  # > 0: AdamW
+    steps: int = 50000  # Fig. 7's 50,000 iterations (the base run: 200,000)
+    eval_interval: int = 5000  # steps per Keras epoch; validation after each (the reference: 4000)
     log_interval: int = 200  # steps per row of steps.csv (the reference's log interval)
-    # the kit; defaults: Sec. 3.4's (no warmup, cosine decay, no weight decay, no clipping)
-    warmup_steps: int = 0
-    schedule: str = "cosine"
-    decay_at: tuple = (0.7, 0.9)  # the step schedule's drops, as the classifier's
-    decay_factor: float = 0.2
-    weight_decay: float = 0.0  # > 0: AdamW
-    global_clipnorm: float = None
-    ema: float = None
-    grad_accum: int = 1
-    # weight decay spares, by the timm rule, every 1-D weight (biases, LayerNorm, tau, LayerScale's and
-    # ReZero's gains) and the position and class embeddings; "all" decays every weight but a learned tau,
-    # as runs made before this field did (the paper's text is silent)
-    weight_decay_rule: str = dataclasses.field(default="timm", metadata={"before": "all"})
-    similarity_every_n_batches: int = None
-    # Keras's default "auto": XLA on JAX (and TF on a GPU), eager PyTorch; True: XLA, or on PyTorch
-    # torch.compile per block (`training.block_compile`); "whole_model": Keras's torch.compile of the step
-    jit_compile: object = "auto"
 
     def __post_init__(self):
-        _checks.config_fields(
-            self,
-            positive_ints=("steps", "eval_interval", "batch_size", "log_interval"),
-            positive_floats=("learning_rate",),
-        )
-        check_kit(self)
+        super().__post_init__()
+        _checks.config_fields(self, positive_ints=("steps", "eval_interval", "log_interval"))
 
     @property
     def epochs(self):
         return math.ceil(self.steps / self.eval_interval)
-
-
-def check_kit(config):
-    """The kit's settings, each in its range: a ValueError names the first that is not."""
-    _checks.one_of("schedule", config.schedule, SCHEDULES)
-    _checks.one_of("weight_decay_rule", config.weight_decay_rule, WEIGHT_DECAY_RULES)
-    if getattr(config, "augment", None) is not None:
-        _checks.one_of("augment", config.augment, AUGMENTATIONS)
-    config.warmup_steps = _checks.non_negative_int("warmup_steps", config.warmup_steps)
-    config.grad_accum = _checks.positive_int("grad_accum", config.grad_accum)
-    for name in ("clipnorm", "global_clipnorm"):
-        if getattr(config, name) is not None:
-            setattr(config, name, _checks.positive_float(name, getattr(config, name)))
-    if getattr(config, "clipnorm", None) is not None and config.global_clipnorm is not None:  # Keras takes one
-        raise ValueError(
-            f"`clipnorm` and `global_clipnorm`: one or the other. Received: clipnorm={config.clipnorm!r}, "
-            f"global_clipnorm={config.global_clipnorm!r}"
-        )
-    if config.ema is not None and not 0.0 < config.ema < 1.0:
-        raise ValueError(f"`ema` (a momentum) must be in (0, 1). Received: ema={config.ema!r}")
-    if not config.weight_decay >= 0.0:
-        raise ValueError(f"`weight_decay` must be >= 0. Received: weight_decay={config.weight_decay!r}")
 
 
 def recorded(config):

@@ -9,6 +9,7 @@ from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import checked_layout_options, stack_block
+from keras_tse.zoo.gpt_presets import PRESETS
 from keras_tse.zoo.registry import register_family
 
 BLOCK_KEYS = ("num_heads", "head_dim", "ffn_dim", "activation", "dropout", "attention_dropout", "initializer")
@@ -26,6 +27,7 @@ def _token_ids(config):
     _token_ids,
     task="text",
     tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=(), segment_len=8),
+    presets=PRESETS,
 )
 def gpt(
     depth=12, norm="deescalate", *,

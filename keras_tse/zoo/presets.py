@@ -1,4 +1,5 @@
-"""Named model configurations: builder keywords with metadata, as KerasHub's presets carry.
+"""Named model configurations: builder keywords with metadata, as KerasHub's presets carry, each
+family's kept beside it (`vit_presets.py`, ...) and gathered here.
 
 `from_preset(name, **overrides)` builds one (or loads a `.keras` file); `presets()` lists them with
 their metadata: description, input and its normalisation, parameter counts, `weights` and the model
@@ -7,6 +8,7 @@ card (`zoo/<card>.md`: settings, the command that trains it, the results measure
 `list_models(pattern)` lists them (`registry.py`).
 """
 
+import collections.abc
 import copy
 import fnmatch
 import inspect
@@ -19,139 +21,36 @@ import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
 from keras_tse.zoo import fine_tune, hub
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
-from keras_tse.zoo.registry import FAMILIES, list_families
+from keras_tse.zoo.registry import FAMILIES, family_config, list_families
 
 # Parameter counts, measured by building each preset: `keras-tse presets --count --write <this file>`
 # writes it, tests/test_presets.py checks it against count_params(). Not typed by hand.
 SIZES_FILE = os.path.join(os.path.dirname(__file__), "preset_sizes.json")
 
-# initializer "torch": the paper's ViT ran on vit-pytorch (Sec. 3.3), nn.Linear / nn.Conv2d defaults; the
-# depth study (zoo/depth_study.md) measures it against Glorot.
-_PAPER_VIT = dict(image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10)
-_PAPER_VIT.update(initializer="torch")
-_SMALL_VIT = dict(hidden_dim=64, ffn_dim=128, num_heads=4, num_classes=10, norm="deescalate", initializer="torch")
-_SMALL_TXL = dict(vocab_size=4000, hidden_dim=64, num_heads=4, head_dim=16, ffn_dim=128, cutoffs=(1000, 2000))
-_CIFAR = "per-channel CIFAR-10 mean and std (keras_tse.data.cifar10.MEAN / STD), pixels first scaled to [0, 1]"
-_WT103 = "WikiText-103 word ids (vocabulary 267,735 with <eos>, keras_tse.data.load_wikitext103)"
+
+class _Presets(collections.abc.Mapping):
+    """Every registered family's presets, by name, each entry with its family as `builder`: read from the
+    families as they are now (another package's family brings its own). Image families' first."""
+
+    def _all(self):
+        families = sorted(FAMILIES.items().items(), key=lambda item: item[1].task != "images")
+        return {
+            name: {"builder": family_name, **entry}
+            for family_name, family in families
+            for name, entry in family.presets.items()
+        }
+
+    def __getitem__(self, name):
+        return self._all()[name]
+
+    def __iter__(self):
+        return iter(self._all())
+
+    def __len__(self):
+        return len(self._all())
 
 
-def _vit80(norm, description, **config):
-    return _preset("vit", {**_PAPER_VIT, "depth": 80, "norm": norm, **config}, description, _CIFAR, "vit80_cifar10")
-
-
-def _txl60(norm, description, **config):
-    config = {"depth": 60, "norm": norm, **config}
-    return _preset("transformer_xl", config, description, _WT103, "transformer_xl60_wt103")
-
-
-def _preset(builder, config, description, normalization, card, weights=None):
-    entry = dict(builder=builder, config=config, description=description, normalization=normalization)
-    return {**entry, "card": f"zoo/{card}.md", "weights": weights}
-
-
-# Trained on the 2-core CPU and shipped inside the package (the lab's `ship_presets` trains, evaluates and
-# writes each; its card gives the command and the test accuracy). Not the paper's sizes.
-_SHIPPED_VIT = dict(depth=6, hidden_dim=64, ffn_dim=128, num_heads=4, norm="deescalate", initializer="torch")
-
-
-# The language-model task's Penn Treebank widths (keras_tse/cli/train_lm.py), 4 blocks: 2.09M parameters,
-# 8 MiB of float32 weights, under the 10 MiB a package's preset may take.
-_SHIPPED_GPT = dict(depth=4, vocab_size=10_000, hidden_dim=128, num_heads=4, head_dim=32, ffn_dim=512, segment_len=64,
-                    cutoffs=(), norm="deescalate")  # fmt: skip
-
-
-def _shipped(name, config, description, normalization, builder="vit"):
-    base = _SHIPPED_VIT if builder == "vit" else _SHIPPED_GPT
-    return _preset(builder, {**base, **config}, description, normalization, name, f"weights/{name}")
-
-
-PRESETS = {
-    "vit80_cifar10_post": _vit80(
-        "post", "Yu & Zhang Sec. 3.3: 80-block post-norm ViT on CIFAR-10 (Algorithm 1), the one that fails."
-    ),
-    "vit80_cifar10_pre": _vit80(
-        "pre", "Yu & Zhang Sec. 3.3: 80-block pre-norm ViT on CIFAR-10 (eq. 19), the usual fix."
-    ),
-    "vit80_cifar10_deescalate": _vit80(
-        "deescalate",
-        "Yu & Zhang Sec. 3.3: 80-block post-norm ViT with de-escalation (tau=1) at each block output.",
-        tau=1.0,
-        deescalate_at="output",
-    ),
-    "vit80_cifar10_deepnorm": _vit80(
-        "deepnorm",
-        "Wang et al. 2022's DeepNorm (alpha = (2N)^(1/4), beta = (8N)^(-1/4)) on the 80-block ViT: a baseline.",
-    ),
-    "vit80_cifar10_layerscale": _vit80(
-        "layerscale",
-        "Touvron et al. 2021's LayerScale (CaiT's eps for its depth) on the 80-block pre-norm ViT: a baseline.",
-    ),
-    "vit12_cifar10_small": _preset(
-        "vit",
-        {**_SMALL_VIT, "depth": 12, "image_size": 32, "patch_size": 4},
-        "CPU-sized 12-block de-escalated ViT for CIFAR-shaped 32x32x3 inputs (smoke runs, tests).",
-        _CIFAR,
-        "vit12_cifar10_small",
-    ),
-    "vit24_digits": _preset(
-        "vit",
-        {**_SMALL_VIT, "depth": 24, "image_size": 8, "patch_size": 2, "channels": 1},
-        "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
-        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
-        "vit24_digits",
-    ),
-    "vit6_fashion_mnist": _shipped(
-        "vit6_fashion_mnist",
-        dict(image_size=28, patch_size=4, channels=1),
-        "A 6-block de-escalated ViT trained on Fashion-MNIST (CPU, minutes): weights included.",
-        "pixels / 255, then Fashion-MNIST's mean and std (keras_tse.data.mnist.FASHION_MEAN / FASHION_STD)",
-    ),
-    "vit6_digits": _shipped(
-        "vit6_digits",
-        dict(image_size=8, patch_size=2, channels=1),
-        "A 6-block de-escalated ViT trained on scikit-learn's 8x8 digits (CPU, a minute): weights included.",
-        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
-    ),
-    "gpt4_ptb": _shipped(
-        "gpt4_ptb",
-        {},
-        "A 4-block GPT with causal de-escalation trained on Penn Treebank (CPU, minutes): weights and vocabulary.",
-        "Penn Treebank word ids: the preset's assets/tokenizer/vocabulary.txt (10,000 words with <eos>)",
-        builder="gpt",
-    ),
-    "transformer_xl60_wt103_post": _txl60(
-        "post", "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL on WikiText-103, the one that fails."
-    ),
-    "transformer_xl60_wt103_pre": _txl60(
-        "pre", "Yu & Zhang Sec. 3.4: 60-block pre-norm Transformer-XL (the reference's pre_lnorm)."
-    ),
-    "transformer_xl60_wt103_deescalate": _txl60(
-        "deescalate",
-        "Yu & Zhang Sec. 3.4: 60-block post-norm Transformer-XL with causal de-escalation at each FFN input.",
-        tau=1.0,
-    ),
-    "transformer_xl16_wt103_base": _preset(
-        "transformer_xl",
-        {"depth": 16, "norm": "post", "ffn_dim": 2100, "batch_size": 60, "dropout": 0.1},
-        "Dai et al. 2019: the 16-block base WikiText-103 Transformer-XL.",
-        _WT103,
-        "transformer_xl60_wt103",
-    ),
-    "transformer_xl8_small": _preset(
-        "transformer_xl",
-        {**_SMALL_TXL, "depth": 8, "norm": "deescalate", "segment_len": 32, "mem_len": 32, "batch_size": 8},
-        "CPU-sized 8-block de-escalated Transformer-XL (the offline corpus, smoke runs, tests).",
-        "word ids of the offline corpus or Penn Treebank (keras_tse.data.load_python_docs / load_ptb)",
-        "transformer_xl8_small",
-    ),
-    "gpt8_small": _preset(
-        "gpt",
-        {**_SMALL_TXL, "depth": 8, "norm": "deescalate", "segment_len": 32},
-        "CPU-sized 8-block GPT-style decoder with causal de-escalation at each FFN input (smoke runs, tests).",
-        "word ids of the offline corpus or Penn Treebank (keras_tse.data.load_python_docs / load_ptb)",
-        "gpt8_small",
-    ),
-}
+PRESETS = _Presets()
 
 
 def input_description(preset):
@@ -162,9 +61,7 @@ def input_description(preset):
 def full_config(preset):
     """Every builder keyword of `preset`: its own settings over the builder's defaults."""
     entry = PRESETS[preset]
-    parameters = inspect.signature(FAMILIES.get(entry["builder"]).builder).parameters.values()
-    defaults = {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
-    return {**defaults, **copy.deepcopy(entry["config"])}
+    return {**family_config(entry["builder"]), **copy.deepcopy(entry["config"])}
 
 
 def _sizes():

@@ -1,8 +1,9 @@
 """The zoo's model families, each registered once where it is defined: its builder, and what its
 models take as input.
 
-A family is a builder of keywords (`vit`, `TransformerXL`); a preset (`presets.py`) is a family
-with settings and metadata. `keras_tse.zoo.create_model(name, **overrides)` builds either by name
+A family is a builder of keywords (`vit`, `TransformerXL`) with its presets beside it (`vit_presets.py`:
+the family with settings and metadata, as KerasHub keeps a model's presets).
+`keras_tse.zoo.create_model(name, **overrides)` builds either by name
 and `keras_tse.zoo.list_models(pattern)` lists both, as timm's `create_model` and `list_models` do.
 
 A family of another installed package joins through an entry point of the group `keras_tse.families`
@@ -14,29 +15,39 @@ trains from the command line too (`keras-tse train vit --model NAME` for an imag
 """
 
 import collections
+import inspect
 
 from keras_tse._registry import Registry
 
-Family = collections.namedtuple("Family", ["builder", "describe_input", "task", "tiny"])
+Family = collections.namedtuple("Family", ["builder", "describe_input", "task", "tiny", "presets"])
 
 TASKS = ("images", "text")  # what a family's models take, as the data registry names it
 ENTRY_POINTS = "keras_tse.families"  # the group other packages register their families under
 
 
-def register_family(name, describe_input, task="images", tiny=None):
+def register_family(name, describe_input, task="images", tiny=None, presets=None):
     """Decorate the builder of family `name`; `describe_input(config)` says in words what one of its
     models takes, from every builder keyword (`config`). `task` is what it models: `"images"` (images
     to class logits) or `"text"` (token ids to next-token log-probabilities); `tiny` the builder
     keywords of a model small enough to build and train in a test (timm's test configs): the tests of
-    every family run on each registered one with them."""
+    every family run on each registered one with them. `presets`: preset name -> `preset(...)` entry."""
     if task not in TASKS:
         raise ValueError(f"`task` must be one of {TASKS}. Received: task={task!r}")
 
     def register(builder):
-        FAMILIES.register(name, Family(builder, describe_input, task, dict(tiny or {})))
+        FAMILIES.register(name, Family(builder, describe_input, task, dict(tiny or {}), dict(presets or {})))
         return builder
 
     return register
+
+
+def preset(config, description, normalization, card, weights=None, learning_rate=None):
+    """A preset's entry: its builder keywords (`config`), a line saying what it is, what the data path does
+    to its inputs (`normalization`), its model card (`zoo/<card>.md`), the folder of its shipped weights
+    (inside `keras_tse/zoo/`; None: none published) and, for a preset the training command builds for its
+    layout, the `learning_rate` its recipe trains it at."""
+    entry = dict(config=config, description=description, normalization=normalization, card=f"zoo/{card}.md")
+    return {**entry, "weights": weights, **({"learning_rate": learning_rate} if learning_rate else {})}
 
 
 def _registered(builder):
@@ -56,3 +67,38 @@ def list_families(task=None):
 def get_family(name):
     """The family registered as `name`."""
     return FAMILIES.get(name)
+
+
+def preset_for_layout(family, norm):
+    """(preset, learning rate, whether `norm` overrides the preset's layout): the preset of `family` that
+    its training command builds for layout `norm` (the family's preset of that layout with a
+    `learning_rate`), or, for a layout without one (ReZero, a registered layout), the family's such preset
+    of its builder's default layout, `norm` over it, at that preset's rate."""
+    family_of = FAMILIES.get(family)
+    trained = {
+        entry["config"]["norm"]: (name, entry["learning_rate"])
+        for name, entry in family_of.presets.items()
+        if "learning_rate" in entry
+    }
+    if norm in trained:
+        return (*trained[norm], False)
+    default = inspect.signature(family_of.builder).parameters["norm"].default
+    return (*trained[default], True)
+
+
+def family_config(family, preset=None):
+    """Every builder keyword of a model of `family`: `preset`'s (`keras_tse.zoo.full_config`), or the
+    builder's defaults."""
+    if preset is not None:
+        from keras_tse.zoo.presets import full_config
+
+        return full_config(preset)
+    parameters = inspect.signature(FAMILIES.get(family).builder).parameters.values()
+    return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
+
+
+def accepts(family, keyword):
+    """Whether `family`'s builder takes `keyword`: its signature is the overrides a family declares (one
+    with `**kwargs` takes every keyword)."""
+    parameters = inspect.signature(FAMILIES.get(family).builder).parameters.values()
+    return any(p.name == keyword or p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)

@@ -13,6 +13,7 @@ from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.zoo.blocks import checked_layout_options, transformer_xl_block
 from keras_tse.zoo.registry import register_family
+from keras_tse.zoo.transformer_xl_presets import PRESETS
 
 
 def _token_ids(config):
@@ -25,6 +26,7 @@ def _token_ids(config):
     task="text",
     tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=32, cutoffs=(),
               batch_size=4, segment_len=8, mem_len=8),
+    presets=PRESETS,
 )  # fmt: skip
 @keras.saving.register_keras_serializable(package="keras_tse")
 class TransformerXL(keras.Model):

@@ -10,6 +10,7 @@ from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import checked_layout_options, stack_block
 from keras_tse.zoo.registry import register_family
+from keras_tse.zoo.vit_presets import PRESETS
 
 POOLS = ("cls", "mean")
 BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")
@@ -22,6 +23,7 @@ BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initial
     lambda config: f"{config['image_size']}x{config['image_size']}x{config['channels']} images",
     task="images",
     tiny=dict(depth=2, image_size=8, patch_size=4, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3),
+    presets=PRESETS,
 )
 def vit(
     depth=80, norm="deescalate", *,

@@ -1,28 +1,71 @@
-"""`keras-tse train TASK ...`: train a zoo model into a run folder that resumes, one task a module.
+"""`keras-tse train [NAME] ...`: train a zoo model into a run folder that resumes. NAME is a model family
+(the zoo's or another package's), an image preset with trained weights (fine-tuned), or `vit` and `lm`, the
+paper's two; without it, `vit`.
 
-    keras-tse train vit --dataset digits --depth 12 --epochs 3          # a ViT (keras_tse.cli.train_vit)
-    keras-tse train lm --model gpt --dataset text --data-dir my_text/   # a language model (train_lm)
+    keras-tse train --dataset digits --depth 12 --epochs 3               # a ViT (keras_tse.cli.train_vit)
+    keras-tse train gpt --dataset text --data-dir my_text/                # a language model (train_lm)
+    keras-tse train vit6_fashion_mnist --dataset mnist --epochs 3         # fine-tune a preset
 
-`keras-tse train TASK --help` lists the task's flags. The paper's two recipes (recipes/) are these commands
-with their defaults.
+`keras-tse train NAME --help` lists its flags. The paper's two recipes (recipes/) are these commands with
+their defaults.
 """
 
 import importlib
 
-HELP = "train a ViT (vit) or a language model (lm) into a resumable run folder; TASK --help for its flags"
-# task -> the module whose `main(argv, prog)` trains it
-TASKS = {"vit": "keras_tse.cli.train_vit", "lm": "keras_tse.cli.train_lm"}
+HELP = "train a model family, a preset or the paper's two (vit, lm) into a resumable run folder"
+# a family's task -> the module whose `main(argv, prog)` trains it
+TASKS = {"images": "keras_tse.cli.train_vit", "text": "keras_tse.cli.train_lm"}
+PAPER_NAMES = {"vit": "images", "lm": "text"}  # the paper's two, each its task's default family
 # the task chooses the backend itself (`flags.main_of`), after its own flags are read
 NEEDS_BACKEND = False
+# every word after `train` is the task's (a leading flag included, where NAME is left out): no option here
+PARSER = {"prefix_chars": "+", "add_help": False}
 
 
 def add_arguments(parser):
     import argparse
 
-    parser.add_argument("task", choices=tuple(TASKS), help="vit: image classification; lm: language modelling")
-    parser.add_argument("argv", nargs=argparse.REMAINDER, help="the task's flags (keras-tse train TASK --help)")
+    parser.add_argument("argv", nargs=argparse.REMAINDER, help="[NAME] and its flags (keras-tse train NAME --help)")
 
 
 def run(args):
-    task = importlib.import_module(TASKS[args.task])
-    return task.main(args.argv, prog=f"keras-tse train {args.task}")
+    words = list(args.argv)
+    if words[:1] in (["-h"], ["--help"]):
+        print(__doc__.strip().replace("`", "") + f"\n\nNAME: {', '.join(names())}")
+        return 0
+    name = "vit" if not words or words[0].startswith("-") else words.pop(0)
+    task, extra = resolve(name)
+    return importlib.import_module(TASKS[task]).main([*extra, *words], prog=f"keras-tse train {name}")
+
+
+def names():
+    """What NAME may be: the paper's two, every family, every image preset with trained weights."""
+    from keras_tse import zoo
+
+    trained = [name for name, entry in zoo.presets().items() if entry["weights"] and _task_of(entry) == "images"]
+    return (*PAPER_NAMES, *(f for f in zoo.list_families() if f not in PAPER_NAMES), *trained)
+
+
+def resolve(name):
+    """(task, the flags NAME stands for): none for the paper's two, `--model FAMILY`, or `--from-preset
+    PRESET`. The backend is chosen first where the zoo (Keras) is read."""
+    if name in PAPER_NAMES:
+        return PAPER_NAMES[name], []
+    from keras_tse._checks import InputError
+    from keras_tse.cli import flags
+
+    flags.choose_backend("keras-tse train")
+    from keras_tse import zoo
+
+    if name in zoo.list_families():
+        return zoo.get_family(name).task, ["--model", name]
+    entry = zoo.presets().get(name)
+    if entry is not None and entry["weights"] and _task_of(entry) == "images":
+        return "images", ["--from-preset", name]
+    raise InputError("NAME", name, f"a model family, an image preset with weights, vit or lm: {', '.join(names())}")
+
+
+def _task_of(entry):
+    from keras_tse import zoo
+
+    return zoo.get_family(entry["builder"]).task

@@ -91,11 +91,16 @@ def _plugin_package(root, name="stripes_plugin", value="SPEC"):
         "    return (images[:240], labels[:240]), (images[240:], labels[240:])\n\n\n"
         "SPEC = data.DatasetSpec('plugin_stripes', 'images', 'stripes from a plug-in', _load, 8, 1, 2)\n"
     )
-    (root / f"{name}_models.py").write_text(
+    (root / f"{name}_models.py").write_text(  # two families, each taking its own keywords only
         "from keras_tse import zoo\nfrom keras_tse.zoo.registry import register_family\n\n\n"
         "@register_family('vit_plugin', lambda config: f\"{config['image_size']}px images\")\n"
-        "def vit_plugin(**config):\n"
-        "    return zoo.vit(**{**config, 'ffn_dim': 4 * config['hidden_dim']})  # a ViT of a 4x FFN\n"
+        "def vit_plugin(image_size=8, channels=1, num_classes=2, norm='deescalate', depth=1, name=None):\n"
+        "    return zoo.vit(depth, norm, image_size=image_size, patch_size=2, channels=channels,\n"
+        "                   num_classes=num_classes, hidden_dim=16, ffn_dim=64, num_heads=2, name=name)\n\n\n"
+        "@register_family('gpt_plugin', lambda config: 'token ids', task='text')\n"
+        "def gpt_plugin(vocab_size, norm='deescalate', segment_len=16, name=None):\n"
+        "    return zoo.gpt(1, norm, vocab_size=vocab_size, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=(),\n"
+        "                   segment_len=segment_len, name=name)\n"
     )
     (root / f"{name}_sandwich.py").write_text(  # a layout is one file (keras_tse.layouts.Layout)
         "from keras_tse import layouts\n\n\n"
@@ -109,20 +114,21 @@ def _plugin_package(root, name="stripes_plugin", value="SPEC"):
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n")
     (info / "entry_points.txt").write_text(
         f"[keras_tse.datasets]\nplugin_stripes = {name}:{value}\n\n"
-        f"[keras_tse.families]\nvit_plugin = {name}_models:vit_plugin\n\n"
+        f"[keras_tse.families]\nvit_plugin = {name}_models:vit_plugin\ngpt_plugin = {name}_models:gpt_plugin\n\n"
         f"[keras_tse.layouts]\nsandwich = {name}_sandwich:Sandwich\n"
     )
     return root
 
 
 @pytest.mark.large
-def test_a_data_set_a_family_and_a_layout_from_another_packages_entry_points_train_from_the_command_line(
+def test_a_data_set_families_and_a_layout_from_another_packages_entry_points_train_from_the_command_line(
     tmp_path, monkeypatch
 ):
     """The plug-in's package is all there is (no code of the user's calls `register_dataset`,
-    `register_family` or `register_layout`): a fresh `keras-tse datasets` lists its set, and `keras-tse
-    train vit --model vit_plugin --dataset plugin_stripes --norm sandwich` trains its family on it, in its
-    layout (a sandwich norm, one file)."""
+    `register_family` or `register_layout`): a fresh `keras-tse datasets` lists its set; `keras-tse train
+    vit_plugin --dataset plugin_stripes --norm sandwich` trains its image family, which takes its own
+    keywords only, on it, in its layout (a sandwich norm, one file); a flag whose keyword the family lacks
+    is one line; `keras-tse train gpt_plugin` trains its text family on a text folder."""
     import os
     import subprocess
     import sys
@@ -135,37 +141,49 @@ def test_a_data_set_a_family_and_a_layout_from_another_packages_entry_points_tra
     cli_command = [sys.executable, "-m", "keras_tse.cli.main"]
     listed = subprocess.run([*cli_command, "datasets"], env=env, capture_output=True, text=True, timeout=120)
     assert listed.returncode == 0 and "plugin_stripes" in listed.stdout and "8x8x1 images, 2 classes" in listed.stdout
-    argv = ["train", "vit", "--dataset", "plugin_stripes", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2"]
-    argv += [
-        "--patch-size",
-        "2",
-        "--epochs",
-        "2",
-        "--batch-size",
-        "32",
-        "--norm",
-        "sandwich",
-        "--model",
-        "vit_plugin",
-    ]
+    argv = ["train", "vit_plugin", "--dataset", "plugin_stripes", "--epochs", "2", "--batch-size", "32"]
     out = tmp_path / "run"
-    trained = subprocess.run(
-        [*cli_command, *argv, "--out", str(out)], env=env, capture_output=True, text=True, timeout=600
+    refused = subprocess.run(
+        [*cli_command, *argv, "--hidden-dim", "16", "--out", str(out)], env=env, capture_output=True, text=True
     )
+    assert refused.returncode == 2 and refused.stderr.strip().splitlines()[-1] == (
+        "keras-tse train vit_plugin: error: --hidden-dim: received with --model vit_plugin; expected a family "
+        "whose builder takes it"
+    )
+    trained = subprocess.run(
+        [*cli_command, *argv, "--norm", "sandwich", "--out", str(out)], env=env, capture_output=True, text=True,
+        timeout=600,
+    )  # fmt: skip
     assert trained.returncode == 0, trained.stderr[-2000:]
     with open(out / "sandwich" / "config.json") as f:
         overrides = json.load(f)["overrides"]
-    assert (overrides["image_size"], overrides["channels"], overrides["num_classes"]) == (8, 1, 2)
-    assert overrides["norm"] == "sandwich"
+    assert overrides == {"norm": "sandwich"}  # the data's geometry is the family's default: no ViT keyword passed
     monkeypatch.syspath_prepend(str(site))  # the layout loads from its entry point here too
     try:
         trained = keras.saving.load_model(out / "sandwich" / "checkpoints" / "last.keras")
     finally:
         LAYOUTS.unregister("sandwich")
-    assert trained.name == "vit_plugin_vit80_cifar10_deescalate"  # the plug-in's builder made it: its 4x FFN
+    assert trained.name == "vit_plugin_plugin_stripes_sandwich"  # the plug-in's builder made it: its 4x FFN
     block = trained.get_layer("block_00")
-    assert tuple(block.ffn_inner.kernel.shape) == (16, 64)
+    assert tuple(block.ffn_inner.kernel.shape) == (16, 64) and tuple(trained.output.shape) == (None, 2)
     assert block.norm == "sandwich" and tuple(block.ffn_branch_norm.gamma.shape) == (16,)  # the layout's own norms
+    text = tmp_path / "text"
+    text.mkdir()
+    words = "the cat sat on a mat and the dog ran to the park while birds sang".split()
+    for split, lines in (("train", 400), ("valid", 60), ("test", 60)):
+        rows = (" ".join(words[(i * 7 + j) % len(words)] for j in range(10)) for i in range(lines))
+        (text / f"{split}.txt").write_text("\n".join(rows) + "\n")
+    lm = ["train", "gpt_plugin", "--dataset", "text", "--data-dir", str(text), "--steps", "4", "--batch-size", "4"]
+    trained = subprocess.run(
+        [*cli_command, *lm, "--norm", "deescalate", "--out", str(tmp_path / "lm")], env=env, capture_output=True,
+        text=True, timeout=600,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    with open(tmp_path / "lm" / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    assert (config["model"], config["overrides"]["segment_len"], config["preset"]) == ("gpt_plugin", 64, None)
+    with open(tmp_path / "lm" / "deescalate" / "summary.json") as f:
+        assert json.load(f)["train_loss"] > 0
 
 
 def test_an_unknown_model_family_is_one_line_naming_the_families(tmp_path, capsys):

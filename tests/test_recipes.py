@@ -182,3 +182,39 @@ def test_scan_flag_builds_the_preset_as_one_loop():
     assert overrides["scan"] is True and settings["overrides"]["scan"] is True  # a run folder of its own
     model = keras_tse.zoo.from_preset(preset, **overrides)
     assert isinstance(model.get_layer("blocks"), ScannedBlocks) and model.get_layer("blocks").depth == 4
+
+
+# run folders the commands wrote before one trainer took both tasks (keras_tse/cli/train_vit.py and train_lm.py
+# of c4686b1, on JAX), trained to the end: their settings, manifest and curves, checkpoints left out
+BEFORE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "runs_before_one_trainer")
+BEFORE_COMMANDS = {
+    "vit": ["train", "vit", "--dataset", "digits", "--depth", "2", "--hidden-dim", "16", "--num-heads", "2",
+            "--epochs", "1", "--norm", "deescalate,rezero"],
+    "lm": ["train", "lm", "--model", "gpt", "--dataset", "ptb", "--smoke", "--depth", "2", "--steps", "4",
+           "--norm", "deescalate"],
+}  # fmt: skip
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize("task", BEFORE_COMMANDS)
+def test_run_folders_written_before_the_one_trainer_are_still_theirs(task, tmp_path, capsys):
+    """The command that wrote a folder, given again, finds it finished (every setting compared, none
+    differing: the family's presets, the kit's fields and the layout without a preset of its own as
+    before), and leaves it as it was; one setting changed is refused, naming it."""
+    import shutil
+
+    from keras_tse.cli import main as cli
+
+    out = tmp_path / task
+    shutil.copytree(os.path.join(BEFORE, task), out)
+    variants = sorted(name for name in os.listdir(out) if os.path.isdir(out / name))
+    configs = {name: (out / name / "config.json").read_text() for name in variants}
+    code = cli.main([*BEFORE_COMMANDS[task], "--out", str(out), "--verbose", "0"])
+    printed = capsys.readouterr()
+    assert code == 0, printed.err[-2000:]
+    for name in variants:
+        assert f"{out / name}: finished, skipping" in printed.out
+        assert (out / name / "config.json").read_text() == configs[name]
+    assert cli.main([*BEFORE_COMMANDS[task], "--out", str(out), "--seed", "1"]) == 2
+    refused = capsys.readouterr().err.strip().splitlines()
+    assert len(refused) == 1 and "seed 1" in refused[0]

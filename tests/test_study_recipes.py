@@ -6,7 +6,6 @@ import os
 import numpy as np
 import pytest
 
-import keras_tse
 from keras_tse.run_files import append_row
 from recipes.lab import sweep
 from tests.helpers import lab_module, recipe_module, run_lab_module
@@ -428,8 +427,7 @@ def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, 
     for arm, flags in module.ARMS.items():
         args = recipe.parse_args([*module.DATA, *module.MODEL, *flags])
         recipe.check_args(args)
-        overrides = {**keras_tse.zoo.full_config(recipe.variant_of(args.norm[0])["preset"]),
-                     **recipe.model_overrides(args, args.norm[0])}  # fmt: skip
+        overrides = {**recipe.base_config(args, args.norm[0]), **recipe.model_overrides(args, args.norm[0])}
         expected = (*STUDY_MODELS[study], True)
         assert (overrides["depth"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["scan"]) == expected
         if study == "tau_sweep_study":

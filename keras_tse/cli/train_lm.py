@@ -198,7 +198,7 @@ def variant_settings(args, norm):
         overrides["name"] = f"smoke_{norm}" if args.model == "transformer_xl" else f"{args.model}_smoke_{norm}"
     elif args.dataset != "wikitext103" or args.model != "transformer_xl":
         overrides["name"] = f"{args.model}_{args.dataset}_{norm}"
-    if own_text(args):
+    if own_text(args) and _accepts(args, "cutoffs"):
         overrides["cutoffs"] = ()  # a plain softmax: a user's vocabulary may be smaller than any cluster bound
     if own_text(args):  # the vocabulary is the text's, known once it is read (then checked, on resume too)
         overrides.pop("vocab_size", None)

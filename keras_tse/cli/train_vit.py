@@ -63,14 +63,32 @@ TASK = "cifar10_vit"
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
 # use, and so does `keras_tse` its `zoo`.
 
-# === Model: each layout's preset of the vit family (keras_tse/zoo/vit_presets.py) at its recipe's rate ===
+# === Model: each layout's preset of the family (keras_tse/zoo/vit_presets.py) at its recipe's rate ===
+# what an image family's builder must take: the data's geometry and the layout
+NEEDED = ("image_size", "channels", "num_classes", "norm")
+# builder keyword -> the flag that sets it: a family whose builder lacks one refuses that flag
+FLAG_KEYWORDS = {
+    "depth": "--depth", "num_heads": "--num-heads", "patch_size": "--patch-size", "hidden_dim": "--hidden-dim",
+    "initializer": "--init", "tau": "--tau", "trainable_tau": "--learn-tau", "scan": "--scan",
+    "drop_path_rate": "--drop-path", "remat": "--remat", "layout_options": "--layout-option",
+}  # fmt: skip
 
 
-def variant_of(norm):
-    """A layout's preset and learning rate: its own, or (a layout without one, such as ReZero or a
-    registered one) the de-escalated preset with that layout, at the paper's rate for its stable variants."""
-    preset, learning_rate, overridden = keras_tse.zoo.registry.preset_for_layout("vit", norm)
+def variant_of(args, norm):
+    """A layout's preset in the run's family (`--model`) and its learning rate: the family's own preset of
+    the layout, or (a layout without one, such as ReZero or a registered one) its de-escalated preset with
+    that layout over it, at the paper's rate for its stable variants. A family without presets of its own
+    builds from its builder's defaults (preset None), at the vit's rate for the layout."""
+    own = keras_tse.zoo.registry.has_training_presets(args.model)
+    preset, learning_rate, overridden = keras_tse.zoo.registry.preset_for_layout(args.model if own else "vit", norm)
+    if not own:
+        return {"preset": None, "learning_rate": learning_rate, "norm": norm}
     return {"preset": preset, "learning_rate": learning_rate, **({"norm": norm} if overridden else {})}
+
+
+def base_config(args, norm):
+    """Every builder keyword of a variant before this run's changes: its preset's, or its family's defaults."""
+    return keras_tse.zoo.registry.family_config(args.model, variant_of(args, norm)["preset"])
 
 
 # === Optimisation: Sec. 3.3 ===
@@ -195,16 +213,19 @@ def balanced_subset(labels, size, seed, flag="--train-size"):
 
 
 def model_overrides(args, norm):
-    """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init."""
-    overrides = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
+    """The preset's keywords this run changes: smoke size, data geometry, the CPU budget, the init. The
+    family's builder takes each flag's keyword or refuses the flag; the smoke sizes go where it takes them."""
+    accepts = functools.partial(keras_tse.zoo.registry.accepts, args.model)
+    smoke = dict(SMOKE_MODEL, name=f"smoke_{norm}") if args.smoke else {}
+    overrides = {key: value for key, value in smoke.items() if accepts(key)}
     if own_data(args):
         image_size, channels, classes = own_geometry(args)
         overrides.update(image_size=image_size, channels=channels, num_classes=classes)
     else:  # the data set's geometry where it differs from the preset's (CIFAR-10's)
-        dataset, preset = spec(args), keras_tse.zoo.full_config(variant_of(norm)["preset"])
+        dataset, preset = spec(args), base_config(args, norm)
         geometry = dict(image_size=dataset.image_size, channels=dataset.channels, num_classes=dataset.classes)
-        overrides.update({key: value for key, value in geometry.items() if value != preset[key]})
-    if "norm" in variant_of(norm):  # a layout trained in another layout's preset
+        overrides.update({key: value for key, value in geometry.items() if value != preset.get(key)})
+    if "norm" in variant_of(args, norm):  # a layout trained in another layout's preset
         overrides["norm"] = norm
     if args.depth is not None:
         overrides["depth"] = args.depth
@@ -214,9 +235,7 @@ def model_overrides(args, norm):
         overrides["patch_size"] = args.patch_size
     hidden_dim = args.hidden_dim
     if args.head_dim is not None and hidden_dim is None:  # a head size, with the heads: the width
-        hidden_dim = args.head_dim * (
-            args.num_heads or keras_tse.zoo.full_config(variant_of(norm)["preset"])["num_heads"]
-        )
+        hidden_dim = args.head_dim * (args.num_heads or base_config(args, norm)["num_heads"])
     if hidden_dim is not None:
         overrides.update(hidden_dim=hidden_dim, ffn_dim=2 * hidden_dim)  # the paper's FFN ratio (Table 1)
     if args.init:
@@ -228,6 +247,15 @@ def model_overrides(args, norm):
     if args.scan:
         overrides["scan"] = True
     overrides.update(flags.model_kit_overrides(args, norm))
+    return _accepted(args, overrides)
+
+
+def _accepted(args, overrides):
+    """`overrides` as the family's builder takes them: a flag's keyword it lacks is one line naming the flag."""
+    refused = [key for key in overrides if not keras_tse.zoo.registry.accepts(args.model, key)]
+    if refused:
+        flag = FLAG_KEYWORDS.get(refused[0], refused[0])
+        raise InputError(flag, f"with --model {args.model}", "a family whose builder takes it")
     return overrides
 
 
@@ -264,17 +292,17 @@ def check_args(args):
     if args.num_processes and batch % args.num_processes:
         raise InputError("--batch-size", batch, f"a multiple of --num-processes {args.num_processes} (each a part)")
     size, _, classes = own_geometry(args) if own else (spec(args).image_size, None, spec(args).classes)
-    preset = {**keras_tse.zoo.full_config(variant_of(args.norm[0])["preset"]), **(SMOKE_MODEL if args.smoke else {})}
-    patch = args.patch_size or preset["patch_size"]
+    preset = {**base_config(args, args.norm[0]), **(SMOKE_MODEL if args.smoke else {})}
+    patch = args.patch_size or preset.get("patch_size") or 1  # a family without patches: any size
     if size % patch:
         flag, value = (
             ("--image-size", size) if args.dataset == "folder" and not args.patch_size else ("--patch-size", patch)
         )
         raise InputError(flag, value, f"an image size divisible by the patch size (image {size}, patch {patch})")
-    heads = args.num_heads or preset["num_heads"]
+    heads = args.num_heads or preset.get("num_heads") or 1
     if args.hidden_dim is not None and args.head_dim is not None and args.hidden_dim != heads * args.head_dim:
         raise InputError("--head-dim", args.head_dim, f"--hidden-dim / heads = {args.hidden_dim} / {heads}")
-    width = args.hidden_dim or (args.head_dim * heads if args.head_dim else preset["hidden_dim"])
+    width = args.hidden_dim or (args.head_dim * heads if args.head_dim else preset.get("hidden_dim") or heads)
     if width % heads:
         flag, value = ("--hidden-dim", width) if args.hidden_dim else ("--num-heads", heads)
         raise InputError(flag, value, f"a width divisible by the heads (width {width}, {heads} heads)")
@@ -328,6 +356,8 @@ def check_model(args):
     families = keras_tse.zoo.list_families("images")
     if args.model not in families:
         raise InputError("--model", args.model, f"an image model family: {', '.join(families)}")
+    if not all(keras_tse.zoo.registry.accepts(args.model, keyword) for keyword in NEEDED):
+        raise InputError("--model", args.model, f"an image family whose builder takes {', '.join(NEEDED)}")
     if args.model != "vit" and args.from_preset is not None:
         raise InputError("--model", args.model, "vit or no --model with --from-preset (its weights are a ViT's)")
 
@@ -342,9 +372,11 @@ def build_model(args, preset, overrides):
     """A variant's model: the preset with `overrides`; or (`--from-preset`) the preset's trained model with
     a fresh classifier head for the data's classes, whatever their count (a new task: the preset's
     classes are not the data's), the initializer the preset was built with."""
-    if args.model != "vit":  # another family, at the preset's sizes: it takes zoo.vit's keywords
-        config = {**keras_tse.zoo.full_config(preset), "name": f"{args.model}_{preset}", **overrides}
-        return keras_tse.zoo.create_model(args.model, **config)
+    if args.model != "vit":  # another family: its preset, or its builder's defaults, with the run's changes
+        config = {**(keras_tse.zoo.full_config(preset) if preset else {}), **overrides}
+        name = f"{args.model}_{preset or args.dataset}_{overrides.get('norm', config.get('norm'))}"
+        named = {"name": name} if keras_tse.zoo.registry.accepts(args.model, "name") else {}
+        return keras_tse.zoo.create_model(args.model, **{**named, **config})
     model = keras_tse.zoo.from_preset(preset, **overrides)
     if args.from_preset is None:
         return model
@@ -361,7 +393,8 @@ def augment_before(args):
 
 def variant_settings(args, norm, train_config):
     """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
-    variant = variant_of(norm) if args.from_preset is None else {**variant_of(norm), "preset": args.from_preset}
+    variant = variant_of(args, norm)
+    variant = variant if args.from_preset is None else {**variant, "preset": args.from_preset}
     lr = variant["learning_rate"] if not args.smoke else train_config.learning_rate
     config = dataclasses.replace(
         train_config,

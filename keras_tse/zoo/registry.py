@@ -69,6 +69,11 @@ def get_family(name):
     return FAMILIES.get(name)
 
 
+def has_training_presets(family):
+    """Whether `family` has presets its training command builds (any with a `learning_rate`)."""
+    return any("learning_rate" in entry for entry in FAMILIES.get(family).presets.values())
+
+
 def preset_for_layout(family, norm):
     """(preset, learning rate, whether `norm` overrides the preset's layout): the preset of `family` that
     its training command builds for layout `norm` (the family's preset of that layout with a

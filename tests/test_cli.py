@@ -283,8 +283,9 @@ def test_txl_recipe_batch_size_and_epochs(tmp_path):
 
     txl = recipe_module("wikitext103_txl")
     args = txl.parse_args(["--dataset", "ptb", "--batch-size", "4", "--norm", "pre,deescalate"])
-    assert args.norm == ("pre", "deescalate") and txl.train_settings(args).batch_size == 4
-    _, overrides, _ = txl.variant_settings(args, "pre")
+    config = txl.train_config(args, "auto")
+    assert args.norm == ("pre", "deescalate") and config.batch_size == 4
+    _, overrides, _, _ = txl.variant_settings(args, "pre", config)
     assert overrides["batch_size"] == 4  # the memory is built for it
     assert txl.parse_args(["--epochs", "0.5"]).epochs == 0.5
 

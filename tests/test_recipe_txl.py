@@ -169,7 +169,7 @@ def test_size_paper_trains_fig_7s_model_on_ptb(capsys):
     """Sec. 3.4's widths at depth 60 with PTB's plain softmax, and Transformer-XL's schedule."""
     recipe = recipe_module("wikitext103_txl")
     args = recipe.parse_args(["--dataset", "ptb", "--size", "paper", "--norm", "deescalate"])
-    preset, overrides, settings = recipe.variant_settings(args, "deescalate")
+    preset, overrides, _, settings = recipe.variant_settings(args, "deescalate", recipe.train_config(args, "auto"))
     built = {**keras_tse.zoo.full_config(preset), **overrides}
     widths = ("depth", "hidden_dim", "num_heads", "head_dim", "ffn_dim", "segment_len", "mem_len", "batch_size")
     assert [built[k] for k in widths] == [60, 410, 10, 41, 820, 150, 150, 40]
@@ -181,7 +181,8 @@ def test_size_paper_trains_fig_7s_model_on_ptb(capsys):
     )
     config = recipe.base_config(args)[2]
     assert (config.steps, config.batch_size, config.learning_rate, config.clipnorm) == (4000, 40, 2.5e-4, None)
-    cpu = recipe.variant_settings(recipe.parse_args(["--dataset", "ptb"]), "post")
+    ptb = recipe.parse_args(["--dataset", "ptb"])
+    cpu = recipe.variant_settings(ptb, "post", recipe.train_config(ptb, "auto"))
     assert cpu[1]["depth"] == 16 and cpu[1]["hidden_dim"] == 128  # the CPU size stays the default
     with pytest.raises(SystemExit):
         recipe.parse_args(["--size", "paper"])

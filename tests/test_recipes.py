@@ -140,6 +140,8 @@ def test_a_run_s_default_folder_names_its_data_set_and_family_and_a_smoke_run_ha
     assert module.parse_args(["--smoke", "--out", "mine"]).out == "mine"
     if recipe == "cifar10_vit":  # another data set, another family: another folder (a fine-tuning run's too)
         assert module.parse_args(["--dataset", "digits", "--model", "vit_plugin"]).out == "runs/digits_vit_plugin"
+        tuned = module.parse_args(["--dataset", "mnist", "--from-preset", "vit6_fashion_mnist"])
+        assert tuned.out == "runs/mnist_vit6_fashion_mnist"  # not the folder of a run from scratch
     else:
         assert module.parse_args(["--dataset", "ptb", "--model", "gpt"]).out == "runs/ptb_gpt"
 

@@ -25,7 +25,7 @@ import zipfile
 
 from keras_tse import interrupts, layouts, peers, run_lock
 from keras_tse._checks import InputError
-from keras_tse.norms import INITIALIZERS
+from keras_tse.norms import INITIALIZERS, PAPER_NORMS
 from keras_tse.training.configs import options_of
 
 # The backends keras_tse trains on; Keras' numpy and openvino backends run inference only.
@@ -51,8 +51,8 @@ class HelpFormatter(argparse.HelpFormatter):
 class Parser(argparse.ArgumentParser):
     """argparse, with an error reported on one line: `<prog>: error: <what>` and exit status 2."""
 
-    # set by add_run_arguments: --out's default, a format of the flags ("runs/{dataset}_{model}"), with
-    # "_smoke" added under --smoke
+    # set by add_run_arguments: --out's default, a format of the flags (RUN_FOLDER), with "_smoke" added
+    # under --smoke
     run_folder = None
 
     def __init__(self, *args, **kwargs):
@@ -67,7 +67,8 @@ class Parser(argparse.ArgumentParser):
         parsed = super().parse_args(args, namespace)
         if self.run_folder is not None and parsed.out is None:
             # a smoke run never lands in the real run's folder, which would then refuse the real settings
-            parsed.out = self.run_folder.format(**vars(parsed)) + ("_smoke" if parsed.smoke else "")
+            named = {**vars(parsed), "name": getattr(parsed, "from_preset", None) or parsed.model}
+            parsed.out = self.run_folder.format(**named) + ("_smoke" if parsed.smoke else "")
         if self.run_folder is not None and parsed.verbose is None:
             parsed.verbose = 1 if sys.stdout.isatty() else 2  # a progress bar on a terminal, a line per epoch in a file
         if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
@@ -608,7 +609,33 @@ def add_tau_arguments(parser):
     )
 
 
-RUN_FOLDER = "runs/{dataset}_{model}"  # --out's default: the data set and the family (runs/cifar10_vit)
+def add_task_arguments(parser, task, model, dataset, dataset_help, norms, default_norms, norm_note=""):
+    """The flags every task of `keras-tse train` takes, declared once: `--norm` (of `norms`; `all`, the paper's
+    three), `--model` (a family of `task`, `model` by default), `--dataset` (a data set of `task`, `dataset` by
+    default) and `--epochs` (passes over the training data)."""
+    from keras_tse.data.registry import list_datasets  # Keras-free
+
+    parser.add_argument(
+        "--norm",
+        type=choice_list(norms, {"all": PAPER_NORMS}),
+        default=default_norms,
+        metavar="NAMES",
+        help=f"the variants to train, comma-separated, of {', '.join(norms)}; all: the paper's three "
+        f"(default){norm_note}",
+    )
+    parser.add_argument(
+        "--model",
+        default=model,
+        metavar="FAMILY",
+        help=f"the {task} model family: {model} (the paper's, default), another of the zoo, or one another package "
+        "registers under the keras_tse.families entry point (its builder's keywords: the flags it takes)",
+    )
+    parser.add_argument("--dataset", choices=list_datasets(task), default=dataset, help=dataset_help)
+    parser.add_argument("--epochs", type=positive_float, default=None, help="passes over the training data")
+
+
+# --out's default: the data set, and the family or the preset fine-tuned (runs/cifar10_vit)
+RUN_FOLDER = "runs/{dataset}_{name}"
 
 
 def add_run_arguments(parser, hidden_help, init_help, smoke_help, batch_help):

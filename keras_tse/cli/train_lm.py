@@ -51,6 +51,7 @@ import dataclasses
 import functools
 import math
 import os
+import sys
 import time
 
 import numpy as np
@@ -58,7 +59,7 @@ import numpy as np
 import keras_tse
 from keras_tse import data, run_files, training
 from keras_tse._checks import InputError
-from keras_tse.cli import flags
+from keras_tse.cli import flags, trainer
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import DEESCALATE_AT, PAPER_NORMS
 from keras_tse.training import LMTrainConfig
@@ -162,8 +163,8 @@ def base_config(args):
     return None, {}, TRAIN
 
 
-def train_settings(args):
-    jit_compile = training.scale.configure(**flags.scale_settings(args))
+def train_config(args, jit_compile):
+    """The settings every variant starts from: the size's (or the smoke run's), with the flags'."""
     _, _, base_train = base_config(args)
     config = dataclasses.replace(base_train, jit_compile=jit_compile)
     if args.steps is not None:
@@ -188,8 +189,9 @@ def _logged(config):
     return dataclasses.replace(config, log_interval=min(config.log_interval, config.eval_interval))
 
 
-def variant_settings(args, norm):
-    """(preset, builder overrides, the run's settings) of one variant, all known before any data."""
+def variant_settings(args, norm, config):
+    """(preset, builder overrides, training settings, the run's settings) of one variant, all known before
+    any data: `config` as the variant's run began (an older run's settings where a default changed since)."""
     preset, overrides, _ = base_config(args)
     preset = (preset or preset_of(norm)) if args.model == "transformer_xl" else FAMILY_PRESETS.get(args.model)
     overrides = {key: value for key, value in overrides.items() if _accepts(args, key)}  # the task's sizes
@@ -229,7 +231,8 @@ def variant_settings(args, norm):
         **({"data": args.fingerprint} if own_text(args) else {}),
         **({"model": args.model} if args.model != "transformer_xl" else {}),
     }
-    return preset, overrides, settings
+    config = training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args, TRAIN))
+    return preset, overrides, config, settings
 
 
 def _accepts(args, keyword):
@@ -263,7 +266,7 @@ def _deescalation_overrides(args, norm):
 def _stream_shape(args, plans, config):
     """(batch size, segment length) every variant's model is built for (a GPT without a fixed batch:
     the training batch)."""
-    preset, overrides, _ = next(iter(plans.values()))
+    preset, overrides, _, _ = next(iter(plans.values()))
     built = {**_family_config(args, preset), **overrides}
     return built.get("batch_size") or config.batch_size, built["segment_len"]
 
@@ -334,36 +337,42 @@ def check_text_length(ids, batch_size, segment_len, where):
 
 
 def run(args):
-    """Train the chosen variants; returns {variant: summary}."""
-    check_args(args)  # before any text is read or model built: a bad input answers at once
-    args.fingerprint = (
-        data.fingerprint(args.data_dir, list(data.text_files(args.data_dir).values())) if own_text(args) else None
-    )
-    shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
-    shared.update({"model": args.model} if args.model != "transformer_xl" else {})
+    """Train the chosen variants (`trainer.train`, with this module's hooks); returns {variant: summary}."""
+    return trainer.train(sys.modules[__name__], args)
 
-    import keras  # here, not at the top: see the imports
 
-    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
+# === The hooks of the one training path (`keras_tse.cli.trainer`) ===
 
-    config = train_settings(args)  # joins the other processes, if any, first
-    args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
-    files = list(data.text_files(args.data_dir).values()) if own_text(args) else None
-    contents = functools.partial(data.contents, args.data_dir, files) if own_text(args) else None
-    writes = (*layout_names(measurement=True), "plots")
-    run_files.claim_folder(args.out, TASK, shared, writes, "*/config.json", data_contents=contents)
-    plans = {norm: variant_settings(args, norm) for norm in args.norm}
-    for norm, (_, overrides, settings) in plans.items():  # a folder of other settings stops us before the data
-        train = training.recorded(
-            training.as_started(os.path.join(args.out, norm), config, flags.kit_settings(args, TRAIN))
-        )
-        if args.epochs is not None:
-            del train["steps"]  # known once the text is read
-        known = {"train": train, "overrides": overrides, **settings}
-        training.check_run_folder(
-            os.path.join(args.out, norm), known, partial=True, defaults=training.defaults_of(config)
-        )
+own_data = own_text
 
+
+def data_files(args):
+    return list(data.text_files(args.data_dir).values())
+
+
+def shared(args):
+    return {"model": args.model} if args.model != "transformer_xl" else {}
+
+
+def variant_names():
+    return layout_names(measurement=True)
+
+
+def known(args, plan):
+    _, overrides, config, settings = plan
+    train = training.recorded(config)
+    if args.epochs is not None:
+        del train["steps"]  # known once the text is read
+    return {"train": train, "overrides": overrides, **settings}
+
+
+def before(args):
+    return None
+
+
+def prepare(args, plans, config):
+    """The text read once, checked against the stream every variant is built for; `config` with the step
+    count `--epochs` gives."""
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     ids, vocab = load_data(args)
@@ -382,27 +391,34 @@ def run(args):
         steps = math.ceil(args.epochs * len(ids["train"]) / (batch_size * segment_len))
         config = _logged(dataclasses.replace(config, steps=steps, eval_interval=min(config.eval_interval, steps)))
     flags.check_updates(config, config.steps)
-    summaries = {}
-    for norm, (preset, overrides, settings) in plans.items():
-        keras.utils.set_random_seed(args.seed)
-        overrides = {**overrides, "vocab_size": len(vocab)}
-        model = build_model(args, preset, overrides)
-        run_dir = os.path.join(args.out, norm)
-        # the ids' words travel with the run: a model from this folder can be read back as text
-        run_files.write_text(os.path.join(run_dir, VOCABULARY), "\n".join(vocab.symbols) + "\n")
-        trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
-        print(f"\n=== {norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
-        summaries[norm] = training.fit_language_model(
-            model,
-            ids["train"],
-            ids["valid"],
-            run_dir,
-            training.as_started(run_dir, config, flags.kit_settings(args, TRAIN)),  # an older run: as it began
-            test_ids=ids["test"],
-            verbose=args.verbose,
-            extra_config={"overrides": overrides, **settings},
-            causal_twin=functools.partial(_causal_twin, args, preset, overrides) if norm == LEAKY else None,
-        )
+    return dict(ids=ids, vocab=vocab, config=config)
+
+
+def fit(args, norm, plan, prepared):
+    """One variant built and trained into its folder, its words beside it."""
+    preset, overrides, _, settings = plan
+    ids, vocab, config = prepared["ids"], prepared["vocab"], prepared["config"]
+    overrides = {**overrides, "vocab_size": len(vocab)}
+    model = build_model(args, preset, overrides)
+    run_dir = os.path.join(args.out, norm)
+    # the ids' words travel with the run: a model from this folder can be read back as text
+    run_files.write_text(os.path.join(run_dir, VOCABULARY), "\n".join(vocab.symbols) + "\n")
+    trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
+    print(f"\n=== {norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
+    return training.fit_language_model(
+        model,
+        ids["train"],
+        ids["valid"],
+        run_dir,
+        training.as_started(run_dir, config, flags.kit_settings(args, TRAIN)),  # an older run: as it began
+        test_ids=ids["test"],
+        verbose=args.verbose,
+        extra_config={"overrides": overrides, **settings},
+        causal_twin=functools.partial(_causal_twin, args, preset, overrides) if norm == LEAKY else None,
+    )
+
+
+def finish(args, summaries):
     name = "text in " + str(args.data_dir) if own_text(args) else data.get_dataset(args.dataset).title
     smoke_note = " - smoke run, CPython docs as text" if args.dataset == "wikitext103" else " - smoke run, a real slice"
     model = MODEL_TITLES.get(args.model, args.model)
@@ -416,34 +432,21 @@ def run(args):
         training.plot_training_loss,
         title,
     )
-    return summaries
 
 
 def parse_args(argv=None, prog="keras-tse train lm"):
     parser = flags.Parser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--norm",
-        type=flags.choice_list(layout_names(measurement=True), {"all": PAPER_NORMS}),
-        default=PAPER_NORMS,
-        metavar="NAMES",
-        help=f"the variants to train, comma-separated, of {', '.join(layout_names())}, {LEAKY} (leaks later tokens, "
-        "for measurement only); all: the paper's three (default)",
-    )
-    parser.add_argument(
-        "--model",
-        default="transformer_xl",
-        metavar="FAMILY",
-        help="the text model family: transformer_xl (the paper's, Sec. 3.4, default), gpt (the zoo's GPT-style "
-        "decoder, gpt8_small's family, at the same sizes without a memory) or one another package registers under "
-        "the keras_tse.families entry point (the task's sizes where its builder takes them)",
-    )
-    parser.add_argument(
-        "--dataset",
-        choices=data.list_datasets("text"),
-        default="wikitext103",
-        help="a text set of the data registry (keras-tse datasets): wikitext103 (the paper's run), ptb (Penn "
-        "Treebank, Mikolov split), python_docs, or text: your own, --data-dir holding train.txt, valid.txt and "
-        "test.txt. Every set but wikitext103 trains the CPU-sized model (PTB's size, the set's vocabulary)",
+    flags.add_task_arguments(
+        parser,
+        "text",
+        "transformer_xl",
+        "wikitext103",
+        "a text set of the data registry (keras-tse datasets): wikitext103 (the paper's run), ptb (Penn Treebank, "
+        "Mikolov split), python_docs, or text: your own, --data-dir holding train.txt, valid.txt and test.txt. "
+        "Every set but wikitext103 trains the CPU-sized model (PTB's size, the set's vocabulary)",
+        layout_names(measurement=True),
+        PAPER_NORMS,
+        f"; {LEAKY} leaks later tokens, for measurement only",
     )
     parser.add_argument(
         "--size",
@@ -456,12 +459,6 @@ def parse_args(argv=None, prog="keras-tse train lm"):
         type=flags.positive_int,
         default=None,
         help="override the step count (default: the size's, 2,000 on PTB)",
-    )
-    parser.add_argument(
-        "--epochs",
-        type=flags.positive_float,
-        default=None,
-        help="train this many passes over the training text instead",
     )
     flags.add_tau_arguments(parser)
     parser.add_argument(

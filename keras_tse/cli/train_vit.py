@@ -42,14 +42,15 @@ compiled as one block (zoo/speed.md measures the compile time); its run folders 
 import dataclasses
 import functools
 import os
+import sys
 import time
 
 import numpy as np
 
 import keras_tse
-from keras_tse import data, run_files, training
+from keras_tse import data, training
 from keras_tse._checks import InputError
-from keras_tse.cli import flags
+from keras_tse.cli import flags, trainer
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import PAPER_NORMS
 from keras_tse.run_files import read_history
@@ -170,22 +171,12 @@ def own_labels(args):
         return arrays["y_train"].reshape(-1), arrays["y_test"].reshape(-1)
 
 
-def _data_files(args):
+def data_files(args):
     """The files a user's image folder trains and tests on, or None for a .npz (the file itself)."""
     if args.dataset != "folder":
         return None
     layout, _ = data.image_folder_layout(args.data_dir, seed=args.seed)
     return sorted(file for split in layout.values() for file, _ in split)
-
-
-def data_fingerprint(args):
-    """The identity of a user's data, part of the run's settings: a rerun on other data is refused."""
-    return data.fingerprint(args.data_dir, _data_files(args))
-
-
-def data_contents(args):
-    """A user's data file by file (array by array), so that a refusal names what changed."""
-    return data.contents(args.data_dir, _data_files(args))
 
 
 def normalization_of(args, x_train):
@@ -282,6 +273,8 @@ def check_args(args):
     if plain and (args.tau is not None or args.learn_tau):
         flag, value = ("--tau", args.tau) if args.tau is not None else ("--learn-tau", True)
         raise InputError(flag, value, f"de-escalating layouts only (--norm has {', '.join(plain)})")
+    if args.epochs is not None and args.epochs != int(args.epochs):  # Keras fits whole epochs
+        raise InputError("--epochs", args.epochs, "a whole number of passes over the images")
     if args.scan and args.drop_path_rate:
         raise InputError(
             "--drop-path", args.drop_path_rate, "no --scan (scanned blocks are identical; each drops at its own rate)"
@@ -434,40 +427,47 @@ def one_augmentation(plans):
 
 
 def run(args):
-    """Train the chosen variants; returns {variant: summary}."""
-    check_args(args)  # before any data is read or model built: a bad input answers at once
-    args.fingerprint = data_fingerprint(args) if own_data(args) else None
-    shared = {"dataset": args.dataset, "data": args.fingerprint, "smoke": args.smoke, "seed": args.seed}
+    """Train the chosen variants (`trainer.train`, with this module's hooks); returns {variant: summary}."""
+    return trainer.train(sys.modules[__name__], args)
 
-    import keras  # here, not at the top: see the imports
 
-    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
+# === The hooks of the one training path (`keras_tse.cli.trainer`) ===
 
-    jit_compile = training.scale.configure(**flags.scale_settings(args))
-    args.out = training.scale.writer_folder(args.out)  # one writer when several processes train together
-    contents = functools.partial(data_contents, args) if own_data(args) else None
-    run_files.claim_folder(args.out, TASK, shared, (*layout_names(), "plots"), "*/config.json", data_contents=contents)
-    train_config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
+
+def shared(args):
+    return {}
+
+
+def variant_names():
+    return layout_names()
+
+
+def train_config(args, jit_compile):
+    """The settings every variant starts from: Sec. 3.3's (or the smoke run's), with the flags'."""
+    config = dataclasses.replace(SMOKE_TRAIN if args.smoke else TRAIN, jit_compile=jit_compile)
     if args.epochs is not None:
-        train_config = dataclasses.replace(train_config, epochs=args.epochs)
+        config = dataclasses.replace(config, epochs=int(args.epochs))
     if args.batch_size is not None:
-        train_config = dataclasses.replace(train_config, batch_size=args.batch_size)
-    train_config = dataclasses.replace(train_config, **flags.kit_settings(args, TRAIN))
-    variants = list(args.norm)
-    plans = {norm: variant_settings(args, norm, train_config) for norm in variants}
-    for norm, (_, _, config, settings) in plans.items():  # a folder of other settings stops us before the data
-        run_dir, known = os.path.join(args.out, norm), {"train": training.recorded(config), **settings}
-        training.check_run_folder(
-            run_dir, known, partial=True, defaults=training.defaults_of(config, augment_before(args))
-        )
+        config = dataclasses.replace(config, batch_size=args.batch_size)
+    return dataclasses.replace(config, **flags.kit_settings(args, TRAIN))
 
-    keras.utils.set_random_seed(args.seed)  # before the pipelines: augmentation's and shuffling's random ops
+
+def known(args, plan):
+    _, _, config, settings = plan
+    return {"train": training.recorded(config), **settings}
+
+
+before = augment_before
+
+
+def prepare(args, plans, config):
+    """The images read once, as every variant trains on them: the pipelines, the probe, the step count."""
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)
     # a batch asked for that the data cannot fill: every epoch one short step, most of the batch missing
     if args.batch_size is not None and args.batch_size > len(y_train):
-        raise InputError("--batch-size", train_config.batch_size, f"at most the {len(y_train):,} training images")
+        raise InputError("--batch-size", config.batch_size, f"at most the {len(y_train):,} training images")
     print(
         f"loaded {len(y_train):,} training and {len(y_test):,} test images in {time.perf_counter() - start:.1f} s; "
         "the first training step also compiles the model",
@@ -477,49 +477,58 @@ def run(args):
     train = data.image_dataset(
         x_train,
         y_train,
-        train_config.batch_size,
+        config.batch_size,
         augment=one_augmentation(plans),
         shuffle=True,
         seed=args.seed,
-        mixup=train_config.mixup,
-        cutmix=train_config.cutmix,
+        mixup=config.mixup,
+        cutmix=config.cutmix,
         num_classes=own_geometry(args)[2] if own_data(args) else spec(args).classes,
         shard=training.scale.process(),
         **normalization,
     )
-    test = data.image_dataset(x_test, y_test, train_config.batch_size, shard=training.scale.process(), **normalization)
-    probe = data.normalized(x_test[:PROBE_SIZE], **normalization)
-    steps_per_epoch = -(-len(y_train) // train_config.batch_size)
-    flags.check_updates(train_config, steps_per_epoch * train_config.epochs)
+    test = data.image_dataset(x_test, y_test, config.batch_size, shard=training.scale.process(), **normalization)
+    steps_per_epoch = -(-len(y_train) // config.batch_size)
+    flags.check_updates(config, steps_per_epoch * config.epochs)
+    return dict(
+        train=train,
+        test=test,
+        probe=data.normalized(x_test[:PROBE_SIZE], **normalization),
+        steps_per_epoch=steps_per_epoch,
+        sizes={"train_size": len(y_train), "test_size": len(y_test)},
+    )
 
-    summaries = {}
-    for norm, (preset, overrides, config, settings) in plans.items():
-        keras.utils.set_random_seed(args.seed)
-        with training.scale.replica_scope():  # TensorFlow's MirroredStrategy: build, compile and fit in it
-            model = build_model(args, preset, overrides)
-            run_dir = os.path.join(args.out, norm)
-            size = f"{model.count_params():,} parameters"
-            print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
-            sizes = {"train_size": len(y_train), "test_size": len(y_test)}
-            summaries[norm] = training.fit_variant(
-                model,
-                train,
-                test,
-                run_dir,
-                config,
-                probe,
-                steps_per_epoch,
-                extra_config={**settings, **sizes},
-                verbose=args.verbose,
-                before=augment_before(args),
-            )
+
+def fit(args, norm, plan, prepared):
+    """One variant built and trained into its folder (TensorFlow's MirroredStrategy: built, compiled and
+    fitted in its scope)."""
+    preset, overrides, config, settings = plan
+    with training.scale.replica_scope():
+        model = build_model(args, preset, overrides)
+        run_dir = os.path.join(args.out, norm)
+        size = f"{model.count_params():,} parameters"
+        print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
+        return training.fit_variant(
+            model,
+            prepared["train"],
+            prepared["test"],
+            run_dir,
+            config,
+            prepared["probe"],
+            prepared["steps_per_epoch"],
+            extra_config={**settings, **prepared["sizes"]},
+            verbose=args.verbose,
+            before=augment_before(args),
+        )
+
+
+def finish(args, summaries):
     smoke_note = " - smoke run, synthetic data" if args.dataset == "cifar10" else " - smoke run, a real slice"
     name = os.path.basename(args.data_dir.rstrip("/")) if own_data(args) else spec(args).title
     title = f"ViT on {name} (Yu & Zhang Fig. 6 layout)" + (smoke_note if args.smoke else "")
     training.runner.finish_recipe(
         summaries, training.runner.summary_line, args.out, layout_names(), "history.csv", _plot_histories, title
     )
-    return summaries
 
 
 def _plot_histories(folders, path, title):
@@ -530,28 +539,17 @@ def _plot_histories(folders, path, title):
 
 def parse_args(argv=None, prog="keras-tse train vit"):
     parser = flags.Parser(prog=prog, description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--norm",
-        type=flags.choice_list(layout_names(), {"all": PAPER_NORMS}),
-        default=None,
-        metavar="NAMES",
-        help=f"the variants to train, comma-separated, of {', '.join(layout_names())}; all: the paper's three "
-        "(default). A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
-    )
-    parser.add_argument(
-        "--model",
-        default="vit",
-        metavar="FAMILY",
-        help="the image model family, built at the preset's sizes with the flags' changes: vit (default) or one "
-        "another package registers under the keras_tse.families entry point (it takes zoo.vit's keywords)",
-    )
-    parser.add_argument(
-        "--dataset",
-        choices=data.list_datasets("images"),
-        default="cifar10",
-        help="cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey); your own: folder (--data-dir holds "
-        "one subfolder per class, or train/ and test/ of them) or npz (--data-dir is a .npz with x_train, "
-        "y_train, x_test, y_test)",
+    flags.add_task_arguments(
+        parser,
+        "images",
+        "vit",
+        "cifar10",
+        "cifar10 (the paper's run), fashion_mnist or mnist (28x28 grey); your own: folder (--data-dir holds one "
+        "subfolder per class, or train/ and test/ of them) or npz (--data-dir is a .npz with x_train, y_train, "
+        "x_test, y_test)",
+        layout_names(),
+        None,
+        ". A layout without a preset of its own trains in the deescalate preset at lr 1e-4",
     )
     parser.add_argument(
         "--image-size",
@@ -582,7 +580,6 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         "as one block",
     )
     flags.add_tau_arguments(parser)
-    parser.add_argument("--epochs", type=flags.positive_int, default=None, help="override the epoch count")
     parser.add_argument(
         "--train-size",
         type=flags.positive_int,

@@ -14,9 +14,9 @@ What a task module holds besides its flags (`parse_args`):
 - `shared(args)`: the manifest's settings besides the data set, the data, smoke and the seed;
 - `variant_names()`: the subfolders a run of the task may write;
 - `train_config(args, jit_compile)`: the task's settings (`training.configs`) with the flags';
-- `variant_settings(args, norm, config)`: (preset, builder overrides, the variant's settings, its run's
-  record known before any data);
-- `known(args, config, settings)`: the record compared with a folder before the data is read, and
+- `variant_settings(args, norm, config)`: the variant's plan, (preset, builder overrides, its settings as
+  its run began, its run's record known before any data);
+- `known(args, plan)`: the record compared with a folder before the data is read, and
   `before(args)`: what a folder made before a setting existed ran with (`training.defaults_of`);
 - `prepare(args, plans, config)`: the data, read and checked, as `fit` takes it;
 - `fit(args, norm, plan, prepared)`: one variant built and trained into its folder; its summary;
@@ -48,10 +48,9 @@ def train(task, args):
     )
     config = task.train_config(args, jit_compile)
     plans = {norm: task.variant_settings(args, norm, config) for norm in args.norm}
-    for norm, (_, _, variant_config, settings) in plans.items():  # a folder of other settings stops us here
-        defaults = training.defaults_of(variant_config, task.before(args))
-        known = task.known(args, variant_config, settings)
-        training.check_run_folder(os.path.join(args.out, norm), known, partial=True, defaults=defaults)
+    for norm, plan in plans.items():  # a folder of other settings stops us before the data
+        defaults = training.defaults_of(plan[2], task.before(args))
+        training.check_run_folder(os.path.join(args.out, norm), task.known(args, plan), partial=True, defaults=defaults)
 
     keras.utils.set_random_seed(args.seed)  # before the pipelines: augmentation's and shuffling's random ops
     prepared = task.prepare(args, plans, config)

@@ -8,7 +8,7 @@ and `keras_tse.zoo.list_models(pattern)` lists both, as timm's `create_model` an
 
 A family of another installed package joins through an entry point of the group `keras_tse.families`
 naming its builder (registered by this module's decorator where it is defined); it then builds and
-trains from the command line too (`keras-tse train vit --model NAME` for an image family):
+trains from the command line too (`keras-tse train NAME`, its builder's signature the flags it takes):
 
     [project.entry-points."keras_tse.families"]
     my_vit = "my_package.models:my_vit"

@@ -23,7 +23,7 @@ import numpy as np
 from recipes.lab import ROOT, engine  # noqa: E402
 
 WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
-# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/presets.py, `_shipped`), with a
+# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/vit_presets.py, `_shipped`), with a
 # learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
 COMMANDS = {
     # 12 epochs: 4 (the first weights shipped) reached 87.7%; no augmentation: crop_flip, Fashion-MNIST's default,
@@ -34,7 +34,7 @@ COMMANDS = {
     "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
 }
 MODEL = "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2"
-# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (keras_tse/zoo/presets.py)
+# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (keras_tse/zoo/gpt_presets.py)
 LANGUAGE_MODELS = {
     "gpt4_ptb": "--model gpt --dataset ptb --norm deescalate --depth 4 --steps 3000 --eval-interval 500 --seed 0 "
     "--no-download --verbose 2",  # 3,000 steps of 16 x 64 tokens: 3.3 passes over the training text

@@ -34,7 +34,7 @@ COMMANDS = {
     "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
 }
 MODEL = "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2"
-# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (keras_tse/zoo/gpt_presets.py)
+# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (zoo/gpt_presets.py)
 LANGUAGE_MODELS = {
     "gpt4_ptb": "--model gpt --dataset ptb --norm deescalate --depth 4 --steps 3000 --eval-interval 500 --seed 0 "
     "--no-download --verbose 2",  # 3,000 steps of 16 x 64 tokens: 3.3 passes over the training text

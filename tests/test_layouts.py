@@ -111,6 +111,16 @@ def test_tau_s_range_is_checked_in_one_place(monkeypatch):
     assert {name: path() for name, path in paths.items()} == dict.fromkeys(paths, 1.5)
 
 
+def test_eq21_s_options_enter_once_a_keyword_or_the_layout_s_options_not_both():
+    from keras_tse import zoo
+
+    small = dict(depth=1, hidden_dim=8, ffn_dim=8, num_heads=2)
+    assert zoo.vit(**small, layout_options={"tau": 0.25}).get_layer("block_00").tau == 0.25
+    assert zoo.vit(**small, tau=0.25).get_layer("block_00").tau == 0.25
+    with pytest.raises(ValueError, match=r"tau given twice.*Received: tau=0.5 and layout_options\['tau'\]=0.25"):
+        zoo.vit(**small, tau=0.5, layout_options={"tau": 0.25})
+
+
 class _Sandwich(layouts.Layout):
     """Sandwich norm (Ding et al. 2021, CogView, Sec. 4.1): pre-norm with a LayerNorm on each branch's
     output too, `x + LN(f(LN x))`: the one file a new layout of this kind takes."""

@@ -297,3 +297,26 @@ def test_a_new_kit_option_is_one_field_its_flag_check_record_and_resume_follow(t
     changed = dataclasses.replace(default, lookahead_steps=5)
     with pytest.raises(RunFolderMismatch, match="received train.lookahead_steps 5; expected 0"):
         check_run_folder(str(tmp_path), {"model": "m", "train": recorded(changed)}, defaults=defaults_of(changed))
+
+
+def test_a_new_kit_option_trains_from_the_command_line_with_nothing_else_changed(tmp_path, monkeypatch, capsys):
+    """The image task's settings with one more option field (as if written in configs.py): `keras-tse train`
+    takes its flag and the run records it, no other line of the project changed."""
+    from keras_tse.cli import main as cli
+    from keras_tse.cli import train_vit
+    from keras_tse.training.configs import option
+
+    @dataclasses.dataclass
+    class WithLookahead(TrainConfig):
+        lookahead_steps: int = option(0, _checks.non_negative_int, "Lookahead's k (0: off)")
+
+    monkeypatch.setattr(train_vit, "TRAIN", WithLookahead(**dataclasses.asdict(train_vit.TRAIN)))
+    argv = ["train", "--dataset", "digits", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2", "--epochs", "1"]
+    out = tmp_path / "run"
+    assert cli.main([*argv, "--norm", "pre", "--lookahead-steps", "3", "--verbose", "0", "--out", str(out)]) == 0
+    with open(out / "pre" / "config.json") as f:
+        assert json.load(f)["train"]["lookahead_steps"] == 3
+    capsys.readouterr()
+    with pytest.raises(SystemExit, match="2"):
+        cli.main([*argv, "--norm", "pre", "--lookahead-steps", "x", "--out", str(out)])
+    assert "--lookahead-steps: received 'x'; expected an integer >= 0" in capsys.readouterr().err

@@ -7,6 +7,7 @@ import keras
 
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
 from keras_tse.layouts import check_layout_options, get_layout
+from keras_tse.layouts.layout import EQ21_DEFAULTS
 from keras_tse.norms import ESCALATION_PLACED
 
 
@@ -21,7 +22,14 @@ def checked_layout_options(layout, layout_options, **eq21):
     `trainable_tau`, which layouts without it ignore) and `layout_options`, a dict of `layout`'s own
     options (a gate's initial value, DeepNet's constants): each key one of the layout's, its value checked
     by the layout; another key is a ValueError naming the layout's options."""
-    return {**eq21, **check_layout_options(layout, layout_options)}
+    options = check_layout_options(layout, layout_options)
+    twice = sorted(key for key in set(options) & set(eq21) if eq21[key] != EQ21_DEFAULTS[key])
+    if twice:  # eq. (21)'s options enter once: a keyword, or the layout's options, not both
+        raise ValueError(
+            f"{', '.join(twice)} given twice: as a keyword and in `layout_options`; give one. Received: "
+            + ", ".join(f"{key}={eq21[key]!r} and layout_options[{key!r}]={options[key]!r}" for key in twice)
+        )
+    return {**eq21, **options}
 
 
 def stack_block(layout, depth, layout_options=None, remat=False, **kwargs):

@@ -71,7 +71,7 @@ def test_a_shipped_preset_loads_its_weights_unless_told_not_to():
     assert trained.count_params() == untrained.count_params() and trained.name == untrained.name == "vit6_digits"
     assert not all(np.array_equal(a, b) for a, b in zip(trained.get_weights(), untrained.get_weights()))
     with pytest.raises(
-        ValueError, match=r"fix everything but num_classes, image_size. Received overrides: \['depth'\]"
+        ValueError, match=r"fix everything but num_classes, image_size, channels. Received overrides: \['depth'\]"
     ):
         zoo.from_preset("vit6_digits", depth=2)
     assert zoo.from_preset("vit6_digits", load_weights=False, depth=2).name == "vit6_digits-depth2"

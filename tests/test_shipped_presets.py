@@ -99,9 +99,35 @@ def test_a_shipped_preset_fine_tunes_with_a_fresh_head_gives_its_features_and_ta
         np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0))), verbose=0
     ).shape == (4, 10)
     with pytest.raises(
-        ValueError, match=r"fix everything but num_classes, image_size. Received overrides: \['depth'\]"
+        ValueError, match=r"fix everything but num_classes, image_size, channels. Received overrides: \['depth'\]"
     ):
         zoo.from_preset("vit6_fashion_mnist", depth=3)
+
+
+def test_a_grey_preset_fine_tunes_on_colour_images_and_the_head_follows_one_rule():
+    """`channels=3` on a grey preset: the patch kernel repeated on each channel over 3, so a grey image
+    given as three equal channels gives the preset's logits exactly (every other weight kept); a colour
+    kernel back to grey is the sum over its channels (timm's `adapt_input_conv`). The head: the preset's for
+    its own count of classes, fresh for another count or on request (`new_head=True`)."""
+    import numpy as np
+
+    from keras_tse.zoo.fine_tune import adapt_input_channels
+
+    trained = zoo.from_preset("vit6_fashion_mnist")
+    colour = zoo.from_preset("vit6_fashion_mnist", channels=3)
+    assert colour.name == "vit6_fashion_mnist-channels3" and tuple(colour.input.shape) == (None, 28, 28, 3)
+    grey = np.random.default_rng(0).random((4, 28, 28, 1)).astype("float32")
+    np.testing.assert_allclose(
+        colour.predict(np.repeat(grey, 3, axis=-1), verbose=0), trained.predict(grey, verbose=0), atol=1e-4
+    )
+    kernel = keras.ops.convert_to_numpy(colour.get_layer("patch_embedding").projection.kernel)
+    back = keras.ops.convert_to_numpy(adapt_input_channels(kernel, 1))
+    original = keras.ops.convert_to_numpy(trained.get_layer("patch_embedding").projection.kernel)
+    np.testing.assert_allclose(back, original, rtol=1e-6, atol=1e-7)  # w/3 summed thrice: float32 rounding
+    trained_head = trained.get_layer("head").get_weights()[0]
+    for options, fresh in (({"num_classes": 10}, False), ({"num_classes": 10, "new_head": True}, True), ({}, False)):
+        head = zoo.from_preset("vit6_fashion_mnist", **options).get_layer("head").get_weights()[0]
+        assert (head == trained_head).all() != fresh, options
 
 
 def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_token_row():
@@ -121,23 +147,27 @@ def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_to
 
 @pytest.mark.one_backend  # the training command's path; the fresh head itself is checked on every backend above
 def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_path):
-    """`keras-tse train vit --from-preset`: the run starts from the preset's weights (every layer but the
-    head as shipped; the head fresh, not the preset's), so one epoch of the digits at a small rate already
+    """`keras-tse train vit --from-preset`: the run starts from the preset's weights, its head by the one rule
+    (`zoo.fine_tune`): on the preset's own data set every layer as shipped, on another's classes a fresh head
+    (and the patch grid resampled to its images), so one epoch of the digits at a small rate already
     classifies them, where the same epoch from scratch is near chance; the run records what it started
     from; a rate set or a model flag beside it is one line."""
     from keras_tse.cli import main as cli
     from keras_tse.cli import train_vit
 
     argv = ["--from-preset", "vit6_digits", "--dataset", "digits", "--out", str(tmp_path / "run")]
-    args = train_vit.parse_args([*argv, "--no-download"])
-    train_vit.check_args(args)
-    model, shipped = train_vit.build_model(args, "vit6_digits", {}), zoo.from_preset("vit6_digits")
-    for layer in model.layers:
-        if layer.weights and layer.name != "head":
-            for got, expected in zip(layer.get_weights(), shipped.get_layer(layer.name).get_weights()):
-                assert (got == expected).all(), layer.name
-    assert model.get_layer("head") is not shipped.get_layer("head")
-    assert not (model.get_layer("head").get_weights()[0] == shipped.get_layer("head").get_weights()[0]).all()
+    shipped = zoo.from_preset("vit6_digits")
+    for dataset in ("digits", "mnist"):
+        args = train_vit.parse_args([*argv, "--dataset", dataset, "--no-download"])
+        train_vit.check_args(args)
+        model = train_vit.build_model(args, "vit6_digits", train_vit.fine_tune_overrides(args))
+        for layer in model.layers:
+            if layer.weights and layer.name not in ("head", "patch_embedding"):
+                for got, expected in zip(layer.get_weights(), shipped.get_layer(layer.name).get_weights()):
+                    assert (got == expected).all(), layer.name
+        kept = (model.get_layer("head").get_weights()[0] == shipped.get_layer("head").get_weights()[0]).all()
+        assert kept == (dataset == "digits"), dataset  # the preset's own classes keep their head
+        assert tuple(model.input.shape) == ((None, 8, 8, 1) if dataset == "digits" else (None, 28, 28, 1))
 
     epoch = ["--epochs", "1", "--learning-rate", "1e-3", "--verbose", "0", "--no-download"]
     assert cli.main(["train", "vit", *argv, *epoch]) == 0
@@ -145,7 +175,7 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
         config = json.load(f)
     with open(tmp_path / "run" / "deescalate" / "summary.json") as f:
         accuracy = json.load(f)["test_accuracy"]
-    assert config["from_preset"] == "vit6_digits" and config["model"] == "vit6_digits_head10"
+    assert config["from_preset"] == "vit6_digits" and config["model"] == "vit6_digits"
     assert accuracy > 0.8, accuracy  # from scratch, the same epoch and rate: 27.6% (measured)
     with pytest.raises(ValueError, match="--depth: received 3; expected no model flag with --from-preset"):
         train_vit.check_args(train_vit.parse_args([*argv, "--depth", "3"]))
@@ -162,3 +192,21 @@ def test_keras_tse_generate_on_the_shipped_language_model_prints_the_words_its_c
     with open(os.path.join(ROOT, "zoo", "gpt4_ptb.md")) as f:
         quoted = f.read().split("<!-- greedy -->\n```text\n")[1].split("\n```")[0]
     assert printed == quoted and len(printed.split()) == 15 and printed.split()[3:5] == ["the", "<unk>"]
+
+
+@pytest.mark.one_backend  # the command's path; the kernel's adaptation is checked on every backend above
+def test_the_training_command_fine_tunes_a_grey_preset_on_a_folder_of_colour_images(tmp_path):
+    """`keras-tse train vit6_fashion_mnist --dataset folder` on RGB images (Pillow reads a folder as RGB):
+    the preset's patch kernel adapted to three channels, a fresh head for the folder's two classes."""
+    from keras_tse.cli import main as cli
+    from tests.test_bad_inputs import image_folder
+
+    folder = image_folder(tmp_path / "pets", per_class=5)
+    out = tmp_path / "run"
+    argv = ["train", "vit6_fashion_mnist", "--dataset", "folder", "--data-dir", folder, "--image-size", "28"]
+    assert cli.main([*argv, "--epochs", "1", "--batch-size", "4", "--verbose", "0", "--out", str(out)]) == 0
+    with open(out / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    assert (config["from_preset"], config["overrides"]) == ("vit6_fashion_mnist", {"channels": 3})
+    model = keras.saving.load_model(out / "deescalate" / "checkpoints" / "last.keras")
+    assert tuple(model.input.shape) == (None, 28, 28, 3) and tuple(model.output.shape) == (None, 2)

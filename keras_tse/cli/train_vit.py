@@ -337,11 +337,6 @@ def check_from_preset(args):
     if given:
         flag = "--" + given[0].replace("_", "-").replace("-rate", "")
         raise InputError(flag, getattr(args, given[0]), "no model flag with --from-preset (its weights fix the model)")
-    channels = own_geometry(args)[1] if own_data(args) else spec(args).channels
-    if channels != config["channels"]:
-        raise InputError(
-            "--from-preset", args.from_preset, f"a preset of {channels}-channel images, as --dataset {args.dataset} has"
-        )
 
 
 def check_model(args):
@@ -356,26 +351,28 @@ def check_model(args):
 
 
 def fine_tune_overrides(args):
-    """The preset's keywords a fine-tuning run changes: the image size, where the data's differs."""
-    size = own_geometry(args)[0] if own_data(args) else spec(args).image_size
-    return {} if size == keras_tse.zoo.full_config(args.from_preset)["image_size"] else {"image_size": size}
+    """The preset's keywords a fine-tuning run changes: the image size and the channels, where the data's
+    differ (the patch kernel adapted, `zoo.fine_tune`)."""
+    size, channels, _ = own_geometry(args) if own_data(args) else (spec(args).image_size, spec(args).channels, 0)
+    config = keras_tse.zoo.full_config(args.from_preset)
+    given = {"image_size": size, "channels": channels}
+    return {key: value for key, value in given.items() if value != config[key]}
 
 
 def build_model(args, preset, overrides):
-    """A variant's model: the preset with `overrides`; or (`--from-preset`) the preset's trained model with
-    a fresh classifier head for the data's classes, whatever their count (a new task: the preset's
-    classes are not the data's), the initializer the preset was built with."""
+    """A variant's model: the preset with `overrides`; or (`--from-preset`) the preset's trained model adapted
+    to the data's images, its head by the one rule (`zoo.fine_tune`): kept on the preset's own data set,
+    fresh for any other's classes."""
     if args.model != "vit":  # another family: its preset, or its builder's defaults, with the run's changes
         config = {**(keras_tse.zoo.full_config(preset) if preset else {}), **overrides}
         name = f"{args.model}_{preset or args.dataset}_{overrides.get('norm', config.get('norm'))}"
         named = {"name": name} if keras_tse.zoo.registry.accepts(args.model, "name") else {}
         return keras_tse.zoo.create_model(args.model, **{**named, **config})
-    model = keras_tse.zoo.from_preset(preset, **overrides)
     if args.from_preset is None:
-        return model
+        return keras_tse.zoo.from_preset(preset, **overrides)
     classes = own_geometry(args)[2] if own_data(args) else spec(args).classes
-    initializer = keras_tse.zoo.full_config(preset).get("initializer", "torch")
-    return keras_tse.zoo.fine_tune.with_head(model, classes, initializer)  # the zoo loaded it: from_preset
+    other_classes = args.dataset != keras_tse.zoo.presets()[preset].get("dataset")  # the head rule's "said so"
+    return keras_tse.zoo.from_preset(preset, num_classes=classes, new_head=other_classes, **overrides)
 
 
 def augment_before(args):

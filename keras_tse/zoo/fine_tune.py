@@ -1,6 +1,11 @@
-"""A trained ViT made ready to fine-tune: a fresh classifier head, the pooled features, or another image
-size, every other weight kept bit for bit (timm's `create_model(pretrained=True, num_classes=N)` and
-`resample_abs_pos_embed`, KerasHub's `from_preset(num_classes=N)`)."""
+"""A trained ViT made ready to fine-tune: a fresh classifier head, the pooled features, another image
+size or another number of channels, every other weight kept bit for bit (timm's `create_model(pretrained=True,
+num_classes=N, in_chans=C)`, `resample_abs_pos_embed` and `adapt_input_conv`, KerasHub's
+`from_preset(num_classes=N)`).
+
+The head rule, one for Python and the command line (`new_head`): a fresh head whenever the task's classes
+are not the preset's: another count, or other classes said so (`new_head=True`; the command line says so
+for any data set but the preset's own); the trained head otherwise."""
 
 import keras
 from keras import ops
@@ -8,7 +13,30 @@ from keras import ops
 from keras_tse.layers import initializers
 
 # What a model with trained weights may change at load (`from_preset`): everything else is the weights'.
-ADAPTABLE = ("num_classes", "image_size")
+ADAPTABLE = ("num_classes", "image_size", "channels")
+
+
+def new_head(preset_classes, num_classes, other_classes=False):
+    """Whether a fine-tuned model gets a fresh head (the rule above; `num_classes` None: the preset's count)."""
+    return other_classes or (num_classes is not None and num_classes != preset_classes)
+
+
+def adapt_input_channels(kernel, channels):
+    """A patch projection's kernel `[p, p, C, hidden]` for images of `channels` channels, as timm's
+    `adapt_input_conv` does for colour to grey (summed over the colour channels); grey to `channels` is the
+    kernel repeated on each channel over `channels` (an image of equal channels gives the grey image's
+    features); colour to other counts repeats the colour kernel, scaled by 3 / `channels` (timm's rule)."""
+    have = kernel.shape[2]
+    if channels == have:
+        return kernel
+    if channels == 1:
+        return ops.sum(kernel, axis=2, keepdims=True)
+    if have == 1:
+        return ops.repeat(kernel, channels, axis=2) / channels
+    if have != 3:
+        raise ValueError(f"A {have}-channel kernel adapts to 1 channel only. Received: channels={channels}")
+    repeated = ops.tile(kernel, (1, 1, -(-channels // 3), 1))[:, :, :channels]
+    return repeated * (3.0 / channels)
 
 
 def resample_positions(table, old_grid, new_grid, class_tokens=1):
@@ -38,10 +66,11 @@ def with_head(trained, num_classes, initializer="torch"):
     return keras.Model(trained.input, fresh(features), name=f"{trained.name}_head{num_classes}")
 
 
-def at_image_size(trained, build, config, image_size):
-    """`build(**config)` at `image_size`, every weight of `trained` copied in by layer name but the
-    position table, resampled to the new patch grid (and the head, where `config` asks another)."""
-    model = build(**{**config, "image_size": image_size})
+def adapted(trained, build, config, image_size, channels):
+    """`build(**config)` at `image_size` and `channels`, every weight of `trained` copied in by layer name but
+    the position table, resampled to the new patch grid, the patch projection's kernel, adapted to the
+    channels (`adapt_input_channels`), and the head, where `config` asks another."""
+    model = build(**{**config, "image_size": image_size, "channels": channels})
     patch = config["patch_size"]
     if image_size % patch:
         raise ValueError(
@@ -57,7 +86,9 @@ def at_image_size(trained, build, config, image_size):
                 source.position_embedding, source.image_size // patch, image_size // patch, tokens
             )
             layer.position_embedding.assign(table)
-            pairs = [(w, v) for w, v in zip(layer.weights, source.weights) if w is not layer.position_embedding]
+            layer.projection.kernel.assign(adapt_input_channels(source.projection.kernel, channels))
+            adapted_here = (layer.position_embedding, layer.projection.kernel)
+            pairs = [(w, v) for w, v in zip(layer.weights, source.weights) if not any(w is a for a in adapted_here)]
         else:
             pairs = list(zip(layer.weights, source.weights))
         for target, value in pairs:

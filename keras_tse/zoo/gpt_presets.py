@@ -15,6 +15,7 @@ PRESETS = {
         "Penn Treebank word ids: the preset's assets/tokenizer/vocabulary.txt (10,000 words with <eos>)",
         "gpt4_ptb",
         weights="weights/gpt4_ptb",
+        dataset="ptb",
     ),
     "gpt8_small": preset(
         {**SMALL_TXL, "depth": 8, "norm": "deescalate", "segment_len": 32},

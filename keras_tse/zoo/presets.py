@@ -87,7 +87,7 @@ def presets():
     return listed
 
 
-def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
+def from_preset(preset, *, pretrained=None, load_weights=None, new_head=False, **overrides):
     """Build the model of preset `preset`, with any builder keyword overridden; or load a `.keras` file.
 
     An overridden preset's model is named after the change (`vit80_cifar10_post-depth24`), so a run
@@ -99,6 +99,10 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     `metadata.json`) loads as saved, on any backend, here or from the Hugging Face Hub
     (`hf://owner/name`, `keras_tse.zoo.hub`); `num_classes=` gives it a fresh head (0: its features).
 
+    A preset with weights fine-tunes (`fine_tune`): `image_size=` and `channels=` adapt it to other images,
+    and its head is fresh whenever the task's classes are not the preset's: another `num_classes`, or
+    `new_head=True` (other classes of the same count).
+
     Example: `from_preset("vit80_cifar10_deescalate", tau=0.5, num_classes=100)`;
     `from_preset("runs/cifar10/deescalate/model.keras")`; `from_preset("my_preset/", num_classes=5)`;
     `from_preset("hf://owner/name")`.
@@ -106,7 +110,7 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     if hub.is_hub_handle(preset):
         preset = hub.download(preset)
     if is_preset_folder(preset):
-        return _adapted_folder(load_preset(preset), overrides)
+        return _adapted_folder(load_preset(preset), overrides, new_head)
     if isinstance(preset, (str, os.PathLike)) and str(preset).endswith(".keras"):
         return _load_file(os.fspath(preset), overrides)
     if preset not in PRESETS:
@@ -125,8 +129,8 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
                 "untrained with them"
             )
         trained = load_preset(folder_of(preset))
-        return _adapted(trained, preset, **overrides)
-    if entry["weights"] is None and any(wanted):
+        return _adapted(trained, preset, new_head, **overrides)
+    if entry["weights"] is None and (any(wanted) or new_head):
         raise ValueError(
             f"No weights are published for preset {preset!r} yet (its `weights` is None). Build it untrained "
             f"(pretrained=False, the default) and train it with the command in {entry['card']}, or load a model "
@@ -143,21 +147,23 @@ def from_preset(preset, *, pretrained=None, load_weights=None, **overrides):
     return builder(**{**entry["config"], "name": overridden_name(preset, overrides), **overrides})
 
 
-def _adapted(trained, preset, num_classes=None, image_size=None):
-    """A preset's trained model with a fresh head (`num_classes`: 0 for its pooled features) or at
-    another `image_size` (its position table resampled); as trained where neither changes."""
+def _adapted(trained, preset, new_head=False, num_classes=None, image_size=None, channels=None):
+    """A preset's trained model at another `image_size` (its position table resampled) or for images of other
+    `channels` (its patch kernel adapted), with a fresh head by `fine_tune.new_head`'s rule (`num_classes` 0:
+    its pooled features); as trained where nothing changes."""
+    if (num_classes, image_size, channels, new_head) == (None, None, None, False):
+        return trained
     entry, config = PRESETS[preset], full_config(preset)
+    given = {"image_size": image_size, "channels": channels}
+    reshaped = {key: value for key, value in given.items() if value is not None and value != config[key]}
     model = trained
-    if image_size is not None and image_size != config["image_size"]:
+    if reshaped:
         build = FAMILIES.get(entry["builder"]).builder
-        config["num_classes"] = config["num_classes"] if num_classes in (None, 0) else num_classes
-        # named after the change, as every overridden preset
-        named = {**config, "name": overridden_name(preset, {"image_size": image_size})}
-        model = fine_tune.at_image_size(trained, build, named, image_size)
-        if num_classes != 0:
-            return model
-    if num_classes is not None and (num_classes != config["num_classes"] or num_classes == 0):
-        return fine_tune.with_head(model, num_classes, config.get("initializer", "torch"))
+        named = {**config, "name": overridden_name(preset, reshaped)}  # named after the change, as every override
+        model = fine_tune.adapted(trained, build, named, **{**{key: config[key] for key in given}, **reshaped})
+    if num_classes == 0 or fine_tune.new_head(config["num_classes"], num_classes, new_head):
+        classes = config["num_classes"] if num_classes is None else num_classes
+        return fine_tune.with_head(model, classes, config.get("initializer", "torch"))
     return model
 
 
@@ -205,16 +211,21 @@ def folder_of(preset):
     return None
 
 
-def _adapted_folder(model, overrides):
-    """A saved preset with a fresh head (`num_classes`; 0: its pooled features); its weights fix the rest."""
+def _adapted_folder(model, overrides, new_head=False):
+    """A saved preset with a fresh head by `fine_tune.new_head`'s rule (`num_classes` 0: its pooled features);
+    its weights fix the rest."""
     fixed = sorted(set(overrides) - {"num_classes"})
     if fixed:
         raise ValueError(f"A saved preset folder takes num_classes only; its weights fix the rest. Received: {fixed}")
-    if overrides.get("num_classes") is None:
+    num_classes = overrides.get("num_classes")
+    if num_classes is None and not new_head:
         return model
     if "head" not in [layer.name for layer in model.layers]:
         raise ValueError(f"num_classes applies to a classifier (a layer named 'head'). Received: model {model.name!r}")
-    return fine_tune.with_head(model, overrides["num_classes"])
+    classes = model.get_layer("head").units
+    if num_classes == 0 or fine_tune.new_head(classes, num_classes, new_head):
+        return fine_tune.with_head(model, classes if num_classes is None else num_classes)
+    return model
 
 
 def _no_overrides(overrides):

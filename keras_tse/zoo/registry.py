@@ -41,13 +41,15 @@ def register_family(name, describe_input, task="images", tiny=None, presets=None
     return register
 
 
-def preset(config, description, normalization, card, weights=None, learning_rate=None):
+def preset(config, description, normalization, card, weights=None, learning_rate=None, dataset=None):
     """A preset's entry: its builder keywords (`config`), a line saying what it is, what the data path does
     to its inputs (`normalization`), its model card (`zoo/<card>.md`), the folder of its shipped weights
     (inside `keras_tse/zoo/`; None: none published) and, for a preset the training command builds for its
-    layout, the `learning_rate` its recipe trains it at."""
+    layout, the `learning_rate` its recipe trains it at; for trained weights, the `dataset` they were trained on
+    (the data registry's name: fine-tuning on it keeps the head)."""
     entry = dict(config=config, description=description, normalization=normalization, card=f"zoo/{card}.md")
-    return {**entry, "weights": weights, **({"learning_rate": learning_rate} if learning_rate else {})}
+    optional = {"learning_rate": learning_rate, "dataset": dataset}
+    return {**entry, "weights": weights, **{key: value for key, value in optional.items() if value}}
 
 
 def _registered(builder):

@@ -21,8 +21,9 @@ def _vit80(norm, description, learning_rate, **config):
     return preset(config, description, _CIFAR, "vit80_cifar10", learning_rate=learning_rate)
 
 
-def _shipped(name, config, description, normalization):
-    return preset({**_SHIPPED_VIT, **config}, description, normalization, name, weights=f"weights/{name}")
+def _shipped(name, dataset, config, description, normalization):
+    config = {**_SHIPPED_VIT, **config}
+    return preset(config, description, normalization, name, weights=f"weights/{name}", dataset=dataset)
 
 
 PRESETS = {
@@ -67,12 +68,14 @@ PRESETS = {
     ),
     "vit6_fashion_mnist": _shipped(
         "vit6_fashion_mnist",
+        "fashion_mnist",
         dict(image_size=28, patch_size=4, channels=1),
         "A 6-block de-escalated ViT trained on Fashion-MNIST (CPU, minutes): weights included.",
         "pixels / 255, then Fashion-MNIST's mean and std (keras_tse.data.mnist.FASHION_MEAN / FASHION_STD)",
     ),
     "vit6_digits": _shipped(
         "vit6_digits",
+        "digits",
         dict(image_size=8, patch_size=2, channels=1),
         "A 6-block de-escalated ViT trained on scikit-learn's 8x8 digits (CPU, a minute): weights included.",
         "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",

@@ -16,6 +16,12 @@ class InputError(ValueError):
         super().__init__(f"{what}: received {received}; expected {expected}")
 
 
+class TrainingStopped(Exception):
+    """Variants whose training loss became non-finite (`keras_tse.callbacks.StopOnNonFinite`): they stopped,
+    their folders keep the last finite epoch's checkpoint and no finished run's numbers. The commands print
+    it as one line and exit with status 3 (`keras_tse.cli.flags.STOPPED_STATUS`)."""
+
+
 ACTIVATIONS = ("relu", "gelu", "silu", "tanh")
 
 

@@ -224,6 +224,24 @@ def test_a_nan_input_stops_the_run_and_keeps_the_last_finite_checkpoint(tmp_path
     assert all(np.all(np.isfinite(keras.ops.convert_to_numpy(w))) for w in last.weights)
 
 
+@pytest.mark.one_backend  # the command's edge; the stop itself is checked on every backend above
+def test_a_command_whose_loss_becomes_non_finite_exits_3_and_reports_no_finished_numbers(tmp_path, capsys):
+    """A rate so large the loss overflows: the run stops, the command says where in one line and exits 3
+    (not 0, not a bad input's 2), the summary holds no accuracy or loss of a finished run; the same command
+    again finds the folder as it was left and says so again."""
+    from keras_tse.cli import main as cli
+
+    argv = ["train", "--dataset", "digits", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2", "--epochs", "2"]
+    argv += ["--learning-rate", "1e30", "--norm", "post", "--verbose", "0", "--out", str(tmp_path / "run")]
+    for _ in range(2):
+        assert cli.main(argv) == 3
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("keras-tse train vit: error: post stopped: the training loss is")
+    summary = json.loads((tmp_path / "run" / "post" / "summary.json").read_text())
+    assert summary["stopped"]["reason"] == "non-finite training loss" and summary["epochs"] == 0
+    assert not {"train_loss", "test_loss", "test_accuracy", "best_test_accuracy"} & set(summary)
+
+
 def _poison_after_first_epoch(fit, dataset):
     def poisoned_fit(*args, callbacks=(), **kwargs):
         flip = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: setattr(dataset, "poisoned", True))

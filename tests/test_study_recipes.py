@@ -759,3 +759,24 @@ def test_a_vit_cell_row_holds_every_column_of_its_study_from_the_run_it_made(stu
     row = module.STUDY.run_cell(str(tmp_path), arm, 1e-3, 1)
     assert set(module.STUDY.fields) - set(row) == {"machine"}  # the engine adds the machine
     assert (row["train_loss"], row["similarity_end"], row["loss_curve"], row["seed"]) == (0.5, 0.2, "0.9;0.5", 1)
+
+
+def test_a_cell_stopped_on_a_non_finite_loss_is_a_diverged_row(tmp_path):
+    """`keras-tse train` exits 3 for a run stopped on a non-finite loss (a row, not a failed cell), and its
+    summary reads as diverged: every loss infinite (the worst to a rate grid and the verdict rule), the rest
+    NaN; the depth study's criterion says it does not train."""
+    import math
+
+    from keras_tse.cli import flags
+    from keras_tse.run_files import write_json
+
+    engine, depth_rates = lab_module("engine"), lab_module("depth_rates_study")
+    assert engine.STOPPED == flags.STOPPED_STATUS
+    stop = {"reason": "non-finite training loss", "epoch": 1, "batch": 3, "loss": "nan"}
+    write_json(str(tmp_path / "summary.json"), {"model": "m", "epochs": 1, "stopped": stop})
+    summary = engine.read_summary(str(tmp_path))
+    columns = engine.classifier_columns(summary)
+    assert columns["train_loss"] == columns["test_loss"] == math.inf and math.isnan(columns["test_accuracy"])
+    assert summary["valid_perplexity"] == math.inf and summary["epochs"] == 1
+    row = {"train_loss": str(columns["train_loss"]), "loss_curve": "1.9"}
+    assert not depth_rates.trains(row)

@@ -20,6 +20,7 @@ from keras_tse import _checks, data, run_files
 from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.norms import PAPER_NORMS
 from keras_tse.training import TrainConfig, fit_variant, plot_losses, read_history
+from keras_tse.training.runner import stopped_line
 from keras_tse.zoo import from_preset
 
 NORMS = PAPER_NORMS  # the demo compares the paper's three
@@ -112,6 +113,8 @@ def run_demo(out="runs/demo", config=None, verbose=2):
                 checkpoints=False,
                 verbose=verbose,
             )
+            if "stopped" in summary:  # no finished numbers for the table: one line, exit status 3
+                raise _checks.TrainingStopped(f"{norm} seed {seed} {stopped_line(summary)}")
             runs[norm].append(
                 {
                     "seed": seed,

@@ -24,7 +24,7 @@ import threading
 import zipfile
 
 from keras_tse import interrupts, layouts, peers, run_lock
-from keras_tse._checks import InputError
+from keras_tse._checks import InputError, TrainingStopped
 from keras_tse.norms import INITIALIZERS, PAPER_NORMS
 from keras_tse.training.configs import options_of
 
@@ -187,11 +187,17 @@ def _number(text, kind, what):
 EXPECTED_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
 
 
+STOPPED_STATUS = 3  # a training stopped on a non-finite loss (`TrainingStopped`)
+
+
 def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
     """Run `function()`; an error of the types `errors` ends as one line `<prog>: error: <what>` on
-    stderr, no traceback, exit status 2."""
+    stderr, no traceback, exit status 2 (a training stopped on a non-finite loss: 3)."""
     try:
         result = function()
+    except TrainingStopped as error:  # not the input's fault, not a crash: its own status
+        print(f"{prog}: error: {error}", file=sys.stderr)
+        return STOPPED_STATUS
     except errors as error:
         peers.settle()  # a collective that lost its peer: the peer's end is the line to print
         message = " ".join(str(error).split()) or type(error).__name__

@@ -20,6 +20,7 @@ import time
 import keras
 
 from keras_tse import run_files, run_lock
+from keras_tse._checks import TrainingStopped
 from keras_tse.callbacks import (
     RunBackup,
     RunCheckpoints,
@@ -154,7 +155,9 @@ def train_in_folder(
         start = time.perf_counter()
         model.fit(**fit_kwargs, callbacks=callbacks, verbose=verbose)
         history = read_history(history_path)
-        if not history.get("loss"):  # stopped inside the first epoch: no epoch to summarise
+        if stop.stopped:  # no finished run's numbers: the epochs it finished are in history.csv
+            summary = {"epochs": sum(math.isfinite(loss) for loss in history.get("loss", []))}
+        elif not history.get("loss"):  # interrupted inside the first epoch: no epoch to summarise
             summary = {"epochs": 0}
         else:
             summary = summarize(history, similarity, time.perf_counter() - start)
@@ -281,18 +284,31 @@ def summarize(history, similarity, seconds, fields):
     return summary
 
 
+def stopped_line(summary):
+    """A stopped run's summary in words: where its loss became non-finite."""
+    stop = summary["stopped"]
+    return (
+        f"stopped: the training loss is {stop['loss']} at epoch {stop['epoch']}, batch {stop['batch']} "
+        f"(after {summary['epochs']} finished epoch(s); its folder keeps the last finite checkpoint)"
+    )
+
+
 def finish_recipe(summaries, line, out, variants, log_file, plot, title):
     """A recipe's end: one plot of every variant folder under `out` holding `log_file`, whichever call
     trained it (variants run as separate jobs share one plot), drawn by `plot(folders, path, title)`;
-    then `line(variant, summary)` per variant this call trained, and where the folders and curves are."""
+    then `line(variant, summary)` per variant this call trained (a stopped one: where it stopped), and where
+    the folders and curves are. Variants that stopped on a non-finite loss end it as `TrainingStopped`."""
     folders = {v: os.path.join(out, v) for v in variants if os.path.exists(os.path.join(out, v, log_file))}
     curves = os.path.join(out, "plots", "loss_curves.png")
     plot(folders, curves, title)
     print()
     for variant, summary in summaries.items():
-        print(line(variant, summary))
+        print(f"{variant:>11}: {stopped_line(summary)}" if "stopped" in summary else line(variant, summary))
     trained = ", ".join(os.path.join(out, variant) for variant in summaries)
     print(f"\nrun folders: {trained}; the curves of {', '.join(folders)}: {curves} (+ .csv)")
+    stopped = {variant: summary for variant, summary in summaries.items() if "stopped" in summary}
+    if stopped:
+        raise TrainingStopped("; ".join(f"{variant} {stopped_line(summary)}" for variant, summary in stopped.items()))
 
 
 def summary_line(variant, s):

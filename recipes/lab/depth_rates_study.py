@@ -39,9 +39,11 @@ QUESTIONS = engine.questions("""
 
 
 def trains(row):
-    """The criterion: final training loss below TRAINS_BELOW and falling over the last epoch."""
-    curve = [float(value) for value in row["loss_curve"].split(";")]
-    return curve[-1] < TRAINS_BELOW and curve[-1] < curve[-2]
+    """The criterion: final training loss below TRAINS_BELOW and falling over the last epoch (a cell stopped on a
+    non-finite loss, its `train_loss` infinite, does not train)."""
+    curve = [float(value) for value in row["loss_curve"].split(";") if value]
+    finished = float(row["train_loss"]) < float("inf") and len(curve) >= 2
+    return finished and curve[-1] < TRAINS_BELOW and curve[-1] < curve[-2]
 
 
 def markdown_table(rows):

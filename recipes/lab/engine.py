@@ -167,9 +167,26 @@ def run_process(command, log_path, what, backend="jax"):
             write_text(log_path + SECONDS, f"{spent:.1f}\n")
     if _CELLS.stopping:
         raise CellStopped(what)  # the budget stopped it: no row; its folder resumes on the next call
-    if code:
+    if code and code != STOPPED:
         raise RuntimeError(f"{what} failed (exit {code}); see {log_path}")
     return round(spent, 1)
+
+
+STOPPED = 3  # keras_tse.cli.flags.STOPPED_STATUS: the cell's loss became non-finite; a row, read as diverged
+
+
+class _Diverged(dict):
+    """A stopped run's summary: a finished run's number it lacks reads as diverged, a loss or perplexity
+    infinite (the worst: a rate grid and the verdict rule score it so), anything else NaN."""
+
+    def __missing__(self, key):
+        return math.inf if "loss" in key or "perplexity" in key else math.nan
+
+
+def read_summary(folder):
+    """A cell's `summary.json`; a run stopped on a non-finite loss (`stopped`) as diverged (`_Diverged`)."""
+    summary = read_json(folder, "summary.json")
+    return _Diverged(summary) if "stopped" in summary else summary
 
 
 SECONDS = ".seconds"  # beside a cell's log: the seconds its calls took so far

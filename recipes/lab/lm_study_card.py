@@ -37,7 +37,7 @@ def run_cell(plan, runs, arm, learning_rate, seed):
     argv = [*flags, "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
     seconds = engine.run_recipe("lm", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, flags[flags.index("--norm") + 1])
-    summary = engine.read_json(variant, "summary.json")
+    summary = engine.read_summary(variant)
     config = engine.read_json(variant, "config.json")  # what the run was, as the recipe wrote it
     # config.json records the training kit's settings only where they differ from its defaults (no warmup)
     from keras_tse.training.configs import LMTrainConfig

@@ -58,7 +58,7 @@ def run_cell(runs, arm, learning_rate, seed, *, epochs=EPOCHS):
     argv = [*DATA, *MODEL, *ARMS[arm], "--learning-rate", f"{learning_rate:g}", "--seed", str(seed)]
     seconds = engine.run_recipe("vit", [*argv, "--epochs", str(epochs)], out, f"{arm} seed {seed}")
     variant = os.path.join(out, "deescalate")
-    summary = engine.read_json(variant, "summary.json")
+    summary = engine.read_summary(variant)
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         losses = [float(row["loss"]) for row in csv.DictReader(handle)]
     return {

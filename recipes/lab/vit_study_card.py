@@ -47,7 +47,7 @@ def run_cell(plan, runs, arm, learning_rate, seed):
     argv = [*flags, "--learning-rate", f"{learning_rate:g}", "--seed", str(seed), "--epochs", str(plan.EPOCHS)]
     seconds = engine.run_recipe("vit", argv, out, f"{arm} lr {learning_rate:g} seed {seed}")
     variant = os.path.join(out, flags[flags.index("--norm") + 1])
-    summary = engine.read_json(variant, "summary.json")
+    summary = engine.read_summary(variant)
     with open(os.path.join(variant, "history.csv"), newline="") as handle:
         history = list(csv.DictReader(handle))
     return {

@@ -96,6 +96,14 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
     assert len(draws) > 1  # a temperature above 0 samples
 
 
+def test_each_token_is_handed_on_as_it_is_drawn():
+    """`on_token` sees each step's ids in order, each before the next is drawn: together the generated ids."""
+    model, seen = _gpt(), []
+    ids = zoo.generate(model, [[1, 2], [3, 4]], 5, temperature=1.0, seed=3, on_token=lambda new: seen.append(new))
+    assert len(seen) == 5 and np.array_equal(np.stack(seen, axis=1), ids[:, 2:])
+    assert ids.tolist() == zoo.generate(model, [[1, 2], [3, 4]], 5, temperature=1.0, seed=3).tolist()
+
+
 @pytest.mark.parametrize(
     "kwargs, message",
     [

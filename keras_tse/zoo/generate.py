@@ -27,7 +27,7 @@ import numpy as np
 from keras_tse import _checks
 
 
-def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=None):
+def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=None, on_token=None):
     """`prompt_ids` (`[batch, T]` or `[T]` ints) followed by `max_new_tokens` generated ids each.
 
     Args:
@@ -38,6 +38,8 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
         top_k: int, keep the `top_k` most likely tokens, or `None` for all.
         top_p: float in (0, 1], keep the fewest most likely tokens whose probability reaches it.
         seed: int, the sampler's seed, or `None` for a fresh one.
+        on_token: a function called with each step's new ids (int32 `[batch]`) as soon as they are drawn,
+            to stream them (`keras-tse generate` prints each word so), or `None`.
 
     Returns:
         NumPy int32 `[batch, T + max_new_tokens]` (`[T + max_new_tokens]` for a 1-D prompt).
@@ -54,6 +56,8 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
     for _ in range(max_new_tokens):
         chosen = _sample(next_log_probs(ids), temperature, top_k, top_p, rng)
         ids = np.concatenate([ids, chosen[:, None]], axis=1)
+        if on_token is not None:
+            on_token(ids[:, -1])
     return ids[0] if flat else ids
 
 

@@ -68,7 +68,12 @@ def run(args):
 
         raise InputError("--prompt", repr(args.prompt), "at least one word")
     model = load()
-    ids = zoo.generate(
+    print(vocab.decode(prompt), end="", flush=True)  # then each word as it is drawn
+
+    def word(new_ids):
+        print(" " + vocab.decode(new_ids), end="", flush=True)
+
+    zoo.generate(
         model,
         prompt,
         args.max_new_tokens,
@@ -76,6 +81,7 @@ def run(args):
         top_k=args.top_k,
         top_p=args.top_p,
         seed=args.seed,
+        on_token=word,
     )
-    print(vocab.decode(ids))
+    print()
     return 0

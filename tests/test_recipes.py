@@ -220,3 +220,42 @@ def test_run_folders_written_before_the_one_trainer_are_still_theirs(task, tmp_p
     assert cli.main([*BEFORE_COMMANDS[task], "--out", str(out), "--seed", "1"]) == 2
     refused = capsys.readouterr().err.strip().splitlines()
     assert len(refused) == 1 and "seed 1" in refused[0]
+
+
+@pytest.mark.one_backend
+def test_the_best_checkpoint_never_sees_the_test_split(tmp_path, capsys):
+    """Each epoch is scored on a validation split held out of the training images (10%, each class,
+    seeded), which chooses the best checkpoint; the test split is scored once, at the end. Its labels
+    replaced by noise leave every epoch's numbers and the chosen checkpoint as they were."""
+    import numpy as np
+
+    from keras_tse.cli import main as cli
+
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, 260)
+    images = (rng.random((260, 8, 8)) * 80 + labels[:, None, None] * 60).astype("uint8")  # classes apart
+    noise = rng.integers(0, 3, 60)
+    runs = {}
+    for name, y_test in (("true", labels[200:]), ("noise", noise)):
+        path = tmp_path / f"{name}.npz"
+        np.savez(path, x_train=images[:200], y_train=labels[:200], x_test=images[200:], y_test=y_test)
+        out = tmp_path / name
+        argv = ["train", "--dataset", "npz", "--data-dir", str(path), "--depth", "1", "--hidden-dim", "16"]
+        argv += ["--num-heads", "2", "--patch-size", "4", "--epochs", "3", "--batch-size", "30", "--norm", "pre"]
+        assert cli.main([*argv, "--verbose", "0", "--out", str(out)]) == 0, capsys.readouterr().err[-2000:]
+        runs[name] = out / "pre"
+    true, noisy = (json.loads((runs[name] / "summary.json").read_text()) for name in ("true", "noise"))
+    config = json.loads((runs["true"] / "config.json").read_text())
+    held = sum(round(0.1 * count) for count in np.unique(labels[:200], return_counts=True)[1])  # each class's 10%
+    assert (config["train"]["validation_fraction"], config["train_size"], config["valid_size"]) == (
+        0.1,
+        200 - held,
+        held,
+    )
+    for key in ("train_loss", "valid_loss", "valid_accuracy", "best_valid_accuracy"):
+        assert true[key] == noisy[key], key
+    assert true["test_accuracy"] != noisy["test_accuracy"] and "best_test_accuracy" not in true
+    assert (runs["true"] / "history.csv").read_text() == (runs["noise"] / "history.csv").read_text()
+    best = [keras.saving.load_model(runs[name] / "checkpoints" / "best.keras") for name in ("true", "noise")]
+    for a, b in zip(*(model.weights for model in best)):
+        assert (keras.ops.convert_to_numpy(a) == keras.ops.convert_to_numpy(b)).all(), a.path

@@ -413,13 +413,15 @@ def variant_settings(args, norm, train_config):
     return variant["preset"], overrides, config, settings
 
 
-def one_augmentation(plans):
-    """The augmentation of the pipeline every variant trains on: each variant's, which must agree (a
-    variant resumed from a run begun before the choice existed may hold another)."""
-    chosen = {norm: config.augment for norm, (_, _, config, _) in plans.items()}
+def one_setting(plans, field):
+    """A setting of the data every variant trains on (its augmentation, its validation split): each
+    variant's, which must agree (a variant resumed from a run begun before the setting existed may hold
+    another)."""
+    chosen = {norm: getattr(config, field) for norm, (_, _, config, _) in plans.items()}
     if len(set(chosen.values())) > 1:
-        held = ", ".join(f"{norm}: {name}" for norm, name in chosen.items())
-        raise InputError("--augment", f"no choice, while the variants' runs hold different ones ({held})", "one named")
+        held = ", ".join(f"{norm}: {value}" for norm, value in chosen.items())
+        flag = "--" + field.replace("_", "-")
+        raise InputError(flag, f"no choice, while the variants' runs hold different ones ({held})", "one given")
     return next(iter(chosen.values()))
 
 
@@ -462,12 +464,19 @@ def prepare(args, plans, config):
     start = time.perf_counter()
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)
+    fraction = one_setting(plans, "validation_fraction")
+    valid = validation_split(y_train, fraction, args.seed, training.scale.batch_divisor())
+    if fraction and valid is None:
+        print("no validation split: no class has two training images; the test split is scored each epoch")
+    if valid is not None:  # held out of the training images, before their statistics are taken
+        (x_train, y_train), (x_valid, y_valid) = (x_train[~valid], y_train[~valid]), (x_train[valid], y_train[valid])
     # a batch asked for that the data cannot fill: every epoch one short step, most of the batch missing
     if args.batch_size is not None and args.batch_size > len(y_train):
         raise InputError("--batch-size", config.batch_size, f"at most the {len(y_train):,} training images")
+    held = "" if valid is None else f" ({len(y_valid):,} more held out for validation)"
     print(
-        f"loaded {len(y_train):,} training and {len(y_test):,} test images in {time.perf_counter() - start:.1f} s; "
-        "the first training step also compiles the model",
+        f"loaded {len(y_train):,} training{held} and {len(y_test):,} test images in "
+        f"{time.perf_counter() - start:.1f} s; the first training step also compiles the model",
         flush=True,
     )
     normalization = normalization_of(args, x_train)
@@ -475,7 +484,7 @@ def prepare(args, plans, config):
         x_train,
         y_train,
         config.batch_size,
-        augment=one_augmentation(plans),
+        augment=one_setting(plans, "augment"),
         shuffle=True,
         seed=args.seed,
         mixup=config.mixup,
@@ -484,16 +493,44 @@ def prepare(args, plans, config):
         shard=training.scale.process(),
         **normalization,
     )
-    test = data.image_dataset(x_test, y_test, config.batch_size, shard=training.scale.process(), **normalization)
+    scored = functools.partial(data.image_dataset, batch_size=config.batch_size, shard=training.scale.process())
+    test = scored(x_test, y_test, **normalization)
     steps_per_epoch = -(-len(y_train) // config.batch_size)
     flags.check_updates(config, steps_per_epoch * config.epochs)
+    held = {} if valid is None else {"valid_size": len(y_valid)}
     return dict(
         train=train,
+        validation=None if valid is None else scored(x_valid, y_valid, **normalization),
         test=test,
         probe=data.normalized(x_test[:PROBE_SIZE], **normalization),
         steps_per_epoch=steps_per_epoch,
-        sizes={"train_size": len(y_train), "test_size": len(y_test)},
+        sizes={"train_size": len(y_train), **held, "test_size": len(y_test)},
     )
+
+
+def validation_split(labels, fraction, seed, multiple=1):
+    """A boolean mask of the training examples held out for validation: `fraction` of each class of two
+    images or more (at least one, rounded; a class of one image trains on it), seeded; None for `fraction` 0
+    or where no class can spare an image. The count held out is a multiple of `multiple` (the devices a
+    batch splits over): taken from the largest classes or given to them, so that neither split's batches
+    stop splitting evenly where the whole split's did."""
+    classes, sizes = np.unique(labels, return_counts=True)
+    spare = sizes >= 2
+    if not fraction or not spare.any():
+        return None
+    counts = np.where(spare, np.clip(np.round(fraction * sizes).astype(int), 1, sizes - 1), 0)
+    fewest = -(-int(spare.sum()) // multiple) * multiple  # one a class that can spare it, to a multiple
+    target = max(fewest, counts.sum() // multiple * multiple)
+    while counts.sum() != target:  # one at a time, where the most are left to train on (or held out)
+        step = 1 if counts.sum() < target else -1
+        room = np.where(spare, sizes - 1 - counts if step > 0 else counts - 1, 0)
+        if room.max() < 1:
+            raise InputError("--validation-fraction", fraction, f"0, or a split of {target} training images")
+        counts[np.argmax(room)] += step
+    rng, held = np.random.default_rng(seed), np.zeros(len(labels), bool)
+    for label, count in zip(classes, counts):
+        held[rng.choice(np.nonzero(labels == label)[0], count, replace=False)] = True
+    return held
 
 
 def fit(args, norm, plan, prepared):
@@ -516,6 +553,7 @@ def fit(args, norm, plan, prepared):
             extra_config={**settings, **prepared["sizes"]},
             verbose=args.verbose,
             before=augment_before(args),
+            validation=prepared["validation"],
         )
 
 

@@ -130,6 +130,15 @@ class TrainConfig(Kit):
         choices=AUGMENTATIONS, before=None,
     )  # fmt: skip
 
+    # the share of the training images held out, class-balanced and seeded, as the validation split that each
+    # epoch is scored on and that chooses the best checkpoint; the test split is then scored once, at the end.
+    # 0: the test split is scored each epoch and chooses the checkpoint, as runs made before this field did
+    validation_fraction: float = option(
+        0.1, _checks.dropout_rate, "the share of the training images held out (class-balanced, seeded) to score "
+        "each epoch and choose the best checkpoint; the test split is scored once, at the end (0: the test split "
+        "each epoch, as before)", before=0.0,
+    )  # fmt: skip
+
     def __post_init__(self):
         super().__post_init__()
         self.epochs = _checks.positive_int("epochs", self.epochs)

@@ -10,7 +10,6 @@ are trimmed to the restored epoch. A NaN or infinite loss stops the run (`StopOn
 """
 
 import dataclasses
-import functools
 import json
 import math
 import os
@@ -31,7 +30,7 @@ from keras_tse.callbacks import (
 from keras_tse.run_files import RunFolderMismatch, flatten, read_history
 from keras_tse.training import block_compile, optimizers
 from keras_tse.training.configs import defaults_of, recorded
-from keras_tse.training.tasks import IMAGE_CLASSIFICATION
+from keras_tse.training.tasks import IMAGE_CLASSIFICATION, VALIDATED_IMAGE_CLASSIFICATION
 
 
 def backend_settings(jit_compile="auto"):
@@ -61,8 +60,11 @@ def fit_variant(
     checkpoints=True,
     verbose="auto",
     before=None,
+    validation=None,
 ):
-    """Train classifier `model` on `train`, validating on `test` each epoch, into `run_dir`; return its summary.
+    """Train classifier `model` on `train` into `run_dir`; return its summary. Each epoch is scored on
+    `validation`, which chooses the best checkpoint, and the test split `test` once, at the end; without a
+    `validation` (the demo, a run made before the split existed), `test` is scored each epoch.
 
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
     without training if `run_dir/summary.json` exists. With `checkpoints=False` (short runs such as
@@ -75,14 +77,24 @@ def fit_variant(
         model, optimizer, config.jit_compile, soft_targets=mixed, label_smoothing=config.label_smoothing
     )
     # shuffle=False: the pipeline shuffles.
-    fit_kwargs = dict(x=train, validation_data=test, epochs=config.epochs, shuffle=False)
+    scored = test if validation is None else validation
+    fit_kwargs = dict(x=train, validation_data=scored, epochs=config.epochs, shuffle=False)
+    task = IMAGE_CLASSIFICATION if validation is None else VALIDATED_IMAGE_CLASSIFICATION
+
+    def summarize_with_test(history, similarity, seconds):
+        summary = summarize(history, similarity, seconds, task.summary)
+        if validation is not None:  # once, at the end: chosen nothing
+            scores = model.evaluate(test, verbose=0)
+            summary.update({"test_loss": float(scores[0]), "test_accuracy": float(scores[1])})
+        return summary
+
     return train_in_folder(
         model,
         run_dir,
         run_config(model.name, config, extra_config),
         fit_kwargs,
         probe_inputs,
-        functools.partial(summarize, fields=IMAGE_CLASSIFICATION.summary),
+        summarize_with_test,
         defaults=defaults_of(config, before),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
@@ -312,9 +324,14 @@ def finish_recipe(summaries, line, out, variants, log_file, plot, title):
 
 
 def summary_line(variant, s):
+    scored = (
+        f"valid acc {s['valid_accuracy']:.2%} (best {s['best_valid_accuracy']:.2%}), test loss "
+        f"{s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (once, at the end)"
+        if "valid_accuracy" in s
+        else f"test loss {s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (best {s['best_test_accuracy']:.2%})"
+    )
     return (
-        f"{variant:>11}: {s['epochs']} epochs, train loss {s['train_loss']:.4f}, test loss "
-        f"{s['test_loss']:.4f}, test acc {s['test_accuracy']:.2%} (best {s['best_test_accuracy']:.2%}), "
+        f"{variant:>11}: {s['epochs']} epochs, train loss {s['train_loss']:.4f}, {scored}, "
         f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
         + (f", similarity overhead {s['similarity_overhead']:.1%}" if s["similarity_overhead"] is not None else "")
         + (f", learned tau {min(s['learned_tau']):.3f}-{max(s['learned_tau']):.3f}" if "learned_tau" in s else "")

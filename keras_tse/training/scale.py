@@ -201,6 +201,17 @@ def use_data_parallel(devices=None):
 _strategy = None  # TensorFlow's MirroredStrategy, once `use_data_parallel` made one
 
 
+def batch_divisor():
+    """What every batch's size must be a multiple of to be split: the devices under data parallelism
+    (`keras.distribution` or the MirroredStrategy), else the processes training together."""
+    if _strategy is not None:
+        return _strategy.num_replicas_in_sync
+    distribution = keras.distribution.distribution() if keras.backend.backend() == "jax" else None
+    if isinstance(distribution, keras.distribution.DataParallel):
+        return len(distribution.device_mesh.devices.reshape(-1))
+    return process()[1]
+
+
 def replica_scope():
     """Where a model is built and compiled: the MirroredStrategy's scope on TensorFlow with data
     parallelism (its variables are then mirrored on every device), else nothing."""

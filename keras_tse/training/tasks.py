@@ -64,6 +64,17 @@ IMAGE_CLASSIFICATION = Task(
         "best_test_accuracy": ("val_accuracy", max),
     },
 )
+# The same task validated on a split held out of the training data: the epochs' numbers are the validation
+# split's, the test split's are added once, at the end (`runner.fit_variant`).
+VALIDATED_IMAGE_CLASSIFICATION = dataclasses.replace(
+    IMAGE_CLASSIFICATION,
+    summary={
+        "train_accuracy": ("accuracy", "last"),
+        "valid_loss": ("val_loss", "last"),
+        "valid_accuracy": ("val_accuracy", "last"),
+        "best_valid_accuracy": ("val_accuracy", max),
+    },
+)
 LANGUAGE_MODELLING = Task(
     "language modelling",
     LogProbabilityCrossentropy,  # the models give float32 log-probabilities (tied adaptive softmax)

@@ -697,3 +697,12 @@ def test_the_depth_rates_prose_holds_in_its_rows():
     with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
         text = " ".join(f.read().split())
     assert "de-escalation trains at 1e-4 and 3e-4 and not at 1e-3, the rate the ladder above inherited" in text
+    # the verdicts the prose states, as the card's generated table decides them (train loss, test accuracy)
+    table = lab_module("vit_study_card").verdicts_table(rows, study)
+    cells = [line.split(" | ") for line in table.splitlines()[2:] if line.startswith("|")]
+    verdicts = {(cell[1], cell[2]): (cell[3], cell[4]) for cell in cells}
+    assert verdicts[("deescalate", "post")] == ("A beats B", "inconclusive")
+    assert verdicts[("deescalate", "pre")] == ("A beats B", "A beats B")
+    assert verdicts[("deescalate", "layerscale")] == ("A loses to B", "A loses to B")
+    assert verdicts[("deescalate_layerscale", "layerscale")] == ("A loses to B", "A loses to B")
+    assert "against post-norm's test accuracy the rule is inconclusive" in text

@@ -240,7 +240,7 @@ def _accepts(args, keyword):
 
 
 def _family_config(args, preset):
-    return keras_tse.zoo.registry.family_config(args.model, preset)
+    return keras_tse.zoo.full_config(preset) if preset else keras_tse.zoo.registry.family_config(args.model)
 
 
 def _deescalation_overrides(args, norm):

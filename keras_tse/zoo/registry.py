@@ -93,13 +93,8 @@ def preset_for_layout(family, norm):
     return (*trained[default], True)
 
 
-def family_config(family, preset=None):
-    """Every builder keyword of a model of `family`: `preset`'s (`keras_tse.zoo.full_config`), or the
-    builder's defaults."""
-    if preset is not None:
-        from keras_tse.zoo.presets import full_config
-
-        return full_config(preset)
+def family_config(family):
+    """Every builder keyword of a model of `family` at its builder's defaults (a preset's: `zoo.full_config`)."""
     parameters = inspect.signature(FAMILIES.get(family).builder).parameters.values()
     return {p.name: p.default for p in parameters if p.default is not inspect.Parameter.empty}
 

@@ -179,3 +179,13 @@ def only_on(value, *backends):
     here = keras.backend.backend()
     reason = f"this case runs under {', '.join(backends)} (the others run the test's other cases)"
     return pytest.param(value, marks=pytest.mark.skipif(here not in backends, reason=reason))
+
+
+def text_folder(root, lines=(1500, 200, 200)):
+    """A folder of train.txt, valid.txt and test.txt (`--dataset text`), ten words a line, these many lines each."""
+    root.mkdir()
+    words = "the cat sat on a mat and the dog ran to the park while birds sang".split()
+    for split, count in zip(("train", "valid", "test"), lines):
+        rows = (" ".join(words[(i * 7 + j) % len(words)] for j in range(10)) for i in range(count))
+        (root / f"{split}.txt").write_text("\n".join(rows) + "\n")
+    return root

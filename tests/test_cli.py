@@ -297,12 +297,9 @@ def test_keras_tse_train_trains_a_vit_and_a_gpt_from_a_folder_outside_the_checko
     the path but the installed package), it trains a ViT (no NAME: the paper's vit) on the shipped digits and
     a GPT (its family named) on a text folder, each into the run folder named after its data set and family
     under the working folder's runs/."""
-    text = tmp_path / "my_text"
-    text.mkdir()
-    words = "the cat sat on a mat and the dog ran to the park while birds sang".split()
-    for split, lines in (("train", 1500), ("valid", 200), ("test", 200)):
-        rows = (" ".join(words[(i * 7 + j) % len(words)] for j in range(10)) for i in range(lines))
-        (text / f"{split}.txt").write_text("\n".join(rows) + "\n")
+    from tests.helpers import text_folder
+
+    text = text_folder(tmp_path / "my_text")
     commands = (
         ["--dataset", "digits", "--depth", "2", "--hidden-dim", "16", "--num-heads", "2", "--epochs", "1"],
         ["gpt", "--dataset", "text", "--data-dir", str(text), "--depth", "2", "--steps", "10"],

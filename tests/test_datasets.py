@@ -10,7 +10,7 @@ import pytest
 
 from keras_tse import data
 from keras_tse.cli import main as cli
-from tests.helpers import run_recipe_here
+from tests.helpers import run_recipe_here, text_folder
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -167,12 +167,7 @@ def test_a_data_set_families_and_a_layout_from_another_packages_entry_points_tra
     block = trained.get_layer("block_00")
     assert tuple(block.ffn_inner.kernel.shape) == (16, 64) and tuple(trained.output.shape) == (None, 2)
     assert block.norm == "sandwich" and tuple(block.ffn_branch_norm.gamma.shape) == (16,)  # the layout's own norms
-    text = tmp_path / "text"
-    text.mkdir()
-    words = "the cat sat on a mat and the dog ran to the park while birds sang".split()
-    for split, lines in (("train", 400), ("valid", 60), ("test", 60)):
-        rows = (" ".join(words[(i * 7 + j) % len(words)] for j in range(10)) for i in range(lines))
-        (text / f"{split}.txt").write_text("\n".join(rows) + "\n")
+    text = text_folder(tmp_path / "text", (400, 60, 60))
     lm = ["train", "gpt_plugin", "--dataset", "text", "--data-dir", str(text), "--steps", "4", "--batch-size", "4"]
     trained = subprocess.run(
         [*cli_command, *lm, "--norm", "deescalate", "--out", str(tmp_path / "lm")], env=env, capture_output=True,

@@ -142,7 +142,8 @@ def test_a_layout_may_normalise_each_branch_s_output_sandwich_norm():
         for norm in (attention_norm, ffn_norm, block.attention_norm, block.ffn_norm):  # away from LN's init
             norm.gamma.assign(np.random.default_rng(2).uniform(0.5, 2.0, 8).astype("float32"))
         outputs = keras.ops.convert_to_numpy(block(tokens))
-        y = tokens + attention_norm(block.self_attention(block.attention_norm(tokens)))
+        x = keras.ops.convert_to_tensor(tokens)  # the backend's tensors: PyTorch does not add NumPy to its own
+        y = x + attention_norm(block.self_attention(block.attention_norm(x)))
         z = y + ffn_norm(block._feed_forward(block.ffn_norm(y), False))
         np.testing.assert_allclose(outputs, keras.ops.convert_to_numpy(z), rtol=1e-5, atol=1e-5)
         plain = TransformerBlock(2, 16, norm="pre")

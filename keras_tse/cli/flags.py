@@ -640,6 +640,28 @@ def add_task_arguments(parser, task, model, dataset, dataset_help, norms, defaul
     parser.add_argument("--epochs", type=positive_float, default=None, help="passes over the training data")
 
 
+# builder keyword -> the flag of `keras-tse train` that sets it (either task's): a family whose builder lacks the
+# keyword refuses the flag (`taken_by`)
+FLAG_KEYWORDS = {
+    "depth": "--depth", "num_heads": "--num-heads", "patch_size": "--patch-size", "hidden_dim": "--hidden-dim",
+    "initializer": "--init", "tau": "--tau", "trainable_tau": "--learn-tau", "scan": "--scan",
+    "deescalate_at": "--deescalate-at", "deescalate_memory": "--segment-mean", "drop_path_rate": "--drop-path",
+    "remat": "--remat", "layout_options": "--layout-option",
+}  # fmt: skip
+
+
+def taken_by(family, overrides):
+    """`overrides`, a run's builder keywords, if `family`'s builder takes each (its signature: the overrides a
+    family declares); a keyword it lacks is one line naming the flag that set it."""
+    from keras_tse.zoo.registry import accepts  # Keras-free; the zoo has registered its families by then
+
+    refused = [key for key in overrides if not accepts(family, key)]
+    if refused:
+        flag = FLAG_KEYWORDS.get(refused[0], refused[0])
+        raise InputError(flag, f"with --model {family}", "a family whose builder takes it")
+    return overrides
+
+
 # --out's default: the data set, and the family or the preset fine-tuned (runs/cifar10_vit)
 RUN_FOLDER = "runs/{dataset}_{name}"
 

@@ -80,15 +80,9 @@ LEAKY = "deescalate_leaky_global"  # measurement only: the global segment mean r
 # the sizes below with Transformer-XL's memory taken out ===
 # the preset whose sizes a family trains at, besides Transformer-XL's of each layout; a family of another
 # package without one trains at its builder's defaults. The task's sizes (PTB_MODEL, ...) go to a family
-# where its builder takes them; a flag whose keyword it does not take is refused (FLAG_KEYWORDS).
+# where its builder takes them; a flag whose keyword it does not take is refused (`flags.taken_by`).
 FAMILY_PRESETS = {"gpt": "gpt8_small"}
 MODEL_TITLES = {"transformer_xl": "Transformer-XL", "gpt": "GPT-style decoder"}  # another family: its name
-# builder keyword -> the flag that sets it
-FLAG_KEYWORDS = {
-    "depth": "--depth", "hidden_dim": "--hidden-dim", "initializer": "--init", "tau": "--tau",
-    "trainable_tau": "--learn-tau", "deescalate_at": "--deescalate-at", "deescalate_memory": "--segment-mean",
-    "drop_path_rate": "--drop-path", "remat": "--remat", "layout_options": "--layout-option",
-}  # fmt: skip
 NEEDED = ("norm", "vocab_size")  # what a text family's builder must take: the layout and the data's vocabulary
 
 # === Penn Treebank: a word-level Transformer-XL sized for a 2-core CPU. The published PTB model
@@ -216,10 +210,8 @@ def variant_settings(args, norm, config):
         overrides["initializer"] = args.init
     overrides.update(_deescalation_overrides(args, norm))
     overrides.update(flags.model_kit_overrides(args, norm))
-    refused = [key for key in overrides if key in FLAG_KEYWORDS and not _accepts(args, key)]
-    if refused:
-        raise InputError(FLAG_KEYWORDS[refused[0]], f"with --model {args.model}", "a family whose builder takes it")
     overrides = {key: value for key, value in overrides.items() if key != "name" or _accepts(args, key)}
+    overrides = flags.taken_by(args.model, overrides)
     settings = {
         "preset": preset,
         "smoke": args.smoke,

@@ -67,12 +67,6 @@ TASK = "cifar10_vit"
 # === Model: each layout's preset of the family (keras_tse/zoo/vit_presets.py) at its recipe's rate ===
 # what an image family's builder must take: the data's geometry and the layout
 NEEDED = ("image_size", "channels", "num_classes", "norm")
-# builder keyword -> the flag that sets it: a family whose builder lacks one refuses that flag
-FLAG_KEYWORDS = {
-    "depth": "--depth", "num_heads": "--num-heads", "patch_size": "--patch-size", "hidden_dim": "--hidden-dim",
-    "initializer": "--init", "tau": "--tau", "trainable_tau": "--learn-tau", "scan": "--scan",
-    "drop_path_rate": "--drop-path", "remat": "--remat", "layout_options": "--layout-option",
-}  # fmt: skip
 
 
 def variant_of(args, norm):
@@ -239,16 +233,7 @@ def model_overrides(args, norm):
     if args.scan:
         overrides["scan"] = True
     overrides.update(flags.model_kit_overrides(args, norm))
-    return _accepted(args, overrides)
-
-
-def _accepted(args, overrides):
-    """`overrides` as the family's builder takes them: a flag's keyword it lacks is one line naming the flag."""
-    refused = [key for key in overrides if not keras_tse.zoo.registry.accepts(args.model, key)]
-    if refused:
-        flag = FLAG_KEYWORDS.get(refused[0], refused[0])
-        raise InputError(flag, f"with --model {args.model}", "a family whose builder takes it")
-    return overrides
+    return flags.taken_by(args.model, overrides)
 
 
 def check_args(args):
@@ -372,7 +357,8 @@ def build_model(args, preset, overrides):
     if args.from_preset is None:
         return keras_tse.zoo.from_preset(preset, **overrides)
     classes = own_geometry(args)[2] if own_data(args) else spec(args).classes
-    other_classes = args.dataset != keras_tse.zoo.presets()[preset].get("dataset")  # the head rule's "said so"
+    trained_on = keras_tse.zoo.get_family(args.model).presets[preset].get("dataset")
+    other_classes = args.dataset != trained_on  # the head rule's "said so"
     return keras_tse.zoo.from_preset(preset, num_classes=classes, new_head=other_classes, **overrides)
 
 

@@ -47,8 +47,12 @@ def trains(row):
 
 
 def markdown_table(rows):
+    return rate_table(rows, RESULTS)
+
+
+def rate_table(rows, results):
     """Seed 0 at every rate tried, per layout: final training loss, and whether the cell trains by the
-    criterion; the test accuracy beside it, which chooses nothing."""
+    criterion; the test accuracy beside it, which chooses nothing; `results` the file they were read from."""
     rates = sorted({float(row["learning_rate"]) for row in rows})
     lines = [f"| layout | {' | '.join(f'lr {r:g}' for r in rates)} |", "|---|" + "---:|" * len(rates)]
     for layout in LAYOUTS:
@@ -57,7 +61,7 @@ def markdown_table(rows):
         lines.append(f"| {layout} | {' | '.join(cells)} |")
     return "\n".join([*lines, "", *_rates_that_train(rows)]) + (
         f"\n\nSeed 0, final training loss (test accuracy), **trains** where the criterion holds; {len(rows)} cells "
-        "measured (`zoo/depth80_fashion_mnist/depth_rates.csv`)."
+        "measured (`{os.path.relpath(results, ROOT)}`)."
     )
 
 

@@ -24,12 +24,12 @@ def test_the_shipped_presets_are_the_ones_the_shipping_script_makes():
     assert SHIPPED == sorted([*ship.COMMANDS, *ship.LANGUAGE_MODELS])
 
 
-# The two larger presets on two backends each, JAX (the README's) among them; that a `.keras` file predicts
-# the same on every backend is tests/test_saving.py's and tests/test_gpt.py's. The digits one, cheap, on all.
+# The image presets on every backend (each takes raw images through its own preprocessor); gpt4_ptb on two, JAX
+# (the README's) among them: that a `.keras` file predicts the same on every backend is tests/test_gpt.py's.
 SCORED_ON = {
     "gpt4_ptb": ("jax", "torch"),
     "vit6_digits": ("jax", "tensorflow", "torch"),
-    "vit6_fashion_mnist": ("jax", "tensorflow"),
+    "vit6_fashion_mnist": ("jax", "tensorflow", "torch"),
 }
 
 
@@ -95,9 +95,9 @@ def test_a_shipped_preset_fine_tunes_with_a_fresh_head_gives_its_features_and_ta
         for a, b in zip(layer.weights, larger.get_layer(layer.name).weights):
             if "position" not in a.path:
                 np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
-    assert tuple(larger.input.shape) == (None, 32, 32, 1) and larger.predict(
-        np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0))), verbose=0
-    ).shape == (4, 10)
+    assert tuple(zoo.preprocessing.core_of(larger).input.shape) == (None, 32, 32, 1)
+    assert zoo.preprocessing.preprocessor_of(larger).image_size == 32  # raw images resized to the new size
+    assert larger.predict(np.pad(x, ((0, 0), (2, 2), (2, 2), (0, 0))), verbose=0).shape == (4, 10)
     with pytest.raises(
         ValueError, match=r"fix everything but num_classes, image_size, channels. Received overrides: \['depth'\]"
     ):
@@ -115,7 +115,8 @@ def test_a_grey_preset_fine_tunes_on_colour_images_and_the_head_follows_one_rule
 
     trained = zoo.from_preset("vit6_fashion_mnist")
     colour = zoo.from_preset("vit6_fashion_mnist", channels=3)
-    assert colour.name == "vit6_fashion_mnist-channels3" and tuple(colour.input.shape) == (None, 28, 28, 3)
+    assert colour.name == "vit6_fashion_mnist-channels3"
+    assert tuple(zoo.preprocessing.core_of(colour).input.shape) == (None, 28, 28, 3)
     grey = np.random.default_rng(0).random((4, 28, 28, 1)).astype("float32")
     np.testing.assert_allclose(
         colour.predict(np.repeat(grey, 3, axis=-1), verbose=0), trained.predict(grey, verbose=0), atol=1e-4
@@ -167,7 +168,8 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
                     assert (got == expected).all(), layer.name
         kept = (model.get_layer("head").get_weights()[0] == shipped.get_layer("head").get_weights()[0]).all()
         assert kept == (dataset == "digits"), dataset  # the preset's own classes keep their head
-        assert tuple(model.input.shape) == ((None, 8, 8, 1) if dataset == "digits" else (None, 28, 28, 1))
+        core = zoo.preprocessing.core_of(model)
+        assert tuple(core.input.shape) == ((None, 8, 8, 1) if dataset == "digits" else (None, 28, 28, 1))
 
     epoch = ["--epochs", "1", "--learning-rate", "1e-3", "--verbose", "0", "--no-download"]
     assert cli.main(["train", "vit", *argv, *epoch]) == 0
@@ -209,4 +211,5 @@ def test_the_training_command_fine_tunes_a_grey_preset_on_a_folder_of_colour_ima
         config = json.load(f)
     assert (config["from_preset"], config["overrides"]) == ("vit6_fashion_mnist", {"channels": 3})
     model = keras.saving.load_model(out / "deescalate" / "checkpoints" / "last.keras")
-    assert tuple(model.input.shape) == (None, 28, 28, 3) and tuple(model.output.shape) == (None, 2)
+    assert tuple(zoo.preprocessing.core_of(model).input.shape) == (None, 28, 28, 3)
+    assert tuple(model.output.shape) == (None, 2)

@@ -184,6 +184,30 @@ def normalization_of(args, x_train):
     return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
 
 
+def class_names_of(args):
+    """What each label stands for: a folder's class folders, an .npz's `class_names` array, the data set's
+    names; the labels' numbers where none is given."""
+    if args.dataset == "folder":
+        return data.image_folder_layout(args.data_dir, seed=args.seed)[1]
+    if args.dataset == "npz":
+        with np.load(args.data_dir) as arrays:
+            if "class_names" in arrays:
+                return [str(name) for name in arrays["class_names"]]
+    classes = own_geometry(args)[2] if own_data(args) else spec(args).classes
+    return list(spec(args).class_names) or [str(label) for label in range(classes)]
+
+
+def with_preprocessor(model, preprocessing):
+    """`model` taking raw images: its first layer an `ImagePreprocessor` to its input's size and channels, with
+    the training data's statistics and class names (`preprocessing`), which it replaces where it had one."""
+    from keras_tse.zoo import preprocessing as zoo_preprocessing  # Keras: once a model is built, not for --help
+
+    core = zoo_preprocessing.core_of(model)
+    size, channels = core.input.shape[1], core.input.shape[-1]
+    preprocessor = keras_tse.layers.ImagePreprocessor(size, channels, **preprocessing, name="image_preprocessor")
+    return zoo_preprocessing.with_preprocessing(model, preprocessor)
+
+
 def balanced_subset(labels, size, seed, flag="--train-size"):
     """Indices of `size` examples, the same number from each class (seeded), in their original order."""
     classes, counts = np.unique(labels, return_counts=True)
@@ -467,6 +491,8 @@ def prepare(args, plans, config):
         flush=True,
     )
     normalization = normalization_of(args, x_train)
+    in_model = one_setting(plans, "normalize_in_model")
+    fed = {**normalization, "mean": None, "std": None} if in_model else normalization  # the pixels as they come
     train = data.image_dataset(
         x_train,
         y_train,
@@ -478,18 +504,19 @@ def prepare(args, plans, config):
         cutmix=config.cutmix,
         num_classes=own_geometry(args)[2] if own_data(args) else spec(args).classes,
         shard=training.scale.process(),
-        **normalization,
+        **fed,
     )
     scored = functools.partial(data.image_dataset, batch_size=config.batch_size, shard=training.scale.process())
-    test = scored(x_test, y_test, **normalization)
+    test = scored(x_test, y_test, **fed)
     steps_per_epoch = -(-len(y_train) // config.batch_size)
     flags.check_updates(config, steps_per_epoch * config.epochs)
     held = {} if valid is None else {"valid_size": len(y_valid)}
     return dict(
         train=train,
-        validation=None if valid is None else scored(x_valid, y_valid, **normalization),
+        validation=None if valid is None else scored(x_valid, y_valid, **fed),
         test=test,
-        probe=data.normalized(x_test[:PROBE_SIZE], **normalization),
+        probe=data.normalized(x_test[:PROBE_SIZE], **fed),
+        preprocessing={**normalization, "class_names": class_names_of(args)} if in_model else None,
         steps_per_epoch=steps_per_epoch,
         sizes={"train_size": len(y_train), **held, "test_size": len(y_test)},
     )
@@ -526,6 +553,8 @@ def fit(args, norm, plan, prepared):
     preset, overrides, config, settings = plan
     with training.scale.replica_scope():
         model = build_model(args, preset, overrides)
+        if prepared["preprocessing"] is not None:
+            model = with_preprocessor(model, prepared["preprocessing"])
         run_dir = os.path.join(args.out, norm)
         size = f"{model.count_params():,} parameters"
         print(f"\n=== {norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")

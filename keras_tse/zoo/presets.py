@@ -19,7 +19,7 @@ import re
 import keras_tse.zoo.gpt  # noqa: F401  registers its family
 import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
 import keras_tse.zoo.vit  # noqa: F401  registers its family
-from keras_tse.zoo import fine_tune, hub
+from keras_tse.zoo import fine_tune, hub, preprocessing
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES, family_config, list_families
 
@@ -161,6 +161,9 @@ def _adapted(trained, preset, new_head=False, num_classes=None, image_size=None,
         build = FAMILIES.get(entry["builder"]).builder
         named = {**config, "name": overridden_name(preset, reshaped)}  # named after the change, as every override
         model = fine_tune.adapted(trained, build, named, **{**{key: config[key] for key in given}, **reshaped})
+        preprocessor = preprocessing.preprocessor_of(trained)
+        if preprocessor is not None:  # raw images in, as the preset took them, to the new size and channels
+            model = preprocessing.with_preprocessing(model, preprocessing.preprocessor_like(preprocessor, **reshaped))
     if num_classes == 0 or fine_tune.new_head(config["num_classes"], num_classes, new_head):
         classes = config["num_classes"] if num_classes is None else num_classes
         return fine_tune.with_head(model, classes, config.get("initializer", "torch"))

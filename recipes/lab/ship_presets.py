@@ -6,6 +6,7 @@ test accuracy or perplexity, the training time and the command: the result file 
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist  # trains, evaluates, writes
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_digits
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets gpt4_ptb
+    python -m recipes.lab.ship_presets vit6_digits --add-preprocessor  # one shipped before models carried it
 
 A folder already there is never replaced: delete it first to ship anew. The tests evaluate each
 shipped preset on every backend against the accuracy recorded here (tests/test_shipped_presets.py).
@@ -53,13 +54,12 @@ def recipe_command(name, out):
 
 
 def evaluate_test_set(model, dataset):
-    """(accuracy, images) of `model` on the registry data set's whole test split, normalised as the recipe does."""
+    """(accuracy, images) of `model` (its `ImagePreprocessor` first) on the registry data set's whole test split,
+    the raw images as they load."""
     from keras_tse import data
 
-    spec = data.get_dataset(dataset)
-    _, (x_test, y_test) = spec.load_data(None, download=False)
-    x = data.normalized(x_test, np.asarray(spec.mean, "float32"), np.asarray(spec.std, "float32"), spec.value_range)
-    predicted = np.argmax(model.predict(x, batch_size=500, verbose=0), axis=-1)
+    _, (x_test, y_test) = data.get_dataset(dataset).load_data(None, download=False)
+    predicted = np.argmax(model.predict(x_test, batch_size=500, verbose=0), axis=-1)
     return float(np.mean(predicted == np.asarray(y_test).reshape(-1))), int(len(y_test))
 
 
@@ -88,6 +88,8 @@ def ship(name, run_folder, command):
         summary = json.load(f)
     flags = (LANGUAGE_MODELS.get(name) or COMMANDS[name]).split()
     dataset = flags[flags.index("--dataset") + 1]
+    if name not in LANGUAGE_MODELS:  # the data set's preprocessing in the model: it takes raw images
+        model = zoo.preprocessing.with_preprocessing(model, zoo.preprocessing.dataset_preprocessor(dataset))
     if name in LANGUAGE_MODELS:
         scored = zoo.from_preset(name, load_weights=False)  # compiling adds optimizer state: not in the preset
         scored.set_weights(trained.get_weights())
@@ -110,6 +112,23 @@ def ship(name, run_folder, command):
     }
     zoo.save_preset(model, os.path.join(WEIGHTS, name), metadata=metadata, assets=assets)
     return metadata
+
+
+def add_preprocessor(name):
+    """Rewrite a shipped image preset's config.json with its data set's `ImagePreprocessor` first (the weights
+    file as it is: the preprocessor holds no weight), for a preset shipped before models carried one. The
+    new config is written beside and renamed into place."""
+    import keras
+
+    from keras_tse import zoo
+
+    folder = os.path.join(WEIGHTS, name)
+    dataset = zoo.preset_folder.preset_metadata(folder)["dataset"]
+    model = zoo.preprocessing.with_preprocessing(zoo.from_preset(name), zoo.preprocessing.dataset_preprocessor(dataset))
+    path = os.path.join(folder, zoo.preset_folder.CONFIG_FILE)
+    with open(path + ".part", "w") as f:
+        json.dump(keras.saving.serialize_keras_object(model), f, indent=2)
+    os.replace(path + ".part", path)
 
 
 def markdown_table(names=None):
@@ -156,7 +175,12 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=sorted([*COMMANDS, *LANGUAGE_MODELS]))
     parser.add_argument("--runs", default=os.path.join("runs", "ship"), help="where the training runs go")
+    parser.add_argument(
+        "--add-preprocessor", action="store_true", help="only give a shipped image preset its data set's preprocessor"
+    )
     args = parser.parse_args(argv)
+    if args.add_preprocessor:
+        return add_preprocessor(args.name)
     if os.path.exists(os.path.join(WEIGHTS, args.name)):
         parser.error(f"{os.path.join(WEIGHTS, args.name)} exists; delete it to ship {args.name} anew")
     out = os.path.join(args.runs, args.name)

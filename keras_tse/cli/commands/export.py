@@ -71,8 +71,9 @@ def run(args):
     if args.format == "keras":
         model.save(args.out)
     else:
-        if args.format == "onnx":  # Keras's ONNX export reads the shapes of a first call
-            model(keras.ops.zeros((1, *model.input.shape[1:]), model.input.dtype))
+        if args.format == "onnx":  # Keras's ONNX export reads the shapes of a first call (images of the trained size)
+            shape = zoo.preprocessing.core_of(model).input.shape[1:]
+            model(keras.ops.zeros((1, *shape), model.input.dtype))
         model.export(args.out, format=args.format, verbose=False)
     print(f"wrote {args.out}: {model.name} as {args.format}, exported on {keras.backend.backend()} from {source}")
     return 0

@@ -171,3 +171,28 @@ def test_sampling_draws_from_the_tempered_restricted_distribution(temperature, t
     log_probs = np.log(np.tile([0.5, 0.25, 0.15, 0.1], (40_000, 1)))
     picks = sample(log_probs, temperature, top_k, top_p, np.random.default_rng(0))
     np.testing.assert_allclose(np.bincount(picks, minlength=4) / len(picks), expected, atol=0.01)
+
+
+def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are_named(tmp_path):
+    """`generate(lm, "The Company Said")`: gpt4_ptb's words are Penn Treebank's, lower case, so the prompt is
+    lower-cased and read as the three known words (none `<unk>`), continued as `generate` continues their ids;
+    a word the vocabulary lacks is read as `<unk>` and named in a warning; the tokenizer saves and loads."""
+    from keras_tse.data import WordTokenizer
+
+    lm = zoo.from_preset("gpt4_ptb")
+    tokenizer = lm.tokenizer
+    assert tokenizer.lowercase and tokenizer.unknown_words("The Company Said") == []
+    ids = tokenizer.tokenize("The Company Said")
+    assert tokenizer.detokenize(ids) == "the company said"
+    text = zoo.generate(lm, "The Company Said", 4, temperature=0)
+    assert text == tokenizer.detokenize(zoo.generate(lm, ids, 4, temperature=0)) and len(text.split()) == 7
+    with pytest.warns(UserWarning, match=r"1 word\(s\) not in the vocabulary, read as <unk>: 'zyzzyva'"):
+        unknown = tokenizer.tokenize("the zyzzyva said")
+    assert unknown[1] == tokenizer.vocabulary.index["<unk>"]
+    tokenizer.save(tmp_path / "words")
+    again = WordTokenizer.load(str(tmp_path / "words"))
+    assert again.lowercase and again.vocabulary.symbols == tokenizer.vocabulary.symbols
+    cased = WordTokenizer(tokenizer.vocabulary)  # as written: "The" is no Penn Treebank word
+    assert cased.unknown_words("The company") == ["The"]
+    with pytest.raises(ValueError, match="A text prompt needs the model's words"):
+        zoo.generate(_gpt(), "w1", 2)

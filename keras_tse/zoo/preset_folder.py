@@ -77,6 +77,10 @@ def load_preset(folder):
             f"{weights}: received a weights file that does not load ({type(error).__name__}: "
             f"{' '.join(str(error).split())[:160]}); expected the file save_preset wrote, whole"
         ) from None
+    if tokenizer_folder(folder) is not None:  # a language model's words travel with it
+        from keras_tse.data.tokenizer import WordTokenizer
+
+        model.tokenizer = WordTokenizer.load(tokenizer_folder(folder))
     return model
 
 
@@ -93,6 +97,11 @@ def folder_error(path):
         return f"{path}: received a run's folder; expected one of its models: {runs}"
     files = ", ".join((CONFIG_FILE, WEIGHTS_FILE, METADATA_FILE))
     return f"{path}: received a folder without {CONFIG_FILE}; expected a preset folder (save_preset's {files})"
+
+
+def tokenizer_folder(folder):
+    """The preset folder's tokenizer assets (`keras_tse.data.WordTokenizer.load` reads them), or None."""
+    return os.path.dirname(vocabulary_file(folder)) if vocabulary_file(folder) else None
 
 
 def vocabulary_file(folder):

@@ -96,7 +96,8 @@ def ship(name, run_folder, command):
         perplexity, tokens = evaluate_text_test_set(scored, dataset)
         steps = engine.read_json(run_folder, "config.json")["train"]["steps"]
         measured = {"test_perplexity": perplexity, "test_tokens": tokens, "steps": steps}
-        assets = {zoo.preset_folder.VOCABULARY_ASSET: os.path.join(run_folder, "vocabulary.txt")}
+        words = ("vocabulary.txt", "tokenizer.json")  # the run's WordTokenizer, as the preset's tokenizer assets
+        assets = {os.path.join("tokenizer", name): os.path.join(run_folder, name) for name in words}
     else:
         accuracy, images = evaluate_test_set(model, dataset)
         measured, assets = {"test_accuracy": accuracy, "test_images": images, "epochs": summary["epochs"]}, None

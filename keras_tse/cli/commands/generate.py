@@ -30,48 +30,53 @@ def add_arguments(parser):
 
 
 def check(args):
-    """(a function that loads the model, its vocabulary file); one line for a source that is not a trained
-    language model with its vocabulary, before any model is read."""
+    """(a function that loads the model, its tokenizer); one line for a source that is not a trained language
+    model with its words, before any model is read."""
     from keras_tse._checks import InputError
-    from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, vocabulary_file
+    from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
+    from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset
 
     if args.top_p == 0:
         raise InputError("--top-p", 0, "a number in (0, 1]")
     checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
-    vocabulary = os.path.join(args.source, "vocabulary.txt")
     folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
     if folder is None:
+        vocabulary = os.path.join(args.source, VOCABULARY_FILE)
         missing = [os.path.relpath(p, args.source) for p in (checkpoint, vocabulary) if not os.path.isfile(p)]
         if missing:
             expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
             raise InputError("RUN_OR_PRESET", args.source, expected)
         import keras
 
-        return (lambda: keras.saving.load_model(checkpoint, compile=False)), vocabulary
-    vocabulary = vocabulary_file(folder)  # a preset with weights: its vocabulary is an asset
-    if vocabulary is None:
+        return (lambda: keras.saving.load_model(checkpoint, compile=False)), WordTokenizer.load(args.source)
+    if tokenizer_folder(folder) is None:  # a preset with weights: its words are an asset
         expected = f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
         raise InputError("RUN_OR_PRESET", args.source, expected)
-    return (lambda: from_preset(args.source)), vocabulary
+    return (lambda: from_preset(args.source)), WordTokenizer.load(tokenizer_folder(folder))
 
 
 def run(args):
-    from keras_tse import zoo
-    from keras_tse.data import Vocabulary
+    import sys
+    import warnings
 
-    load, vocabulary = check(args)
-    vocab = Vocabulary.load(vocabulary)
-    prompt = vocab.encode([args.prompt])[:-1]  # its words, without the line's closing <eos>
+    from keras_tse import zoo
+
+    load, tokenizer = check(args)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        prompt = tokenizer.tokenize(args.prompt)
+    for warning in said:  # the prompt's unknown words: one line, not a warning's source location
+        print(f"keras-tse generate: {warning.message}", file=sys.stderr)
     if not len(prompt):
         from keras_tse._checks import InputError
 
         raise InputError("--prompt", repr(args.prompt), "at least one word")
     model = load()
-    print(vocab.decode(prompt), end="", flush=True)  # then each word as it is drawn
+    print(tokenizer.detokenize(prompt), end="", flush=True)  # then each word as it is drawn
 
     def word(new_ids):
-        print(" " + vocab.decode(new_ids), end="", flush=True)
+        print(" " + tokenizer.detokenize(new_ids), end="", flush=True)
 
     zoo.generate(
         model,

@@ -168,7 +168,7 @@ def test_crop_flip_is_a_padded_random_crop_and_a_flip_the_same_for_the_same_seed
 def test_an_epochs_augmented_batches_do_not_depend_on_how_far_a_dropped_pass_ran_ahead(augment):
     """Keras's `fit` draws one batch from an iterator to build the model and drops it; prefetch has by
     then augmented a timing-dependent number of batches. Each batch draws from its own seed, so the next
-    pass's batches are the same whether the dropped one took one batch or five, and each pass differs."""
+    pass's batches are the same whether the dropped one took one batch or five, and each epoch differs."""
     x = np.random.default_rng(0).integers(1, 256, (96, 12, 12, 3)).astype("uint8")
     mix = dict(mixup=0.8, cutmix=1.0, num_classes=3) if augment.endswith("+mix") else {}
     augment = augment.removesuffix("+mix")
@@ -179,12 +179,16 @@ def test_an_epochs_augmented_batches_do_not_depend_on_how_far_a_dropped_pass_ran
         for _ in range(ahead):
             next(dropped)
         del dropped
-        return [[np.asarray(batch[0]) for batch in batches] for _ in range(2)]
+        passes = []
+        for epoch in range(2):  # what fit's callback does before each epoch's pass (`set_epoch`)
+            batches.set_epoch(epoch)
+            passes.append([np.asarray(batch[0]) for batch in batches])
+        return passes
 
     after_one, after_five = passes_after_dropping(1), passes_after_dropping(5)
     for got, expected in zip(after_five, after_one):
         assert len(got) == len(expected) == 6 and all(map(np.array_equal, got, expected))
-    assert not np.array_equal(after_one[0][0], after_one[1][0])  # every pass draws anew
+    assert not np.array_equal(after_one[0][0], after_one[1][0])  # every epoch draws anew
 
 
 @pytest.mark.every_backend

@@ -118,3 +118,46 @@ def test_killed_at_renames_and_inside_checkpoint_writes_resumes_to_the_same_rows
     assert not os.path.exists(os.path.join(run, "backup"))  # a finished run keeps no backup
     leftovers = [f for _, _, files in os.walk(run) for f in files if ".partial" in f]
     assert leftovers == []
+
+
+STOP_AFTER = r"""
+import os, signal, sys
+from keras_tse.callbacks import run_backup
+stop_after, real = int(sys.argv[1]), run_backup.RunBackup.on_epoch_end
+
+def on_epoch_end(self, epoch, logs=None):  # Ctrl-C once epoch `stop_after` is backed up: the next one stops early
+    real(self, epoch, logs)
+    if epoch + 1 == stop_after:
+        os.kill(os.getpid(), signal.SIGINT)
+
+run_backup.RunBackup.on_epoch_end = on_epoch_end
+from keras_tse.cli import main
+sys.exit(main.main(sys.argv[2:]))
+"""
+
+
+@pytest.mark.one_backend  # the pipeline's order is the backend's input; tests/test_recipes.py resumes on each
+@pytest.mark.starts_processes
+def test_a_run_stopped_mid_epoch_and_resumed_gives_the_uninterrupted_runs_numbers_digit_for_digit(tmp_path):
+    """Ctrl-C in epoch 2 (of 3), then the same command: every epoch's row of history.csv, the training and
+    validation loss and accuracy, is the uninterrupted run's, digit for digit. The resumed epoch draws its own
+    shuffled order and augmentation (crop and flip), not the first epoch's again."""
+    argv = ["train", "vit", "--dataset", "digits", "--augment", "crop_flip", "--depth", "1", "--hidden-dim", "16"]
+    argv += ["--num-heads", "2", "--epochs", "3", "--batch-size", "64", "--norm", "deescalate", "--verbose", "0"]
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TF_CPP_MIN_LOG_LEVEL": "3", "PYTHONPATH": ROOT}
+
+    def run(stop_after, out):
+        command = [sys.executable, "-c", STOP_AFTER, str(stop_after), *argv, "--out", str(out)]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env).returncode
+
+    assert run(99, tmp_path / "whole") == 0
+    assert run(1, tmp_path / "stopped") == 130  # stopped inside epoch 2, its backup after epoch 1
+    assert run(99, tmp_path / "stopped") == 0
+
+    def rows(folder):
+        with open(tmp_path / folder / "deescalate" / "history.csv", newline="") as f:
+            return [{k: v for k, v in row.items() if k.split("_")[0] in ("epoch", "loss", "accuracy", "val")}
+                    for row in csv.DictReader(f)]  # fmt: skip
+
+    whole = rows("whole")
+    assert len(whole) == 3 and rows("stopped") == whole

@@ -366,6 +366,28 @@ def test_a_run_folder_without_its_config_is_refused_not_overwritten(tmp_path):
     assert check_run_folder(str(tmp_path / "empty"), {"model": "vit"}) == "new"
 
 
+@pytest.mark.one_backend
+def test_a_finished_run_asked_for_more_epochs_says_how_to_go_on(tmp_path):
+    """More epochs of a finished run: one line saying why its folder cannot continue (the schedule was laid
+    over the epochs it ran) and the two ways on; an unfinished run with other epochs is the plain mismatch."""
+    from keras_tse.training.runner import RunFolderMismatch, check_run_folder
+
+    run = tmp_path / "deescalate"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"model": "vit", "train": {"epochs": 3, "schedule": "cosine"}}))
+    longer = {"model": "vit", "train": {"epochs": 5, "schedule": "cosine"}}
+    with pytest.raises(RunFolderMismatch, match=r"expected 3, the setting of the run it holds"):
+        check_run_folder(str(run), longer)
+    (run / "summary.json").write_text("{}")
+    with pytest.raises(RunFolderMismatch) as raised:
+        check_run_folder(str(run), longer)
+    said = str(raised.value)
+    assert "a finished run of 3 epochs, and its cosine learning-rate schedule was laid over those 3" in said
+    assert said.endswith(f"keras.saving.load_model({str(run / 'checkpoints' / 'last.keras')!r})")
+    assert "\n" not in said
+    assert check_run_folder(str(run), {"model": "vit", "train": {"epochs": 3, "schedule": "cosine"}}) == "finished"
+
+
 def test_a_write_stopped_before_its_rename_leaves_the_old_file_whole(tmp_path, monkeypatch):
     """Every run file goes through a temporary sibling, then a rename: a write stopped before the rename
     (a kill, here an error in `os.replace`) leaves the previous file as it was and no temporary behind. A

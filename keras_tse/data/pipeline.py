@@ -82,20 +82,41 @@ def image_dataset(
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
         return _NumpyBatches(images, labels, batch_size, prepare, shuffle, seed, mix, shard)
     prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: tf.cast(x, tf.float32))
-    data = tf.data.Dataset.from_tensor_slices((images, labels))
-    if shuffle:
-        data = data.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
-    data = data.batch(batch_size)
+    epoch = tf.Variable(0, dtype=tf.int64, trainable=False)  # `set_epoch`'s; read as each epoch's pass begins
+    data = _epoch_batches(tf, images, labels, batch_size, shuffle, seed, epoch)
     if prepare.layers or mix is not None:
-        data = tf.data.Dataset.zip(data, tf.data.Dataset.random(seed=seed, rerandomize_each_iteration=True).batch(2))
         step = _seeded_step(prepare, mix, tf)
     else:
-        step = lambda x, y: (prepare(x), y)  # noqa: E731
+        step = lambda batch, _: (prepare(batch[0]), batch[1])  # noqa: E731
     with equalization_as_in_tensorflow():  # `map` traces `step` here, once
         data = data.map(step, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     if count > 1:
         data = data.map(lambda *batch: tuple(_part(tensor, index, count) for tensor in batch))
-    return data.prefetch(tf.data.AUTOTUNE)
+    data = data.prefetch(tf.data.AUTOTUNE)
+    data.set_epoch = lambda number: epoch.assign(number)
+    return data
+
+
+def _epoch_batches(tf, images, labels, batch_size, shuffle, seed, epoch):
+    """Batches `((images, labels), batch_seed)` of the epoch `epoch` holds when a pass begins: its order
+    and every batch's seed a function of (seed, epoch, batch) alone, not of how many passes came before
+    (`shuffle(reshuffle_each_iteration=True)` and `Dataset.random` count passes, and a resumed run, or
+    Keras's one-batch pass to build the model, would shift them): a run resumed at any epoch draws that
+    epoch's batches, as PyTorch's `DistributedSampler.set_epoch` makes a sampler do."""
+    images, labels = tf.constant(images), tf.constant(labels)
+    rows = tf.range(len(labels), dtype=tf.int64)
+
+    def one_epoch(_):
+        key = tf.stack([tf.constant(seed, tf.int64), epoch.read_value()])
+        order = tf.random.experimental.stateless_shuffle(rows, seed=key) if shuffle else rows
+        batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size).enumerate()
+        return batches.map(lambda b, at: ((tf.gather(images, at), tf.gather(labels, at)), _fold(tf, key, b)))
+
+    return tf.data.Dataset.from_tensors(0).flat_map(one_epoch)
+
+
+def _fold(tf, key, batch):
+    return tf.random.experimental.stateless_fold_in(key, batch)
 
 
 def _part(batch, index, count):
@@ -304,10 +325,13 @@ class _NumpyBatches(keras.utils.PyDataset):
         super().__init__()
         self.shard = shard
         self.images, self.labels, self.batch_size = images, labels, batch_size
-        self.prepare, self.shuffle, self.mix = prepare, shuffle, mix
-        self.rng = np.random.default_rng(seed)
-        self.order = np.arange(len(labels))
-        self.on_epoch_end()
+        self.prepare, self.shuffle, self.mix, self.seed = prepare, shuffle, mix, seed
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch):
+        """The order of epoch `epoch`: a function of (seed, epoch) alone, as the tf.data pipeline's."""
+        rows = np.arange(len(self.labels))
+        self.order = np.random.default_rng([self.seed, epoch]).permutation(rows) if self.shuffle else rows
 
     def __len__(self):
         return math.ceil(len(self.labels) / self.batch_size)
@@ -317,7 +341,3 @@ class _NumpyBatches(keras.utils.PyDataset):
         images = keras.ops.convert_to_numpy(self.prepare(self.images[rows]))
         batch = (images, self.labels[rows]) if self.mix is None else self.mix(images, self.labels[rows])
         return batch if self.shard[1] == 1 else tuple(_part(np.asarray(t), *self.shard) for t in batch)
-
-    def on_epoch_end(self):
-        if self.shuffle:
-            self.rng.shuffle(self.order)

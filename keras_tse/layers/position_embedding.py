@@ -53,8 +53,14 @@ class PositionEmbedding(SequenceLayer):
         self.built = True
 
     def call(self, inputs, start=0):
-        length = ops.shape(inputs)[1]
-        return inputs + ops.cast(self.positions[None, start : start + length], inputs.dtype)
+        length, hidden = ops.shape(inputs)[1], ops.shape(self.positions)[1]
+        # a slice at `start`, which may be a tensor (a compiled decoding step's position)
+        rows = (
+            self.positions[:length]
+            if isinstance(start, int) and start == 0
+            else ops.slice(ops.convert_to_tensor(self.positions), (start, 0), (length, hidden))
+        )
+        return inputs + ops.cast(rows[None], inputs.dtype)
 
     def get_config(self):
         return {**super().get_config(), "max_length": self.max_length, "initializer": self.initializer}

@@ -180,13 +180,13 @@ class SelfAttention(SequenceLayer):
 class DecodingCache:
     """What one block keeps while a sequence is decoded token by token (`TransformerBlock.decode`):
     `capacity` positions of attention keys and values (`[batch, capacity, heads, head_dim]`, allocated at
-    the first step) and of the rows eq. (21)'s causal mean reads (`eq21_inputs`, for a block that
-    de-escalates), of which the first `filled` are written."""
+    the first step unless given) and of the rows eq. (21)'s causal mean reads (`eq21_inputs`, for a block
+    that de-escalates), of which the first `filled` are written."""
 
-    def __init__(self, capacity):
+    def __init__(self, capacity, filled=0, keys=None, values=None, eq21_inputs=None):
         self.capacity = capacity
-        self.filled = 0
-        self.keys = self.values = self.eq21_inputs = None
+        self.filled = filled  # an int, or a tensor inside a compiled step
+        self.keys, self.values, self.eq21_inputs = keys, values, eq21_inputs
 
 
 def resolve_head_dim(hidden, num_heads, head_dim=None):

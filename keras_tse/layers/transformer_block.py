@@ -250,7 +250,9 @@ class TransformerBlock(SequenceLayer):
                 return outputs
 
         outputs = self._body_steps(inputs, False, False, deescalate, cache=cache)["outputs"]
-        cache.filled += keras.ops.shape(inputs)[1]
+        cache.filled = (
+            cache.filled + keras.ops.shape(inputs)[1]
+        )  # a new value: PyTorch's += would change a shared tensor
         return outputs
 
     def steps(self, inputs, mask=None, training=None, return_attention_scores=False):

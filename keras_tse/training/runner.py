@@ -98,9 +98,17 @@ def fit_variant(
         defaults=defaults_of(config, before),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
-        extra_callbacks=optimizers.ema_callbacks(config),
+        extra_callbacks=[*_epoch_order(train), *optimizers.ema_callbacks(config)],
         verbose=verbose,
     )
+
+
+def _epoch_order(train):
+    """A callback handing each epoch's number to a pipeline that orders its batches by it (`set_epoch`), before
+    the epoch's pass over it begins: a resumed run then draws the epoch's own batches."""
+    if not hasattr(train, "set_epoch"):
+        return []
+    return [keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: train.set_epoch(epoch))]
 
 
 def train_in_folder(
@@ -248,6 +256,9 @@ def check_run_folder(run_dir, run_config, partial=False, defaults=None):
     keys = given if partial else {**stored, **given}
     differ = [k for k in keys if k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
     differ = [k for k in differ if stored.get(k, "(absent)") != given.get(k, "(absent)")]
+    finished = os.path.exists(os.path.join(run_dir, "summary.json"))
+    if finished and len(differ) == 1 and differ[0] in LENGTHS:
+        raise RunFolderMismatch(_longer_message(run_dir, differ[0], given[differ[0]], stored[differ[0]], stored))
     if differ:
         key = differ[0]
         more = f" (and {', '.join(differ[1:])})" if len(differ) > 1 else ""
@@ -257,7 +268,24 @@ def check_run_folder(run_dir, run_config, partial=False, defaults=None):
             f"the setting of the run it holds (pass another output folder, or delete {run_dir} to start over; "
             f"settings that change neither model nor data, such as the backend, may differ)"
         )
-    return "finished" if os.path.exists(os.path.join(run_dir, "summary.json")) else "resume"
+    return "finished" if finished else "resume"
+
+
+# The settings that say how long a run trains (an image run's epochs, a language model's steps).
+LENGTHS = ("train.epochs", "train.steps")
+
+
+def _longer_message(run_dir, key, asked, ran, stored):
+    """A finished run asked to train longer: why it cannot go on in its folder (its schedule was laid over
+    the length it ran), and the two ways on."""
+    schedule = stored.get("train.schedule", "step")
+    laid = "" if schedule == "constant" else f"its {schedule} learning-rate schedule was laid over those {ran}, so "
+    checkpoint = os.path.join(run_dir, "checkpoints", "last.keras")
+    return (
+        f"{run_dir}: received {key} {asked!r}; expected {ran!r}: a finished run of {ran} {key.split('.')[1]}, "
+        f"and {laid}more cannot continue it. Train longer as a new run in another folder (another --out), or go on "
+        f"from its weights in Python: keras.saving.load_model({checkpoint!r})"
+    )
 
 
 def _open_run_folder(run_dir, run_config, defaults=None):

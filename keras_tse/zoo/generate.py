@@ -21,6 +21,8 @@ whose probability reaches `top_p` (nucleus sampling), then drawn with NumPy's ge
 `seed`: the same seed, the same text, on any backend whose model gives the same probabilities.
 """
 
+import weakref
+
 import keras
 import numpy as np
 
@@ -124,18 +126,30 @@ def _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p):
 
 
 def _gpt_reader(model):
-    """ids -> the next token's log-probabilities `[batch, vocab]`: from the key/value cache while the
-    ids fit the position table, from the window of the last ids after."""
+    """ids -> the next token's log-probabilities `[batch, vocab]`, each step compiled once (Keras's
+    `predict_on_batch`: XLA on JAX and TensorFlow): from the key/value cache while the ids fit the position
+    table, from the window of the last ids after (or always, for a layout whose mean reads later positions)."""
     window = model.input.shape[1]
-    cached = cached_gpt_reader(model) if all(block.decodes for block in _blocks(model)) else None
+    cached = decode_step(model).reader() if all(block.decodes for block in _blocks(model)) else None
 
     def next_log_probs(ids):
         if cached is not None and ids.shape[1] <= window:
             return cached(ids)
+        return window_reader(model)(ids)
+
+    return next_log_probs
+
+
+def window_reader(model):
+    """ids -> the next token's log-probabilities from one pass over the last `window` ids, right-padded to the
+    model's fixed length (the causal mask keeps the padding out of the last id's position)."""
+    window = model.input.shape[1]
+
+    def next_log_probs(ids):
         context = ids[:, -window:]
         length = context.shape[1]
-        padded = np.pad(context, ((0, 0), (0, window - length)))  # the causal mask keeps it out of `length - 1`
-        return keras.ops.convert_to_numpy(model(padded, training=False)[:, length - 1]).astype("float64")
+        padded = np.pad(context, ((0, 0), (0, window - length)))
+        return np.asarray(model.predict_on_batch(padded)[:, length - 1], "float64")
 
     return next_log_probs
 
@@ -146,26 +160,74 @@ def _blocks(model):
     return [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
 
 
-def cached_gpt_reader(model):
-    """ids -> the next token's log-probabilities, reading only the ids appended since the last call: the
-    GPT's layers in its order (`keras_tse.zoo.gpt`), each block through `decode` with its cache."""
-    from keras_tse.layers.self_attention import DecodingCache
+_STEPS = weakref.WeakKeyDictionary()  # a language model's DecodeStep, compiled at its first use, kept with it
 
-    embedding, positions = model.get_layer("embedding"), model.get_layer("position_embedding")
-    blocks, final_norm = _blocks(model), model.get_layer("final_norm")
-    caches = [DecodingCache(model.input.shape[1]) for _ in blocks]
-    read = [0]  # how many ids the caches hold
 
-    def next_log_probs(ids):
-        start, stop = read[0], ids.shape[1]
-        x = positions(embedding(keras.ops.convert_to_tensor(ids[:, start:stop].astype("int32"))), start=start)
-        for block, cache in zip(blocks, caches):
+def decode_step(model):
+    """`model`'s `DecodeStep`, the same one every call (its compiled program is reused)."""
+    if model not in _STEPS:
+        _STEPS[model] = DecodeStep(model)
+    return _STEPS[model]
+
+
+class DecodeStep(keras.Model):
+    """The GPT's cached decoding as one function of fixed shapes (`keras_tse.zoo.gpt`'s layers in its order,
+    each block through `decode`): `[new ids, position, *caches]` -> `[log-probabilities of the next token,
+    *caches]`, the caches (each block's keys, values and, where it de-escalates, the rows eq. (21)'s causal
+    mean reads) `window` positions long whatever is filled, the position an input. It reads one id a call,
+    the prompt's too: Keras compiles it once (for a batch size), and every token, whatever the prompt's
+    length, reuses that program."""
+
+    def __init__(self, lm, **kwargs):
+        super().__init__(name=f"{lm.name}_decode_step", **kwargs)
+        self.lm = lm
+
+    def call(self, inputs):
+        from keras_tse.layers.self_attention import DecodingCache
+
+        ids, position, *state = inputs
+        start, window = position[0], self.lm.input.shape[1]
+        caches, state = [], list(state)
+        for block in _blocks(self.lm):
+            keys, values = state.pop(0), state.pop(0)
+            eq21 = state.pop(0) if block.de_escalation is not None else None
+            caches.append(DecodingCache(window, start, keys, values, eq21))
+        x = self.lm.get_layer("position_embedding")(self.lm.get_layer("embedding")(ids), start=start)
+        for block, cache in zip(_blocks(self.lm), caches):
             x = block.decode(x, cache)
-        read[0] = stop
-        last = embedding(final_norm(x[:, -1:]), reverse=True)
-        return keras.ops.convert_to_numpy(last[:, 0]).astype("float64")
+        embedding = self.lm.get_layer("embedding")
+        log_probs = embedding(self.lm.get_layer("final_norm")(x[:, -1:]), reverse=True)[:, 0]
+        kept = [t for c in caches for t in (c.keys, c.values, c.eq21_inputs) if t is not None]
+        return [log_probs, *kept]
 
-    return next_log_probs
+    def empty_caches(self, batch):
+        """Zeros of each cache's shape for `batch` sequences, in `call`'s order."""
+        window, caches = self.lm.input.shape[1], []
+        for block in _blocks(self.lm):
+            attention = block.self_attention
+            inner = attention.query_key_value_kernels()[1].shape[1]
+            heads = (batch, window, attention.num_heads, inner // attention.num_heads)
+            caches += [np.zeros(heads, block.compute_dtype)] * 2
+            if block.de_escalation is not None:
+                caches.append(np.zeros((batch, window, block.self_attention.query_key_value_kernels()[0].shape[0]),
+                                       block.compute_dtype))  # fmt: skip
+        return caches
+
+    def reader(self):
+        """ids -> the next token's log-probabilities, reading the ids appended since the last call one by one."""
+        held = {"read": 0, "caches": None}
+
+        def next_log_probs(ids):
+            if held["caches"] is None:
+                held["caches"] = self.empty_caches(ids.shape[0])
+            for start in range(held["read"], ids.shape[1]):
+                position = np.full((ids.shape[0],), start, "int32")
+                inputs = [ids[:, start : start + 1].astype("int32"), position, *held["caches"]]
+                log_probs, *held["caches"] = self.predict_on_batch(inputs)
+            held["read"] = ids.shape[1]
+            return np.asarray(log_probs, "float64")
+
+        return next_log_probs
 
 
 def _transformer_xl_reader(model, prompt):

@@ -46,7 +46,7 @@ def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_p
     randomise_weights(model, seed=4, scale=0.3)
     ids = np.random.default_rng(0).integers(0, GPT["vocab_size"], (2, GPT["segment_len"])).astype("int32")
     whole = keras.ops.convert_to_numpy(model(ids))
-    reader = generation._gpt_reader(model)
+    reader = generation.gpt_reader(model)
     leaky = norm == "deescalate_leaky_global"
     for t in range(3, GPT["segment_len"] + 1):
         if leaky:  # its mean reads later positions: what it gives from the prompt alone, zeros after it

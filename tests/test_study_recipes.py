@@ -535,7 +535,11 @@ def test_keras_tse_study_lists_every_study_and_dry_runs_one(capsys):
 
 STUDIES = ("depth80", "depth_ladder", "fig6_paper", "fig7_paper", "fine_tune", "ptb_warmup", "recipe_defaults")
 STUDIES += ("speed_paper",)
-STUDIES += ("tau_sweep", "depth_rates")  # every study `keras-tse study` has (the listing test checks it lists them all)
+STUDIES += (
+    "tau_sweep",
+    "depth_rates",
+    "depth_rates320",
+)  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 
 @pytest.mark.parametrize("name", STUDIES)

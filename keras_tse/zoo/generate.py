@@ -72,7 +72,7 @@ def generate(
     prompt = prompt[None] if flat else prompt
     vocab_size = _vocab_size(model)
     _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p)
-    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else _gpt_reader(model)
+    next_log_probs = _transformer_xl_reader(model, prompt) if _is_transformer_xl(model) else gpt_reader(model)
     rng = np.random.default_rng(seed)
     ids = prompt.astype("int32")
     for _ in range(max_new_tokens):
@@ -125,31 +125,36 @@ def _check(prompt, vocab_size, max_new_tokens, temperature, top_k, top_p):
         raise ValueError(f"`top_p` must be in (0, 1] or None. Received: top_p={top_p!r}")
 
 
-def _gpt_reader(model):
+def gpt_reader(model, compiled=True):
     """ids -> the next token's log-probabilities `[batch, vocab]`, each step compiled once (Keras's
     `predict_on_batch`: XLA on JAX and TensorFlow): from the key/value cache while the ids fit the position
-    table, from the window of the last ids after (or always, for a layout whose mean reads later positions)."""
+    table, from the window of the last ids after (or always, for a layout whose mean reads later positions).
+    `compiled=False`: every step eager (what generation did before, kept to measure against)."""
     window = model.input.shape[1]
-    cached = decode_step(model).reader() if all(block.decodes for block in _blocks(model)) else None
+    decodes = all(block.decodes for block in _blocks(model))
+    cached = decode_step(model).reader(compiled) if decodes else None
+    reread = window_reader(model, compiled)
 
     def next_log_probs(ids):
         if cached is not None and ids.shape[1] <= window:
             return cached(ids)
-        return window_reader(model)(ids)
+        return reread(ids)
 
     return next_log_probs
 
 
-def window_reader(model):
+def window_reader(model, compiled=True):
     """ids -> the next token's log-probabilities from one pass over the last `window` ids, right-padded to the
-    model's fixed length (the causal mask keeps the padding out of the last id's position)."""
+    model's fixed length (the causal mask keeps the padding out of the last id's position); compiled
+    (`predict_on_batch`) or eager."""
     window = model.input.shape[1]
+    run = _runner(model, compiled)
 
     def next_log_probs(ids):
         context = ids[:, -window:]
         length = context.shape[1]
         padded = np.pad(context, ((0, 0), (0, window - length)))
-        return np.asarray(model.predict_on_batch(padded)[:, length - 1], "float64")
+        return np.asarray(run(padded)[:, length - 1], "float64")
 
     return next_log_probs
 
@@ -213,9 +218,10 @@ class DecodeStep(keras.Model):
                                        block.compute_dtype))  # fmt: skip
         return caches
 
-    def reader(self):
-        """ids -> the next token's log-probabilities, reading the ids appended since the last call one by one."""
-        held = {"read": 0, "caches": None}
+    def reader(self, compiled=True):
+        """ids -> the next token's log-probabilities, reading the ids appended since the last call one by one;
+        compiled (`predict_on_batch`) or eager."""
+        held, run = {"read": 0, "caches": None}, _runner(self, compiled)
 
         def next_log_probs(ids):
             if held["caches"] is None:
@@ -223,11 +229,18 @@ class DecodeStep(keras.Model):
             for start in range(held["read"], ids.shape[1]):
                 position = np.full((ids.shape[0],), start, "int32")
                 inputs = [ids[:, start : start + 1].astype("int32"), position, *held["caches"]]
-                log_probs, *held["caches"] = self.predict_on_batch(inputs)
+                log_probs, *held["caches"] = run(inputs)
             held["read"] = ids.shape[1]
             return np.asarray(log_probs, "float64")
 
         return next_log_probs
+
+
+def _runner(model, compiled):
+    """inputs -> NumPy outputs of `model`: compiled once a shape (Keras's `predict_on_batch`), or eager."""
+    if compiled:
+        return model.predict_on_batch
+    return lambda inputs: keras.tree.map_structure(keras.ops.convert_to_numpy, model(inputs, training=False))
 
 
 def _transformer_xl_reader(model, prompt):

@@ -61,7 +61,7 @@ def rate_table(rows, results):
         lines.append(f"| {layout} | {' | '.join(cells)} |")
     return "\n".join([*lines, "", *_rates_that_train(rows)]) + (
         f"\n\nSeed 0, final training loss (test accuracy), **trains** where the criterion holds; {len(rows)} cells "
-        "measured (`{os.path.relpath(results, ROOT)}`)."
+        f"measured (`{os.path.relpath(results, ROOT)}`)."
     )
 
 

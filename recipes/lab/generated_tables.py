@@ -29,6 +29,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m recipes.lab.ship_presets NAME` |
 | depth_ladder | zoo/depth80_fashion_mnist/depth_ladder.csv (and results.csv) | `keras-tse study depth_ladder --part cpu --jobs 2` here, `--part gpu` on a GPU machine |
 | depth_rates, depth_rates_results, depth_rates_grid, depth_rates_verdicts | zoo/depth80_fashion_mnist/depth_rates.csv | `keras-tse study depth_rates --jobs 2` (cell by cell, resumable) |
+| depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -37,6 +38,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | verdict_rates | zoo/figures/verdict_rates.json | `python -m recipes.lab.verdict_rates` |
 | remat_memory | zoo/figures/remat_memory.json | `KERAS_BACKEND=jax python -m recipes.lab.remat_memory --depths 48,80 --out zoo/figures/remat_memory.json` |
 | generation_speed | zoo/figures/generation_speed.json | `KERAS_BACKEND=jax python -m recipes.lab.generation_speed --out zoo/figures/generation_speed.json` |
+| generation_gpt4_ptb | zoo/figures/generation_gpt4_ptb.json | `KERAS_BACKEND=jax python -m recipes.lab.generation_speed --preset gpt4_ptb --out zoo/figures/generation_gpt4_ptb.json` |
 | remat_ladder | zoo/figures/remat_ladder.json | `KERAS_BACKEND=jax python -m recipes.lab.remat_memory --depths 320,640,1000 --out zoo/figures/remat_ladder.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
@@ -69,7 +71,7 @@ DOCUMENTS = (
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
 VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study",
-               "depth_rates": "depth_rates_study"}  # fmt: skip
+               "depth_rates": "depth_rates_study", "depth_rates320": "depth_rates320_study"}  # fmt: skip
 # The depth study's blocks, each a function of its rows: block name -> (module, function).
 DEPTH_STUDY_BLOCKS = {
     "depth_study": ("recipes.lab.sweep", "best_lr_table"),
@@ -83,7 +85,8 @@ DEPTH_STUDY_BLOCKS = {
 # Blocks that are a study's whole table: block name -> its plan module.
 STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
                 "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study",
-                "depth_ladder": "depth_ladder_study", "depth_rates": "depth_rates_study"}  # fmt: skip
+                "depth_ladder": "depth_ladder_study", "depth_rates": "depth_rates_study",
+                "depth_rates320": "depth_rates320_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
@@ -221,6 +224,9 @@ def render(name):
     if name == "generation_speed":
         with open(_path("zoo", "figures", "generation_speed.json")) as f:
             return _generator("generation_speed").markdown_table(json.load(f))
+    if name == "generation_gpt4_ptb":
+        with open(_path("zoo", "figures", "generation_gpt4_ptb.json")) as f:
+            return _generator("generation_speed").preset_table(json.load(f))
     if name in ("remat_memory", "remat_ladder"):
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator("remat_memory").markdown_table(json.load(f))

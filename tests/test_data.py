@@ -251,3 +251,25 @@ def test_the_content_check_counts_the_classes_of_the_release_not_ten():
         checked(((x[:3], np.array([0, 1, 2])), split[1]), three, "here")
     with pytest.raises(ValueError, match=r"per-class counts \[0, 1, 2, 3\]"):  # a label past the classes
         checked(((x, np.array([0, 1, 2, 3])), split[1]), three, "here")
+
+
+@pytest.mark.parametrize("pipeline", ["numpy", "tf"])
+def test_an_epochs_batches_are_its_own_whatever_epochs_were_drawn_before(pipeline):
+    """Epoch 1's shuffled, augmented and mixed batches are the same whether epoch 0 was drawn first or not
+    (a run resumed at epoch 1 draws them so), and differ from epoch 0's: each a function of (seed, epoch,
+    batch) alone (`set_epoch`), on both pipelines."""
+    x = np.random.default_rng(0).integers(1, 256, (64, 12, 12, 3)).astype("uint8")
+    settings = dict(augment="crop_flip", shuffle=True, seed=3, pipeline=pipeline, mixup=0.5, num_classes=3)
+
+    def epoch(number, after=()):
+        batches = data.image_dataset(x, np.arange(64) % 3, 16, **settings)
+        for earlier in after:
+            batches.set_epoch(earlier)
+            list(batches) if pipeline == "tf" else [batches[i] for i in range(len(batches))]
+        batches.set_epoch(number)
+        drawn = list(batches) if pipeline == "tf" else [batches[i] for i in range(len(batches))]
+        return [np.asarray(part) for batch in drawn for part in batch]
+
+    resumed, whole = epoch(1), epoch(1, after=(0,))
+    assert len(whole) == 8 and all(map(np.array_equal, resumed, whole))
+    assert not np.array_equal(epoch(0)[0], whole[0])

@@ -270,6 +270,12 @@ class _Prepare:
         self.mean = None if mean is None else np.asarray(mean, "float32")
         self.std = None if std is None else np.asarray(std, "float32")
 
+    def reseed(self, key):
+        """Every augmentation layer's generator started from `key` (ints): a NumPy batch's draws a function of
+        its own key, not of the batches drawn before it."""
+        for k, layer in enumerate(self.layers):
+            _restart(layer, [*key, k])
+
     def __call__(self, x):
         x = self.to_float(x)
         for layer in self.layers:
@@ -277,6 +283,13 @@ class _Prepare:
         if self.mean is not None:
             x = (x / self.scale - self.mean) / self.std
         return x
+
+
+def _restart(layer, key):
+    """Keras augmentation `layer`'s seed generator at the state seeded by `key` (the state Keras's own
+    `SeedGenerator(seed)` starts from: `[0, seed]`)."""
+    seed = int(np.random.default_rng(key).integers(2**31))
+    layer.generator.state.assign(np.asarray([0, seed], layer.generator.state.dtype))
 
 
 def _augmenters(name, size, value_range, seed):
@@ -302,6 +315,12 @@ class _Mix:
         chosen = ((mixup, keras.layers.MixUp), (cutmix, keras.layers.CutMix))
         self.layers = [layer(alpha, seed=seed) for alpha, layer in chosen if alpha]
         self.num_classes, self.rng = num_classes, np.random.default_rng(seed)
+
+    def reseed(self, key):
+        """A NumPy batch's mixing drawn from `key` alone (which layer, and its draws)."""
+        self.rng = np.random.default_rng(key)
+        for k, layer in enumerate(self.layers):
+            _restart(layer, [*key, k])
 
     def __call__(self, images, labels, tf=None, seed=None):
         if tf is None:
@@ -329,8 +348,9 @@ class _NumpyBatches(keras.utils.PyDataset):
         self.set_epoch(0)
 
     def set_epoch(self, epoch):
-        """The order of epoch `epoch`: a function of (seed, epoch) alone, as the tf.data pipeline's."""
-        rows = np.arange(len(self.labels))
+        """The order of epoch `epoch` and its batches' augmentation: a function of (seed, epoch, batch) alone, as
+        the tf.data pipeline's."""
+        rows, self.epoch = np.arange(len(self.labels)), epoch
         self.order = np.random.default_rng([self.seed, epoch]).permutation(rows) if self.shuffle else rows
 
     def __len__(self):
@@ -338,6 +358,9 @@ class _NumpyBatches(keras.utils.PyDataset):
 
     def __getitem__(self, index):
         rows = self.order[index * self.batch_size : (index + 1) * self.batch_size]
+        self.prepare.reseed([self.seed, self.epoch, index])
+        if self.mix is not None:
+            self.mix.reseed([self.seed, self.epoch, index])
         images = keras.ops.convert_to_numpy(self.prepare(self.images[rows]))
         batch = (images, self.labels[rows]) if self.mix is None else self.mix(images, self.labels[rows])
         return batch if self.shard[1] == 1 else tuple(_part(np.asarray(t), *self.shard) for t in batch)

@@ -131,3 +131,36 @@ def test_a_stale_lock_file_taken_over_names_the_new_owner(tmp_path):
         assert (folder / run_lock.LOCK).read_text().startswith(f"pid {os.getpid()} on {socket.gethostname()} since ")
     finally:
         run_lock.release(str(folder))
+
+
+LATE_OWNER = """
+import fcntl, os, sys, time
+path = os.path.join(sys.argv[1], "LOCK_NAME")
+os.makedirs(sys.argv[1], exist_ok=True)
+handle = open(path, "a+")
+fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # the lock taken, its owner line not yet written
+print("locked", flush=True)
+if sys.argv[2] != "never":
+    time.sleep(float(sys.argv[2]))
+    handle.write("pid 4242 on elsewhere\\n")
+    handle.flush()
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("late", ["0.2", "never"])
+def test_a_holder_that_has_not_written_its_owner_yet_is_waited_for_then_named(tmp_path, late):
+    """A lock just taken, its owner line not yet written: the refusal waits for the line (up to a second)
+    and names the owner it then says; a holder that never writes one is "another process"."""
+    folder = tmp_path / "run"
+    script = LATE_OWNER.replace("LOCK_NAME", run_lock.LOCK)
+    holder = subprocess.Popen([sys.executable, "-c", script, str(folder), late], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "locked"
+        with pytest.raises(run_lock.RunFolderBusy) as refused:
+            run_lock.hold(str(folder))
+        expected = "pid 4242 on elsewhere" if late != "never" else "another process"
+        assert f"which another run writes now ({expected}); expected a folder" in str(refused.value)
+    finally:
+        holder.kill()
+        holder.wait()

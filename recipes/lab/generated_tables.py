@@ -29,6 +29,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m recipes.lab.ship_presets NAME` |
 | depth_ladder | zoo/depth80_fashion_mnist/depth_ladder.csv (and results.csv) | `keras-tse study depth_ladder --part cpu --jobs 2` here, `--part gpu` on a GPU machine |
 | depth_rates, depth_rates_results, depth_rates_grid, depth_rates_verdicts | zoo/depth80_fashion_mnist/depth_rates.csv | `keras-tse study depth_rates --jobs 2` (cell by cell, resumable) |
+| depth_dynamics | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |
@@ -224,6 +225,9 @@ def render(name):
     if name == "generation_speed":
         with open(_path("zoo", "figures", "generation_speed.json")) as f:
             return _generator("generation_speed").markdown_table(json.load(f))
+    if name == "depth_dynamics":
+        with open(_path("zoo", "depth80_fashion_mnist", "depth_dynamics.json")) as f:
+            return _generator("depth_dynamics").markdown_table(json.load(f))
     if name == "generation_gpt4_ptb":
         with open(_path("zoo", "figures", "generation_gpt4_ptb.json")) as f:
             return _generator("generation_speed").preset_table(json.load(f))

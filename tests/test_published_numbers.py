@@ -399,6 +399,7 @@ GENERATED_BLOCKS = {
         "depth_rates_grid",
         "depth_rates320",
         "depth_rates320_results",
+        "depth_dynamics",
     },
     "zoo/escalation.md": {"escalation"},
     "zoo/speed.md": {
@@ -641,6 +642,35 @@ def test_the_compiled_generation_is_ten_times_the_eager_one_in_its_result_file()
     with open(os.path.join(ROOT, "zoo", "gpt4_ptb.md")) as f:
         text = " ".join(f.read().split())
     assert f"{min(ratios):.0f}-{max(ratios):.0f}x the eager steps" in text
+
+
+def test_the_depth_dynamics_prose_holds_in_its_result_file():
+    """zoo/depth80_fashion_mnist.md: the first epoch's losses, update ratios and model updates it quotes."""
+    import numpy as np
+
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "depth_dynamics.json")) as f:
+        cells = {(c["depth"], c["learning_rate"]): c["records"] for c in json.load(f)["cells"]}
+    shallow, fast, slow = cells[80, 1e-3], cells[160, 1e-3], cells[160, 3e-4]
+
+    def median(records, key, part):
+        return float(np.median(records[key][:20] if part == "early" else records[key][-20:]))
+
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
+    assert f"same loss curve ({shallow['loss'][-1]:.3f} and {slow['loss'][-1]:.3f} at step 79)" in text
+    stalls = (
+        f"({fast['loss'][19]:.3f} at step 20, {fast['loss'][39]:.3f} at step 40, {fast['loss'][-1]:.3f} at step 79)"
+    )
+    assert stalls in text
+    early, late = (
+        f"{median(fast, 'update_last', p):.2e} against {median(shallow, 'update_last', p):.2e}"
+        for p in ("early", "late")
+    )
+    assert f"steps 1-20: {early}; over steps 60-79: {late})" in text
+    ratios = [median(fast, "update_last", p) / median(slow, "update_last", p) for p in ("early", "late")]
+    assert f"{ratios[0]:.1f}x less over steps 1-20 and {ratios[1]:.1f}x less over steps 60-79" in text
+    updates = [u for r in cells.values() for u in r["model_update"][4:]]
+    assert f"({min(updates):.2f} to {max(updates):.2f} in every cell from step 20 on)" in text
 
 
 def test_the_gpu_profiles_prose_holds_in_its_result_files():

@@ -9,6 +9,7 @@ from keras_tse.analysis.similarity import (
     escalation_rate,
     token_diversity,
     token_similarity,
+    token_similarity_profile,
 )
 from tests import reference
 
@@ -123,3 +124,32 @@ def test_works_inside_a_compiled_predict():
     model = keras.Model(inputs, keras.layers.Lambda(token_similarity)(inputs))
     x = _x((3, 5, 4)).astype("float32") + 1.0
     np.testing.assert_allclose(model.predict(x, verbose=0), _value(token_similarity(x)), rtol=1e-5)
+
+
+def _keras_hub_models():
+    keras_hub = pytest.importorskip("keras_hub")
+    import keras
+
+    keras.utils.set_random_seed(0)
+    sizes = dict(vocabulary_size=50, num_layers=3, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    bert = keras_hub.models.BertBackbone(**sizes, max_sequence_length=8)
+    gpt2 = keras_hub.models.GPT2Backbone(**sizes, max_sequence_length=8)
+    ids = np.random.default_rng(0).integers(1, 50, (2, 8)).astype("int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones((2, 8), "int32")}
+    return bert, gpt2, {**inputs, "segment_ids": np.zeros((2, 8), "int32")}, inputs
+
+
+def test_token_similarity_profile_finds_a_keras_hub_models_blocks_without_a_layer_list():
+    """KerasHub's BERT (`TransformerEncoder`) and GPT-2 (`TransformerDecoder`): one value a block, found by
+    kind, the values of naming the layers by hand; a model with no known block is one line naming the kinds."""
+    import keras
+
+    bert, gpt2, bert_inputs, gpt2_inputs = _keras_hub_models()
+    names = [f"transformer_layer_{i}" for i in range(3)]
+    for model, inputs in ((bert, bert_inputs), (gpt2, gpt2_inputs)):
+        found = token_similarity_profile(model, inputs)
+        assert found.shape == (3,)
+        np.testing.assert_allclose(found, token_similarity_profile(model, inputs, layers=names), rtol=1e-6)
+    plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    with pytest.raises(ValueError, match="No Transformer blocks of a known kind .*TransformerEncoder"):
+        token_similarity_profile(plain, np.zeros((1, 4)))

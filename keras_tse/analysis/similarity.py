@@ -73,27 +73,44 @@ def escalation_rate(x, y):
     return token_diversity(x) / token_diversity(y)
 
 
+# KerasHub's Transformer blocks, by the module and name of their class (a subclass counts): found without
+# importing KerasHub, which a model built from them has already imported.
+KERAS_HUB_BLOCKS = {
+    "keras_hub.src.layers.modeling.transformer_encoder:TransformerEncoder",
+    "keras_hub.src.layers.modeling.transformer_decoder:TransformerDecoder",
+    "keras_hub.src.models.vit.vit_layers:ViTEncoderBlock",
+}
+
+
+def is_block(layer):
+    """Whether `layer` is a Transformer block of a known kind: keras_tse's (`TransformerBlock` and its
+    layouts, `ScannedBlocks`) or KerasHub's (`KERAS_HUB_BLOCKS`)."""
+    from keras_tse.layers import ScannedBlocks, TransformerBlock
+
+    if isinstance(layer, (TransformerBlock, ScannedBlocks)):
+        return True
+    return any(f"{kind.__module__}:{kind.__qualname__}" in KERAS_HUB_BLOCKS for kind in type(layer).__mro__)
+
+
 def block_outputs_model(model, layers=None, with_output=False):
     """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks (and, with
     `with_output=True`, the model's own output first: timm's `forward_intermediates`).
 
     Args:
         model: a functional (or built Sequential) `keras.Model`.
-        layers: `None` to find the keras_tse blocks (`PostNormBlock`, `PreNormBlock`, ...; a
-            `ScannedBlocks` gives one output per block it runs) among `model.layers`, or a list of
-            layer names / layers of any functional model (for example
-            `[f"transformer_layer_{i}" for i in range(12)]` in a KerasHub `BertBackbone`). A layer
-            called at several depths (ALBERT's shared block) gives one output per call.
+        layers: `None` to find the blocks of a known kind among `model.layers` (`is_block`: keras_tse's,
+            a `ScannedBlocks` giving one output per block it runs, and KerasHub's `TransformerEncoder`,
+            `TransformerDecoder` and ViT blocks, so a KerasHub `BertBackbone` needs no list), or a list of
+            layer names / layers of any functional model. A layer called at several depths (ALBERT's
+            shared block) gives one output per call.
     """
-    from keras_tse.layers import ScannedBlocks, TransformerBlock
-
     if layers is None:
-        chosen = [layer for layer in model.layers if isinstance(layer, (TransformerBlock, ScannedBlocks))]
+        chosen = [layer for layer in model.layers if is_block(layer)]
         if not chosen:
             raise ValueError(
-                f"No keras_tse Transformer blocks among the layers of model {model.name!r}; name the "
-                f"block layers with `layers=`. Received: layers=None, model layers "
-                f"{[layer.name for layer in model.layers][:12]}"
+                f"No Transformer blocks of a known kind (keras_tse's, {', '.join(sorted(KERAS_HUB_BLOCKS))}) among "
+                f"the layers of model {model.name!r}; name the block layers with `layers=`. Received: layers=None, "
+                f"model layers {[layer.name for layer in model.layers][:12]}"
             )
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
@@ -222,6 +239,7 @@ __all__ = [
     "block_outputs_model",
     "cosine_similarity",
     "escalation_rate",
+    "is_block",
     "measure_blocks",
     "restore_state",
     "snapshot_state",

@@ -34,9 +34,14 @@ from keras_tse._lazy import lazy_exports, load_all
 __version__ = "0.1.0"
 
 SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "schedules", "zoo")
-__all__ = [*SUBPACKAGES, "compile_blocks", "__version__"]
-# compile_blocks: the PyTorch backend's per-block torch.compile, for a user's own model
-__getattr__, __dir__ = lazy_exports(__name__, {f"{__name__}.training.block_compile": ["compile_blocks"]}, SUBPACKAGES)
+__all__ = [*SUBPACKAGES, "compile_blocks", "deescalate", "__version__"]
+# compile_blocks: the PyTorch backend's per-block torch.compile, for a user's own model; deescalate: eq. (21)
+# after every bidirectional block of a model someone else built (a KerasHub BERT)
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {f"{__name__}.training.block_compile": ["compile_blocks"], f"{__name__}.zoo.deescalate": ["deescalate"]},
+    SUBPACKAGES,
+)
 
 
 def _register():

@@ -84,10 +84,10 @@ KERAS_HUB_BLOCKS = {
 
 def is_block(layer):
     """Whether `layer` is a Transformer block of a known kind: keras_tse's (`TransformerBlock` and its
-    layouts, `ScannedBlocks`) or KerasHub's (`KERAS_HUB_BLOCKS`)."""
-    from keras_tse.layers import ScannedBlocks, TransformerBlock
+    layouts, `ScannedBlocks`, `DeEscalatedBlock`) or KerasHub's (`KERAS_HUB_BLOCKS`)."""
+    from keras_tse.layers import DeEscalatedBlock, ScannedBlocks, TransformerBlock
 
-    if isinstance(layer, (TransformerBlock, ScannedBlocks)):
+    if isinstance(layer, (TransformerBlock, ScannedBlocks, DeEscalatedBlock)):
         return True
     return any(f"{kind.__module__}:{kind.__qualname__}" in KERAS_HUB_BLOCKS for kind in type(layer).__mro__)
 

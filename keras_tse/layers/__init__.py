@@ -4,6 +4,7 @@ from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
+from keras_tse.layers.deescalated_block import DeEscalatedBlock
 from keras_tse.layers.image_preprocessor import ImagePreprocessor
 from keras_tse.layers.layer_scale_block import LayerScaleBlock
 from keras_tse.layers.patch_embedding import PatchEmbedding
@@ -23,6 +24,7 @@ from keras_tse.layouts.layerscale import cait_layer_scale_init
 __all__ = [
     "AdaptiveEmbedding",
     "ClassTokenPooling",
+    "DeEscalatedBlock",
     "DeEscalation",
     "DeepNormBlock",
     "ImagePreprocessor",

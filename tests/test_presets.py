@@ -50,7 +50,12 @@ def test_every_preset_has_its_metadata_and_an_existing_card():
         if entry["weights"] is not None:  # shipped: a preset folder inside the package, at most 10 MiB
             folder = os.path.join(os.path.dirname(zoo.__file__), entry["weights"])
             files = sorted(os.path.relpath(os.path.join(d, f), folder) for d, _, fs in os.walk(folder) for f in fs)
-            words = ["assets/tokenizer/vocabulary.txt"] if entry["builder"] == "gpt" else []  # a language model's
+            # a language model's tokenizer: its words and its settings (`keras_tse.data.WordTokenizer`)
+            words = (
+                ["assets/tokenizer/tokenizer.json", "assets/tokenizer/vocabulary.txt"]
+                if entry["builder"] == "gpt"
+                else []
+            )
             assert files == sorted([*words, "config.json", "metadata.json", "model.weights.h5"]), name
             assert sum(os.path.getsize(os.path.join(folder, f)) for f in files) <= 10 * 2**20, name
         assert entry["normalization"] and entry["description"], name

@@ -15,7 +15,7 @@ import keras
 import numpy as np
 import pytest
 
-from keras_tse import data
+from keras_tse import data, zoo
 from keras_tse.data import mnist, ptb
 from tests.helpers import recipe_module, run_recipe_here
 
@@ -361,4 +361,5 @@ def test_own_image_folder_and_npz_train_the_vit_recipes_smoke_run(tmp_path, caps
         summary = json.load(f)
     assert summary["epochs"] == 1 and np.isfinite(summary["train_loss"])
     model = keras.saving.load_model(tmp_path / "run_npz" / "deescalate" / "checkpoints" / "last.keras")
-    assert model.input.shape[1:] == (12, 12, 1) and model.output.shape[-1] == 3
+    core = zoo.preprocessing.core_of(model)  # the model takes raw images; its core the trained 12x12 grey ones
+    assert core.input.shape[1:] == (12, 12, 1) and model.output.shape[-1] == 3

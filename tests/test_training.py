@@ -37,14 +37,16 @@ def test_a_run_folder_refuses_other_settings(tmp_path):
     x = np.random.default_rng(0).standard_normal((16, 8, 8, 1)).astype("float32")
     data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
 
-    def run(epochs):
+    def run(epochs, batch_size=8):
         model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=8, name="tiny")
-        config = TrainConfig(epochs=epochs, batch_size=8)
+        config = TrainConfig(epochs=epochs, batch_size=batch_size)
         return fit_variant(model, data, data, str(tmp_path), config, x[:4], 2, checkpoints=False, verbose=0)
 
     first = run(1)
     assert run(1) == first  # finished with the same settings: reused, not retrained
-    with pytest.raises(ValueError, match=r"received train.epochs 2; expected 1, the setting of the run it holds"):
+    with pytest.raises(ValueError, match=r"received train.batch_size 4; expected 8, the setting of the run it holds"):
+        run(1, batch_size=4)
+    with pytest.raises(ValueError, match=r"received train.epochs 2; expected 1: a finished run of 1 epochs"):
         run(2)
 
 

@@ -644,6 +644,31 @@ def test_the_compiled_generation_is_ten_times_the_eager_one_in_its_result_file()
     assert f"{min(ratios):.0f}-{max(ratios):.0f}x the eager steps" in text
 
 
+def test_the_320_block_grids_prose_holds_in_its_rows():
+    """zoo/depth80_fashion_mnist.md: at 320 blocks de-escalation trains at 3.33e-5, 1e-4 and 3e-4 and not at
+    the ladder's 1e-3; post-norm at no rate, its best at the grid's lower edge; the best losses it quotes."""
+    study = lab_module("depth_rates320_study")
+    rows = study.STUDY.read_rows()
+    yes, no = study.depth_rates_study.rates_that_train(rows, "deescalate")
+    assert yes == [3.33e-05, 1e-4, 3e-4] and 1e-3 in no
+    assert study.depth_rates_study.rates_that_train(rows, "post")[0] == []
+
+    def best(arm):
+        seed0 = [r for r in rows if r["arm"] == arm]
+        row = min(seed0, key=lambda r: float(r["train_loss"]))
+        return float(row["train_loss"]), float(row["learning_rate"]), min(float(r["learning_rate"]) for r in seed0)
+
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
+    loss, rate, lowest = best("post")
+    assert rate == lowest and f"its best ({loss:.3f} at {rate:.3g})".replace("e-05", "e-5") in text
+    quoted = [f"{best(arm)[0]:.3f}" for arm in ("deescalate", "pre", "deepnorm", "deescalate_layerscale", "layerscale")]
+    assert (
+        f"Its best final training loss, {quoted[0]} at 1e-4, is above pre-norm's {quoted[1]}, DeepNorm's "
+        f"{quoted[2]}, de-escalation with LayerScale's {quoted[3]} and LayerScale's {quoted[4]}"
+    ) in text
+
+
 def test_the_depth_dynamics_prose_holds_in_its_result_file():
     """zoo/depth80_fashion_mnist.md: the first epoch's losses, update ratios and model updates it quotes."""
     import numpy as np

@@ -202,7 +202,7 @@ def variant_settings(args, norm, config):
     if args.batch_size is not None and _accepts(args, "batch_size"):  # Transformer-XL's memory: one batch size
         overrides["batch_size"] = args.batch_size
     if args.hidden_dim is not None:
-        heads = overrides.get("num_heads") or _family_config(args, preset).get("num_heads", 1)
+        heads = overrides.get("num_heads") or keras_tse.zoo.full_config(preset or args.model).get("num_heads", 1)
         sizes = dict(head_dim=args.hidden_dim // heads, ffn_dim=4 * args.hidden_dim)
         overrides.update(hidden_dim=args.hidden_dim, **{k: v for k, v in sizes.items() if _accepts(args, k)})
     if args.init:
@@ -230,10 +230,6 @@ def _accepts(args, keyword):
     return keras_tse.zoo.registry.accepts(args.model, keyword)
 
 
-def _family_config(args, preset):
-    return keras_tse.zoo.full_config(preset) if preset else keras_tse.zoo.registry.family_config(args.model)
-
-
 def _deescalation_overrides(args, norm):
     """The builder keywords of the eq. (21) flags; only those given, so older run folders still match."""
     flags_given = {
@@ -258,7 +254,7 @@ def _stream_shape(args, plans, config):
     """(batch size, segment length) every variant's model is built for (a GPT without a fixed batch:
     the training batch)."""
     preset, overrides, _, _ = next(iter(plans.values()))
-    built = {**_family_config(args, preset), **overrides}
+    built = {**keras_tse.zoo.full_config(preset or args.model), **overrides}
     return built.get("batch_size") or config.batch_size, built["segment_len"]
 
 

@@ -83,8 +83,7 @@ def variant_of(args, norm):
 
 def base_config(args, norm):
     """Every builder keyword of a variant before this run's changes: its preset's, or its family's defaults."""
-    preset = variant_of(args, norm)["preset"]
-    return keras_tse.zoo.full_config(preset) if preset else keras_tse.zoo.registry.family_config(args.model)
+    return keras_tse.zoo.full_config(variant_of(args, norm)["preset"] or args.model)
 
 
 # === Optimisation: Sec. 3.3 ===

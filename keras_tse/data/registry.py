@@ -132,18 +132,6 @@ _TFDS = "; or TensorFlow Datasets (--data-source tfds)"
 
 
 DIGIT_NAMES = tuple(str(digit) for digit in range(10))
-FASHION_NAMES = (
-    "T-shirt/top",
-    "Trouser",
-    "Pullover",
-    "Dress",
-    "Coat",
-    "Sandal",
-    "Shirt",
-    "Sneaker",
-    "Bag",
-    "Ankle boot",
-)
 CIFAR10_NAMES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
 
@@ -163,8 +151,8 @@ register_dataset(
 )  # fmt: skip
 _grey_28x28(
     "fashion_mnist", "Fashion-MNIST", "keras_tse.data.mnist:load_fashion_mnist", mnist.FASHION_MEAN,
-    mnist.FASHION_STD, FASHION_NAMES, "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS,
-    "crop_flip",
+    mnist.FASHION_STD, mnist.FASHION_CLASSES,
+    "Debian's dataset-fashion-mnist (apt-get download), or " + _BENCHMARK + _TFDS, "crop_flip",
 )  # fmt: skip
 _grey_28x28(
     "mnist", "MNIST", "keras_tse.data.mnist:load_mnist", mnist.MNIST_MEAN, mnist.MNIST_STD, DIGIT_NAMES,

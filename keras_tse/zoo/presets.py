@@ -59,7 +59,10 @@ def input_description(preset):
 
 
 def full_config(preset):
-    """Every builder keyword of `preset`: its own settings over the builder's defaults."""
+    """Every builder keyword of `preset`: its own settings over the builder's defaults; of a model family's
+    name, its builder's defaults (as `create_model` takes either)."""
+    if preset not in PRESETS and preset in list_families():
+        return family_config(preset)
     entry = PRESETS[preset]
     return {**family_config(entry["builder"]), **copy.deepcopy(entry["config"])}
 

@@ -202,3 +202,88 @@ def test_a_difference_exactly_at_the_minimum_effect_counts_as_one():
     b = [1.0] * 5
     assert verdicts.compare([1.25] * 5, b, lower_is_better=False, min_effect=0.25) == verdicts.BEATS
     assert verdicts.compare([1.2499] * 5, b, lower_is_better=False, min_effect=0.25) == verdicts.EQUIVALENT
+
+
+def test_the_t_distribution_on_both_sides_of_its_switch_and_at_its_ends():
+    """Small |t| takes the incomplete beta's other side (x above (a + 1) / (a + b + 2)); SciPy's values."""
+    assert abs(verdicts.t_sf(0.5, 3) - 0.325723982424) < 1e-10
+    assert abs(verdicts.t_sf(-0.5, 3) - (1 - 0.325723982424)) < 1e-10
+    assert verdicts.t_sf(0.0, 4) == 0.5 and verdicts.t_sf(np.inf, 4) == 0.0
+    assert abs(verdicts.t_quantile(0.8, 4) - 0.940964577235) < 1e-9
+
+
+def test_every_field_of_a_comparison_and_the_gap_its_seeds_would_see():
+    a, b = [0.10, 0.12, 0.11, 0.13, 0.09], [0.15, 0.16, 0.14, 0.18, 0.15]
+    welch = verdicts.measure(a, b)
+    assert abs(welch.stderr - 0.009797958971) < 1e-11 and welch.min_effect == 0.03 and welch.seeds == (5, 5)
+    paired = verdicts.measure(a, b, paired=True)
+    visible = (2.776445105198 + 0.940964577235) * paired.stderr  # (t_{0.975} + t_{0.8}) at 4 degrees of freedom
+    assert abs(paired.smallest_visible_effect() - visible) < 1e-9
+    ranked = verdicts.measure([0.1, 0.2, 0.3, 0.4, 0.5], [np.nan] * 5, metric="test_accuracy", lower_is_better=False)
+    assert ranked.df is None and np.isnan(ranked.stderr) and ranked.p_equivalence == 1.0
+    assert ranked.min_effect == 0.01 and ranked.seeds == (5, 5) and ranked.smallest_visible_effect() == np.inf
+    with pytest.raises(ValueError, match="paired seeds need as many seeds per arm, got 3 and 2"):
+        verdicts.measure([0.1, 0.2, 0.3], [0.1, 0.2], paired=True)
+
+
+def test_seeds_without_spread_decide_by_the_size_of_their_difference():
+    same = verdicts.measure([1.0] * 5, [1.0] * 5)
+    assert (same.estimate, same.stderr, same.df, same.p_difference, same.p_equivalence) == (0.0, 0.0, 8.0, 1.0, 0.0)
+    at_effect = verdicts.measure([1.03] * 5, [1.0] * 5, lower_is_better=False, min_effect=0.03)
+    assert at_effect.p_difference == 0.0 and at_effect.p_equivalence == 1.0  # |d| = m: not inside the margin
+
+
+def test_a_p_value_exactly_at_alpha_decides_and_alpha_reaches_every_entry_point():
+    at_alpha = verdicts.Comparison(0.1, 0.02, 4.0, 0.05, 1.0, 0.03, (5, 5))
+    assert verdicts.decide([at_alpha]) == [verdicts.BEATS]
+    a, b = [0.10, 0.12, 0.11, 0.13, 0.09], [0.15, 0.16, 0.14, 0.18, 0.15]
+    assert verdicts.compare(a, b, paired=True, alpha=1e-4) == verdicts.INCONCLUSIVE  # p = 8.4e-4
+    assert verdicts.stated([verdicts.measure(a, b, paired=True)], alpha=1e-4) == [verdicts.INCONCLUSIVE]
+
+
+def test_the_metric_sets_the_minimum_effect_and_a_diverged_accuracy_is_the_worst():
+    """Two points of accuracy pass the accuracy's one-point minimum effect, not the loss's 0.03; an
+    accuracy that diverged (nan) counts as the worst, not the best."""
+    high, low = [0.90, 0.91, 0.92, 0.93, 0.94], [0.88, 0.89, 0.90, 0.91, 0.92]
+    assert verdicts.compare(high, low, False, metric="test_accuracy", paired=True) == verdicts.BEATS
+    assert verdicts.compare(high, low, False, paired=True) != verdicts.BEATS
+    assert verdicts.measure(low, high).min_effect == 0.03  # a loss unless named
+    assert verdicts.compare([np.nan] * 5, high, False, metric="test_accuracy") == verdicts.LOSES
+    with pytest.raises(ValueError, match=r"metric 'bleu' has no minimum effect: expected a name containing one of "
+                       r"\['accuracy', 'loss', 'perplexity'\]"):  # fmt: skip
+        verdicts.min_effect_of("bleu")
+    with pytest.raises(ValueError, match="metric 'perplexity': expected a loss or an accuracy"):
+        verdicts.class_frequency_value("perplexity", 10)
+
+
+def test_seeds_by_name_pair_where_they_match_and_carry_the_diverged_value():
+    lower = verdicts.measure_seeds({1: 0.10, 2: 0.12, 3: 0.11}, {1: 0.20, 2: 0.21, 3: 0.22})
+    assert lower.estimate > 0 and lower.df == 2.0 and lower.min_effect == 0.03  # paired; lower loss favours A
+    unpaired = verdicts.measure_seeds({1: 0.10, 2: 0.12, 3: 0.11}, {4: 0.20, 5: 0.21, 6: 0.22})
+    assert unpaired.df != 2.0
+    scored = verdicts.measure_seeds({1: 0.5, 2: 0.52}, {1: np.inf, 2: 2.2}, diverged=np.log(10))
+    assert scored.df == 1.0 and abs(scored.estimate - (np.log(10) + 2.2 - 1.02) / 2) < 1e-12
+
+
+def test_the_rank_tests_with_ties_against_a_hand_count():
+    """Mann-Whitney: pooled [3, 3, 5 | 1, 3, 2] ranks [4, 4, 6 | 1, 4, 2], A's sum 14 against 10.5 by
+    chance, 6 of the 20 relabellings as far (p = 0.3). Signed ranks: differences [0.5, 0, -0.5, tie,
+    1, 3], the zeros and the shared divergence dropped, |d| ranked [1.5, 1.5, 3, 4], statistic 7, 6 of
+    16 sign flips as far (p = 0.375, SciPy's exact Wilcoxon)."""
+    assert verdicts.rank_test(np.array([3.0, 3.0, 5.0]), np.array([1.0, 3.0, 2.0])) == (3.5, 0.3)
+    a = np.array([1.0, 2.0, 3.0, -np.inf, 5.0, 4.0])
+    b = np.array([0.5, 2.0, 3.5, -np.inf, 4.0, 1.0])
+    assert verdicts.rank_test(a, b, paired=True) == (7.0, 0.375)
+
+
+def test_the_simulated_rates_pair_and_share_alpha_as_the_rule_does():
+    """Fifty draws at a 1-sd gap, five seeds (this generator's counts, pinned): pairing (half the variance
+    shared, so cancelled) finds the gap more often than Welch's, and one comparison of a family of three,
+    held against alpha / 3, less often."""
+    rates = [
+        verdicts.verdict_rates(5, 1.0, min_effect=0.5, paired=paired, draws=50, seed=3, family=family)
+        for paired, family in ((False, 1), (True, 1), (True, 3))
+    ]
+    assert [r[verdicts.BEATS] for r in rates] == [0.14, 0.38, 0.2]
+    assert [r[verdicts.EQUIVALENT] for r in rates] == [0.0, 0.02, 0.02]
+    assert all(r[verdicts.LOSES] == 0.0 and abs(sum(r.values()) - 1.0) < 1e-12 for r in rates)

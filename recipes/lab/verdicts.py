@@ -65,13 +65,6 @@ class Comparison:
     min_effect: float
     seeds: tuple
 
-    def interval(self, alpha=ALPHA):
-        """The two-sided 1 - alpha t-interval of `d` (infinite under the rank test)."""
-        if self.df is None:
-            return -math.inf, math.inf
-        half = t_quantile(1.0 - alpha / 2.0, self.df) * self.stderr
-        return self.estimate - half, self.estimate + half
-
     def smallest_visible_effect(self, alpha=ALPHA, power=0.8):
         """The gap this comparison's seeds would find with probability `power` at level alpha (normal
         noise of the observed spread): (t_{1-alpha/2} + t_{power}) * stderr."""
@@ -192,7 +185,8 @@ def rank_test(a, b, paired=False):
     statistic if `paired`; positive when A ranks better) and its exact two-sided p, every relabelling
     of the seeds (every sign flip of the pairs) enumerated."""
     if paired:
-        diff = np.where(a == b, 0.0, a - b)  # two seeds that both diverged tie (inf - inf would be nan)
+        with np.errstate(invalid="ignore"):  # inf - inf: two seeds that both diverged, which tie
+            diff = np.where(a == b, 0.0, a - b)
         diff = diff[diff != 0]
         ranks = _ranks(np.abs(diff))
         observed = float(np.sum(np.sign(diff) * ranks))
@@ -270,7 +264,7 @@ def _incomplete_beta(a, b, x):
     return front / fraction
 
 
-def verdict_rates(seeds, gap, *, min_effect, paired=False, draws=2000, family=1, seed=0):
+def verdict_rates(seeds, gap, *, min_effect, paired, draws, family=1, seed=0):
     """How often the rule says each outcome when A's mean truly exceeds B's by `gap` (unit normal noise
     per seed; paired seeds share half their variance): {outcome: fraction of `draws`}. With `family` > 1,
     that many such comparisons are decided together and a draw counts the outcome of the first."""

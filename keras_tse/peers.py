@@ -63,6 +63,7 @@ def _check_free(host, port, flag, given):
 def _gather(server, num_processes, settings, timeout_s):
     """Process 0: every other process's hello, then one answer to all."""
     deadline, peers, problem = time.monotonic() + timeout_s, {}, None
+    heard = []  # every process that said hello, each told the answer (two with one index included)
     while len(peers) < num_processes - 1 and time.monotonic() < deadline:
         try:
             connection, _ = server.accept()
@@ -76,7 +77,8 @@ def _gather(server, num_processes, settings, timeout_s):
         if index in peers or not isinstance(index, int) or not 0 < index < num_processes:
             twice = f"{index!r} from two processes, or out of 1 to {num_processes - 1}"
             problem = problem or f"--process-id: received {twice}; expected each index once"
-        peers[index] = connection
+        heard.append(connection)
+        peers.setdefault(index, connection)
         problem = problem or _first_difference(index, hello.get("settings", {}), settings)
     missing = [i for i in range(1, num_processes) if i not in peers]
     if missing and problem is None:
@@ -85,10 +87,10 @@ def _gather(server, num_processes, settings, timeout_s):
             f"--num-processes: received {num_processes}, but process(es) {named} did not join within {timeout_s:g} s; "
             "expected every process started with the same --coordinator (--join-timeout sets the wait)"
         )
-    for connection in peers.values():
+    for connection in heard:
         connection.sendall((json.dumps({"error": problem}) + "\n").encode())
     if problem is not None:
-        for connection in peers.values():
+        for connection in heard:
             connection.close()
         raise InputError(*_split(problem))
     _keep(peers)

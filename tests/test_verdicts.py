@@ -1,6 +1,7 @@
 """The verdict rule (zoo/README.md, recipes.lab.verdicts) and the claims the cards make with it."""
 
 import os
+import warnings
 
 import numpy as np
 import pytest
@@ -229,7 +230,7 @@ def test_every_field_of_a_comparison_and_the_gap_its_seeds_would_see():
 def test_seeds_without_spread_decide_by_the_size_of_their_difference():
     same = verdicts.measure([1.0] * 5, [1.0] * 5)
     assert (same.estimate, same.stderr, same.df, same.p_difference, same.p_equivalence) == (0.0, 0.0, 8.0, 1.0, 0.0)
-    at_effect = verdicts.measure([1.03] * 5, [1.0] * 5, lower_is_better=False, min_effect=0.03)
+    at_effect = verdicts.measure([1.25] * 5, [1.0] * 5, lower_is_better=False, min_effect=0.25)
     assert at_effect.p_difference == 0.0 and at_effect.p_equivalence == 1.0  # |d| = m: not inside the margin
 
 
@@ -271,9 +272,20 @@ def test_the_rank_tests_with_ties_against_a_hand_count():
     1, 3], the zeros and the shared divergence dropped, |d| ranked [1.5, 1.5, 3, 4], statistic 7, 6 of
     16 sign flips as far (p = 0.375, SciPy's exact Wilcoxon)."""
     assert verdicts.rank_test(np.array([3.0, 3.0, 5.0]), np.array([1.0, 3.0, 2.0])) == (3.5, 0.3)
+    # the largest values tie: ranks [4, 4 | 1, 2, 4], 4 of 10 as far; no ties: only the 2 of 35 extremes
+    assert verdicts.rank_test(np.array([3.0, 3.0]), np.array([1.0, 2.0, 3.0])) == (2.0, 0.4)
+    assert verdicts.rank_test(np.array([5.0, 6.0, 7.0]), np.array([1.0, 2.0, 3.0, 4.0])) == (6.0, 2 / 35)
     a = np.array([1.0, 2.0, 3.0, -np.inf, 5.0, 4.0])
     b = np.array([0.5, 2.0, 3.5, -np.inf, 4.0, 1.0])
-    assert verdicts.rank_test(a, b, paired=True) == (7.0, 0.375)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # two diverged seeds are a tie, not a warning
+        assert verdicts.rank_test(a, b, paired=True) == (7.0, 0.375)
+
+
+def test_a_verdict_as_a_table_cell_answers_a_against_b():
+    cells = [verdicts.table_cell(v) for v in (verdicts.BEATS, verdicts.LOSES, verdicts.EQUIVALENT)]
+    assert cells == ["A beats B", "A loses to B", "A is equivalent to B"]
+    assert verdicts.table_cell("inconclusive (3 verdict seeds)") == "inconclusive (3 verdict seeds)"
 
 
 def test_the_simulated_rates_pair_and_share_alpha_as_the_rule_does():

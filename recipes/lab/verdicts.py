@@ -75,10 +75,9 @@ class Comparison:
 
 def _oriented(values, lower_is_better, log_scale):
     """Values where larger is better, a diverged seed as the worst."""
-    values = np.asarray(values, dtype="float64").reshape(-1)
-    if log_scale:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            values = np.log(values)
+    values = np.asarray(values, dtype="float64")
+    if log_scale:  # a perplexity is at least 1: its log is finite or the diverged seed's inf / nan
+        values = np.log(values)
     values = np.where(np.isfinite(values), values, np.inf if lower_is_better else -np.inf)
     return -values if lower_is_better else values
 

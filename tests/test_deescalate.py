@@ -44,17 +44,77 @@ def test_a_deescalated_bert_keeps_every_weight_and_centres_each_blocks_output(tm
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)["sequence_output"]), sequence, atol=1e-6)
 
 
-def test_a_model_without_known_blocks_or_with_causal_ones_is_one_line():
+def _decoder_model(normalize_first):
+    """GPT-2 (pre-norm), or a post-norm stack of KerasHub's decoder blocks."""
     import keras
 
     keras_hub = pytest.importorskip("keras_hub")
+    keras.utils.set_random_seed(0)
+    if normalize_first:
+        return keras_hub.models.GPT2Backbone(
+            vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+        )
+    tokens = keras.Input((8, 8), name="tokens")
+    x = tokens
+    for i in range(2):
+        x = keras_hub.layers.TransformerDecoder(16, 2, normalize_first=False, name=f"decoder_{i}")(x)
+    return keras.Model(tokens, x, name="post_decoder")
+
+
+def _decoder_inputs(model, change_from=None):
+    rng = np.random.default_rng(0)
+    if model.name == "post_decoder":
+        x = rng.normal(size=(2, 8, 8)).astype("float32")
+        if change_from is not None:
+            x[:, change_from:] = rng.normal(size=x[:, change_from:].shape)
+        return x
+    ids = rng.integers(1, 50, (2, 8)).astype("int32")
+    if change_from is not None:
+        ids[:, change_from:] = 3
+    return {"token_ids": ids, "padding_mask": np.ones((2, 8), "int32")}
+
+
+@pytest.mark.parametrize("normalize_first", [True, False], ids=["gpt2_pre_norm", "post_norm"])
+def test_a_deescalated_decoder_keeps_every_weight_reads_no_later_position_and_saves(normalize_first, tmp_path):
+    """A KerasHub decoder's running mean before the FFN (eq. 21, causal): its weights copied bit for bit (the
+    original model unchanged), tau = 0 the original's outputs, tau = 1 others; no position reads a later one
+    (the positions before 5 unchanged when those from 5 on change); `.keras` round trip; a cached call is one
+    line."""
+    import keras
+
+    model = _decoder_model(normalize_first)
+    before = [np.asarray(w).copy() for w in model.weights]
+    fixed = keras_tse.deescalate(model)
+    assert len(fixed.weights) == len(model.weights)
+    assert all(np.array_equal(np.asarray(a), b) for a, b in zip(fixed.weights, before))
+    inputs = _decoder_inputs(model)
+    own = keras.ops.convert_to_numpy(model(inputs))
+    assert all(np.array_equal(np.asarray(a), b) for a, b in zip(model.weights, before))
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras_tse.deescalate(model, tau=0.0)(inputs)), own, atol=1e-6)
+    out = keras.ops.convert_to_numpy(fixed(inputs))
+    assert np.abs(out - own).max() > 0.05
+    changed = keras.ops.convert_to_numpy(fixed(_decoder_inputs(model, change_from=5)))
+    np.testing.assert_allclose(changed[:, :5], out[:, :5], atol=1e-6)  # no future leakage
+    assert np.abs(changed[:, 5:] - out[:, 5:]).max() > 1e-3
+    fixed.save(tmp_path / "decoder.keras")
+    loaded = keras.saving.load_model(tmp_path / "decoder.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)), out, atol=1e-5)
+    decoder = [layer for layer in fixed.layers if type(layer).__name__ == "DeEscalatedDecoder"][0]
+    cache = keras.ops.zeros((2, 2, 8, 2, 4))
+    with pytest.raises(ValueError, match="running mean reads every earlier position, which a key/value cache"):
+        decoder(keras.ops.zeros((2, 1, 8)), self_attention_cache=cache, self_attention_cache_update_index=0)
+
+
+def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line():
+    import keras
+
+    from keras_tse import zoo
+
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="plain")
     with pytest.raises(ValueError, match="model 'plain' has none"):
         keras_tse.deescalate(plain)
-    gpt2 = keras_hub.models.GPT2Backbone(
-        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
-    )
-    with pytest.raises(ValueError, match=r"causal blocks \['transformer_layer_0', 'transformer_layer_1'\]"):
-        keras_tse.deescalate(gpt2)
+    gpt = zoo.gpt(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32)
+    with pytest.raises(ValueError, match=r"is built de-escalated \(`norm='deescalate'`\). Received: causal blocks"):
+        keras_tse.deescalate(gpt)
     with pytest.raises(ValueError, match="`tau` must be"):
         keras_tse.deescalate(_bert()[0], tau=1.5)

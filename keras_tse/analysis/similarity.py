@@ -75,9 +75,10 @@ def escalation_rate(x, y):
 
 # KerasHub's Transformer blocks, by the module and name of their class (a subclass counts): found without
 # importing KerasHub, which a model built from them has already imported.
+KERAS_HUB_DECODER = "keras_hub.src.layers.modeling.transformer_decoder:TransformerDecoder"
 KERAS_HUB_BLOCKS = {
     "keras_hub.src.layers.modeling.transformer_encoder:TransformerEncoder",
-    "keras_hub.src.layers.modeling.transformer_decoder:TransformerDecoder",
+    KERAS_HUB_DECODER,
     "keras_hub.src.models.vit.vit_layers:ViTEncoderBlock",
 }
 
@@ -89,7 +90,12 @@ def is_block(layer):
 
     if isinstance(layer, (TransformerBlock, ScannedBlocks, DeEscalatedBlock)):
         return True
-    return any(f"{kind.__module__}:{kind.__qualname__}" in KERAS_HUB_BLOCKS for kind in type(layer).__mro__)
+    return of_kind(layer, KERAS_HUB_BLOCKS)
+
+
+def of_kind(layer, kinds):
+    """Whether `layer`'s class or a base is one of `kinds` ("module:QualName"), its package not imported to look."""
+    return any(f"{kind.__module__}:{kind.__qualname__}" in kinds for kind in type(layer).__mro__)
 
 
 def block_outputs_model(model, layers=None, with_output=False):

@@ -1,6 +1,5 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
-from keras_tse.layers import deescalated_decoder  # noqa: F401 (registers the loader of a saved DeEscalatedDecoder)
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.de_escalation import DeEscalation

@@ -5,8 +5,8 @@ import keras
 
 from keras_tse.analysis.similarity import KERAS_HUB_DECODER, is_block, of_kind
 from keras_tse.layers.deescalated_block import DeEscalatedBlock
-from keras_tse.layers.deescalated_decoder import deescalated_decoder_class
 from keras_tse.layouts.layout import eq21_options
+from keras_tse.zoo.deescalated_decoder import deescalated_decoder_class  # registers its loader too
 from keras_tse.zoo.preprocessing import replayed
 
 
@@ -64,4 +64,3 @@ def _rewritten(block, options):
     for target, value in zip(targets, block.weights, strict=True):
         target.assign(value)
     return decoder
-

@@ -2,6 +2,8 @@ import keras
 
 from keras_tse.layers.de_escalation import DeEscalation
 
+"""KerasHub's decoder block with the paper's causal de-escalation (`keras_tse.deescalate` makes it)."""
+
 _CLASS = []  # the class, made on first use: KerasHub (and TensorFlow with it) is imported then, not with keras_tse
 
 

@@ -118,3 +118,28 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
         keras_tse.deescalate(gpt)
     with pytest.raises(ValueError, match="`tau` must be"):
         keras_tse.deescalate(_bert()[0], tau=1.5)
+
+
+def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
+    """The study's arms (`recipes/lab/bert_ptb_study.py`) at 2 layers: post-norm is KerasHub's BERT itself,
+    de-escalation centres its blocks' outputs (similarity ~0 where BERT's is not), the pre-norm twin has
+    the same weights' shapes with every encoder `normalize_first`; the masked-word head reads `MASKED`
+    positions; the masking replaces exactly those positions by the mask id."""
+    pytest.importorskip("keras_hub")
+    from recipes.lab import bert_ptb_study as study
+
+    rng = np.random.default_rng(0)
+    x, y = study._masked(study._windows(np.arange(1000) % 49, 4, rng), 49, rng)
+    assert (np.take_along_axis(x["token_ids"], x["mask_positions"], axis=1) == 49).all()
+    assert ((x["token_ids"] == 49).sum(axis=1) == study.MASKED).all() and y.shape == (4, study.MASKED)
+    probe = {k: v for k, v in x.items() if k != "mask_positions"}
+    shapes, similarity = {}, {}
+    for layout in study.LAYOUTS:
+        model, backbone = study.build(layout, 2, 50)
+        assert model(x).shape == (4, study.MASKED, 50)
+        shapes[layout] = [tuple(w.shape) for w in backbone.weights]
+        similarity[layout] = token_similarity_profile(backbone, probe)[-1]
+        encoders = [layer for layer in backbone.layers if type(layer).__name__ == "TransformerEncoder"]
+        assert all(e.normalize_first == (layout == "pre") for e in encoders)
+    assert shapes["pre"] == shapes["post"] == shapes["deescalate"]
+    assert abs(similarity["deescalate"]) < 1e-5 < similarity["post"]

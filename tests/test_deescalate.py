@@ -44,6 +44,29 @@ def test_a_deescalated_bert_keeps_every_weight_and_centres_each_blocks_output(tm
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)["sequence_output"]), sequence, atol=1e-6)
 
 
+def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_with(tmp_path):
+    """The copy of a KerasHub backbone is a KerasHub `Backbone` with the original's attributes (the blocks among
+    them rewritten): `BertMaskedLM` is built on it, trains a step, and its `.keras` file loads as the same task
+    with the same predictions (the backbone rebuilt from its original's configuration, then its weights)."""
+    import keras
+
+    keras_hub = pytest.importorskip("keras_hub")
+    bert, inputs = _bert()
+    fixed = keras_tse.deescalate(bert)
+    assert isinstance(fixed, keras_hub.models.Backbone) and fixed.vocabulary_size == 50 and fixed.hidden_dim == 8
+    assert fixed.token_embedding is bert.token_embedding
+    assert [type(layer).__name__ for layer in fixed.transformer_layers] == ["DeEscalatedBlock"] * 3
+    task = keras_hub.models.BertMaskedLM(backbone=fixed, preprocessor=None)
+    x = {**inputs, "mask_positions": np.array([[1, 3], [0, 5]], "int32")}
+    task.compile(optimizer="adam", loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    task.train_on_batch(x, np.array([[4, 7], [9, 2]], "int32"))
+    predicted = task.predict(x, verbose=0)
+    task.save(tmp_path / "task.keras")
+    loaded = keras.saving.load_model(tmp_path / "task.keras")
+    assert type(loaded.backbone).__name__ == "DeEscalatedBackbone"
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), predicted, atol=1e-5)
+
+
 def _decoder_model(normalize_first):
     """GPT-2 (pre-norm), or a post-norm stack of KerasHub's decoder blocks."""
     import keras

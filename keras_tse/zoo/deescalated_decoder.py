@@ -1,37 +1,14 @@
+"""KerasHub's decoder block with the paper's causal de-escalation (`keras_tse.deescalate` makes it)."""
+
 import keras
 
 from keras_tse.layers.de_escalation import DeEscalation
-
-"""KerasHub's decoder block with the paper's causal de-escalation (`keras_tse.deescalate` makes it)."""
-
-_CLASS = []  # the class, made on first use: KerasHub (and TensorFlow with it) is imported then, not with keras_tse
-
-
-def deescalated_decoder_class():
-    """`DeEscalatedDecoder`, a subclass of KerasHub's `TransformerDecoder` (imported here, on first use)."""
-    if not _CLASS:
-        _CLASS.append(_define())
-    return _CLASS[0]
-
-
-@keras.saving.register_keras_serializable(package="keras_tse", name="DeEscalatedDecoder")
-class _Loader:
-    """What a saved `DeEscalatedDecoder` resolves to in a process that has not used one yet: its `from_config`
-    makes the class (importing KerasHub) and returns the layer, so `keras.saving.load_model` needs only
-    `import keras_tse`."""
-
-    def get_config(self):  # the registry asks for one; the layer's own is `DeEscalatedDecoder.get_config`
-        return {}
-
-    @classmethod
-    def from_config(cls, config):
-        return deescalated_decoder_class().from_config(config)
+from keras_tse.zoo.keras_hub_classes import lazy_class
 
 
 def _define():
     import keras_hub
 
-    @keras.saving.register_keras_serializable(package="keras_tse", name="DeEscalatedDecoder")
     class DeEscalatedDecoder(keras_hub.layers.TransformerDecoder):
         """KerasHub's `TransformerDecoder` with the paper's causal de-escalation before its FFN (Sec. 3.4, eq. 21
         with the running mean): position `t` of the FFN's input minus `tau` times the mean of positions
@@ -89,6 +66,10 @@ def _define():
             }
 
     return DeEscalatedDecoder
+
+
+# `DeEscalatedDecoder`, a subclass of KerasHub's `TransformerDecoder`.
+deescalated_decoder_class = lazy_class("DeEscalatedDecoder", _define)
 
 
 class _ThenDeEscalated(keras.layers.Layer):

@@ -1,0 +1,63 @@
+"""KerasHub's backbone with the paper's fix in its blocks (`keras_tse.deescalate` makes it)."""
+
+import keras
+
+from keras_tse.zoo.deescalated_graph import deescalated_graph
+from keras_tse.zoo.keras_hub_classes import lazy_class
+
+KERAS_HUB_BACKBONE = "keras_hub.src.models.backbone:Backbone"
+
+
+def _define():
+    import keras_hub
+
+    class DeEscalatedBackbone(keras_hub.models.Backbone):
+        """A KerasHub backbone whose Transformer blocks apply eq. (21) (`keras_tse.deescalate`), itself a
+        KerasHub `Backbone` with the original's attributes (its configuration's numbers, `token_embedding`,
+        `transformer_layers` as rewritten, ...), so that a KerasHub task takes it as it takes the original.
+        Its layers are the original's but the blocks (an encoder's held by a `DeEscalatedBlock`, its weights
+        shared; a decoder a `DeEscalatedDecoder` with a copy of its weights).
+
+        Saved, it is the original's configuration and the options: loading builds the original anew, rewrites
+        it, then loads the weights.
+
+        Args:
+            backbone: the KerasHub backbone, or its serialized form (from a saved model).
+            tau, trainable_tau: eq. (21)'s options.
+        """
+
+        def __init__(self, backbone, tau=1.0, trainable_tau=False, **kwargs):
+            if isinstance(backbone, dict):
+                backbone = keras.saving.deserialize_keras_object(backbone)
+            graph, rewritten = deescalated_graph(backbone, {"tau": tau, "trainable_tau": trainable_tau})
+            kwargs.setdefault("name", f"{backbone.name}_deescalated")
+            kwargs.setdefault("dtype", backbone.dtype_policy)
+            super().__init__(inputs=graph.input, outputs=graph.output, **kwargs)
+            self.backbone_config = keras.saving.serialize_keras_object(backbone)
+            self.tau, self.trainable_tau = tau, trainable_tau
+            for name, value in _attributes(backbone).items():
+                setattr(self, name, keras.tree.map_structure(lambda v: rewritten.get(id(v), v), value))
+
+        def get_config(self):
+            return {
+                "backbone": self.backbone_config,
+                "tau": self.tau,
+                "trainable_tau": self.trainable_tau,
+                "name": self.name,
+                "trainable": self.trainable,
+            }
+
+    return DeEscalatedBackbone
+
+
+def _attributes(backbone):
+    """What the backbone's class set on it beyond a Keras model's own: its configuration's numbers and its
+    named layers (`token_embedding`, a property of KerasHub's `Backbone`, with them)."""
+    plain = keras.Input((1,))
+    keras_own = set(vars(keras.Model(plain, plain)))
+    names = [k for k in vars(backbone) if not k.startswith("_") and k not in keras_own]
+    return {"token_embedding": backbone.token_embedding, **{k: getattr(backbone, k) for k in names}}
+
+
+# `DeEscalatedBackbone`, a subclass of KerasHub's `Backbone`.
+deescalated_backbone_class = lazy_class("DeEscalatedBackbone", _define)

@@ -76,7 +76,7 @@ def _gather(server, num_processes, settings, timeout_s):
         index = hello.get("process_id")
         if index in peers or not isinstance(index, int) or not 0 < index < num_processes:
             twice = f"{index!r} from two processes, or out of 1 to {num_processes - 1}"
-            problem = problem or f"--process-id: received {twice}; expected each index once"
+            problem = problem or ("--process-id", twice, "each index once")
         heard.append(connection)
         peers.setdefault(index, connection)
         problem = problem or _first_difference(index, hello.get("settings", {}), settings)
@@ -84,15 +84,16 @@ def _gather(server, num_processes, settings, timeout_s):
     if missing and problem is None:
         named = ", ".join(map(str, missing))
         problem = (
-            f"--num-processes: received {num_processes}, but process(es) {named} did not join within {timeout_s:g} s; "
-            "expected every process started with the same --coordinator (--join-timeout sets the wait)"
+            "--num-processes",
+            f"{num_processes}, but process(es) {named} did not join within {timeout_s:g} s",
+            "every process started with the same --coordinator (--join-timeout sets the wait)",
         )
     for connection in heard:
         connection.sendall((json.dumps({"error": problem}) + "\n").encode())
     if problem is not None:
         for connection in heard:
             connection.close()
-        raise InputError(*_split(problem))
+        raise InputError(*problem)
     _keep(peers)
 
 
@@ -115,11 +116,11 @@ def _report(host, port, process_id, settings, timeout_s):
     answer = _read_line(connection, deadline + timeout_s)
     if answer.get("error") or not answer:
         connection.close()
-        raise InputError(*_split(answer.get("error") or _LOST_AT_JOIN))
+        raise InputError(*(answer.get("error") or _LOST_AT_JOIN))
     _keep({0: connection})
 
 
-_LOST_AT_JOIN = "--coordinator: received no answer from process 0; expected it to stay until every process joined"
+_LOST_AT_JOIN = ("--coordinator", "no answer from process 0", "it to stay until every process joined")
 
 
 class _Peers:
@@ -238,17 +239,9 @@ def _read_line(connection, deadline):
 
 
 def _first_difference(index, theirs, ours):
+    """The first setting the two processes disagree on, as `InputError`'s three parts; None if none."""
     for key in sorted(set(theirs) | set(ours)):
         if theirs.get(key) != ours.get(key):
-            return (
-                f"--{key.replace('_', '-')}: received {theirs.get(key)!r} on process {index} and {ours.get(key)!r} on "
-                "process 0; expected every process started with the same settings"
-            )
+            received = f"{theirs.get(key)!r} on process {index} and {ours.get(key)!r} on process 0"
+            return f"--{key.replace('_', '-')}", received, "every process started with the same settings"
     return None
-
-
-def _split(line):
-    """An InputError's three parts back from its one line `<what>: received <value>; expected <what>`."""
-    what, _, rest = line.partition(": received ")
-    received, _, expected = rest.rpartition("; expected ")
-    return what, received, expected

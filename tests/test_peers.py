@@ -3,6 +3,7 @@ and the watcher on socket pairs, its exit replaced by a record (tests/test_proce
 through real processes and a training command)."""
 
 import socket
+import struct
 import threading
 
 import pytest
@@ -64,7 +65,8 @@ def _processes(port, count, settings_of, timeout_s=10, ids=None):
 
 def test_processes_with_the_same_settings_join_and_keep_their_connections(kept):
     settings = {"learning_rate": 0.001, "seed": 0}
-    assert _processes(_free_port(), 3, lambda i: settings) == ["joined"] * 3
+    # a long wait allowed: process 0 answers once the last process joined, not when the wait is over
+    assert _processes(_free_port(), 3, lambda i: settings, timeout_s=120) == ["joined"] * 3
     assert sorted(sorted(connections) for connections in kept) == [[0], [0], [1, 2]]
     assert all(c.gettimeout() is None for connections in kept for c in connections.values())  # a blocking watch
 
@@ -170,6 +172,7 @@ def _watcher():
     before = set(threading.enumerate())
     peers.watch()
     (thread,) = set(threading.enumerate()) - before
+    assert thread.name == "keras_tse peers" and thread.daemon  # a daemon: a finished process is not kept alive
     return thread
 
 
@@ -180,9 +183,10 @@ def test_a_process_that_ends_before_saying_it_finished_stops_this_one_and_the_re
     thread.join(30)
     assert not thread.is_alive() and exits == [peers.PEER_LOST_EXIT] == [1] and cleaned == [True]
     assert far[1].recv(64) == b"lost 2\n"  # the others are told which process ended
-    assert capsys.readouterr().err.startswith(
+    assert capsys.readouterr().err == (
         "error: process 2 of this run ended before the run did (killed, crashed or stopped by an error); this "
-        "process stops too. Every file saved is whole:"
+        "process stops too. Every file saved is whole: start every process again with the same command to resume "
+        "from the last saved epoch\n"
     )
 
 
@@ -236,3 +240,21 @@ def test_settle_waits_its_grace_in_polls_only_while_a_peer_could_still_be_heard(
     monkeypatch.setattr(peers, "_PEERS", peers._Peers())
     peers.settle(1.0)
     assert len(Clock.sleeps) == 5  # finished, or no peers: no wait
+
+
+def test_a_reset_connection_is_a_peers_end_and_a_finished_peer_leaves_the_others_watched(watched):
+    """A connection reset (the peer's machine gone) reads as an end, as a closed one does; a peer that said it
+    finished is no longer watched, the other still is."""
+    far, exits, _, capsys = watched
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        near = socket.create_connection(server.getsockname())
+        peer, _ = server.accept()
+    peers._keep({1: near, 2: peers._PEERS.connections[2]})
+    thread = _watcher()
+    far[2].sendall(b"finished\n")
+    thread.join(0.5)  # the finish heard first (a watcher that failed on it would have ended here)
+    peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    peer.close()  # an abortive close: the watcher's recv fails with a reset
+    thread.join(30)
+    near.close()
+    assert exits == [1] and "error: process 1 of this run ended" in capsys.readouterr().err

@@ -392,11 +392,12 @@ def test_a_setting_one_process_has_and_another_lacks_is_named():
     """The comparison runs over the keys of both sides: a key on one side only differs (iterating one
     side's keys would let a process with an extra setting through)."""
     from keras_tse import peers
+    from keras_tse._checks import InputError
 
     theirs, ours = {"seed": 0, "learn_tau": True}, {"seed": 0}
-    assert peers._first_difference(1, theirs, ours) == (
+    assert str(InputError(*peers._first_difference(1, theirs, ours))) == (
         "--learn-tau: received True on process 1 and None on process 0; expected every process started with the "
         "same settings"
     )
-    assert peers._first_difference(1, ours, theirs).startswith("--learn-tau: received None on process 1 and True")
+    assert peers._first_difference(1, ours, theirs)[1] == "None on process 1 and True on process 0"
     assert peers._first_difference(1, ours, dict(ours)) is None

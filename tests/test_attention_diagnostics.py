@@ -87,3 +87,58 @@ def test_logs_all_and_tensorboard(tmp_path):
 def test_bad_frequency_is_refused():
     with pytest.raises(ValueError, match="Received: every_n_batches=0"):
         AttentionDiagnostics(np.zeros((1, 8, 8, 1)), every_n_batches=0)
+
+
+def _keras_mha_like(block, causal_input, normalize):
+    """Keras's own `MultiHeadAttention` given the KerasHub block's attention weights (by path), called on the
+    block's input (layer-normalised as the block would): the ground truth for the diagnostics' recomputation."""
+    weights = {w.path.split("/", 1)[1]: np.asarray(w) for w in block.weights}
+    prefix = "self_attention_layer/" if "self_attention_layer/query/kernel" in weights else "self_attention/"
+    heads, head_dim = weights[prefix + "query/kernel"].shape[1:]
+    mha = keras.layers.MultiHeadAttention(heads, head_dim)
+    x = causal_input
+    if normalize:
+        norm = keras.layers.LayerNormalization(epsilon=block.get_config()["layer_norm_epsilon"])
+        norm.build(x.shape)
+        norm.set_weights([weights["self_attention_layer_norm/gamma"], weights["self_attention_layer_norm/beta"]])
+        x = norm(x)
+    mha.build(x.shape, x.shape)
+    names = ("query/kernel", "query/bias", "key/kernel", "key/bias", "value/kernel", "value/bias",
+             "attention_output/kernel", "attention_output/bias")  # fmt: skip
+    mha.set_weights([weights[prefix + name] for name in names])
+    return mha, x
+
+
+@pytest.mark.parametrize("kind", ["bert", "gpt2"])
+def test_the_diagnostics_find_kerashub_blocks_and_read_their_attention_as_keras_computes_it(kind):
+    """No layer list: a KerasHub BERT's encoder blocks and GPT-2's decoder blocks, bare or de-escalated, each give
+    its entropy and QK spectrum; the probabilities recomputed from the block's weights equal Keras's own
+    `MultiHeadAttention` on the same weights (GPT-2: its input normalised first, the causal mask)."""
+    keras_hub = pytest.importorskip("keras_hub")
+    import keras_tse
+    from keras_tse.analysis.diagnostics import keras_hub_attention
+
+    keras.utils.set_random_seed(0)
+    sizes = dict(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    ids = np.random.default_rng(0).integers(1, 50, (2, 8)).astype("int32")
+    inputs = {"token_ids": ids, "padding_mask": np.ones((2, 8), "int32")}
+    if kind == "bert":
+        model, inputs = keras_hub.models.BertBackbone(**sizes), {**inputs, "segment_ids": np.zeros((2, 8), "int32")}
+    else:
+        model = keras_hub.models.GPT2Backbone(**sizes)
+    stats = block_diagnostics(model, inputs)
+    assert len(stats) == 2 and all(s["entropy"].shape == s["variance"].shape == (2,) for s in stats)
+    block = model.transformer_layers[1]
+    x = keras.Model(model.input, keras.tree.flatten(block.input)[0])(inputs)
+    mha, attended = _keras_mha_like(block, x, normalize=kind == "gpt2")
+    _, expected = mha(attended, attended, return_attention_scores=True, use_causal_mask=kind == "gpt2")
+    scores, w_q, _, heads = keras_hub_attention(block, x)
+    np.testing.assert_allclose(ops.convert_to_numpy(scores), ops.convert_to_numpy(expected), atol=1e-6)
+    expected_entropy = np.mean(ops.convert_to_numpy(spectral.attention_entropy(expected)), axis=0)
+    np.testing.assert_allclose(stats[1]["entropy"], expected_entropy, rtol=1e-5)
+    assert heads == 2 and tuple(w_q.shape) == (8, 8)
+    fixed = block_diagnostics(keras_tse.deescalate(model), inputs)  # the same weights: block 0 reads the same input
+    np.testing.assert_allclose(fixed[0]["entropy"], stats[0]["entropy"], rtol=1e-5)
+    np.testing.assert_allclose(fixed[1]["variance"], stats[1]["variance"], rtol=1e-5)

@@ -1,24 +1,28 @@
 """Per block and head: attention entropy and the eigenvalue moments of `W_Q W_K^T` (Bao, Hataya &
-Karakida, ICML 2024), what `AttentionDiagnostics` tracks during `fit` and `keras-tse probe` prints."""
+Karakida, ICML 2024), what `AttentionDiagnostics` tracks during `fit` and `keras-tse probe` prints. The blocks
+are found by kind (`keras_tse.analysis.similarity.is_block`): keras_tse's own, and KerasHub's encoder and
+decoder blocks, bare or de-escalated."""
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_tse.analysis.similarity import restore_state, snapshot_state
+from keras_tse.analysis.similarity import KERAS_HUB_DECODER, is_block, of_kind, restore_state, snapshot_state
 from keras_tse.analysis.spectral import attention_entropy, qk_spectrum
-from keras_tse.layers import TransformerBlock
+from keras_tse.layers import DeEscalatedBlock, ScannedBlocks, TransformerBlock
 
 
 def block_diagnostics(model, inputs, warmup_inputs=None):
-    """Per keras_tse block of `model`: a dict of per-head NumPy arrays `entropy` (on `inputs`, mean
-    over the batch and query rows) and the QK spectrum moments `mean`, `second_moment`, `variance`,
-    `xi`. The model's state (a Transformer-XL memory) is left as found."""
-    blocks = [layer for layer in model.layers if isinstance(layer, TransformerBlock)]
+    """Per Transformer block of `model` (one of a known kind; a scanned stack is not looked into): a dict of
+    per-head NumPy arrays `entropy` (on `inputs`, mean over the batch and query rows) and the QK spectrum
+    moments `mean`, `second_moment`, `variance`, `xi`. The model's state (a Transformer-XL memory) is left
+    as found."""
+    blocks = [layer for layer in model.layers if is_block(layer) and not isinstance(layer, ScannedBlocks)]
     if not blocks:
-        raise ValueError(f"No keras_tse Transformer blocks among the layers of model {model.name!r}.")
+        raise ValueError(f"No Transformer blocks of a known kind among the layers of model {model.name!r}.")
     batch = keras.tree.flatten(inputs)[0].shape[0]
-    block_inputs = keras.Model(model.input, [block.input for block in blocks])
+    # a block called with a mask as well (KerasHub's `padding_mask=`) lists it after its input
+    block_inputs = keras.Model(model.input, [keras.tree.flatten(block.input)[0] for block in blocks])
     initial = snapshot_state(model)
     if warmup_inputs is not None:
         block_inputs.predict(warmup_inputs, batch_size=batch, verbose=0)
@@ -28,9 +32,51 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     restore_state(warmed)  # each block sees the memory the probe would see
     results = []
     for block, x in zip(blocks, xs):
-        _, scores = block(x, return_attention_scores=True)
-        w_q, w_k, _ = block.self_attention.query_key_value_kernels()
-        stats = {k: ops.convert_to_numpy(v) for k, v in qk_spectrum(w_q, w_k, num_heads=block.num_heads).items()}
+        scores, w_q, w_k, heads = _attention_of(block.block if isinstance(block, DeEscalatedBlock) else block, x)
+        stats = {k: ops.convert_to_numpy(v) for k, v in qk_spectrum(w_q, w_k, num_heads=heads).items()}
         results.append({"entropy": np.mean(ops.convert_to_numpy(attention_entropy(scores)), axis=0), **stats})
     restore_state(initial)
     return results
+
+
+def _attention_of(block, x):
+    """(P `[batch, heads, n, n]`, W_Q, W_K `[hidden, heads * head_dim]`, heads) of `block` on its input `x`."""
+    if isinstance(block, TransformerBlock):
+        _, scores = block(x, return_attention_scores=True)
+        w_q, w_k, _ = block.self_attention.query_key_value_kernels()
+        return scores, w_q, w_k, block.num_heads
+    return keras_hub_attention(block, x)
+
+
+def keras_hub_attention(block, x):
+    """The same for KerasHub's `TransformerEncoder` / `TransformerDecoder`, from the block's weights (its
+    sublayers are private to it): the input normalised first where `normalize_first`, eq. (2)'s
+    `softmax(Q K^T / sqrt(head_dim))` per head, the decoder's causal mask; no padding (a probe of whole
+    sequences)."""
+    config, weight, x = block.get_config(), _weights_by_suffix(block), ops.convert_to_tensor(x)
+    if config["normalize_first"]:
+        mean = ops.mean(x, axis=-1, keepdims=True)
+        variance = ops.var(x, axis=-1, keepdims=True)
+        normalised = (x - mean) / ops.sqrt(variance + config["layer_norm_epsilon"])
+        x = normalised * weight("self_attention_layer_norm/gamma") + weight("self_attention_layer_norm/beta")
+    w_q, w_k = weight("query/kernel"), weight("key/kernel")  # [hidden, heads, head_dim]
+    q = ops.einsum("btd,dhk->bhtk", x, w_q) + ops.expand_dims(weight("query/bias"), 1)
+    k = ops.einsum("btd,dhk->bhtk", x, w_k) + ops.expand_dims(weight("key/bias"), 1)
+    logits = ops.einsum("bhqk,bhtk->bhqt", q, k) / float(w_q.shape[-1]) ** 0.5
+    if of_kind(block, {KERAS_HUB_DECODER}):
+        n = x.shape[1]
+        logits = ops.where(ops.tril(ops.ones((n, n), "bool")), logits, -1e9)
+    heads = w_q.shape[1]
+    flat = (w_q.shape[0], heads * w_q.shape[2])
+    return ops.softmax(logits, axis=-1), ops.reshape(w_q, flat), ops.reshape(w_k, flat), heads
+
+
+def _weights_by_suffix(block):
+    """`weight(suffix)`: the block's one self-attention weight whose path ends so (never the cross-attention's)."""
+    own = [w for w in block.weights if "cross_attention" not in w.path]
+
+    def weight(suffix):
+        (found,) = [w for w in own if w.path.endswith("/" + suffix)]
+        return found
+
+    return weight

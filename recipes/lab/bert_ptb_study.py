@@ -4,7 +4,8 @@ each arm's rate bracketed on seed 0 by validation loss, then verdict seeds 1-5 t
 
     nice -n 19 keras-tse study bert_ptb [--jobs 2] [--part 24|48] [--runs runs/bert_ptb]
 
-Each cell is one process (`python -m recipes.lab.bert_ptb_study --cell ...`, JAX) that builds
+Each cell is one process (`python -m recipes.lab.bert_ptb_study --cell ...`, PyTorch backend: no compile,
+which at 48 unrolled layers costs XLA on a CPU more than the training) that builds
 `keras_hub.models.BertBackbone` (width 32, 2 heads, FFN 128, 32 tokens, random weights), makes the arm's model
 from it, trains a masked-word head (`keras_hub.layers.MaskedLMHead`, tied to the token embedding) for
 `STEPS` steps and writes its `summary.json`; a finished cell becomes one row of `zoo/bert_ptb/results.csv`.
@@ -39,6 +40,7 @@ RESULTS = os.path.join(ROOT, "zoo", "bert_ptb", "results.csv")
 WIDTH, HEADS, FFN, TOKENS, MASKED = 32, 2, 128, 32, 5
 STEPS, BATCH, EVAL_WINDOWS = 400, 32, 512
 DEPTHS = (24, 48)
+BACKEND = "torch"
 LAYOUTS = ("post", "deescalate", "pre")
 ARMS = {f"{layout}_{depth}": (layout, depth) for depth in DEPTHS for layout in LAYOUTS}
 SEEDS = (0, 1, 2, 3, 4, 5)  # seed 0 chooses the rate; the verdicts rest on seeds 1-5 (zoo/README.md)
@@ -67,12 +69,12 @@ def run_cell(runs, arm, learning_rate, seed):
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
     os.makedirs(out, exist_ok=True)
     command = [sys.executable, "-m", "recipes.lab.bert_ptb_study", "--cell", out, arm, f"{learning_rate:g}", str(seed)]
-    seconds = engine.run_process(command, out + ".log", f"{arm} seed {seed}")
+    seconds = engine.run_process(command, out + ".log", f"{arm} seed {seed}", backend=BACKEND)
     summary = engine.read_summary(out)
     layout, depth = ARMS[arm]
     return {
         "arm": arm, "layout": layout, "depth": depth, "learning_rate": f"{learning_rate:g}", "seed": seed,
-        **{k: summary[k] for k in FIELDS[5:13]}, "seconds": seconds, "backend": "jax",
+        **{k: summary[k] for k in FIELDS[5:13]}, "seconds": seconds, "backend": BACKEND,
         "machine": summary["machine"],
     }  # fmt: skip
 

@@ -41,14 +41,14 @@ def agree(coordinator, num_processes, process_id, settings, timeout_s=DEFAULT_JO
     host, _, port = coordinator.rpartition(":")
     port = int(port)
     if process_id == 0:
-        _check_free(host, port, "--coordinator", coordinator)
+        _check_free(port, "--coordinator", coordinator)
         with socket.create_server(("", port + 1)) as server:
             server.settimeout(_POLL_S)
             return _gather(server, num_processes, settings, timeout_s)
     return _report(host, port + 1, process_id, settings, timeout_s)
 
 
-def _check_free(host, port, flag, given):
+def _check_free(port, flag, given):
     for where in (port, port + 1):
         try:
             socket.create_server(("", where)).close()

@@ -84,12 +84,64 @@ def test_a_setting_on_one_side_only_or_different_stops_every_process_naming_it(k
 
 
 def test_a_process_id_given_twice_or_out_of_range_is_named(kept):
-    expected = (
-        "--process-id: received 1 from two processes, or out of 1 to 2; expected each index once",
-        "--process-id: received 3 from two processes, or out of 1 to 2; expected each index once",
-    )
-    assert _processes(_free_port(), 3, lambda i: {}, 1.0, ids=[0, 1, 1]) == [expected[0]] * 3  # each told
-    assert _processes(_free_port(), 3, lambda i: {}, ids=[0, 1, 3]) == [expected[1]] * 3
+    def expected(index, last):
+        return f"--process-id: received {index} from two processes, or out of 1 to {last}; expected each index once"
+
+    assert _processes(_free_port(), 3, lambda i: {}, 1.0, ids=[0, 1, 1]) == [expected(1, 2)] * 3  # each told
+    assert _processes(_free_port(), 3, lambda i: {}, ids=[0, 1, 3]) == [expected(3, 2)] * 3
+    port, answers = _free_port(), []  # a hello that says it is process 0 (only process 0 is)
+    thread = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 30, ids=[0])))
+    thread.start()
+    hello = None
+    while hello is None:
+        try:
+            hello = socket.create_connection(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+    with hello:
+        hello.sendall(b'{"process_id": 0, "settings": {}}\n')
+        assert hello.makefile().readline() == '{"error": ["--process-id", "0 from two processes, or out of 1 to 1", ' \
+            '"each index once"]}\n'  # fmt: skip
+    thread.join(60)
+    assert answers == [expected(0, 1)]
+
+
+def test_missing_processes_are_each_named_and_a_late_one_is_waited_for(kept):
+    def missing(named):
+        return (
+            f"--num-processes: received 4, but process(es) {named} did not join within 1 s; expected every process "
+            "started with the same --coordinator (--join-timeout sets the wait)"
+        )
+
+    assert _processes(_free_port(), 4, lambda i: {}, 1.0, ids=[0]) == [missing("1, 2, 3")]
+    assert _processes(_free_port(), 4, lambda i: {}, 1.0, ids=[0, 2]) == [missing("1, 3")] * 2
+    port, answers = _free_port(), []
+    first = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 30, ids=[0])))
+    first.start()
+    first.join(1.0)  # process 0 listens alone past several of its polls before process 1 starts
+    assert _processes(port, 2, lambda i: {}, 30, ids=[1]) == ["joined"]
+    first.join(60)
+    assert answers == ["joined"]
+
+
+def test_settings_larger_than_one_read_arrive_whole(kept):
+    settings = {"notes": "x" * 300_000}  # a hello of several reads
+    assert _processes(_free_port(), 2, lambda i: settings) == ["joined"] * 2
+
+
+def test_a_process_0_that_never_answers_ends_the_wait_in_one_line(kept):
+    port = _free_port()
+    with socket.create_server(("127.0.0.1", port + 1)) as server:
+        answers = []
+        thread = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 0.5, ids=[1])))
+        thread.start()
+        connection, _ = server.accept()  # accepted, read, never answered, never closed
+        connection.recv(4096)
+        thread.join(60)
+        connection.close()
+    assert answers == [
+        "--coordinator: received no answer from process 0; expected it to stay until every process joined"
+    ]
 
 
 def test_a_missing_process_a_missing_process_0_and_a_port_probe(kept):

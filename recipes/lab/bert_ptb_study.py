@@ -104,9 +104,47 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/bert_ptb/results.csv`)."
 
 
+def verdicts_table(rows):
+    """The card's questions, each arm at its best rate, decided on test loss over the verdict seeds (one family)."""
+    from recipes.lab import verdicts
+
+    best = {arm: engine.at_best(rows, arm, PARTS[str(depth)][0]) for arm, (_, depth) in ARMS.items()}
+    seeds = {q: [engine.verdict_seeds(best[arm][1], "test_loss") for arm in (a, b)] for a, b, q in QUESTIONS}
+    asked = [q for _, _, q in QUESTIONS if min(map(len, seeds[q])) >= verdicts.MIN_SEEDS]
+    # a diverged seed counts as a model that predicts the words' frequencies would not: the rank test decides
+    said = dict(zip(asked, verdicts.stated([verdicts.measure_seeds(*seeds[q], metric="test_loss") for q in asked])))
+    lines = ["| question | A | B | on test loss (verdict seeds 1-5, one family) |", "|---|---|---|---|"]
+    for a, b, question in QUESTIONS:
+        lines.append(f"| {question} | {a} | {b} | {verdicts.table_cell(said.get(question, 'not measured'))} |")
+    return "\n".join(lines)
+
+
+def figure(rows):
+    """Training-loss curves (50-step means) of every arm at its best rate, a panel a depth: the card's figure."""
+    from keras_tse.run_files import new_figure, save_figure
+
+    path = os.path.join(ROOT, "zoo", "bert_ptb", "curves.png")
+    if not rows:
+        return None
+    fig, axes = new_figure((10, 3.6), ncols=len(DEPTHS))
+    for ax, depth in zip(axes, DEPTHS):
+        for layout in LAYOUTS:
+            rate, members = engine.at_best(rows, f"{layout}_{depth}", PARTS[str(depth)][0])
+            for i, row in enumerate(members):
+                curve = [float(v) for v in row["loss_curve"].split(";")]
+                steps = [50 * (k + 1) for k in range(len(curve))]
+                label = f"{layout} (lr {rate:g})" if i == 0 else None
+                ax.plot(steps, curve, color=COLOURS[layout], alpha=0.6, label=label)
+        ax.set(title=f"{depth} layers", xlabel="step", ylabel="masked-word training loss (50-step mean)")
+        ax.legend()
+    save_figure(fig, path)
+    return path
+
+
+COLOURS = {"post": "tab:red", "deescalate": "tab:blue", "pre": "tab:green"}
 TITLE = "KerasHub's BERT on Penn Treebank masked words: post-norm, de-escalated and pre-norm at 24 and 48 layers"
 CARD = os.path.join(ROOT, "zoo", "bert_ptb.md")
-STUDY = engine.study_of(sys.modules[__name__])
+STUDY = engine.study_of(sys.modules[__name__], figure=lambda: figure(STUDY.read_rows()))
 
 
 # The cell: one training, run in its own process.

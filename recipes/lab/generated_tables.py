@@ -31,6 +31,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_rates, depth_rates_results, depth_rates_grid, depth_rates_verdicts | zoo/depth80_fashion_mnist/depth_rates.csv | `keras-tse study depth_rates --jobs 2` (cell by cell, resumable) |
 | depth_dynamics | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
+| bert_ptb, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -69,6 +70,7 @@ DOCUMENTS = (
     os.path.join("zoo", "depth80_fashion_mnist.md"),
     os.path.join("zoo", "vit80_cifar10.md"),
     os.path.join("zoo", "transformer_xl60_wt103.md"),
+    os.path.join("zoo", "bert_ptb.md"),
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
 VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study",
@@ -87,7 +89,7 @@ DEPTH_STUDY_BLOCKS = {
 STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
                 "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study",
                 "depth_ladder": "depth_ladder_study", "depth_rates": "depth_rates_study",
-                "depth_rates320": "depth_rates320_study"}  # fmt: skip
+                "depth_rates320": "depth_rates320_study", "bert_ptb": "bert_ptb_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
@@ -218,6 +220,9 @@ def render(name):
     if name in STUDY_TABLES:
         study = _generator(STUDY_TABLES[name]).STUDY
         return study.table(study.read_rows())
+    if name == "bert_ptb_verdicts":
+        study = _generator("bert_ptb_study")
+        return study.verdicts_table(study.STUDY.read_rows())
     if name == "gpu_fig6":
         return _generator("gpu_cells_card").fig6_block()
     if name == "gpu_profile":

@@ -36,7 +36,7 @@ __version__ = "0.1.0"
 SUBPACKAGES = ("analysis", "callbacks", "data", "layers", "layouts", "losses", "schedules", "zoo")
 __all__ = [*SUBPACKAGES, "compile_blocks", "deescalate", "__version__"]
 # compile_blocks: the PyTorch backend's per-block torch.compile, for a user's own model; deescalate: eq. (21)
-# after every bidirectional block of a model someone else built (a KerasHub BERT)
+# in every block of a model someone else built (KerasHub's encoders and decoders)
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {f"{__name__}.training.block_compile": ["compile_blocks"], f"{__name__}.zoo.deescalate": ["deescalate"]},

@@ -63,6 +63,23 @@ def _processes(port, count, settings_of, timeout_s=10, ids=None):
     return [answers.get(slot) for slot in range(len(threads))]
 
 
+def _in_background(port, count, timeout_s, ids):
+    """`_processes` in a thread: (the thread, the list its answers land in)."""
+    answers = []
+    thread = threading.Thread(target=lambda: answers.extend(_processes(port, count, lambda i: {}, timeout_s, ids)))
+    thread.start()
+    return thread, answers
+
+
+def _connect(port):
+    """A connection to process 0's agreement port, once it listens."""
+    while True:
+        try:
+            return socket.create_connection(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+
+
 def test_processes_with_the_same_settings_join_and_keep_their_connections(kept):
     settings = {"learning_rate": 0.001, "seed": 0}
     # a long wait allowed: process 0 answers once the last process joined, not when the wait is over
@@ -89,16 +106,9 @@ def test_a_process_id_given_twice_or_out_of_range_is_named(kept):
 
     assert _processes(_free_port(), 3, lambda i: {}, 1.0, ids=[0, 1, 1]) == [expected(1, 2)] * 3  # each told
     assert _processes(_free_port(), 3, lambda i: {}, ids=[0, 1, 3]) == [expected(3, 2)] * 3
-    port, answers = _free_port(), []  # a hello that says it is process 0 (only process 0 is)
-    thread = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 30, ids=[0])))
-    thread.start()
-    hello = None
-    while hello is None:
-        try:
-            hello = socket.create_connection(("127.0.0.1", port + 1))
-        except OSError:
-            continue
-    with hello:
+    port = _free_port()
+    thread, answers = _in_background(port, 2, 30, ids=[0])
+    with _connect(port) as hello:  # a hello that says it is process 0 (only process 0 is)
         hello.sendall(b'{"process_id": 0, "settings": {}}\n')
         assert hello.makefile().readline() == '{"error": ["--process-id", "0 from two processes, or out of 1 to 1", ' \
             '"each index once"]}\n'  # fmt: skip
@@ -115,9 +125,8 @@ def test_missing_processes_are_each_named_and_a_late_one_is_waited_for(kept):
 
     assert _processes(_free_port(), 4, lambda i: {}, 1.0, ids=[0]) == [missing("1, 2, 3")]
     assert _processes(_free_port(), 4, lambda i: {}, 1.0, ids=[0, 2]) == [missing("1, 3")] * 2
-    port, answers = _free_port(), []
-    first = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 30, ids=[0])))
-    first.start()
+    port = _free_port()
+    first, answers = _in_background(port, 2, 30, ids=[0])
     first.join(1.0)  # process 0 listens alone past several of its polls before process 1 starts
     assert _processes(port, 2, lambda i: {}, 30, ids=[1]) == ["joined"]
     first.join(60)
@@ -129,33 +138,10 @@ def test_settings_larger_than_one_read_arrive_whole(kept):
     assert _processes(_free_port(), 2, lambda i: settings) == ["joined"] * 2
 
 
-def test_a_process_0_that_never_answers_ends_the_wait_in_one_line(kept):
-    port = _free_port()
-    with socket.create_server(("127.0.0.1", port + 1)) as server:
-        answers = []
-        thread = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 0.5, ids=[1])))
-        thread.start()
-        connection, _ = server.accept()  # accepted, read, never answered, never closed
-        connection.recv(4096)
-        thread.join(60)
-        connection.close()
-    assert answers == [
-        "--coordinator: received no answer from process 0; expected it to stay until every process joined"
-    ]
-
-
 def test_a_missing_process_a_missing_process_0_and_a_port_probe(kept):
     port = _free_port()
-    answers = []
-    thread = threading.Thread(target=lambda: answers.extend(_processes(port, 3, lambda i: {}, 1.0, ids=[0, 1])))
-    thread.start()
-    probe = None
-    while probe is None:  # a connection that says nothing (a port probe) is no process of the run
-        try:
-            probe = socket.create_connection(("127.0.0.1", port + 1))
-        except OSError:
-            continue
-    probe.close()
+    thread, answers = _in_background(port, 3, 1.0, ids=[0, 1])
+    _connect(port).close()  # a connection that says nothing (a port probe) is no process of the run
     thread.join(60)
     expected = (
         "--num-processes: received 3, but process(es) 2 did not join within 1 s; expected every process "
@@ -169,16 +155,17 @@ def test_a_missing_process_a_missing_process_0_and_a_port_probe(kept):
     ]
 
 
-def test_a_process_0_that_closes_without_an_answer_is_one_line(kept):
+@pytest.mark.parametrize("closes", [True, False], ids=["closes", "stays_silent"])
+def test_a_process_0_that_never_answers_is_one_line(kept, closes):
     port = _free_port()
     with socket.create_server(("127.0.0.1", port + 1)) as server:
-        answers = []
-        thread = threading.Thread(target=lambda: answers.extend(_processes(port, 2, lambda i: {}, 5, ids=[1])))
-        thread.start()
+        thread, answers = _in_background(port, 2, 0.5, ids=[1])
         connection, _ = server.accept()
         connection.recv(4096)
+        if closes:
+            connection.close()
+        thread.join(60)  # a silent process 0's connection stays open: the wait ends by its deadline
         connection.close()
-        thread.join(60)
     assert answers == [
         "--coordinator: received no answer from process 0; expected it to stay until every process joined"
     ]

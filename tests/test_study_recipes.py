@@ -539,6 +539,8 @@ STUDIES += (
     "tau_sweep",
     "depth_rates",
     "depth_rates320",
+    "depth_remedies",
+    "bert_ptb",
 )  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 

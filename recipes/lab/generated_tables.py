@@ -33,6 +33,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
 | bert_ptb, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
 | bert_ptb_pilot | zoo/bert_ptb/pilot_400_steps.csv, pilot_2000_steps.json | the study's first cells, then `train_cell` at `STEPS = 2000` |
+| depth_remedies, depth_remedies_results, depth_remedies_verdicts | zoo/depth80_fashion_mnist/depth_remedies.csv | `keras-tse study depth_remedies --jobs 2` (cell by cell, resumable) |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |
 | gpu_fig7 | zoo/gpu/fig7_paper.csv | `keras-tse study fig7_paper --jobs 3 --budget-s 540 --out "$OUT"` on a GPU machine |
@@ -75,7 +76,8 @@ DOCUMENTS = (
 )
 # The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
 VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study",
-               "depth_rates": "depth_rates_study", "depth_rates320": "depth_rates320_study"}  # fmt: skip
+               "depth_rates": "depth_rates_study", "depth_rates320": "depth_rates320_study",
+               "depth_remedies": "depth_remedies_study"}  # fmt: skip
 # The depth study's blocks, each a function of its rows: block name -> (module, function).
 DEPTH_STUDY_BLOCKS = {
     "depth_study": ("recipes.lab.sweep", "best_lr_table"),
@@ -90,7 +92,8 @@ DEPTH_STUDY_BLOCKS = {
 STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
                 "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study",
                 "depth_ladder": "depth_ladder_study", "depth_rates": "depth_rates_study",
-                "depth_rates320": "depth_rates320_study", "bert_ptb": "bert_ptb_study"}  # fmt: skip
+                "depth_rates320": "depth_rates320_study", "bert_ptb": "bert_ptb_study",
+                "depth_remedies": "depth_remedies_study"}  # fmt: skip
 VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {

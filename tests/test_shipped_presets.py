@@ -131,6 +131,54 @@ def test_a_grey_preset_fine_tunes_on_colour_images_and_the_head_follows_one_rule
         assert (head == trained_head).all() != fresh, options
 
 
+def test_a_colour_kernel_adapts_to_any_channel_count_as_timm_does():
+    """timm's `adapt_input_conv` on a colour kernel whose channels differ: grey is the sum over them; C channels
+    the colour kernel repeated to C and scaled by 3 / C, so an image of the colour image's channels repeated
+    projects as the colour image does; a kernel of other than 1 or 3 channels adapts to grey only."""
+    import numpy as np
+
+    from keras_tse.zoo.fine_tune import adapt_input_channels
+
+    def adapted(kernel, channels):
+        return keras.ops.convert_to_numpy(adapt_input_channels(kernel, channels))
+
+    rng = np.random.default_rng(0)
+    kernel = rng.normal(size=(2, 2, 3, 4)).astype("float32")
+    np.testing.assert_allclose(adapted(kernel, 1), kernel.sum(axis=2, keepdims=True), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(adapted(kernel, 3), kernel)
+    np.testing.assert_allclose(adapted(kernel, 4), kernel[:, :, [0, 1, 2, 0]] * 0.75, rtol=1e-6)
+    six = adapted(kernel, 6)
+    np.testing.assert_allclose(six, kernel[:, :, [0, 1, 2, 0, 1, 2]] * 0.5, rtol=1e-6)
+    patch = rng.normal(size=(2, 2, 3)).astype("float32")
+    np.testing.assert_allclose(
+        np.einsum("ijc,ijcd->d", np.concatenate([patch, patch], axis=-1), six),
+        np.einsum("ijc,ijcd->d", patch, kernel),
+        rtol=1e-5,
+    )
+    four = rng.normal(size=(2, 2, 4, 4)).astype("float32")
+    np.testing.assert_allclose(adapted(four, 1), four.sum(axis=2, keepdims=True), rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="A 4-channel kernel adapts to 1 channel only. Received: channels=3"):
+        adapt_input_channels(four, 3)
+
+
+def test_another_size_and_class_count_at_once_keep_every_other_weight_and_a_size_off_the_grid_is_one_line():
+    import numpy as np
+
+    trained = zoo.from_preset("vit6_fashion_mnist")
+    both = zoo.from_preset("vit6_fashion_mnist", image_size=32, num_classes=3)
+    assert tuple(both.output.shape) == (None, 3)
+    for layer in trained.layers:
+        if layer.name == "head":
+            continue
+        for a, b in zip(layer.weights, both.get_layer(layer.name).weights):
+            if "position" not in a.path:
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b), err_msg=a.path)
+    patch = zoo.full_config("vit6_fashion_mnist")["patch_size"]
+    off_grid = patch * 8 + 1
+    with pytest.raises(ValueError, match=f"divide `image_size`. Received: image_size={off_grid}, patch_size={patch}"):
+        zoo.from_preset("vit6_fashion_mnist", image_size=off_grid)
+
+
 def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_token_row():
     import numpy as np
 

@@ -76,12 +76,8 @@ def adapted(trained, build, config, image_size, channels):
     """`build(**config)` at `image_size` and `channels`, every weight of `trained` copied in by layer name but
     the position table, resampled to the new patch grid, the patch projection's kernel, adapted to the
     channels (`adapt_input_channels`), and the head, where `config` asks another."""
-    model = build(**{**config, "image_size": image_size, "channels": channels})
+    model = build(**{**config, "image_size": image_size, "channels": channels})  # it checks the size's grid
     patch = config["patch_size"]
-    if image_size % patch:
-        raise ValueError(
-            f"`image_size` must be a multiple of the patch size {patch}. Received: image_size={image_size}"
-        )
     for layer in model.layers:
         if not layer.weights or layer.name == "head" and config["num_classes"] != trained.get_layer("head").units:
             continue

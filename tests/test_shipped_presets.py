@@ -179,6 +179,30 @@ def test_another_size_and_class_count_at_once_keep_every_other_weight_and_a_size
         zoo.from_preset("vit6_fashion_mnist", image_size=off_grid)
 
 
+def test_a_fresh_head_is_named_initialised_as_pytorchs_and_the_head_rule_holds():
+    """`with_head`: the models named after the change; a fresh head of PyTorch's default init (kernel and bias
+    uniform within 1/sqrt(fan_in), fan_in the 64 features), float32 logits under a mixed policy; `new_head`:
+    fresh for another count or on request, the preset's otherwise."""
+    import numpy as np
+
+    from keras_tse.zoo.fine_tune import new_head, with_head
+
+    trained = zoo.from_preset("vit6_fashion_mnist")
+    assert with_head(trained, 0).name == f"{trained.name}_features"
+    previous = keras.config.dtype_policy()
+    keras.config.set_dtype_policy("mixed_bfloat16")
+    try:
+        wide = with_head(trained, 200)
+    finally:
+        keras.config.set_dtype_policy(previous)
+    assert wide.name == f"{trained.name}_head200" and wide.get_layer("head").dtype_policy.name == "float32"
+    kernel, bias = (np.asarray(w) for w in wide.get_layer("head").weights)
+    bound = 1 / np.sqrt(64)
+    assert bound * 0.9 < np.abs(kernel).max() <= bound and bound * 0.9 < np.abs(bias).max() <= bound
+    rule = [new_head(10, None), new_head(10, 10), new_head(10, 3), new_head(10, None, True)]
+    assert rule == [False, False, True, True]
+
+
 def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_token_row():
     import numpy as np
 
@@ -192,6 +216,13 @@ def test_the_position_table_resamples_over_the_patch_grid_and_keeps_the_class_to
     np.testing.assert_array_equal(larger[:, 0], table[:, 0])  # the class token's row, kept
     flat = np.asarray(resample_positions(np.ones((1, 50, 8), "float32"), 7, 14))
     np.testing.assert_allclose(flat, 1.0, atol=1e-5)  # a constant table stays constant
+    torch = pytest.importorskip("torch")  # timm's resampling, PyTorch's bicubic: the same numbers on every backend
+    for old, new in ((7, 14), (14, 7), (4, 9)):
+        patches = rng.normal(size=(1, old * old, 8)).astype("float32")
+        grid = torch.tensor(patches).reshape(1, old, old, 8).permute(0, 3, 1, 2)
+        expected = torch.nn.functional.interpolate(grid, size=(new, new), mode="bicubic", align_corners=False)
+        ours = keras.ops.convert_to_numpy(resample_positions(np.concatenate([table[:, :1], patches], 1), old, new))
+        np.testing.assert_allclose(ours[0, 1:], expected[0].permute(1, 2, 0).reshape(-1, 8).numpy(), atol=1e-5)
 
 
 @pytest.mark.one_backend  # the training command's path; the fresh head itself is checked on every backend above

@@ -7,7 +7,10 @@ The head rule, one for Python and the command line (`new_head`): a fresh head wh
 are not the preset's: another count, or other classes said so (`new_head=True`; the command line says so
 for any data set but the preset's own); the trained head otherwise."""
 
+import math
+
 import keras
+import numpy as np
 from keras import ops
 
 from keras_tse.layers import initializers
@@ -41,12 +44,34 @@ def adapt_input_channels(kernel, channels):
 
 def resample_positions(table, old_grid, new_grid, class_tokens=1):
     """The position table `[1, class_tokens + old_grid**2, hidden]` for a `new_grid` x `new_grid` patch
-    grid: the patch rows resized bicubically over the grid (as timm resamples), the class token's rows kept."""
+    grid: the patch rows resized bicubically over the grid as timm resamples (PyTorch's bicubic, a = -0.75,
+    half-pixel centres, the border repeated), the class token's rows kept. The same numbers on every backend:
+    Keras's own bicubic differs between them (JAX's and TensorFlow's kernel has a = -0.5)."""
     hidden = table.shape[-1]
     kept, patches = table[:, :class_tokens], table[:, class_tokens:]
-    grid = ops.reshape(patches, (1, old_grid, old_grid, hidden))
-    resized = ops.image.resize(grid, (new_grid, new_grid), interpolation="bicubic", antialias=False)
+    grid = ops.reshape(patches, (old_grid, old_grid, hidden))
+    weights = ops.convert_to_tensor(_bicubic_weights(old_grid, new_grid), dtype=table.dtype)
+    resized = ops.einsum("ia,jb,abh->ijh", weights, weights, grid)  # separable: rows, then columns
     return ops.concatenate([kept, ops.reshape(resized, (1, new_grid * new_grid, hidden))], axis=1)
+
+
+def _bicubic_weights(old, new, a=-0.75):
+    """`[new, old]`: output position i as a mix of the four inputs around its centre's source position."""
+    weights = np.zeros((new, old))
+    for i in range(new):
+        source = (i + 0.5) * old / new - 0.5
+        base = math.floor(source)
+        t = source - base
+        for offset, distance in zip((-1, 0, 1, 2), (1 + t, t, 1 - t, 2 - t)):
+            weights[i, min(max(base + offset, 0), old - 1)] += _cubic(distance, a)
+    return weights
+
+
+def _cubic(x, a):
+    """Keys's cubic convolution kernel at distance |x| <= 2."""
+    if x <= 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
 
 
 def with_head(trained, num_classes, initializer="torch"):

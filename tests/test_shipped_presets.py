@@ -192,10 +192,10 @@ def test_a_fresh_head_is_named_initialised_as_pytorchs_and_the_head_rule_holds()
     previous = keras.config.dtype_policy()
     keras.config.set_dtype_policy("mixed_bfloat16")
     try:
-        wide = with_head(trained, 200)
+        wide = with_head(trained, 1000)
     finally:
         keras.config.set_dtype_policy(previous)
-    assert wide.name == f"{trained.name}_head200" and wide.get_layer("head").dtype_policy.name == "float32"
+    assert wide.name == f"{trained.name}_head1000" and wide.get_layer("head").dtype_policy.name == "float32"
     kernel, bias = (np.asarray(w) for w in wide.get_layer("head").weights)
     bound = 1 / np.sqrt(64)
     assert bound * 0.9 < np.abs(kernel).max() <= bound and bound * 0.9 < np.abs(bias).max() <= bound

@@ -99,12 +99,13 @@ def with_head(trained, num_classes, initializer="torch"):
 
 def adapted(trained, build, config, image_size, channels):
     """`build(**config)` at `image_size` and `channels`, every weight of `trained` copied in by layer name but
-    the position table, resampled to the new patch grid, the patch projection's kernel, adapted to the
-    channels (`adapt_input_channels`), and the head, where `config` asks another."""
+    the position table, resampled to the new patch grid, and the patch projection's kernel, adapted to the
+    channels (`adapt_input_channels`). The head is `trained`'s (`config` its class count); a fresh one comes
+    after, from `with_head`."""
     model = build(**{**config, "image_size": image_size, "channels": channels})  # it checks the size's grid
     patch = config["patch_size"]
     for layer in model.layers:
-        if not layer.weights or layer.name == "head" and config["num_classes"] != trained.get_layer("head").units:
+        if not layer.weights:
             continue
         source = trained.get_layer(layer.name)
         if layer.name == "patch_embedding":

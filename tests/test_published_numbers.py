@@ -402,6 +402,7 @@ GENERATED_BLOCKS = {
         "depth_dynamics",
     },
     "zoo/escalation.md": {"escalation"},
+    "zoo/bert_ptb.md": {"bert_ptb_pilot", "bert_ptb", "bert_ptb_verdicts"},
     "zoo/speed.md": {
         "bench",
         "scan_compile",

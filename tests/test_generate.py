@@ -56,6 +56,7 @@ def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_p
             expected = whole[:, t - 1]
         np.testing.assert_allclose(reader(ids[:, :t]), expected, atol=2e-5, err_msg=f"{norm} at {t}")
     assert all(block.decodes for block in generation._blocks(model)) is (norm != "deescalate_leaky_global")
+    assert generation.decode_step(model).name == f"{model.name}_decode_step"
 
 
 @pytest.mark.parametrize("norm", ["deescalate", "post"])
@@ -84,6 +85,36 @@ def test_the_transformer_xls_memory_carries_the_text_as_one_pass_over_it_would()
     assert got[4:].tolist() == predicted[3:9].tolist()
 
 
+@pytest.mark.usefixtures("float32_matmuls")
+def test_the_transformer_xls_reader_gives_one_passs_log_probabilities_at_every_step():
+    """The one-token reader, asked after 4, 5, 8 and 12 ids (several read between calls), gives at each step
+    the log-probabilities of one pass over the same ids, to the last position its memory of
+    `segment_len + mem_len` reaches: the memory holds every id once, in order, read without dropout, for a
+    batch other than the model's."""
+    import importlib
+
+    from tests.helpers import randomise_weights
+
+    generation = importlib.import_module("keras_tse.zoo.generate")
+    keras.utils.set_random_seed(4)
+    model = tiny_transformer_xl(norm="deescalate", batch_size=2, dropout=0.3)
+    randomise_weights(model, seed=5, scale=0.3)
+    config = model.get_config()
+    total = config["segment_len"] + config["mem_len"]
+    ids = np.random.default_rng(1).integers(0, config["vocab_size"], (3, total)).astype("int32")
+    whole = type(model).from_config({**config, "segment_len": total, "mem_len": 0, "batch_size": 3})
+    whole(ids)
+    trained = {w.path.split("/", 1)[-1]: w for w in model.trainable_weights}
+    for weight in whole.trainable_weights:
+        weight.assign(trained[weight.path.split("/", 1)[-1]])
+    expected = keras.ops.convert_to_numpy(whole(ids, training=False))
+    reader = generation._transformer_xl_reader(model, ids[:, :4])
+    for t in (4, 5, 8, total):
+        got = reader(ids[:, :t])
+        assert got.dtype == np.float64 and got.shape == (3, config["vocab_size"])
+        np.testing.assert_allclose(got, expected[:, t - 1], atol=1e-4, err_msg=f"after {t} ids")
+
+
 def test_sampling_is_seeded_and_top_k_1_is_greedy():
     model = _gpt()
     first = zoo.generate(model, [1, 2], 8, temperature=1.5, top_p=0.9, seed=11)
@@ -94,6 +125,18 @@ def test_sampling_is_seeded_and_top_k_1_is_greedy():
     )
     draws = {tuple(zoo.generate(model, [1, 2], 6, temperature=2.0, seed=s).tolist()) for s in range(4)}
     assert len(draws) > 1  # a temperature above 0 samples
+
+
+def test_the_default_temperature_is_1_and_a_tiny_nucleus_is_greedy():
+    model = _gpt()
+    drawn = zoo.generate(model, [1, 2], 8, seed=11)
+    assert drawn.tolist() == zoo.generate(model, [1, 2], 8, temperature=1.0, seed=11).tolist()
+    assert drawn.tolist() != zoo.generate(model, [1, 2], 8, temperature=2.0, seed=11).tolist()
+    greedy = zoo.generate(model, [1, 2], 8, temperature=0).tolist()
+    assert zoo.generate(model, [1, 2], 8, top_p=1e-6, seed=11).tolist() == greedy
+    assert zoo.generate(model, [1, 2], 8, top_p=1.0, seed=11).tolist() == drawn.tolist()  # the whole nucleus
+    # id 0 and a one-id prompt are prompts like any other
+    assert zoo.generate(model, [0], 3, temperature=0).tolist() == _argmax_steps(model, [0], 3)
 
 
 def test_each_token_is_handed_on_as_it_is_drawn():
@@ -111,13 +154,28 @@ def test_each_token_is_handed_on_as_it_is_drawn():
         (dict(prompt_ids=[]), r"`prompt_ids` must be ints, \[batch, T\] or \[T\] with T >= 1"),
         (dict(temperature=-1), "`temperature` must be a number >= 0"),
         (dict(top_p=1.5), r"`top_p` must be in \(0, 1\] or None. Received: top_p=1.5"),
+        (dict(top_p=0.0), r"`top_p` must be in \(0, 1\] or None. Received: top_p=0.0"),
+        (dict(prompt_ids=[-1, 2]), r"`prompt_ids` must lie in \[0, 40\). Received: ids from -1 to 2"),
+        (
+            dict(prompt_ids=[1.0, 2.0]),
+            r"must be ints, \[batch, T\] or \[T\] with T >= 1. Received: shape \(1, 2\), dtype float64",
+        ),
+        (dict(prompt_ids=np.zeros((1, 2, 2), int)), r"with T >= 1. Received: shape \(1, 2, 2\)"),
+        (dict(prompt_ids=np.zeros((2, 0), int)), r"with T >= 1. Received: shape \(2, 0\)"),
+        (
+            dict(temperature=float("inf")),
+            "`temperature` must be a number >= 0 \\(0: greedy\\). Received: temperature=inf",
+        ),
+        (dict(temperature="1"), "Received: temperature='1'"),
+        (dict(top_k=0), r"`top_k` must be a positive integer. Received: top_k=0"),
+        (dict(max_new_tokens=-1), r"`max_new_tokens` must be an integer >= 0. Received: max_new_tokens=-1"),
     ],
 )
 def test_a_bad_argument_is_one_line(kwargs, message):
-    arguments = dict(prompt_ids=[1, 2], temperature=1.0, top_p=None)
+    arguments = dict(prompt_ids=[1, 2], max_new_tokens=3, temperature=1.0, top_p=None)
     arguments.update(kwargs)
     with pytest.raises(ValueError, match=message):
-        zoo.generate(_gpt(), arguments.pop("prompt_ids"), 3, **arguments)
+        zoo.generate(_gpt(), arguments.pop("prompt_ids"), arguments.pop("max_new_tokens"), **arguments)
 
 
 @pytest.mark.one_backend  # the command's path; generation itself is checked on every backend above
@@ -149,6 +207,25 @@ def test_generation_from_an_image_model_is_one_line_naming_it():
         ValueError, match=r"must be a zoo language model .* Received: tiny with inputs \[\(None, 8, 8, 1\)\]"
     ):
         zoo.generate(vit, [1, 2], 3)
+
+
+def test_a_model_of_other_inputs_is_no_language_model():
+    """Token ids [batch, T] in, one input: two inputs, float vectors or a 3-D int input are refused, as is
+    something that is no model at all (named by its type)."""
+    floats = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)], name="floats")
+    grid = keras.Sequential(
+        [keras.Input((5, 2), dtype="int32"), keras.layers.Flatten(), keras.layers.Dense(3)], name="grid"
+    )
+    a, b = keras.Input((5,), dtype="int32"), keras.Input((5,), dtype="int32")
+    pair = keras.Model([a, b], keras.layers.Add()([a, b]), name="pair")
+    for model, received in [
+        (floats, r"floats with inputs \[\(None, 5\)\]"),
+        (grid, r"grid with inputs \[\(None, 5, 2\)\]"),
+        (pair, r"pair with inputs \[\(None, 5\), \(None, 5\)\]"),
+        (object(), r"object with inputs \[\]"),
+    ]:
+        with pytest.raises(ValueError, match=f"must be a zoo language model .* Received: {received}$"):
+            zoo.generate(model, [1, 2], 3)
 
 
 @pytest.mark.parametrize(
@@ -194,5 +271,22 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
     assert again.lowercase and again.vocabulary.symbols == tokenizer.vocabulary.symbols
     cased = WordTokenizer(tokenizer.vocabulary)  # as written: "The" is no Penn Treebank word
     assert cased.unknown_words("The company") == ["The"]
-    with pytest.raises(ValueError, match="A text prompt needs the model's words"):
+    with pytest.raises(ValueError) as error:
         zoo.generate(_gpt(), "w1", 2)
+    assert str(error.value) == (
+        "A text prompt needs the model's words: load it with zoo.from_preset, or pass tokenizer="
+        "keras_tse.data.WordTokenizer.load(run folder), or give token ids. Received: a model without one"
+    )
+    with pytest.raises(ValueError, match="A text prompt needs at least one word. Received: prompt='  '"):
+        zoo.generate(lm, "  ", 2)
+    # the sampling options reach the ids' generation: the same seed, the same words; the nucleus and top-k too
+    options = dict(temperature=1.5, seed=7)
+    assert zoo.generate(lm, "the company", 4, **options) == tokenizer.detokenize(
+        zoo.generate(lm, tokenizer.tokenize("the company"), 4, **options)
+    )
+    greedy = zoo.generate(lm, "the company", 4, temperature=0)
+    assert zoo.generate(lm, "the company", 4, top_k=1, seed=3) == greedy
+    assert zoo.generate(lm, "the company", 4, top_p=1e-6, seed=3) == greedy
+    seen = []
+    zoo.generate(lm, "the company", 3, temperature=0, on_token=seen.append)
+    assert [int(new[0]) for new in seen] == list(tokenizer.tokenize(greedy)[2:5])

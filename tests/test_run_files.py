@@ -5,6 +5,8 @@ rule is pinned by the value it must give, so that a changed comparison or messag
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -156,12 +158,15 @@ def test_a_run_on_changed_data_is_refused_naming_the_change(tmp_path, claim):
     assert claim(out, "train vit", {"depth": 2}, data_contents=lambda: contents) == "new"
     with open(out / run_files.DATA_RECORD) as f:
         assert json.load(f) == contents
+    assert _manifest(out) == {"command": "train vit", "settings": {"depth": 2}}
     assert claim(out, "train vit", {"depth": 2}, data_contents=lambda: {}) == "ours"  # not compared then
     with pytest.raises(RunFolderMismatch) as error:
         claim(out, "train vit", {"depth": 3}, data_contents=lambda: {"a.png": "3", "b.png": "2"}, data_flag="--images")
     said = str(error.value)
     assert said.startswith(f"--images: received data changed since the run in {out} began (1 changed: a.png); ")
     assert said.endswith("expected the data that run trained on (restore it, or pass another --out)")
+    with pytest.raises(RunFolderMismatch, match=f"^--data-dir: received data changed since the run in {out} began"):
+        claim(out, "train vit", {"depth": 3}, data_contents=lambda: {"a.png": "3", "b.png": "2"})
     # the same data: the settings' difference is the reason
     with pytest.raises(RunFolderMismatch, match="with depth 2; expected a folder for depth 3"):
         claim(out, "train vit", {"depth": 3}, data_contents=lambda: contents)
@@ -169,6 +174,57 @@ def test_a_run_on_changed_data_is_refused_naming_the_change(tmp_path, claim):
     os.remove(out / run_files.DATA_RECORD)
     with pytest.raises(RunFolderMismatch, match="with depth 2; expected a folder for depth 3"):
         claim(out, "train vit", {"depth": 3}, data_contents=lambda: {"a.png": "3"})
+
+
+def test_a_run_made_before_manifests_on_a_users_data_is_claimed_by_the_same_rules(tmp_path, claim):
+    """With `data_contents`, a folder without a manifest is judged as without: our files and the marker, the
+    settings it kept; the data record is ours to write beside them."""
+    out = tmp_path / "old_run"
+    (out / "post").mkdir(parents=True)
+    (out / "post" / "config.json").write_text("{}")
+    mine = dict(writes=("post",), marker="*/config.json", settings_before=lambda folder: {"depth": 2})
+    with pytest.raises(RunFolderMismatch) as error:
+        claim(out, "train vit", {"depth": 3}, flag="--dir", data_contents=dict, **mine)
+    assert str(error.value).startswith(
+        f"--dir: received {out}, a train vit run with depth 2; expected a folder for depth 3"
+    )
+    assert claim(out, "train vit", {"depth": 2}, data_contents=lambda: {"a.png": "1"}, **mine) == "new"
+    assert _manifest(out) == {"command": "train vit", "settings": {"depth": 2}}
+    assert sorted(os.listdir(out)) == sorted([run_files.DATA_RECORD, run_files.MANIFEST, run_lock.LOCK, "post"])
+
+
+def test_a_manifest_without_settings_is_a_run_of_none(tmp_path, claim):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / run_files.MANIFEST).write_text('{"command": "sweep"}')
+    assert claim(out, "sweep", {"quick": True}) == "ours"
+
+
+HOLDER = """
+import sys
+from keras_tse import run_lock
+run_lock.hold(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+@pytest.mark.starts_processes
+@pytest.mark.parametrize("ours", [False, True])
+def test_a_folder_another_process_holds_is_refused_under_the_commands_flag(tmp_path, ours):
+    out = tmp_path / "run"
+    if ours:
+        run_files.write_json(str(out / run_files.MANIFEST), {"command": "sweep", "settings": {}})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(out)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(run_lock.RunFolderBusy, match=f"^--dir: received {out}, which another run writes now"):
+            run_files.claim_folder(str(out), "sweep", {}, flag="--dir")
+    finally:
+        holder.kill()
+        holder.wait()
 
 
 def test_flatten_names_every_setting_by_its_dotted_path_and_keeps_an_empty_mapping():
@@ -200,6 +256,8 @@ def test_whole_file_writes_make_their_folder_and_leave_no_temporary(tmp_path, mo
     run_files.write_csv(str(tmp_path / "c.csv"), ("k", "v"), [{"k": "a", "v": 1}, {"v": 2, "k": "b"}])
     assert (tmp_path / "new" / "a.txt").read_text() == "one\ntwo"
     assert (tmp_path / "b.json").read_text() == '{"x": [1]}'
+    run_files.write_json(str(tmp_path / "b.json"), {"x": 1})
+    assert (tmp_path / "b.json").read_text() == '{\n  "x": 1\n}'
     assert (tmp_path / "c.csv").read_bytes() == b"k,v\r\na,1\r\nb,2\r\n"  # csv's own line ends, not translated
     with run_files.replacing(str(tmp_path / "d.bin"), "wb", suffix=".tmp") as f:
         assert f.name == str(tmp_path / "d.bin.tmp")
@@ -237,7 +295,7 @@ class _Saver:
     save_weights = save
 
 
-def test_models_and_weights_are_saved_through_a_temporary_of_their_own_suffix(tmp_path):
+def test_models_and_weights_are_saved_through_a_temporary_of_their_own_suffix(tmp_path, monkeypatch):
     saver = _Saver("model")
     run_files.save_model(saver, str(tmp_path / "ckpt" / "last.keras"))
     run_files.save_weights(saver, str(tmp_path / "w.weights.h5"))
@@ -249,17 +307,23 @@ def test_models_and_weights_are_saved_through_a_temporary_of_their_own_suffix(tm
     assert (tmp_path / "ckpt" / "last.keras").read_text() == "model" and os.listdir(tmp_path / "ckpt") == ["last.keras"]
     with pytest.raises(ValueError, match=r"A model file must end in .keras. Received: path='m.h5'"):
         run_files.save_model(saver, "m.h5")
+    (tmp_path / "here").mkdir()
+    monkeypatch.chdir(tmp_path / "here")  # a bare file name: written where the process runs, nothing beside it
+    run_files.save_model(saver, "m.keras")
+    assert os.listdir(".") == ["m.keras"]
 
 
 def test_a_figure_is_made_without_pyplot_and_saved_as_a_png(tmp_path):
     fig, axes = run_files.new_figure((4, 2), ncols=3)
-    assert len(axes) == 3 and tuple(fig.get_size_inches()) == (4, 2)
+    assert len(axes) == 3 and len(fig.axes) == 3 and tuple(fig.get_size_inches()) == (4, 2)
     assert len(run_files.new_figure((2, 2))[1]) == 1
     axes[0].plot([0, 1], [1, 0])
     run_files.save_figure(fig, str(tmp_path / "f.png"), dpi=50)
     data = (tmp_path / "f.png").read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     assert int.from_bytes(data[16:20], "big") == 200 and int.from_bytes(data[20:24], "big") == 100  # 4x2 in at 50 dpi
+    run_files.save_figure(fig, str(tmp_path / "f.png"))  # at 100 dpi
+    assert int.from_bytes((tmp_path / "f.png").read_bytes()[16:20], "big") == 400
     assert os.listdir(tmp_path) == ["f.png"]
 
 
@@ -295,6 +359,7 @@ def test_a_history_reads_each_epoch_once_the_last_written_winning(tmp_path):
     with pytest.warns(UserWarning) as caught:
         columns = run_files.read_history(str(path))
     assert columns == {"epoch": [0.0, 1.0, 2.0], "loss": [2.0, 1.4, 1.2], "acc": [0.1, 0.3, 0.4]}
+    assert {w.filename for w in caught} == {__file__}  # the warning points at the caller, not at run_files
     assert [str(w.message) for w in caught] == [
         f"{path}: line 5 is incomplete; skipped",
         f"{path}: line 6 is incomplete; skipped",
@@ -310,6 +375,8 @@ def test_similarity_start_is_the_first_row_and_end_the_last_epoch_end(tmp_path):
     assert run_files.similarity_start_end(str(path)) == ([0.1, 0.2], [0.7, 0.8])
     path.write_text("epoch,when,tsim_00\n0,train_begin,0.1\n0,step,0.3\n")
     assert run_files.similarity_start_end(str(path)) == ([0.1], [0.3])  # no epoch end yet: the last row
+    path.write_text("epoch,when,tsim_00\n0,train_begin,0.1\n")
+    assert run_files.similarity_start_end(str(path)) == ([0.1], [0.1])
 
 
 def test_steps_are_read_in_order_the_last_written_winning(tmp_path):
@@ -336,8 +403,8 @@ def test_a_run_that_claims_the_folder_between_our_look_and_our_lock_is_checked_l
 
     monkeypatch.setattr(run_lock, "hold", racer_first)
     if state is None:
-        with pytest.raises(RunFolderMismatch, match="with depth 3; expected a folder for depth 2"):
-            claim(out, "train vit", {"depth": 2})
+        with pytest.raises(RunFolderMismatch, match=f"^--dir: received {out}, a train vit run with depth 3; expected"):
+            claim(out, "train vit", {"depth": 2}, flag="--dir")
     else:
         assert claim(out, "train vit", {"depth": 2}) == state
     assert _manifest(out) == {"command": "train vit", "settings": theirs}  # theirs, not overwritten

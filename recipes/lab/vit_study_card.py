@@ -74,6 +74,8 @@ def best_cells(rows, study):
 
 
 def _grid_state(rows, arm, rate, grid):
+    if len(grid) == 1:  # a plan of one rate chooses none: no edge to be at
+        return f"fixed at {grid[0]:g}"
     tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
     if len(tried) < len(grid):
         return f"grid {len(tried)} of {len(grid)}"

@@ -59,6 +59,53 @@ def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_p
     assert generation.decode_step(model).name == f"{model.name}_decode_step"
 
 
+@pytest.mark.usefixtures("float32_matmuls")
+def test_the_eager_readers_give_the_compiled_ones_log_probabilities_without_dropout():
+    """`compiled=False` (every step eager, kept to measure against) reads as the compiled reader does, from the
+    cache and past the window, in float64, with the model's dropout off."""
+    import importlib
+
+    generation = importlib.import_module("keras_tse.zoo.generate")
+    keras.utils.set_random_seed(3)
+    model = zoo.gpt(norm="deescalate", **{**GPT, "dropout": 0.5})
+    ids = np.random.default_rng(2).integers(0, GPT["vocab_size"], (2, 11)).astype("int32")
+    compiled, eager = generation.gpt_reader(model), generation.gpt_reader(model, compiled=False)
+    for t in (3, 8, 11):  # the cache, its last position, the window sliding
+        got = eager(ids[:, :t])
+        expected = compiled(ids[:, :t])
+        assert got.dtype == expected.dtype == np.float64
+        np.testing.assert_allclose(got, expected, atol=2e-5, err_msg=f"after {t} ids")
+
+
+def test_the_gpt_reads_each_id_once_from_its_cache_while_the_ids_fit_its_window(monkeypatch):
+    """A prompt of 3 and 5 new ids: the decode step runs once an id read (3, then 1 a token: 7), the window is
+    never reread while the ids fit it (8 here), and is after."""
+    import importlib
+
+    generation = importlib.import_module("keras_tse.zoo.generate")
+    runs, rereads = [], []
+    runner = generation._runner
+
+    def counted(model, compiled):
+        run = runner(model, compiled)
+        return lambda inputs: runs.append(model.name) or run(inputs)
+
+    window_reader = generation.window_reader
+
+    def watched(model, compiled=True):
+        reread = window_reader(model, compiled)
+        return lambda ids: rereads.append(ids.shape[1]) or reread(ids)
+
+    monkeypatch.setattr(generation, "_runner", counted)
+    monkeypatch.setattr(generation, "window_reader", watched)
+    model = _gpt()
+    zoo.generate(model, [[1, 2, 3], [4, 5, 6]], 5, temperature=0)
+    assert runs == [f"{model.name}_decode_step"] * 7 and rereads == []
+    runs.clear()
+    zoo.generate(model, [1, 2, 3, 4, 5, 6, 7], 3, temperature=0)  # reads 7, then 8; then 9 ids: the window
+    assert len(runs) == 8 + 1 and rereads == [9]  # the window reader's own pass counted with the steps
+
+
 @pytest.mark.parametrize("norm", ["deescalate", "post"])
 def test_greedy_gpt_generation_is_the_models_argmax_step_by_step_and_slides_past_its_window(norm):
     model = _gpt(norm)

@@ -8,7 +8,10 @@ three cells: 80 blocks at 1e-3, 160 blocks at 1e-3 and at 3e-4, seed 0, and reco
 training loss, each of the first, middle and last blocks' update-to-weight ratio (the norm of the step's
 change of the block's weights over their norm before it), and every fourth step DeepNet's model update
 (Wang et al. 2022): the change of the model's logits on 64 fixed training images since initialisation,
-over their norm at initialisation. JAX, float32; a result file and a figure; nothing chooses a rate here.
+over their norm at initialisation. Before steps `PROFILE_STEPS`, every block: the norm of the loss gradient
+with respect to its weights on that step's batch (`keras_tse.analysis.block_gradient_norms`), and on the 64
+images its output's root-mean-square token norm (the residual stream a block hands on) and token similarity
+(Definition 1). JAX, float32; a result file and a figure; nothing chooses a rate here.
 
     KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json
 """
@@ -24,6 +27,7 @@ CELLS = ((80, 1e-3), (160, 1e-3), (160, 3e-4))  # (blocks, learning rate), de-es
 MODEL = dict(norm="deescalate", image_size=28, patch_size=7, channels=1, num_classes=10, hidden_dim=32, ffn_dim=64,
              num_heads=4, initializer="torch", remat=True)  # fmt: skip
 TRAIN_SIZE, BATCH, EPOCHS_OF_THE_CELL, PROBE, EVERY = 10_000, 128, 2, 64, 4
+PROFILE_STEPS = (0, 1, 5, 20, 40, 78)  # before these steps, every block profiled (step 78: the epoch's last)
 
 
 def data():
@@ -57,12 +61,14 @@ def measure(depth, learning_rate, x, y, steps=None):
     watched = {"first": blocks[0], "middle": blocks[depth // 2], "last": blocks[-1]}
     probe = x[:PROBE]
     start = model.predict(probe, verbose=0)
-    records = {"loss": [], "model_update": [], **{f"update_{k}": [] for k in watched}}
+    records = {"loss": [], "model_update": [], **{f"update_{k}": [] for k in watched}, "profiles": []}
     before = {k: [np.asarray(w) for w in layer.get_weights()] for k, layer in watched.items()}
     rng = np.random.default_rng(0)
     order = rng.permutation(len(y))
     for step in range(steps or epoch):
         rows = order[step * BATCH : (step + 1) * BATCH]
+        if step in PROFILE_STEPS:
+            records["profiles"].append({"step": step, **block_profile(model, blocks, x[rows], y[rows], probe)})
         loss = model.train_on_batch(x[rows], y[rows], return_dict=True)["loss"]
         records["loss"].append(float(loss))
         for k, layer in watched.items():
@@ -77,22 +83,44 @@ def measure(depth, learning_rate, x, y, steps=None):
     return records
 
 
+def block_profile(model, blocks, x, y, probe):
+    """Every block of `model` now: its weights' gradient norm on (x, y), and its output's RMS token norm and token
+    similarity on `probe`, lists in block order."""
+    import keras
+
+    from keras_tse.analysis.gradients import block_gradient_norms
+    from keras_tse.analysis.similarity import block_outputs_model, token_similarity
+
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)  # the recipe's (no label smoothing here)
+    gradients = block_gradient_norms(model, x, y, loss, [block.name for block in blocks])
+    outputs = block_outputs_model(model, blocks).predict(probe, batch_size=len(probe), verbose=0)
+    return {
+        "gradient_norm": [float(g) for g in gradients],
+        "stream_norm": [float(np.sqrt(np.mean(np.sum(np.square(o), axis=-1)))) for o in outputs],
+        "similarity": [float(np.mean(keras.ops.convert_to_numpy(token_similarity(o)))) for o in outputs],
+    }
+
+
 def plot(results, path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
+    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
     for cell in results["cells"]:
         label = f"{cell['depth']} blocks, lr {cell['learning_rate']:g}"
         r = cell["records"]
         axes[0].plot(r["loss"], label=label)
         axes[1].semilogy(r["update_last"], label=label)
         axes[2].semilogy(np.arange(1, len(r["model_update"]) + 1) * EVERY, r["model_update"], marker="o", label=label)
+        for profile, style in zip((r["profiles"][0], r["profiles"][-1]), ("--", "-")):
+            axes[3].semilogy(profile["gradient_norm"], style, color=axes[0].lines[-1].get_color(),
+                             label=f"{label}, before step {profile['step'] + 1}")  # fmt: skip
     axes[0].set(xlabel="step", ylabel="training loss")
     axes[1].set(xlabel="step", ylabel="last block: |dW| / |W| a step")
     axes[2].set(xlabel="step", ylabel="model update |f_t - f_0| / |f_0|")
+    axes[3].set(xlabel="block", ylabel="|d loss / d W_block|")
     for ax in axes:
         ax.legend(fontsize=7)
     fig.suptitle("De-escalation, ViT width 32, Fashion-MNIST 10k, the first epoch", fontsize=9)
@@ -124,6 +152,25 @@ def markdown_table(results):
     )
 
 
+def profile_table(results):
+    """Per cell and profiled step: the gradient norm of the first, middle and last block and the largest over the
+    smallest; the last block's stream norm; the largest token similarity of any block."""
+    lines = [
+        "| blocks | lr | before step | gradient norm, first / middle / last block | largest / smallest block "
+        "| stream norm, last block | largest similarity |",
+        "|---:|---:|---:|---|---:|---:|---:|",
+    ]
+    for cell in results["cells"]:
+        for p in cell["records"]["profiles"]:
+            g = p["gradient_norm"]
+            lines.append(
+                f"| {cell['depth']} | {cell['learning_rate']:g} | {p['step'] + 1} | "
+                f"{g[0]:.2e} / {g[len(g) // 2]:.2e} / {g[-1]:.2e} | {max(g) / min(g):.1f} | "
+                f"{p['stream_norm'][-1]:.2f} | {max(p['similarity']):.1e} |"
+            )
+    return "\n".join(lines)
+
+
 def _ratio(records, key):
     return f"{np.median(records[key][:20]):.2e} / {np.median(records[key][-20:]):.2e}"
 
@@ -150,6 +197,7 @@ def main(argv=None):
         "cells": cells,
     }
     print(markdown_table(results))
+    print(profile_table(results))
     if args.out:
         write_json(args.out, results, indent=1)
         plot(results, os.path.splitext(args.out)[0] + ".png")

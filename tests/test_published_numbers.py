@@ -381,6 +381,7 @@ GENERATED_BLOCKS = {
     "zoo/README.md": {"verdict_rates"},
     "zoo/vit6_fashion_mnist.md": {
         "shipped_vit6_fashion_mnist",
+        "vit6_selection",
         "fine_tune_results",
         "fine_tune_verdicts",
         "fine_tune_grid",

@@ -541,6 +541,7 @@ STUDIES += (
     "depth_rates320",
     "depth_remedies",
     "bert_ptb",
+    "vit6_selection",
 )  # every study `keras-tse study` has (the listing test checks it lists them all)
 
 
@@ -786,3 +787,64 @@ def test_a_cell_stopped_on_a_non_finite_loss_is_a_diverged_row(tmp_path):
     assert summary["valid_perplexity"] == math.inf and summary["epochs"] == 1
     row = {"train_loss": str(columns["train_loss"]), "loss_curve": "1.9"}
     assert not depth_rates.trains(row)
+
+
+def test_the_shipped_vits_selection_reads_validation_only_and_keeps_the_shipped_recipe(tmp_path, monkeypatch):
+    """vit6_selection: each candidate is the shipped command with its augmentation and rate and a 10% validation
+    split (the last flag of each name wins); its row is the held-out split's record, the epoch of lowest
+    validation loss and no test number; the chosen cell is the lowest best validation loss."""
+    module, presets = lab_module("vit6_selection_study"), lab_module("ship_presets")
+    calls = []
+
+    def run_recipe(task, argv, out, what):
+        calls.append(argv)
+        history = "epoch,loss,val_loss,val_accuracy\n0,0.9,0.70,0.71\n1,0.5,0.40,0.86\n2,0.3,0.45,0.87\n"
+        _fake_run(os.path.join(out, "deescalate"), {"test_accuracy": 0.99}, {"history.csv": history})
+        return 7.0
+
+    monkeypatch.setattr(module.engine, "run_recipe", run_recipe)
+    row = module.STUDY.run_cell(str(tmp_path), "crop_flip", 3e-3, 0)
+    assert set(module.STUDY.fields) - set(row) == {"machine"} and not any("test" in key for key in row)
+    assert (row["best_valid_loss"], row["best_epoch"], row["valid_accuracy"], row["epochs"]) == (0.40, 2, 0.86, 3)
+    assert (row["train_loss"], row["valid_loss_curve"], row["seconds"]) == (0.3, "0.7000;0.4000;0.4500", 7.0)
+
+    def last(flag):
+        return calls[0][len(calls[0]) - 1 - calls[0][::-1].index(flag) + 1]
+
+    assert (last("--augment"), last("--learning-rate"), last("--validation-fraction")) == ("crop_flip", "0.003", "0.1")
+    shipped = f"{presets.COMMANDS['vit6_fashion_mnist']} {presets.MODEL}".split()
+    for flag in ("--epochs", "--batch-size", "--warmup-steps", "--schedule", "--depth", "--hidden-dim", "--init"):
+        assert last(flag) == shipped[shipped.index(flag) + 1]
+    rows = [{"best_valid_loss": "0.41"}, {"best_valid_loss": "0.39"}, {"best_valid_loss": "0.40"}]
+    assert module.chosen(rows) is rows[1] and module.chosen([]) is None
+
+
+def test_ship_presets_chosen_ships_the_selections_best_validation_checkpoint(tmp_path, monkeypatch, capsys):
+    """`ship_presets vit6_fashion_mnist --chosen RUNS`: the candidate of lowest validation loss, its checkpoint of
+    lowest validation loss, the command that trained it and how it was chosen in the metadata; no candidate yet
+    or another preset is one line."""
+    import dataclasses
+
+    module, presets = lab_module("vit6_selection_study"), lab_module("ship_presets")
+    results = tmp_path / "selection.csv"
+    monkeypatch.setattr(module, "STUDY", dataclasses.replace(module.STUDY, results=str(results)))
+    monkeypatch.setattr(presets, "WEIGHTS", str(tmp_path / "weights"))
+    shipped = []
+    monkeypatch.setattr(presets, "ship", lambda *args, **kwargs: shipped.append((args, kwargs)) or {"ok": 1})
+    with pytest.raises(SystemExit, match="no vit6_selection candidate has finished"):
+        presets.main(["vit6_fashion_mnist", "--chosen", str(tmp_path / "runs")])
+    columns = {"seed": 0, "epochs": 12, "train_loss": 0.2, "valid_accuracy": 0.9, "valid_loss_curve": "", "seconds": 1}
+    for arm, rate, loss, epoch in (("none", "0.001", 0.31, 9), ("crop_flip", "0.003", 0.27, 11)):
+        row = {**columns, "arm": arm, "learning_rate": rate, "best_valid_loss": loss, "best_epoch": epoch}
+        module.engine.append_row(str(results), {f: row.get(f, "") for f in module.FIELDS})
+    presets.main(["vit6_fashion_mnist", "--chosen", str(tmp_path / "runs")])
+    ((args, kwargs),) = shipped
+    assert args[:2] == ("vit6_fashion_mnist", str(tmp_path / "runs" / "crop_flip_lr0.003_s0" / "deescalate"))
+    assert "--augment crop_flip --learning-rate 0.003 --validation-fraction 0.1 --seed 0 --out" in args[2]
+    assert kwargs["checkpoint"] == "best.keras"
+    assert {k: kwargs["validation"][k] for k in ("fraction", "checkpoint_epoch", "valid_loss")} == {
+        "fraction": 0.1, "checkpoint_epoch": 11, "valid_loss": 0.27,
+    }  # fmt: skip
+    with pytest.raises(SystemExit):
+        presets.main(["vit6_digits", "--chosen"])
+    assert "--chosen: received vit6_digits; expected vit6_fashion_mnist" in capsys.readouterr().err

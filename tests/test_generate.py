@@ -11,7 +11,8 @@ from tests.helpers import tiny_transformer_xl
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
-GPT = dict(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=())
+# heads narrower than the width (2 x 4 < 16): every cache sized from the kernel it holds, not from the width
+GPT = dict(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, head_dim=4, ffn_dim=32, cutoffs=())
 
 
 def _gpt(norm="deescalate"):
@@ -251,7 +252,9 @@ def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_
 def test_generation_from_an_image_model_is_one_line_naming_it():
     vit = zoo.vit(depth=1, image_size=8, patch_size=4, channels=1, hidden_dim=8, ffn_dim=8, num_heads=2, name="tiny")
     with pytest.raises(
-        ValueError, match=r"must be a zoo language model .* Received: tiny with inputs \[\(None, 8, 8, 1\)\]"
+        ValueError,
+        match=r"^`model` must be a zoo language model \(token ids \[batch, T\] in, .* Received: tiny with inputs "
+        r"\[\(None, 8, 8, 1\)\]$",
     ):
         zoo.generate(vit, [1, 2], 3)
 
@@ -284,6 +287,8 @@ def test_a_model_of_other_inputs_is_no_language_model():
         (1.0, 3, None, [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0.0]),
         (1.0, None, 0.75, [2 / 3, 1 / 3, 0.0, 0.0]),  # the fewest tokens whose probability reaches 0.75
         (1.0, None, 0.76, [0.5 / 0.9, 0.25 / 0.9, 0.15 / 0.9, 0.0]),
+        (1.0, 2, 0.9, [2 / 3, 1 / 3, 0.0, 0.0]),  # both: the top 2 inside a nucleus of 3
+        (0.0005, None, None, [1.0, 0.0, 0.0, 0.0]),  # near 0: the most likely, the softmax still finite
     ],
 )
 def test_sampling_draws_from_the_tempered_restricted_distribution(temperature, top_k, top_p, expected):
@@ -295,6 +300,16 @@ def test_sampling_draws_from_the_tempered_restricted_distribution(temperature, t
     log_probs = np.log(np.tile([0.5, 0.25, 0.15, 0.1], (40_000, 1)))
     picks = sample(log_probs, temperature, top_k, top_p, np.random.default_rng(0))
     np.testing.assert_allclose(np.bincount(picks, minlength=4) / len(picks), expected, atol=0.01)
+
+
+def test_a_near_zero_temperature_draws_each_rows_most_likely_token_whatever_the_rows_scale():
+    """Rows of different confidence at T = 0.0005: the logits reach -1,400 in one row and -61 in the other; each
+    row's softmax is taken from its own maximum, so neither row underflows to nothing."""
+    import importlib
+
+    sample = importlib.import_module("keras_tse.zoo.generate")._sample
+    log_probs = np.log([[0.1, 0.5, 0.25, 0.15], [0.01, 0.01, 0.01, 0.97]])
+    assert sample(log_probs, 0.0005, None, None, np.random.default_rng(0)).tolist() == [1, 3]
 
 
 def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are_named(tmp_path):

@@ -401,6 +401,7 @@ GENERATED_BLOCKS = {
         "depth_rates320",
         "depth_rates320_results",
         "depth_dynamics",
+        "depth_dynamics_profiles",
         "depth_remedies",
         "depth_remedies_results",
         "depth_remedies_verdicts",
@@ -701,6 +702,22 @@ def test_the_depth_dynamics_prose_holds_in_its_result_file():
     assert f"{ratios[0]:.1f}x less over steps 1-20 and {ratios[1]:.1f}x less over steps 60-79" in text
     updates = [u for r in cells.values() for u in r["model_update"][4:]]
     assert f"({min(updates):.2f} to {max(updates):.2f} in every cell from step 20 on)" in text
+
+    def profile(records, step):
+        return next(p for p in records["profiles"] if p["step"] + 1 == step)
+
+    def median_gradient(records, step):
+        return f"{np.median(profile(records, step)['gradient_norm']):.3f}"
+
+    first = [f"{profile(r, 1)['gradient_norm'][0]:.2f}" for r in (fast, shallow)]
+    assert f"(median over blocks {median_gradient(fast, 1)} against {median_gradient(shallow, 1)}; the first block's " \
+        f"{first[0]} against {first[1]})" in text  # fmt: skip
+    streams = [v for r in cells.values() for p in r["profiles"] for v in p["stream_norm"]]
+    assert f"root-mean-square token norm of {min(streams):.2f} to {max(streams):.2f} in every block" in text
+    assert max(s for r in cells.values() for p in r["profiles"] for s in p["similarity"]) < 2e-15
+    plateau = [median_gradient(r, 41) for r in (fast, slow, shallow)]
+    assert "median block gradient falls to {} before step 41, on its loss plateau, where at 3e-4 it is {} and at " \
+        "80 blocks {}".format(*plateau) in text  # fmt: skip
 
 
 def test_the_gpu_profiles_prose_holds_in_its_result_files():

@@ -153,20 +153,21 @@ def markdown_table(results):
 
 
 def profile_table(results):
-    """Per cell and profiled step: the gradient norm of the first, middle and last block and the largest over the
-    smallest; the last block's stream norm; the largest token similarity of any block."""
+    """Per cell and profiled step: the gradient norm of the first, middle and last block, its median over the
+    blocks and the largest over the smallest; the stream norm's range over the blocks; the largest token
+    similarity of any block."""
     lines = [
-        "| blocks | lr | before step | gradient norm, first / middle / last block | largest / smallest block "
-        "| stream norm, last block | largest similarity |",
-        "|---:|---:|---:|---|---:|---:|---:|",
+        "| blocks | lr | before step | gradient norm, first / middle / last block | median block | largest / "
+        "smallest | stream norm, every block | largest similarity |",
+        "|---:|---:|---:|---|---:|---:|---|---:|",
     ]
     for cell in results["cells"]:
         for p in cell["records"]["profiles"]:
             g = p["gradient_norm"]
             lines.append(
                 f"| {cell['depth']} | {cell['learning_rate']:g} | {p['step'] + 1} | "
-                f"{g[0]:.2e} / {g[len(g) // 2]:.2e} / {g[-1]:.2e} | {max(g) / min(g):.1f} | "
-                f"{p['stream_norm'][-1]:.2f} | {max(p['similarity']):.1e} |"
+                f"{g[0]:.2e} / {g[len(g) // 2]:.2e} / {g[-1]:.2e} | {np.median(g):.3f} | {max(g) / min(g):.1f} | "
+                f"{min(p['stream_norm']):.2f}-{max(p['stream_norm']):.2f} | {max(p['similarity']):.1e} |"
             )
     return "\n".join(lines)
 

@@ -29,7 +29,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | shipped_presets, shipped_NAME | keras_tse/zoo/weights/NAME/metadata.json | `KERAS_BACKEND=jax python -m recipes.lab.ship_presets NAME` |
 | depth_ladder | zoo/depth80_fashion_mnist/depth_ladder.csv (and results.csv) | `keras-tse study depth_ladder --part cpu --jobs 2` here, `--part gpu` on a GPU machine |
 | depth_rates, depth_rates_results, depth_rates_grid, depth_rates_verdicts | zoo/depth80_fashion_mnist/depth_rates.csv | `keras-tse study depth_rates --jobs 2` (cell by cell, resumable) |
-| depth_dynamics | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
+| depth_dynamics, depth_dynamics_profiles | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
 | bert_ptb, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
 | bert_ptb_pilot | zoo/bert_ptb/pilot_400_steps.csv, pilot_2000_steps.json | the study's first cells, then `train_cell` at `STEPS = 2000` |
@@ -237,9 +237,11 @@ def render(name):
     if name == "generation_speed":
         with open(_path("zoo", "figures", "generation_speed.json")) as f:
             return _generator("generation_speed").markdown_table(json.load(f))
-    if name == "depth_dynamics":
+    if name in ("depth_dynamics", "depth_dynamics_profiles"):
         with open(_path("zoo", "depth80_fashion_mnist", "depth_dynamics.json")) as f:
-            return _generator("depth_dynamics").markdown_table(json.load(f))
+            results = json.load(f)
+        table = "markdown_table" if name == "depth_dynamics" else "profile_table"
+        return getattr(_generator("depth_dynamics"), table)(results)
     if name == "generation_gpt4_ptb":
         with open(_path("zoo", "figures", "generation_gpt4_ptb.json")) as f:
             return _generator("generation_speed").preset_table(json.load(f))

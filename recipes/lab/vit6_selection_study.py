@@ -15,8 +15,7 @@ split the runner scores at the end is not read, so nothing here can lean on it.
 Choices:
 - the candidates: no augmentation and crop-and-flip (Fashion-MNIST's default), each at 1e-3 (the rate the
   preset shipped with) and 3e-3, a rate grown past an end that holds the best; 12 epochs, the shipped
-  schedule, in every cell (a shorter cell favours no augmentation, which slows the first epochs: the choice
-  made before this study, on test accuracy, rested on 2-epoch pilots);
+  schedule, in every cell (a shorter cell favours no augmentation, which slows the first epochs);
 - the choice: the cell of lowest best validation loss, its best checkpoint shipped; one seed: a choice
   among candidates, not a verdict between them.
 """

@@ -819,10 +819,10 @@ def test_the_shipped_vits_selection_reads_validation_only_and_keeps_the_shipped_
     assert module.chosen(rows) is rows[1] and module.chosen([]) is None
 
 
-def test_ship_presets_chosen_ships_the_selections_best_validation_checkpoint(tmp_path, monkeypatch, capsys):
-    """`ship_presets vit6_fashion_mnist --chosen RUNS`: the candidate of lowest validation loss, its checkpoint of
-    lowest validation loss, the command that trained it and how it was chosen in the metadata; no candidate yet
-    or another preset is one line."""
+def test_the_selections_ship_ships_its_best_validation_checkpoint(tmp_path, monkeypatch, capsys):
+    """`python -m recipes.lab.vit6_selection_study --ship`: the candidate of lowest validation loss, its checkpoint
+    of lowest validation loss, the command that trained it and how it was chosen in the metadata; no candidate
+    yet is one line, a preset folder already there is refused."""
     import dataclasses
 
     module, presets = lab_module("vit6_selection_study"), lab_module("ship_presets")
@@ -831,13 +831,14 @@ def test_ship_presets_chosen_ships_the_selections_best_validation_checkpoint(tmp
     monkeypatch.setattr(presets, "WEIGHTS", str(tmp_path / "weights"))
     shipped = []
     monkeypatch.setattr(presets, "ship", lambda *args, **kwargs: shipped.append((args, kwargs)) or {"ok": 1})
+    runs = ["--ship", "--runs", str(tmp_path / "runs")]
     with pytest.raises(SystemExit, match="no vit6_selection candidate has finished"):
-        presets.main(["vit6_fashion_mnist", "--chosen", str(tmp_path / "runs")])
+        module.main(runs)
     columns = {"seed": 0, "epochs": 12, "train_loss": 0.2, "valid_accuracy": 0.9, "valid_loss_curve": "", "seconds": 1}
     for arm, rate, loss, epoch in (("none", "0.001", 0.31, 9), ("crop_flip", "0.003", 0.27, 11)):
         row = {**columns, "arm": arm, "learning_rate": rate, "best_valid_loss": loss, "best_epoch": epoch}
         module.engine.append_row(str(results), {f: row.get(f, "") for f in module.FIELDS})
-    presets.main(["vit6_fashion_mnist", "--chosen", str(tmp_path / "runs")])
+    module.main(runs)
     ((args, kwargs),) = shipped
     assert args[:2] == ("vit6_fashion_mnist", str(tmp_path / "runs" / "crop_flip_lr0.003_s0" / "deescalate"))
     assert "--augment crop_flip --learning-rate 0.003 --validation-fraction 0.1 --seed 0 --out" in args[2]
@@ -845,6 +846,7 @@ def test_ship_presets_chosen_ships_the_selections_best_validation_checkpoint(tmp
     assert {k: kwargs["validation"][k] for k in ("fraction", "checkpoint_epoch", "valid_loss")} == {
         "fraction": 0.1, "checkpoint_epoch": 11, "valid_loss": 0.27,
     }  # fmt: skip
+    (tmp_path / "weights" / "vit6_fashion_mnist").mkdir(parents=True)
     with pytest.raises(SystemExit):
-        presets.main(["vit6_digits", "--chosen"])
-    assert "--chosen: received vit6_digits; expected vit6_fashion_mnist" in capsys.readouterr().err
+        module.main(runs)
+    assert "vit6_fashion_mnist exists; delete it to ship vit6_fashion_mnist anew" in capsys.readouterr().err

@@ -4,7 +4,6 @@ its test set and write it into the package as a preset folder (`keras_tse/zoo/we
 test accuracy or perplexity, the training time and the command: the result file of its card.
 
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist  # trains, evaluates, writes
-    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist --chosen  # the validation-chosen cell
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_digits
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets gpt4_ptb
     python -m recipes.lab.ship_presets vit6_digits --add-preprocessor  # one shipped before models carried it
@@ -36,7 +35,8 @@ COMMANDS = {
     "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
 }
 # `--validation-fraction 0`: the presets were trained on the whole training split before the validation split
-# existed; the final model ships (nothing chosen on the test split), so the command stays the one that made them
+# existed, and the command stays the one that made them; vit6_fashion_mnist's replacement is chosen on a
+# validation split (recipes/lab/vit6_selection_study.py), its epochs and augmentation here having seen the test split
 MODEL = (
     "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2 "
     "--validation-fraction 0"
@@ -118,28 +118,6 @@ def ship(name, run_folder, command, checkpoint="last.keras", validation=None):
     return metadata
 
 
-def chosen_cell(runs):
-    """(run folder, command, validation record) of the vit6_selection study's chosen candidate (`runs`: the
-    folder its cells ran in); one line if none has finished."""
-    from recipes.lab import vit6_selection_study as selection
-
-    row = selection.chosen(selection.STUDY.read_rows())
-    if row is None:
-        raise SystemExit("no vit6_selection candidate has finished: run `keras-tse study vit6_selection` first")
-    rate, seed = float(row["learning_rate"]), int(row["seed"])
-    out = os.path.join(runs, f"{row['arm']}_lr{rate:g}_s{seed}")
-    flags = " ".join(selection.recipe_flags(row["arm"], rate))
-    command = f"KERAS_BACKEND=jax python -m keras_tse.cli.main train vit {flags} --seed {seed} --out {out}"
-    validation = {
-        "fraction": float(selection.VALIDATION[1]),
-        "checkpoint_epoch": int(row["best_epoch"]),
-        "valid_loss": float(row["best_valid_loss"]),
-        "valid_accuracy": float(row["valid_accuracy"]),
-        "chosen_by": f"recipes/lab/vit6_selection_study.py, lowest validation loss of {selection.STUDY.results}",
-    }
-    return selection.run_folder(out), command, validation
-
-
 def add_preprocessor(name):
     """Rewrite a shipped image preset's config.json with its data set's `ImagePreprocessor` first (the weights
     file as it is: the preprocessor holds no weight), for a preset shipped before models carried one. The
@@ -204,22 +182,11 @@ def main(argv=None):
     parser.add_argument(
         "--add-preprocessor", action="store_true", help="only give a shipped image preset its data set's preprocessor"
     )
-    parser.add_argument(
-        "--chosen", metavar="RUNS", nargs="?", const=os.path.join("runs", "vit6_selection"), default=None,
-        help="vit6_fashion_mnist only: ship the vit6_selection study's chosen cell (its cells' folder RUNS, default "
-        "runs/vit6_selection), its checkpoint of lowest validation loss; nothing trained",
-    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.add_preprocessor:
         return add_preprocessor(args.name)
-    if args.chosen and args.name != "vit6_fashion_mnist":
-        parser.error(f"--chosen: received {args.name}; expected vit6_fashion_mnist (the one preset chosen by a study)")
     if os.path.exists(os.path.join(WEIGHTS, args.name)):
         parser.error(f"{os.path.join(WEIGHTS, args.name)} exists; delete it to ship {args.name} anew")
-    if args.chosen:
-        folder, command, validation = chosen_cell(args.chosen)
-        metadata = ship(args.name, folder, command, checkpoint="best.keras", validation=validation)
-        return print(json.dumps(metadata, indent=2))
     out = os.path.join(args.runs, args.name)
     command = recipe_command(args.name, out)
     subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True)

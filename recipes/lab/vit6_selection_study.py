@@ -4,7 +4,7 @@ model shipped. Resumable cell by cell.
 
     nice -n 19 keras-tse study vit6_selection --jobs 2
     keras-tse study vit6_selection --card
-    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist --chosen   # ships the chosen cell
+    KERAS_BACKEND=jax python -m recipes.lab.vit6_selection_study --ship   # ships the chosen cell as the preset
 
 Each cell is one run of `keras-tse train vit` with the shipped command's flags (`ship_presets.COMMANDS`,
 `ship_presets.MODEL`) but its augmentation and rate, and `--validation-fraction 0.1`: 6,000 of the 60,000
@@ -20,7 +20,9 @@ Choices:
   among candidates, not a verdict between them.
 """
 
+import argparse
 import csv
+import json
 import math
 import os
 import sys
@@ -121,4 +123,44 @@ def markdown_table(rows):
     )
 
 
+def chosen_cell(runs):
+    """(run folder, command, validation record) of the chosen candidate (`runs`: the folder its cells ran in);
+    one line if none has finished."""
+    row = chosen(STUDY.read_rows())
+    if row is None:
+        raise SystemExit("no vit6_selection candidate has finished: run `keras-tse study vit6_selection` first")
+    rate, seed = float(row["learning_rate"]), int(row["seed"])
+    out = os.path.join(runs, f"{row['arm']}_lr{rate:g}_s{seed}")
+    flags = " ".join(recipe_flags(row["arm"], rate))
+    command = f"KERAS_BACKEND=jax python -m keras_tse.cli.main train vit {flags} --seed {seed} --out {out}"
+    validation = {
+        "fraction": float(VALIDATION[1]),
+        "checkpoint_epoch": int(row["best_epoch"]),
+        "valid_loss": float(row["best_valid_loss"]),
+        "valid_accuracy": float(row["valid_accuracy"]),
+        "chosen_by": f"recipes/lab/vit6_selection_study.py, lowest validation loss of {STUDY.results}",
+    }
+    return run_folder(out), command, validation
+
+
+def main(argv=None):
+    """`--ship`: the chosen candidate's checkpoint of lowest validation loss becomes the `vit6_fashion_mnist`
+    preset (`ship_presets.ship`: scored once on the test split); nothing trained."""
+    from recipes.lab import ship_presets
+
+    parser = argparse.ArgumentParser(prog="python -m recipes.lab.vit6_selection_study", description=main.__doc__)
+    parser.add_argument("--ship", action="store_true", required=True)
+    parser.add_argument("--runs", default=os.path.join("runs", "vit6_selection"), help="the folder its cells ran in")
+    args = parser.parse_args(argv)
+    target = os.path.join(ship_presets.WEIGHTS, "vit6_fashion_mnist")
+    if os.path.exists(target):
+        parser.error(f"{target} exists; delete it to ship vit6_fashion_mnist anew")
+    folder, command, validation = chosen_cell(args.runs)
+    metadata = ship_presets.ship("vit6_fashion_mnist", folder, command, checkpoint="best.keras", validation=validation)
+    print(json.dumps(metadata, indent=2))
+
+
 STUDY = engine.study_of(sys.modules[__name__])
+
+if __name__ == "__main__":
+    main()

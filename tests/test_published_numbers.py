@@ -849,3 +849,54 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
     assert f"took {float(learns['seconds']):.0f} s on this CPU" in text
     assert f"0.40 to {similarity('post')} in post-norm BERT at 400 steps, to {similarity('pre')} in its" in text
     assert float(similarity("deescalate").split("-")[1]) == 0.0
+
+
+def test_the_depth_remedies_prose_holds_in_its_rows():
+    """zoo/depth80_fashion_mnist.md: how many seeds of each remedy train, their loss ranges, the verdicts it
+    states and the means it quotes, each recomputed from depth_remedies.csv."""
+    import numpy as np
+
+    study = lab_module("depth_remedies_study")
+    rows = study.STUDY.read_rows()
+    arm = {name: [r for r in rows if r["arm"] == name] for name in study.LAYOUTS}
+
+    def trained(name):
+        return sum(map(study.trains, arm[name]))
+
+    def losses(name):
+        values = [float(r["train_loss"]) for r in arm[name]]
+        return f"{min(values):.3f} to {max(values):.3f}"
+
+    def mean(name, column):
+        return float(np.mean([float(r[column]) for r in arm[name]]))
+
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
+    assert len(rows) == 30 and all(len(members) == 6 for members in arm.values())
+    assert f"trains by the criterion on {trained('deescalate')} of its 6 seeds (final training losses " \
+        f"{losses('deescalate')})" in text  # fmt: skip
+    assert not study.trains(next(r for r in arm["deescalate"] if r["seed"] == "0"))
+    assert (
+        f"With warmup all 6 seeds train ({losses('deescalate_warmup')})" in text and trained("deescalate_warmup") == 6
+    )
+    assert (
+        f"(tau 0.5: {trained('deescalate_tau0.5')} seed of 6 trains; tau 0.25: {trained('deescalate_tau0.25')};" in text
+    )
+    ends = [f"{mean(name, 'similarity_end'):.3f}" for name in ("deescalate_tau0.5", "deescalate_tau0.25")]
+    assert f"ends at {ends[0]} and {ends[1]} on average, not 0" in text
+    assert f"trains on every seed ({losses('deescalate_layerscale')})" in text and trained("deescalate_layerscale") == 6
+    accuracy = [100 * mean(name, "test_accuracy") for name in ("deescalate_layerscale", "deescalate")]
+    assert f"({accuracy[0]:.1f}% against {accuracy[1]:.1f}%, the means of all seeds)" in text
+    table = vit_study_card_verdicts(study)
+    assert table["does warmup rescue de-escalation at 160 blocks and 1e-3?"] == ["inconclusive", "inconclusive"]
+    assert table["does tau 0.5 rescue it?"] == table["does tau 0.25 rescue it?"] == ["inconclusive", "inconclusive"]
+    assert table["does LayerScale rescue it?"] == ["A beats B", "A beats B"]
+
+
+def vit_study_card_verdicts(study):
+    """question -> [verdict on final training loss, on test accuracy], as the card's verdict table states them."""
+    from recipes.lab import vit_study_card
+
+    table = vit_study_card.verdicts_table(study.STUDY.read_rows(), study)
+    cells = [line.split(" | ") for line in table.splitlines()[2:] if line.startswith("| ")]
+    return {cell[0].lstrip("| "): [cell[3], cell[4]] for cell in cells if len(cell) > 4}

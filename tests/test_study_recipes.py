@@ -832,12 +832,19 @@ def test_the_selections_ship_ships_its_best_validation_checkpoint(tmp_path, monk
     shipped = []
     monkeypatch.setattr(presets, "ship", lambda *args, **kwargs: shipped.append((args, kwargs)) or {"ok": 1})
     runs = ["--ship", "--runs", str(tmp_path / "runs")]
-    with pytest.raises(SystemExit, match="no vit6_selection candidate has finished"):
+    with pytest.raises(SystemExit, match="vit6_selection has 4 candidate"):
         module.main(runs)
     columns = {"seed": 0, "epochs": 12, "train_loss": 0.2, "valid_accuracy": 0.9, "valid_loss_curve": "", "seconds": 1}
-    for arm, rate, loss, epoch in (("none", "0.001", 0.31, 9), ("crop_flip", "0.003", 0.27, 11)):
-        row = {**columns, "arm": arm, "learning_rate": rate, "best_valid_loss": loss, "best_epoch": epoch}
+    candidates = [("none", 1e-3, 0.31, 9), ("crop_flip", 3e-3, 0.27, 11), ("none", 3e-3, 0.33, 8)]
+    candidates += [("crop_flip", 1e-3, 0.30, 12), ("none", 1e-3 / 3, 0.35, 12), ("crop_flip", 9e-3, 0.29, 10)]
+    for i, (arm, rate, loss, epoch) in enumerate(candidates):
+        if i == 2:  # the bracket not yet closed: no choice to ship
+            with pytest.raises(SystemExit, match="vit6_selection has 2 candidate"):
+                module.main(runs)
+        row = {**columns, "arm": arm, "learning_rate": f"{rate:g}", "best_valid_loss": loss, "best_epoch": epoch}
         module.engine.append_row(str(results), {f: row.get(f, "") for f in module.FIELDS})
+    assert module.STUDY.pending(module.STUDY.arms()) == []  # each arm's best rate inside its tried ones
+    assert "bold: the chosen cell; 6 candidate(s) run" in module.markdown_table(module.STUDY.read_rows())
     module.main(runs)
     ((args, kwargs),) = shipped
     assert args[:2] == ("vit6_fashion_mnist", str(tmp_path / "runs" / "crop_flip_lr0.003_s0" / "deescalate"))

@@ -117,18 +117,23 @@ def markdown_table(rows):
             )
     if pick is None:
         return "No candidate has finished yet."
+    left = STUDY.pending(STUDY.arms())
+    bold = f"the lowest so far ({len(left)} candidate(s) of the plan left)" if left else "the chosen cell"
     return "\n".join(lines) + (
-        f"\n\nSeed 0, 54,000 training and 6,000 validation images, 12 epochs, JAX, 2-core AMD EPYC; bold: the chosen "
-        f"cell; {len(rows)} candidates run (`{os.path.relpath(RESULTS, ROOT)}`)."
+        f"\n\nSeed 0, 54,000 training and 6,000 validation images, 12 epochs, JAX, 2-core AMD EPYC; bold: {bold}; "
+        f"{len(rows)} candidate(s) run (`{os.path.relpath(RESULTS, ROOT)}`)."
     )
 
 
 def chosen_cell(runs):
     """(run folder, command, validation record) of the chosen candidate (`runs`: the folder its cells ran in);
     one line if none has finished."""
-    row = chosen(STUDY.read_rows())
-    if row is None:
-        raise SystemExit("no vit6_selection candidate has finished: run `keras-tse study vit6_selection` first")
+    row, left = chosen(STUDY.read_rows()), STUDY.pending(STUDY.arms())
+    if row is None or left:
+        raise SystemExit(
+            f"vit6_selection has {len(left)} candidate(s) left to run; expected a finished choice: "
+            "run `keras-tse study vit6_selection` first"
+        )
     rate, seed = float(row["learning_rate"]), int(row["seed"])
     out = os.path.join(runs, f"{row['arm']}_lr{rate:g}_s{seed}")
     flags = " ".join(recipe_flags(row["arm"], rate))

@@ -845,6 +845,17 @@ def test_the_selections_ship_ships_its_best_validation_checkpoint(tmp_path, monk
         module.engine.append_row(str(results), {f: row.get(f, "") for f in module.FIELDS})
     assert module.STUDY.pending(module.STUDY.arms()) == []  # each arm's best rate inside its tried ones
     assert "bold: the chosen cell; 6 candidate(s) run" in module.markdown_table(module.STUDY.read_rows())
+    chosen = tmp_path / "runs" / "crop_flip_lr0.003_s0" / "deescalate"
+    with pytest.raises(SystemExit, match=f"{chosen} holds no best.keras checkpoint; .* train vit .*crop_flip"):
+        module.main(runs)
+    (chosen / "checkpoints").mkdir(parents=True)
+    (chosen / "checkpoints" / "best.keras").write_text("")
+    curve = [f"{e},0.2,{0.3 - 0.002 * e:.3f},0.9" for e in range(12)]  # lowest at epoch 12, not the row's 11
+    (chosen / "history.csv").write_text("\n".join(["epoch,loss,val_loss,val_accuracy", *curve]))
+    with pytest.raises(SystemExit, match="not the chosen run: .* 0.278000 at epoch 12; expected 0.270000 at epoch 11"):
+        module.main(runs)
+    curve[10], curve[11] = "10,0.2,0.270,0.9", "11,0.2,0.279,0.9"
+    (chosen / "history.csv").write_text("\n".join(["epoch,loss,val_loss,val_accuracy", *curve]))
     module.main(runs)
     ((args, kwargs),) = shipped
     assert args[:2] == ("vit6_fashion_mnist", str(tmp_path / "runs" / "crop_flip_lr0.003_s0" / "deescalate"))

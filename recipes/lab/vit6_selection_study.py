@@ -148,6 +148,22 @@ def chosen_cell(runs):
     return run_folder(out), command, validation
 
 
+def check_run(folder, command, validation):
+    """One line unless `folder` holds the chosen row's run: its history's lowest validation loss and epoch as
+    the row recorded (a run lost or trained again differently cannot be shipped under the row's record)."""
+    if not os.path.exists(os.path.join(folder, "checkpoints", "best.keras")):
+        raise SystemExit(f"{folder} holds no best.keras checkpoint; expected the chosen run: train it with {command}")
+    found = validation_columns(folder)
+    if (found["best_epoch"], round(found["best_valid_loss"], 6)) != (
+        validation["checkpoint_epoch"],
+        round(validation["valid_loss"], 6),
+    ):
+        raise SystemExit(
+            f"{folder} is not the chosen run: lowest validation loss {found['best_valid_loss']:.6f} at epoch "
+            f"{found['best_epoch']}; expected {validation['valid_loss']:.6f} at epoch {validation['checkpoint_epoch']}"
+        )
+
+
 def main(argv=None):
     """`--ship`: the chosen candidate's checkpoint of lowest validation loss becomes the `vit6_fashion_mnist`
     preset (`ship_presets.ship`: scored once on the test split); nothing trained."""
@@ -161,6 +177,7 @@ def main(argv=None):
     if os.path.exists(target):
         parser.error(f"{target} exists; delete it to ship vit6_fashion_mnist anew")
     folder, command, validation = chosen_cell(args.runs)
+    check_run(folder, command, validation)
     metadata = ship_presets.ship("vit6_fashion_mnist", folder, command, checkpoint="best.keras", validation=validation)
     print(json.dumps(metadata, indent=2))
 

@@ -868,3 +868,8 @@ def test_the_selections_ship_ships_its_best_validation_checkpoint(tmp_path, monk
     with pytest.raises(SystemExit):
         module.main(runs)
     assert "vit6_fashion_mnist exists; delete it to ship vit6_fashion_mnist anew" in capsys.readouterr().err
+    with pytest.raises(SystemExit):  # the lab's other shipping command trains without a validation split
+        presets.main(["vit6_fashion_mnist"])
+    assert "is chosen on a validation split: ship it with python -m recipes.lab.vit6_selection_study --ship" in (
+        capsys.readouterr().err
+    )

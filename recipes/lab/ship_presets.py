@@ -3,13 +3,14 @@ its test set and write it into the package as a preset folder (`keras_tse/zoo/we
 `zoo.save_preset`; a language model's vocabulary in its assets), its `metadata.json` holding the measured
 test accuracy or perplexity, the training time and the command: the result file of its card.
 
-    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_fashion_mnist  # trains, evaluates, writes
-    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_digits
+    KERAS_BACKEND=jax python -m recipes.lab.ship_presets vit6_digits  # trains, evaluates, writes
     KERAS_BACKEND=jax python -m recipes.lab.ship_presets gpt4_ptb
     python -m recipes.lab.ship_presets vit6_digits --add-preprocessor  # one shipped before models carried it
 
-A folder already there is never replaced: delete it first to ship anew. The tests evaluate each
-shipped preset on every backend against the accuracy recorded here (tests/test_shipped_presets.py).
+`vit6_fashion_mnist` is chosen on a validation split and shipped by `recipes/lab/vit6_selection_study.py`
+(`--ship`, through `ship` here). A folder already there is never replaced: delete it first to ship anew. The
+tests evaluate each shipped preset on every backend against the accuracy recorded here
+(tests/test_shipped_presets.py).
 """
 
 import argparse
@@ -27,16 +28,15 @@ WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
 # The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/vit_presets.py, `_shipped`), with a
 # learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
 COMMANDS = {
-    # 12 epochs: 4 (the first weights shipped) reached 87.7%; no augmentation: crop_flip, Fashion-MNIST's default,
-    # slows a run this short (2 epochs of 12,800 images: 65.6% test accuracy with it, 78.2% without, measured)
+    # the selection study's base command: its candidates replace the augmentation and the rate and add the
+    # validation split (recipes/lab/vit6_selection_study.py)
     "vit6_fashion_mnist": "--dataset fashion_mnist --patch-size 4 --epochs 12 --batch-size 128 "
     "--learning-rate 1e-3 --warmup-steps 469 --schedule cosine --augment none",
     "vit6_digits": "--dataset digits --patch-size 2 --epochs 40 --batch-size 64 "
     "--learning-rate 1e-3 --warmup-steps 100 --schedule cosine",
 }
-# `--validation-fraction 0`: the presets were trained on the whole training split before the validation split
-# existed, and the command stays the one that made them; vit6_fashion_mnist's replacement is chosen on a
-# validation split (recipes/lab/vit6_selection_study.py), its epochs and augmentation here having seen the test split
+# `--validation-fraction 0`: vit6_digits was trained on the whole training split before the validation split
+# existed, and the command stays the one that made it
 MODEL = (
     "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2 "
     "--validation-fraction 0"
@@ -46,6 +46,9 @@ LANGUAGE_MODELS = {
     "gpt4_ptb": "--model gpt --dataset ptb --norm deescalate --depth 4 --steps 3000 --eval-interval 500 --seed 0 "
     "--no-download --verbose 2",  # 3,000 steps of 16 x 64 tokens: 3.3 passes over the training text
 }
+
+
+CHOSEN_ON_VALIDATION = {"vit6_fashion_mnist": "python -m recipes.lab.vit6_selection_study --ship"}
 
 
 def recipe_command(name, out):
@@ -156,7 +159,10 @@ def markdown_table(names=None):
 
 
 def _accuracy(m):
-    return f"{100 * m['test_accuracy']:.2f}% | {m['test_images']:,} | {m['epochs']}"
+    """A preset chosen on validation shipped its checkpoint of lowest validation loss: that epoch, of those run."""
+    chosen = m.get("validation", {}).get("checkpoint_epoch")
+    epochs = f"{chosen} of {m['epochs']} (validation)" if chosen else m["epochs"]
+    return f"{100 * m['test_accuracy']:.2f}% | {m['test_images']:,} | {epochs}"
 
 
 def _perplexity(m):
@@ -185,6 +191,8 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.add_preprocessor:
         return add_preprocessor(args.name)
+    if args.name in CHOSEN_ON_VALIDATION:
+        parser.error(f"{args.name} is chosen on a validation split: ship it with {CHOSEN_ON_VALIDATION[args.name]}")
     if os.path.exists(os.path.join(WEIGHTS, args.name)):
         parser.error(f"{os.path.join(WEIGHTS, args.name)} exists; delete it to ship {args.name} anew")
     out = os.path.join(args.runs, args.name)

@@ -900,3 +900,26 @@ def vit_study_card_verdicts(study):
     table = vit_study_card.verdicts_table(study.STUDY.read_rows(), study)
     cells = [line.split(" | ") for line in table.splitlines()[2:] if line.startswith("| ")]
     return {cell[0].lstrip("| "): [cell[3], cell[4]] for cell in cells if len(cell) > 4}
+
+
+def test_the_shipped_vits_choice_prose_holds_in_its_rows():
+    """zoo/vit6_fashion_mnist.md: the chosen candidate and its epoch, crop-and-flip at its best on its last
+    epoch in every cell, and the cells' times, each from selection.csv; the preset shipped is that choice."""
+    study = lab_module("vit6_selection_study")
+    rows = study.STUDY.read_rows()
+    pick = study.chosen(rows)
+    with open(os.path.join(ROOT, "zoo", "vit6_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
+    assert (pick["arm"], pick["learning_rate"], pick["best_epoch"]) == (
+        "none",
+        "0.001",
+        "12",
+    ) and not study.STUDY.pending(study.STUDY.arms())
+    assert "Chosen: no augmentation at 1e-3, its checkpoint of epoch 12." in text
+    assert all(r["best_epoch"] == r["epochs"] for r in rows if r["arm"] == "crop_flip")
+    minutes = [float(r["seconds"]) / 60 for r in rows]
+    assert f"# {len(rows)} cells of {min(minutes):.0f}-{max(minutes):.0f} minutes on this CPU" in text
+    with open(os.path.join(ROOT, "keras_tse", "zoo", "weights", "vit6_fashion_mnist", "metadata.json")) as f:
+        shipped = json.load(f)
+    assert shipped["validation"]["valid_loss"] == float(pick["best_valid_loss"])
+    assert "--augment none --learning-rate 0.001 --validation-fraction 0.1" in shipped["command"]

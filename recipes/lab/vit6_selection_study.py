@@ -138,12 +138,13 @@ def chosen_cell(runs):
     out = os.path.join(runs, f"{row['arm']}_lr{rate:g}_s{seed}")
     flags = " ".join(recipe_flags(row["arm"], rate))
     command = f"KERAS_BACKEND=jax python -m keras_tse.cli.main train vit {flags} --seed {seed} --out {out}"
+    results = os.path.relpath(STUDY.results, ROOT)
     validation = {
         "fraction": float(VALIDATION[1]),
         "checkpoint_epoch": int(row["best_epoch"]),
         "valid_loss": float(row["best_valid_loss"]),
         "valid_accuracy": float(row["valid_accuracy"]),
-        "chosen_by": f"recipes/lab/vit6_selection_study.py, lowest validation loss of {STUDY.results}",
+        "chosen_by": f"recipes/lab/vit6_selection_study.py, lowest validation loss of {results}",
     }
     return run_folder(out), command, validation
 

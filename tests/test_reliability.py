@@ -405,3 +405,17 @@ def test_a_write_stopped_before_its_rename_leaves_the_old_file_whole(tmp_path, m
     with pytest.raises(KeyboardInterrupt):
         run_files.write_json(str(path), {"epochs": 4, "and": "much more"})
     assert path.read_text() == before and os.listdir(tmp_path) == ["summary.json"]
+
+
+def test_a_dict_probe_that_does_not_fit_a_kerashub_model_names_the_input():
+    """A KerasHub model takes a dict: the metric checks each input the probe feeds by name."""
+    keras_hub = pytest.importorskip("keras_hub")
+    bert = keras_hub.models.BertBackbone(
+        vocabulary_size=20, num_layers=1, num_heads=1, hidden_dim=4, intermediate_dim=8, max_sequence_length=8
+    )
+    probe = {"token_ids": np.ones((2, 8), "int32"), "segment_ids": np.zeros((2, 8), "int32"),
+             "padding_mask": np.ones((2, 8, 1), "int32")}  # fmt: skip
+    metric = TokenSimilarityMetric(probe)
+    metric.set_model(bert)
+    with pytest.raises(ValueError, match=r"inputs\['padding_mask'\] \[batch, \*\(None,\)\]. .*\(2, 8, 1\)"):
+        metric._start()

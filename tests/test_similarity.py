@@ -153,3 +153,23 @@ def test_token_similarity_profile_finds_a_keras_hub_models_blocks_without_a_laye
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
     with pytest.raises(ValueError, match="No Transformer blocks of a known kind .*TransformerEncoder"):
         token_similarity_profile(plain, np.zeros((1, 4)))
+
+
+def test_token_similarity_profile_finds_the_blocks_of_a_kerashub_task_inside_its_backbone():
+    """A KerasHub task holds its backbone as one layer: `BertMaskedLM`'s profile is its backbone's, block for
+    block, and `TokenSimilarityMetric` measures it while `fit` trains the task, with no layer list."""
+    import keras
+
+    keras_hub = pytest.importorskip("keras_hub")
+    from keras_tse.callbacks import TokenSimilarityMetric
+
+    bert, _, inputs, _ = _keras_hub_models()
+    task = keras_hub.models.BertMaskedLM(backbone=bert, preprocessor=None)
+    x = {**inputs, "mask_positions": np.array([[1, 3], [0, 5]], "int32")}
+    expected = token_similarity_profile(bert, inputs)
+    np.testing.assert_allclose(token_similarity_profile(task, x), expected, rtol=1e-6)
+    metric = TokenSimilarityMetric(x, logs="all")
+    task.compile(optimizer=keras.optimizers.SGD(0.0), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    task.fit(x, np.array([[4, 7], [9, 2]], "int32"), epochs=1, verbose=0, callbacks=[metric])
+    measured = [metric.records[0][f"tsim_{i}"] for i in range(3)]  # at train begin; a rate of 0 changes nothing
+    np.testing.assert_allclose(measured, expected, rtol=1e-5)

@@ -104,14 +104,14 @@ def block_outputs_model(model, layers=None, with_output=False):
 
     Args:
         model: a functional (or built Sequential) `keras.Model`.
-        layers: `None` to find the blocks of a known kind among `model.layers` (`is_block`: keras_tse's,
-            a `ScannedBlocks` giving one output per block it runs, and KerasHub's `TransformerEncoder`,
-            `TransformerDecoder` and ViT blocks, so a KerasHub `BertBackbone` needs no list), or a list of
-            layer names / layers of any functional model. A layer called at several depths (ALBERT's
-            shared block) gives one output per call.
+        layers: `None` to find the blocks of a known kind (`blocks_of`: keras_tse's, a `ScannedBlocks` giving
+            one output per block it runs, and KerasHub's `TransformerEncoder`, `TransformerDecoder` and ViT
+            blocks, also inside a functional model nested in `model`, so neither a KerasHub `BertBackbone` nor
+            a task built on one needs a list), or a list of layer names / layers of any functional model. A
+            layer called at several depths (ALBERT's shared block) gives one output per call.
     """
     if layers is None:
-        chosen = [layer for layer in model.layers if is_block(layer)]
+        chosen = blocks_of(model)
         if not chosen:
             raise ValueError(
                 f"No Transformer blocks of a known kind (keras_tse's, {', '.join(sorted(KERAS_HUB_BLOCKS))}) among "
@@ -126,27 +126,60 @@ def block_outputs_model(model, layers=None, with_output=False):
     return probe
 
 
+def blocks_of(model):
+    """`model`'s Transformer blocks of a known kind (`is_block`), in order, those of a functional model nested
+    in it included: a KerasHub task (`BertMaskedLM`, a classifier) holds its backbone as one layer."""
+    found = []
+    for layer in model.layers:
+        if is_block(layer):
+            found.append(layer)
+        elif _is_graph(layer):
+            found.extend(blocks_of(layer))
+    return found
+
+
+def _is_graph(layer):
+    """Whether `layer` is a functional model, whose graph `clone_model` can call again layer by layer."""
+    return isinstance(layer, keras.Model) and hasattr(layer, "_run_through_graph")
+
+
 def _call_outputs(model, chosen):
     """`(inputs, outputs, the model's outputs)`: the output of each call of the `chosen` layers, in call order: one per
     block for most models, one per depth for a block whose weights are shared across depth (ALBERT
     calls one layer at every depth). Keras' `clone_model` re-runs the graph with the same layer
     objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function`
-    records each chosen call."""
+    records each chosen call; a nested functional model holding a chosen block is run the same way, its
+    layers called in the outer graph, so that its blocks' outputs are tensors of `model`'s inputs."""
     from keras_tse.layers import ScannedBlocks
 
-    wanted, outputs = {id(layer) for layer in chosen}, []
+    wanted, outputs, called = {id(layer) for layer in chosen}, [], set()
 
     def call(layer, *args, **kwargs):
+        called.add(id(layer))
         if id(layer) in wanted and isinstance(layer, ScannedBlocks):  # one layer, `depth` blocks
             every = layer(*args, return_block_outputs=True, **kwargs)
             outputs.extend(every[i] for i in range(layer.depth))
             return every[-1]
+        masks = keras.tree.flatten(kwargs.get("mask"))
+        if _is_graph(layer) and len(args) == 1 and kwargs.keys() <= {"mask"} and all(m is None for m in masks):
+            if any(id(block) in wanted for block in blocks_of(layer)):
+                return replay(layer, args[0]).output
         result = layer(*args, **kwargs)
         if id(layer) in wanted:
             outputs.append(result[0] if isinstance(result, (tuple, list)) else result)
         return result
 
-    clone = keras.models.clone_model(model, clone_function=lambda layer: layer, call_function=call)
+    def replay(graph, inputs):
+        same = lambda layer: layer  # noqa: E731 - every layer itself: no weight copied
+        return keras.models.clone_model(graph, input_tensors=inputs, clone_function=same, call_function=call)
+
+    clone = replay(model, None)
+    missed = [layer.name for layer in chosen if id(layer) not in called]
+    if missed:  # inside a nested model called with a mask or other arguments, which its replay would drop
+        raise ValueError(
+            f"Blocks {missed[:4]} of model {model.name!r} are not called by its graph (nor by a functional model "
+            "in it called on its inputs alone); name blocks that its graph calls with `layers=`"
+        )
     return clone.inputs, outputs, clone.outputs
 
 

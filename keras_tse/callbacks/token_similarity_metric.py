@@ -93,16 +93,21 @@ class TokenSimilarityMetric(ProbeSchedule):
         self._probe = None
 
     def _start(self):
-        expected = tuple(self.model.inputs[0].shape[1:]) if getattr(self.model, "inputs", None) else None
-        received = tuple(getattr(self.probe_inputs, "shape", ())[1:])
-        if expected is not None and (
-            len(expected) != len(received) or any(e is not None and e != r for e, r in zip(expected, received))
-        ):
-            raise ValueError(
-                f"TokenSimilarityMetric's probe does not fit the model: the model takes inputs "
-                f"[batch, *{expected}]. Received: probe_inputs.shape={(len(self.probe_inputs), *received)}"
-            )
+        for where, expected, received in self._fed_shapes():
+            if len(expected) != len(received[1:]) or any(e not in (None, r) for e, r in zip(expected, received[1:])):
+                raise ValueError(
+                    f"TokenSimilarityMetric's probe does not fit the model: the model takes inputs{where} "
+                    f"[batch, *{expected}]. Received: probe_inputs{where}.shape={received}"
+                )
         self._probe = block_outputs_model(self.model, self.layers)
+
+    def _fed_shapes(self):
+        """`(where, the model's input shape past the batch, the probe's shape)` of each input the probe feeds: the
+        first for an array, each by name for a dict (a KerasHub model's `token_ids`, `padding_mask`, ...)."""
+        specs = getattr(self.model, "inputs", None) or []
+        if not isinstance(self.probe_inputs, dict):
+            return [("", tuple(s.shape[1:]), np.shape(self.probe_inputs)) for s in specs[:1]]
+        return [(f"[{s.name!r}]", tuple(s.shape[1:]), np.shape(self.probe_inputs.get(s.name))) for s in specs]
 
     def on_train_end(self, logs=None):
         if self.plot_dir and self.records:

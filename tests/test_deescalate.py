@@ -144,15 +144,15 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
 
 
 def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
-    """The study's arms (`recipes/lab/bert_ptb_study.py`) at 2 layers: post-norm is KerasHub's BERT itself,
+    """The study's arms (`recipes/lab/bert_ptb_cell.py`) at 2 layers: post-norm is KerasHub's BERT itself,
     de-escalation centres its blocks' outputs (similarity ~0 where BERT's is not), the pre-norm twin has
     the same weights' shapes with every encoder `normalize_first`; the masked-word head reads `MASKED`
     positions; the masking replaces exactly those positions by the mask id."""
     pytest.importorskip("keras_hub")
-    from recipes.lab import bert_ptb_study as study
+    from recipes.lab import bert_ptb_cell as study
 
     rng = np.random.default_rng(0)
-    x, y = study._masked(study._windows(np.arange(1000) % 49, 4, rng), 49, rng)
+    x, y = study.masked(study.windows(np.arange(1000) % 49, 4, rng), 49, rng)
     assert (np.take_along_axis(x["token_ids"], x["mask_positions"], axis=1) == 49).all()
     assert ((x["token_ids"] == 49).sum(axis=1) == study.MASKED).all() and y.shape == (4, study.MASKED)
     probe = {k: v for k, v in x.items() if k != "mask_positions"}

@@ -873,3 +873,45 @@ def test_the_selections_ship_ships_its_best_validation_checkpoint(tmp_path, monk
     assert "is chosen on a validation split: ship it with python -m recipes.lab.vit6_selection_study --ship" in (
         capsys.readouterr().err
     )
+
+
+def test_a_bert_cell_killed_after_a_chunk_resumes_on_the_batches_it_would_have_trained_on(tmp_path, monkeypatch):
+    """`recipes/lab/bert_ptb_cell.py` at 2 layers, 2 chunks of 2 steps: a cell killed right after its first
+    chunk's backup, then run again, resumes at the second chunk (told its epoch) and ends with the numbers of
+    a cell never killed; the second chunk's batches are not the first's."""
+    pytest.importorskip("keras_hub")
+    from keras_tse.callbacks import run_backup
+    from recipes.lab import bert_ptb_cell as cell
+
+    rng = np.random.default_rng(0)
+    ids = {split: rng.integers(0, 49, 400) for split in ("train", "valid", "test")}
+    small = {"STEPS": 4, "CHUNK": 2, "BATCH": 4, "EVAL_WINDOWS": 8, "CURVE_EVERY": 1, "PROBE_WINDOWS": 4}
+    for name, value in small.items():
+        monkeypatch.setattr(cell, name, value)
+    monkeypatch.setattr(cell, "corpus", lambda: (ids, 49))
+    epochs = []
+    real_set_epoch, real_save = cell.MaskedWindows.set_epoch, run_backup.RunBackup.save
+    monkeypatch.setattr(cell.MaskedWindows, "set_epoch", lambda self, e: (epochs.append(e), real_set_epoch(self, e)))
+    whole = cell.train_cell(str(tmp_path / "whole"), "post", 2, 1e-2, 0)
+    assert epochs == [0, 1] and whole["steps"] == 4 and len(whole["loss_curve"].split(";")) == 4
+
+    class Killed(Exception):
+        pass
+
+    def save_then_die(self, epoch, logs):
+        real_save(self, epoch, logs)
+        raise Killed
+
+    monkeypatch.setattr(run_backup.RunBackup, "save", save_then_die)
+    epochs.clear()
+    with pytest.raises(Killed):
+        cell.train_cell(str(tmp_path / "killed"), "post", 2, 1e-2, 0)
+    monkeypatch.setattr(run_backup.RunBackup, "save", real_save)
+    resumed = cell.train_cell(str(tmp_path / "killed"), "post", 2, 1e-2, 0)
+    assert epochs == [0, 1]  # the killed call's first epoch, then the resumed call's second
+    for key in ("train_loss", "valid_loss", "test_loss", "similarity_init", "similarity_end"):
+        assert resumed[key] == pytest.approx(whole[key], rel=1e-5), key
+    assert resumed["loss_curve"] == whole["loss_curve"]
+    first, second = cell.MaskedWindows(ids["train"], 49, 0, 4, 2), cell.MaskedWindows(ids["train"], 49, 0, 4, 2)
+    second.set_epoch(1)
+    assert not np.array_equal(first[0][0]["token_ids"], second[0][0]["token_ids"])

@@ -110,7 +110,7 @@ class SegmentStream(keras.utils.PyDataset):
     Transformer-XL trains for a number of steps over a stream that wraps around at the corpus end,
     and evaluates every so many steps. Here epoch `e`, batch `i` is global step `g = e *
     steps_per_epoch + i`, which reads window `g mod num_windows` of every stream; the epoch comes
-    from Keras (`set_epoch`, called by the callback `epoch_callback()` at each epoch start), so a run
+    from Keras (`set_epoch`, called at each epoch start by the runner's callback), so a run
     resumed at epoch `e` reads on exactly where it stopped.
     """
 
@@ -134,6 +134,3 @@ class SegmentStream(keras.utils.PyDataset):
 
     def set_epoch(self, epoch):
         self.epoch = epoch
-
-    def epoch_callback(self):
-        return keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: self.set_epoch(epoch))

@@ -74,7 +74,6 @@ def fit_language_model(
     )
     callbacks = [
         *optimizers.ema_callbacks(config),
-        stream.epoch_callback(),
         PerplexityLogs(),
         IntervalLoss(os.path.join(run_dir, "steps.csv"), config.log_interval, config.eval_interval),
     ]

@@ -98,7 +98,7 @@ def fit_variant(
         defaults=defaults_of(config, before),
         similarity_every=config.similarity_every_n_batches,
         checkpoints=checkpoints,
-        extra_callbacks=[*_epoch_order(train), *optimizers.ema_callbacks(config)],
+        extra_callbacks=optimizers.ema_callbacks(config),
         verbose=verbose,
     )
 
@@ -127,7 +127,8 @@ def train_in_folder(
 ):
     """`model.fit(**fit_kwargs)` (compiled by the caller) with the run-folder mechanics every recipe shares.
 
-    `summarize(history, similarity_callback, seconds)` makes the summary stored as `summary.json`.
+    `summarize(history, similarity_callback, seconds)` makes the summary stored as `summary.json`. A pipeline
+    `fit_kwargs["x"]` that orders its batches by the epoch (`set_epoch`) is told each epoch's number as it begins.
     `extra_callbacks` run after TokenSimilarityMetric and before CSVLogger, so the logs they add
     reach `history.csv`. `defaults`: what an older run folder that lacks a setting ran with
     (`check_run_folder`).
@@ -160,6 +161,7 @@ def train_in_folder(
                     os.remove(stale)
         callbacks = [
             *first,
+            *_epoch_order(fit_kwargs["x"]),
             StopOnInterrupt(),  # a Ctrl-C stops at a batch end, where every saved file is whole
             stop,
             similarity,  # before CSVLogger: it adds its columns to the epoch logs

@@ -4,11 +4,14 @@ each arm's rate bracketed on seed 0 by validation loss, then verdict seeds 1-5 t
 
     nice -n 19 keras-tse study bert_ptb [--jobs 2] [--part 24|48] [--runs runs/bert_ptb]
 
-Each cell is one process (`python -m recipes.lab.bert_ptb_study --cell ...`, PyTorch backend: no compile,
-which at 48 unrolled layers costs XLA on a CPU more than the training) that builds
+Each cell is one process (`recipes/lab/bert_ptb_cell.py`, JAX backend, the step compiled) that builds
 `keras_hub.models.BertBackbone` (width 32, 2 heads, FFN 128, 32 tokens, random weights), makes the arm's model
 from it, trains a masked-word head (`keras_hub.layers.MaskedLMHead`, tied to the token embedding) for
-`STEPS` steps and writes its `summary.json`; a finished cell becomes one row of `zoo/bert_ptb/results.csv`.
+`STEPS` steps through the runner every recipe uses (validated and backed up every 500 steps: a killed cell
+resumes there) and writes its `summary.json`; a finished cell becomes one row of `zoo/bert_ptb/results.csv`.
+One backend for every cell wherever it runs, so that rows from a CPU and a GPU compare: JAX, because on a
+GPU one compiled step beats eager per-op launches, while on the 2-core CPU the two are alike (24 layers,
+batch 128: 0.31 s a step compiled under JAX, 0.27 s eager under PyTorch).
 The token ids go to the backbone directly (KerasHub's tokenizers need TensorFlow Text): Penn Treebank's
 `VOCABULARY` most frequent training words (`<eos>` and `<unk>` among them, every rarer word read as `<unk>`),
 plus one id for the mask.
@@ -24,7 +27,7 @@ Choices where the issue and the paper are silent:
   mixes in a fine-tuning concern this comparison does not need); validation and test: 512 windows each of
   their split, one fixed draw of positions (seed 1234), the mean cross-entropy of the masked words;
 - the training: AdamW (weight decay 0.01, BERT's), gradient norm clipped at 1, the rate decayed by a cosine
-  to 0 over `STEPS` steps of batch 32, no warmup (warmup is the other known remedy: one variable at a
+  to 0 over `STEPS` steps of batch 128, no warmup (warmup is the other known remedy: one variable at a
   time), dropout 0 (short runs whose losses are compared);
 - the pre-norm twin is the same backbone with every `TransformerEncoder` rebuilt with `normalize_first=True`
   (the masked-word head's own layer norm normalizes its input, so no final norm is added);
@@ -33,9 +36,7 @@ Choices where the issue and the paper are silent:
   (`recipes/lab/verdicts.py`, minimum effect 0.03 nats).
 """
 
-import argparse
 import json
-import math
 import os
 import sys
 
@@ -46,7 +47,7 @@ RESULTS = os.path.join(ROOT, "zoo", "bert_ptb", "results.csv")
 WIDTH, HEADS, FFN, TOKENS, MASKED = 32, 2, 128, 32, 5
 STEPS, BATCH, EVAL_WINDOWS, VOCABULARY = 8000, 128, 512, 2000
 DEPTHS = (24, 48)
-BACKEND = "torch"
+BACKEND = "jax"
 LAYOUTS = ("post", "deescalate", "pre")
 ARMS = {f"{layout}_{depth}": (layout, depth) for depth in DEPTHS for layout in LAYOUTS}
 SEEDS = (0, 1, 2, 3, 4, 5)  # seed 0 chooses the rate; the verdicts rest on seeds 1-5 (zoo/README.md)
@@ -71,13 +72,14 @@ QUESTIONS = engine.questions("""
 
 
 def run_cell(runs, arm, learning_rate, seed):
-    """One cell's process (a killed one starts again: a cell is minutes); its row."""
+    """One cell's process (`recipes/lab/bert_ptb_cell.py`: a killed one resumes from its last `CHUNK` of steps);
+    its row."""
     out = os.path.join(runs, f"{arm}_lr{learning_rate:g}_s{seed}")
-    os.makedirs(out, exist_ok=True)
-    command = [sys.executable, "-m", "recipes.lab.bert_ptb_study", "--cell", out, arm, f"{learning_rate:g}", str(seed)]
-    seconds = engine.run_process(command, out + ".log", f"{arm} seed {seed}", backend=BACKEND)
-    summary = engine.read_summary(out)
     layout, depth = ARMS[arm]
+    cell = [out, layout, str(depth), f"{learning_rate:g}", str(seed)]
+    seconds = engine.run_process([sys.executable, "-m", "recipes.lab.bert_ptb_cell", *cell], out + ".log",
+                                 f"{arm} seed {seed}", backend=BACKEND)  # fmt: skip
+    summary = engine.read_summary(out)
     return {
         "arm": arm, "layout": layout, "depth": depth, "learning_rate": f"{learning_rate:g}", "seed": seed,
         **{k: summary[k] for k in FIELDS[5:13]}, "seconds": seconds, "backend": BACKEND,
@@ -189,132 +191,3 @@ COLOURS = {"post": "tab:red", "deescalate": "tab:blue", "pre": "tab:green"}
 TITLE = "KerasHub's BERT on Penn Treebank masked words: post-norm, de-escalated and pre-norm at 24 and 48 layers"
 CARD = os.path.join(ROOT, "zoo", "bert_ptb.md")
 STUDY = engine.study_of(sys.modules[__name__], figure=lambda: figure(STUDY.read_rows()))
-
-
-# The cell: one training, run in its own process.
-
-
-def capped(ids, unknown):
-    """Each split's ids with every word past the `VOCABULARY` most frequent read as `unknown` (`<unk>`'s id):
-    the vocabulary lists the training words by frequency, so the kept words are the first ids."""
-    import numpy as np
-
-    if unknown >= VOCABULARY:
-        raise ValueError(f"`<unk>` must be among the {VOCABULARY} kept words. Received: its id {unknown}")
-    return {split: np.where(split_ids < VOCABULARY, split_ids, unknown) for split, split_ids in ids.items()}
-
-
-def _windows(ids, count, rng):
-    starts = rng.integers(0, len(ids) - TOKENS, count)
-    return ids[starts[:, None] + range(TOKENS)]
-
-
-def _masked(windows, mask_id, rng):
-    """BERT's inputs and targets: `MASKED` positions a window replaced by the mask id."""
-    import numpy as np
-
-    positions = np.sort(np.argsort(rng.random(windows.shape), axis=1)[:, :MASKED], axis=1).astype("int32")
-    targets = np.take_along_axis(windows, positions, axis=1)
-    tokens = windows.copy()
-    np.put_along_axis(tokens, positions, mask_id, axis=1)
-    inputs = {
-        "token_ids": tokens.astype("int32"),
-        "segment_ids": np.zeros_like(tokens, dtype="int32"),
-        "padding_mask": np.ones_like(tokens, dtype="int32"),
-        "mask_positions": positions,
-    }
-    return inputs, targets.astype("int32")
-
-
-def build(layout, depth, vocabulary_size):
-    """The arm's masked-word model: KerasHub's BERT (`post`), `keras_tse.deescalate` of it, or its pre-norm twin."""
-    import keras
-    import keras_hub
-
-    import keras_tse
-    from keras_tse.zoo.preprocessing import replayed
-
-    bert = keras_hub.models.BertBackbone(
-        vocabulary_size=vocabulary_size, num_layers=depth, num_heads=HEADS, hidden_dim=WIDTH,
-        intermediate_dim=FFN, dropout=0.0, max_sequence_length=TOKENS,
-    )  # fmt: skip
-    if layout == "deescalate":
-        backbone = keras_tse.deescalate(bert)
-    elif layout == "pre":
-        twin = {}
-
-        def pre_norm(layer):
-            if isinstance(layer, keras_hub.layers.TransformerEncoder):
-                twin[layer.name] = keras_hub.layers.TransformerEncoder.from_config(
-                    {**layer.get_config(), "normalize_first": True}
-                )
-                return twin[layer.name]
-            return layer
-
-        backbone = replayed(bert, {k: keras.Input(v.shape[1:], dtype=v.dtype, name=k) for k, v in bert.input.items()},
-                            layers=pre_norm)  # fmt: skip
-    else:
-        backbone = bert
-    inputs = {**{k: keras.Input((TOKENS,), dtype="int32", name=k) for k in bert.input},
-              "mask_positions": keras.Input((MASKED,), dtype="int32", name="mask_positions")}  # fmt: skip
-    head = keras_hub.layers.MaskedLMHead(
-        vocabulary_size=vocabulary_size, token_embedding=bert.token_embedding, intermediate_activation="gelu",
-        name="mlm_head",
-    )  # fmt: skip
-    features = backbone({k: inputs[k] for k in bert.input})["sequence_output"]
-    return keras.Model(inputs, head(features, inputs["mask_positions"]), name=f"bert_{layout}_{depth}"), backbone
-
-
-def train_cell(out, arm, learning_rate, seed):
-    """Train one cell and write its `summary.json` (the row's numbers)."""
-    import keras
-    import numpy as np
-
-    from keras_tse.analysis.similarity import token_similarity_profile
-    from keras_tse.cli.info import machine_name
-    from keras_tse.data.ptb import load_ptb
-    from keras_tse.run_files import write_json
-
-    layout, depth = ARMS[arm]
-    ids, vocab = load_ptb(download=False)
-    ids, mask_id = capped(ids, vocab.index["<unk>"]), VOCABULARY
-    keras.utils.set_random_seed(seed)
-    model, backbone = build(layout, depth, mask_id + 1)
-    held_out = np.random.default_rng(1234)
-    valid = _masked(_windows(ids["valid"], EVAL_WINDOWS, held_out), mask_id, held_out)
-    test = _masked(_windows(ids["test"], EVAL_WINDOWS, held_out), mask_id, held_out)
-    probe = {k: v[:64] for k, v in valid[0].items() if k != "mask_positions"}
-    similarity_init = float(token_similarity_profile(backbone, probe)[-1])
-    schedule = keras.optimizers.schedules.CosineDecay(learning_rate, STEPS)
-    optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.01, clipnorm=1.0)
-    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
-    model.compile(optimizer, loss, metrics=["sparse_categorical_accuracy"], jit_compile=False)  # eager: see BACKEND
-    rng = np.random.default_rng(seed)
-    losses = []
-    for _ in range(STEPS):
-        x, y = _masked(_windows(ids["train"], BATCH, rng), mask_id, rng)
-        losses.append(float(model.train_on_batch(x, y)[0]))
-        if not math.isfinite(losses[-1]):
-            break
-    valid_loss = model.evaluate(*valid, batch_size=128, verbose=0)[0]
-    test_loss, test_accuracy = model.evaluate(*test, batch_size=128, verbose=0)
-    write_json(os.path.join(out, "summary.json"), {
-        "steps": len(losses), "train_loss": float(np.mean(losses[-50:])), "valid_loss": float(valid_loss),
-        "test_loss": float(test_loss), "test_accuracy": float(test_accuracy),
-        "similarity_init": similarity_init,
-        "similarity_end": float(token_similarity_profile(backbone, probe)[-1]),
-        "loss_curve": ";".join(f"{np.mean(losses[i:i + 50]):.4g}" for i in range(0, len(losses), 50)),
-        "machine": machine_name(),
-    })  # fmt: skip
-
-
-def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m recipes.lab.bert_ptb_study", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--cell", nargs=4, metavar=("OUT", "ARM", "LR", "SEED"), required=True)
-    out, arm, learning_rate, seed = parser.parse_args(argv).cell
-    train_cell(out, arm, float(learning_rate), int(seed))
-    print(json.dumps({"cell": arm, "seed": int(seed), "done": True}))
-
-
-if __name__ == "__main__":
-    main()

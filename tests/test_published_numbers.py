@@ -818,7 +818,7 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 
     ids, vocab = load_ptb(download=False)
     entropy, top = unigram(ids["train"])
-    small_entropy, unknown = unigram(study.capped(ids, vocab.index["<unk>"])["train"])
+    small_entropy, unknown = unigram(lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"])
     rows = study.pilot_rows()
     first = [r for r in rows if int(r["vocabulary"]) == 10000 and int(r["batch"]) == 32]
     assert len(first) == 13

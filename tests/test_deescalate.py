@@ -67,6 +67,37 @@ def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_wi
     np.testing.assert_allclose(loaded.predict(x, verbose=0), predicted, atol=1e-5)
 
 
+def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backbone(tmp_path):
+    """`deescalate(BertMaskedLM)` is a `BertMaskedLM` on a `DeEscalatedBackbone` whose head holds the original
+    head's weights (the task builds its head anew); its last block's similarity is ~0 where the original's is
+    not, the original is untouched, and it loads from `.keras` as the same task. A plain functional model
+    holding the backbone as one layer gets that layer de-escalated."""
+    import keras
+
+    keras_hub = pytest.importorskip("keras_hub")
+    bert, inputs = _bert()
+    inputs = {**inputs, "padding_mask": np.ones((2, 8), "int32")}  # the measure reads every token
+    task = keras_hub.models.BertMaskedLM(backbone=bert, preprocessor=None)
+    x = {**inputs, "mask_positions": np.array([[1, 3], [0, 5]], "int32")}
+    before = keras.ops.convert_to_numpy(task(x))
+    fixed = keras_tse.deescalate(task)
+    assert type(fixed) is keras_hub.models.BertMaskedLM and type(fixed.backbone).__name__ == "DeEscalatedBackbone"
+    head, fixed_head = (t.get_layer("mlm_head") for t in (task, fixed))
+    assert len(fixed_head.weights) == len(head.weights) > 2
+    for original, copy in zip(head.weights, fixed_head.weights):
+        np.testing.assert_array_equal(keras.ops.convert_to_numpy(copy), keras.ops.convert_to_numpy(original))
+    assert token_similarity_profile(task, x)[-1] > 0.05
+    assert abs(token_similarity_profile(fixed, x)[-1]) < 1e-5
+    np.testing.assert_array_equal(keras.ops.convert_to_numpy(task(x)), before)
+    predicted = keras.ops.convert_to_numpy(fixed(x))
+    fixed.save(tmp_path / "task.keras")
+    loaded = keras.saving.load_model(tmp_path / "task.keras")
+    assert type(loaded) is keras_hub.models.BertMaskedLM
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), predicted, atol=1e-5)
+    wrapper = keras.Model(bert.input, bert(bert.input)["sequence_output"])
+    assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
+
+
 def _decoder_model(normalize_first):
     """GPT-2 (pre-norm), or a post-norm stack of KerasHub's decoder blocks."""
     import keras

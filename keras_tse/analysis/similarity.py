@@ -133,12 +133,12 @@ def blocks_of(model):
     for layer in model.layers:
         if is_block(layer):
             found.append(layer)
-        elif _is_graph(layer):
+        elif is_graph(layer):
             found.extend(blocks_of(layer))
     return found
 
 
-def _is_graph(layer):
+def is_graph(layer):
     """Whether `layer` is a functional model, whose graph `clone_model` can call again layer by layer."""
     return isinstance(layer, keras.Model) and hasattr(layer, "_run_through_graph")
 
@@ -161,7 +161,7 @@ def _call_outputs(model, chosen):
             outputs.extend(every[i] for i in range(layer.depth))
             return every[-1]
         masks = keras.tree.flatten(kwargs.get("mask"))
-        if _is_graph(layer) and len(args) == 1 and kwargs.keys() <= {"mask"} and all(m is None for m in masks):
+        if is_graph(layer) and len(args) == 1 and kwargs.keys() <= {"mask"} and all(m is None for m in masks):
             if any(id(block) in wanted for block in blocks_of(layer)):
                 return replay(layer, args[0]).output
         result = layer(*args, **kwargs)

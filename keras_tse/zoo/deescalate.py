@@ -23,6 +23,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     Every other layer is `model`'s own, inputs and outputs as they were. A KerasHub backbone gives a
     `DeEscalatedBackbone`: a KerasHub `Backbone` with the original's attributes (`token_embedding`,
     `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`).
+    A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
+    with its own preprocessor and a copy of its head's weights; a functional model holding a backbone (or any
+    functional model with blocks) as one layer gets that layer de-escalated.
     A model with no block of a known kind, or a causal block of keras_tse's (build it with
     `norm="deescalate"`), is refused in one line.
 
@@ -32,11 +35,32 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         trainable_tau: bool, learn each block's tau, clipped into [0, 1]. Defaults to `False`.
 
     Returns:
-        A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone) named
-        `f"{model.name}_deescalated"`.
+        A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone, the task's class for a
+        KerasHub task) named `f"{model.name}_deescalated"`.
     """
     options = eq21_options(tau, trainable_tau)
+    if of_kind(model, {KERAS_HUB_TASK}):
+        return _deescalated_task(model, options)
     if of_kind(model, {KERAS_HUB_BACKBONE}):
         return deescalated_backbone_class()(model, **options)
     copy, _ = deescalated_graph(model, options)
     return keras.Model(copy.input, copy.output, name=f"{model.name}_deescalated")  # their structure kept (a dict)
+
+
+KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
+
+
+def _deescalated_task(task, options):
+    """`task`'s class on `deescalate(task.backbone)`: the task builds its head anew from its configuration, so
+    the head's weights are copied in, layer by layer; the preprocessor is the task's own."""
+    backbone = deescalate(task.backbone, **options)
+    config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
+    copy = type(task).from_config({**config, "name": f"{task.name}_deescalated"})
+    for source, target in zip(_head(task), _head(copy), strict=True):
+        for value, weight in zip(source.weights, target.weights, strict=True):
+            weight.assign(value)
+    return copy
+
+
+def _head(task):
+    return [layer for layer in task.layers if layer is not task.backbone and layer is not task.preprocessor]

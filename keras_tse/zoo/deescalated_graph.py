@@ -3,16 +3,19 @@ de-escalated form, every other layer kept."""
 
 import keras
 
-from keras_tse.analysis.similarity import KERAS_HUB_DECODER, is_block, of_kind
+from keras_tse.analysis.similarity import KERAS_HUB_DECODER, blocks_of, is_block, is_graph, of_kind
 from keras_tse.layers.deescalated_block import DeEscalatedBlock
 from keras_tse.zoo.deescalated_decoder import deescalated_decoder_class
 from keras_tse.zoo.preprocessing import replayed
 
 
 def deescalated_graph(model, options):
-    """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known."""
+    """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known.
+    A functional model nested in `model` that holds blocks (a KerasHub task's backbone, a model wrapping a
+    backbone) is rewritten whole, by `keras_tse.deescalate`."""
     blocks = [layer for layer in model.layers if is_block(layer)]
-    if not blocks:
+    nested = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
+    if not blocks and not nested:
         raise ValueError(
             f"`deescalate` rewrites Transformer blocks of a known kind, and model {model.name!r} has none. "
             f"Received: layers {[type(layer).__name__ for layer in model.layers][:12]}"
@@ -23,7 +26,10 @@ def deescalated_graph(model, options):
             "`deescalate` rewrites KerasHub's decoders; a causal keras_tse block is built de-escalated "
             f"(`norm='deescalate'`). Received: causal blocks {causal[:4]} ({type(blocks[0]).__name__})"
         )
+    from keras_tse.zoo.deescalate import deescalate
+
     rewritten = {id(block): _rewritten(block, options) for block in blocks}
+    rewritten.update({id(graph): deescalate(graph, **options) for graph in nested})
     inputs = keras.tree.map_structure(
         lambda x: keras.Input(batch_shape=x.shape, dtype=x.dtype, name=x.name), model.input
     )

@@ -325,6 +325,10 @@ def test_a_spent_budget_stops_the_running_cells_keeps_the_finished_rows_and_hand
     assert (tmp_path / "out" / "results.csv").read_text() == open(study.results).read()
     assert study.pending(study.arms()) == [("slow", 1e-3, 0)]
     assert (runs / "slow_s0.log.seconds").exists()  # its time so far, for when it resumes
+    alone = tmp_path / "alone"  # no cell finishes: the stopped one's log comes back all the same
+    engine.run(study, ("slow",), str(runs), jobs=1, budget_s=2, out=str(alone), log=print)
+    with tarfile.open(alone / "cell_logs.tar.gz") as tar:
+        assert "slow_s0.log" in tar.getnames()
 
 
 def test_a_cells_seconds_add_up_over_the_calls_that_ran_it(tmp_path, monkeypatch):

@@ -175,7 +175,7 @@ def train_cell(out, layout, depth, learning_rate, seed):
         {k: v[:PROBE_WINDOWS] for k, v in valid[0].items()},
         summarize,
         extra_callbacks=[IntervalLoss(steps_csv, CURVE_EVERY, CHUNK)],
-        verbose=0,
+        verbose=2,  # a line a chunk in the cell's log: its steps' time, where no cell finishes
     )
 
 

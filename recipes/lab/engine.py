@@ -341,9 +341,9 @@ def run(study, arms, runs, *, jobs=1, budget_s=None, out=None, log=print):
     passed (the cells then running are stopped: they resume from their last saved epoch on the next
     call; none starts once less than the study's `cell_estimate_s` is left); each finished cell's row
     (the study's `fields`, "machine" added here) is appended to the result file as it comes. With `out`,
-    the result file and the cells' logs (one archive) are copied there as each cell finishes: what a
-    machine that returns only one folder must keep. One job and no budget run the cells one by one in
-    this thread (a Ctrl-C stops the cell at once). The rows written."""
+    the result file and the cells' logs (one archive) are copied there as each cell finishes and when the
+    budget stops the cells: what a machine that returns only one folder must keep. One job and no budget run
+    the cells one by one in this thread (a Ctrl-C stops the cell at once). The rows written."""
     nice_the_autogroup()
     os.makedirs(os.path.dirname(study.results) or ".", exist_ok=True)
     os.makedirs(runs, exist_ok=True)
@@ -379,6 +379,8 @@ def _run_jobs(study, arms, runs, jobs, budget_s, out, log):
             if not done:  # the budget is spent: stop the cells, keep what finished
                 _CELLS.stop()
                 wait(running)
+                if out:  # the stopped cells' logs too: how far each got, where no cell finished
+                    copy_out(study, runs, out)
                 log(f"budget of {budget_s:g} s spent: {len(running)} cell(s) stopped; they resume on the next call")
                 return written
             for future in done:
@@ -417,8 +419,9 @@ def copy_out(study, runs, out):
     files from one folder needs."""
     os.makedirs(out, exist_ok=True)
     target = os.path.join(out, os.path.basename(study.results))
-    shutil.copyfile(study.results, target + ".part")
-    os.replace(target + ".part", target)
+    if os.path.exists(study.results):  # none before a first row
+        shutil.copyfile(study.results, target + ".part")
+        os.replace(target + ".part", target)
     archive = os.path.join(out, CELL_LOGS)
     with tarfile.open(archive + ".part", "w:gz") as tar:
         for name in sorted(os.listdir(runs)):

@@ -919,3 +919,21 @@ def test_a_bert_cell_killed_after_a_chunk_resumes_on_the_batches_it_would_have_t
     first, second = cell.MaskedWindows(ids["train"], 49, 0, 4, 2), cell.MaskedWindows(ids["train"], 49, 0, 4, 2)
     second.set_epoch(1)
     assert not np.array_equal(first[0][0]["token_ids"], second[0][0]["token_ids"])
+
+
+def test_the_bert_table_says_so_far_until_an_arms_rate_grid_is_settled():
+    """An arm whose seed-0 grid still has cells to run shows its best rate "so far"; once the grid brackets the
+    best rate (lowest validation loss inside it), the rate stands alone."""
+    study = lab_module("bert_ptb_study")
+
+    def row(rate, valid_loss):
+        return {"arm": "post_24", "layout": "post", "depth": "24", "learning_rate": f"{rate:g}", "seed": "0",
+                "test_loss": "5.0", "test_accuracy": "0.2", "valid_loss": str(valid_loss),
+                "similarity_init": "0.4", "similarity_end": "0.9"}  # fmt: skip
+
+    def post_24(rows):
+        return next(line for line in study.markdown_table(rows).splitlines() if line.startswith("| 24 | post |"))
+
+    assert "| 0.001 so far | 0.001 |" in post_24([row(1e-3, 5.2)])
+    settled = [row(1e-3, 5.2), row(3e-3, 5.1), row(1e-2, 5.3)]
+    assert "| 0.003 | 0.001/0.003/0.01 | 1 (seed 0 only) |" in post_24(settled)

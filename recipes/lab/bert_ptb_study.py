@@ -102,12 +102,14 @@ def markdown_table(rows):
             continue
         seeds = [r for r in at_best if int(r["seed"]) != engine.SELECTION_SEED] or at_best
         label = "" if seeds is not at_best else " (seed 0 only)"
+        pending = engine.next_cells(rows, arm, PARTS[str(depth)][0])
+        best = f"{rate:g}" + (" so far" if any(seed == engine.SELECTION_SEED for _, seed in pending) else "")
         loss, accuracy = (spread([float(r[c]) for r in seeds], d) for c, d in (("test_loss", 3), ("test_accuracy", 4)))
         similarity = f"{spread([float(r['similarity_init']) for r in seeds], 3)} -> "
         similarity += spread([float(r["similarity_end"]) for r in seeds], 3)
         rates = "/".join(f"{t:g}" for t in tried)
         lines.append(
-            f"| {depth} | {layout} | {rate:g} | {rates} | {len(seeds)}{label} | {loss} | {accuracy} | {similarity} |"
+            f"| {depth} | {layout} | {best} | {rates} | {len(seeds)}{label} | {loss} | {accuracy} | {similarity} |"
         )
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/bert_ptb/results.csv`)."
 

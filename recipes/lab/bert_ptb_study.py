@@ -91,7 +91,7 @@ def markdown_table(rows):
     """One line per arm at its best rate (verdict seeds' means, min-max); "not run" before any row."""
     lines = [
         "| layers | layout | best lr (seed 0, valid loss) | rates tried | verdict seeds | test loss | "
-        "masked-word accuracy | similarity, last block, init -> end |",
+        "masked-word accuracy (%) | similarity, last block, init -> end |",
         "|---:|---|---:|---|---:|---:|---:|---|",
     ]
     for arm, (layout, depth) in ARMS.items():
@@ -104,7 +104,8 @@ def markdown_table(rows):
         label = "" if seeds is not at_best else " (seed 0 only)"
         pending = engine.next_cells(rows, arm, PARTS[str(depth)][0])
         best = f"{rate:g}" + (" so far" if any(seed == engine.SELECTION_SEED for _, seed in pending) else "")
-        loss, accuracy = (spread([float(r[c]) for r in seeds], d) for c, d in (("test_loss", 3), ("test_accuracy", 4)))
+        loss = spread([float(r["test_loss"]) for r in seeds], 3)
+        accuracy = spread([100 * float(r["test_accuracy"]) for r in seeds], 2)
         similarity = f"{spread([float(r['similarity_init']) for r in seeds], 3)} -> "
         similarity += spread([float(r["similarity_end"]) for r in seeds], 3)
         rates = "/".join(f"{t:g}" for t in tried)
@@ -184,7 +185,8 @@ def figure(rows):
                 label = f"{layout} (lr {rate:g})" if i == 0 else None
                 ax.plot(steps, curve, color=COLOURS[layout], alpha=0.6, label=label)
         ax.set(title=f"{depth} layers", xlabel="step", ylabel="masked-word training loss (50-step mean)")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:  # a depth with no row yet has no curve to name
+            ax.legend()
     save_figure(fig, path)
     return path
 

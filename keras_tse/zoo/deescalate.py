@@ -43,7 +43,7 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         return _deescalated_task(model, options)
     if of_kind(model, {KERAS_HUB_BACKBONE}):
         return deescalated_backbone_class()(model, **options)
-    copy, _ = deescalated_graph(model, options)
+    copy, _ = deescalated_graph(model, options, nested=deescalate)
     return keras.Model(copy.input, copy.output, name=f"{model.name}_deescalated")  # their structure kept (a dict)
 
 

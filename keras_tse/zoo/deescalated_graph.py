@@ -9,13 +9,14 @@ from keras_tse.zoo.deescalated_decoder import deescalated_decoder_class
 from keras_tse.zoo.preprocessing import replayed
 
 
-def deescalated_graph(model, options):
+def deescalated_graph(model, options, nested=None):
     """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known.
-    A functional model nested in `model` that holds blocks (a KerasHub task's backbone, a model wrapping a
-    backbone) is rewritten whole, by `keras_tse.deescalate`."""
+    With `nested` (`keras_tse.deescalate` passes itself), a functional model nested in `model` that holds blocks
+    (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`."""
     blocks = [layer for layer in model.layers if is_block(layer)]
-    nested = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
-    if not blocks and not nested:
+    holding = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
+    graphs = holding if nested else []
+    if not blocks and not graphs:
         raise ValueError(
             f"`deescalate` rewrites Transformer blocks of a known kind, and model {model.name!r} has none. "
             f"Received: layers {[type(layer).__name__ for layer in model.layers][:12]}"
@@ -26,10 +27,8 @@ def deescalated_graph(model, options):
             "`deescalate` rewrites KerasHub's decoders; a causal keras_tse block is built de-escalated "
             f"(`norm='deescalate'`). Received: causal blocks {causal[:4]} ({type(blocks[0]).__name__})"
         )
-    from keras_tse.zoo.deescalate import deescalate
-
     rewritten = {id(block): _rewritten(block, options) for block in blocks}
-    rewritten.update({id(graph): deescalate(graph, **options) for graph in nested})
+    rewritten.update({id(graph): nested(graph, **options) for graph in graphs})
     inputs = keras.tree.map_structure(
         lambda x: keras.Input(batch_shape=x.shape, dtype=x.dtype, name=x.name), model.input
     )

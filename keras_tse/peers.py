@@ -102,7 +102,7 @@ def _report(host, port, process_id, settings, timeout_s):
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            connection = socket.create_connection((host, port), timeout=_POLL_S)
+            connection = _listener(host, port)
             break
         except OSError:
             if time.monotonic() > deadline:
@@ -118,6 +118,17 @@ def _report(host, port, process_id, settings, timeout_s):
         connection.close()
         raise InputError(*(answer.get("error") or _LOST_AT_JOIN))
     _keep({0: connection})
+
+
+def _listener(host, port):
+    """A connection to process 0's listening port; OSError while nothing listens there. A connection to itself
+    counts as none: with nothing listening on a local port, a retry whose own port the system picks equal to it
+    connects to itself (TCP's simultaneous open) and would read its own hello back as process 0's answer."""
+    connection = socket.create_connection((host, port), timeout=_POLL_S)
+    if connection.getsockname() == connection.getpeername():
+        connection.close()
+        raise ConnectionRefusedError(f"{host}:{port}: a connection to itself; nothing listens there yet")
+    return connection
 
 
 _LOST_AT_JOIN = ("--coordinator", "no answer from process 0", "it to stay until every process joined")

@@ -79,12 +79,38 @@ def _in_background(port, count, timeout_s, ids):
 
 
 def _connect(port):
-    """A connection to process 0's agreement port, once it listens."""
+    """A connection to process 0's agreement port, once it listens (`peers._listener`: never one to itself)."""
     while True:
         try:
-            return socket.create_connection(("127.0.0.1", port + 1))
+            return peers._listener("127.0.0.1", port + 1)
         except OSError:
             continue
+
+
+def _to_itself():
+    """A TCP connection to itself, as a retry makes where nothing listens yet and the system picks the port
+    tried as the retry's own (simultaneous open)."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.connect(sock.getsockname())
+    return sock
+
+
+def test_a_hello_that_reaches_itself_is_not_taken_for_process_0s_answer(kept, monkeypatch):
+    """A process whose first try connects to itself drops that connection and tries again: it joins process 0
+    (with the self-connection kept, it would read its own hello back as the answer and never join)."""
+    real, made = socket.create_connection, []
+
+    def first_to_itself(*args, **kwargs):
+        if not made:
+            made.append(_to_itself())
+            assert made[0].getsockname() == made[0].getpeername()
+            return made[0]
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(socket, "create_connection", first_to_itself)
+    assert _processes(_free_port(), 2, lambda i: {}, JOIN_S) == ["joined"] * 2
+    assert made and made[0].fileno() == -1  # closed
 
 
 def test_processes_with_the_same_settings_join_and_keep_their_connections(kept):

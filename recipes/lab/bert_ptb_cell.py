@@ -36,13 +36,12 @@ CURVE_EVERY = 50  # steps a point of the loss curve
 PROBE_WINDOWS = 64  # validation windows the token similarity is measured on
 
 
-def capped(ids, unknown, vocabulary=None):
-    """Each split's ids with every word past the `vocabulary` (`VOCABULARY`) most frequent read as `unknown`
-    (`<unk>`'s id): the vocabulary lists the training words by frequency, so the kept words are the first ids."""
-    vocabulary = vocabulary or VOCABULARY
-    if unknown >= vocabulary:
-        raise ValueError(f"`<unk>` must be among the {vocabulary} kept words. Received: its id {unknown}")
-    return {split: np.where(split_ids < vocabulary, split_ids, unknown) for split, split_ids in ids.items()}
+def capped(ids, unknown):
+    """Each split's ids with every word past the `VOCABULARY` most frequent read as `unknown` (`<unk>`'s id):
+    the vocabulary lists the training words by frequency, so the kept words are the first ids."""
+    if unknown >= VOCABULARY:
+        raise ValueError(f"`<unk>` must be among the {VOCABULARY} kept words. Received: its id {unknown}")
+    return {split: np.where(split_ids < VOCABULARY, split_ids, unknown) for split, split_ids in ids.items()}
 
 
 def windows(ids, count, rng):

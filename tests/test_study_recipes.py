@@ -281,6 +281,20 @@ def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):
     return engine.Study("tiny", "a tiny study", {"all": (plan, "")}, run_cell, str(results), fields, str(card))
 
 
+def test_a_study_runs_every_arms_next_cell_before_any_arms_second(tmp_path):
+    """Breadth first within a seed: with one arm's first rate done (or running), the other arms' first rates
+    come before its second, so a study stopped early has a row of every arm."""
+    engine = lab_module("engine")
+    plan = engine.Plan(arms=("a", "b"), grid=(1e-3, 3e-3, 1e-2), seeds=(0, 1), select_by="loss")
+    study = _tiny_study(tmp_path, None)
+    study = engine.Study(study.name, study.title, {"all": (plan, "")}, None, study.results, study.fields, study.card)
+    with open(study.results, "w") as f:
+        f.write("arm,learning_rate,seed,loss,seconds\na,0.001,0,1.5,3\n")
+    assert study.pending(study.arms()) == [("a", 3e-3, 0), ("b", 1e-3, 0), ("a", 1e-2, 0), ("b", 3e-3, 0),
+                                           ("b", 1e-2, 0)]  # fmt: skip
+    assert study.pending(study.arms(), running={("a", 3e-3, 0)})[:2] == [("b", 1e-3, 0), ("a", 1e-2, 0)]
+
+
 def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cut_short(tmp_path):
     engine = lab_module("engine")
     ran = []

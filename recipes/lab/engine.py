@@ -278,10 +278,17 @@ class Study:
         return rows if self.arm_of is None else [{**row, "arm": self.arm_of(row)} for row in rows]
 
     def pending(self, arms, running=()):
-        """The cells of `arms` that can start now, given the finished rows, breadth first."""
+        """The cells of `arms` that can start now, given the finished rows, breadth first: by seed, and within
+        a seed every arm's next cell before any arm's second, so that a study stopped early (cells of an hour
+        on a CPU) has measured each arm rather than one arm's whole rate grid."""
         rows = self.read_rows()
-        cells = [(arm, lr, seed) for arm in arms for lr, seed in next_cells(rows, arm, self.plan_of(arm))]
-        return sorted((cell for cell in cells if cell not in running), key=lambda cell: cell[2])
+        ranked = [
+            ((seed, rank), (arm, lr, seed))
+            for arm in arms
+            for rank, (lr, seed) in enumerate(next_cells(rows, arm, self.plan_of(arm)))
+        ]
+        ranked.sort(key=lambda item: item[0])
+        return [cell for _, cell in ranked if cell not in running]
 
 
 def questions(table):

@@ -112,7 +112,23 @@ def markdown_table(rows):
         lines.append(
             f"| {depth} | {layout} | {best} | {rates} | {len(seeds)}{label} | {loss} | {accuracy} | {similarity} |"
         )
-    return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`zoo/bert_ptb/results.csv`)."
+    measured = f"{len(rows)} cell{'s' * (len(rows) != 1)} measured (`zoo/bert_ptb/results.csv`)."
+    return "\n".join(lines) + f"\n\n{measured}{cell_times(rows)}"
+
+
+def cell_times(rows):
+    """A cell's time as its rows recorded it (compile, validation and similarity included), by depth and machine:
+    what the next cell of that kind will cost there."""
+    kinds = sorted({(int(r["depth"]), r["backend"], r["machine"]) for r in rows})
+    times = []
+    for depth, backend, machine in kinds:
+        cells = [r for r in rows if (int(r["depth"]), r["backend"], r["machine"]) == (depth, backend, machine)]
+        seconds = sorted(float(r["seconds"]) for r in cells)
+        span = f"{seconds[0]:,.0f}" + (f"-{seconds[-1]:,.0f}" if len(cells) > 1 else "")
+        per_step = spread([float(r["seconds"]) / int(r["steps"]) for r in cells], 2)
+        kind = f"{depth} layers, {backend}, {machine}"
+        times.append(f"{kind}: {span} s a cell ({per_step} s a step; {len(cells)} of them)")
+    return " A cell's time, from its row: " + "; ".join(times) + "." if times else ""
 
 
 PILOTS = (

@@ -33,7 +33,7 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python") + _blocks("python", TRAINING)
-    assert len(snippets) == 5  # the main API, the layers, the zoo and callbacks, the presets; fit_variant
+    assert len(snippets) == 6  # the main API, the layers, the zoo and callbacks, the presets, KerasHub; fit_variant
     namespaces = [{} for _ in snippets]
     for snippet, namespace in zip(snippets, namespaces):
         exec(compile(snippet, "README.md", "exec"), namespace)

@@ -167,11 +167,31 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
     plain = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)], name="plain")
     with pytest.raises(ValueError, match="model 'plain' has none"):
         keras_tse.deescalate(plain)
-    gpt = zoo.gpt(depth=2, vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32)
+    gpt = zoo.gpt(depth=2, norm="post", vocab_size=40, segment_len=8, hidden_dim=16, num_heads=2, ffn_dim=32)
     with pytest.raises(ValueError, match=r"is built de-escalated \(`norm='deescalate'`\). Received: causal blocks"):
         keras_tse.deescalate(gpt)
     with pytest.raises(ValueError, match="`tau` must be"):
         keras_tse.deescalate(_bert()[0], tau=1.5)
+
+
+def test_a_model_already_deescalated_is_refused_in_one_line():
+    """A second pass would compound tau ((1 - tau)^2 of the mean left, not 1 - tau): a de-escalated KerasHub
+    backbone, a task on one, a zoo model built de-escalated (its blocks scanned too) are refused."""
+    import keras_hub
+
+    from keras_tse import zoo
+
+    twice = r"would apply eq. \(21\) twice: blocks of model '.*' already apply it; .* Received: blocks \["
+    once = keras_tse.deescalate(_bert()[0], tau=0.5)
+    with pytest.raises(ValueError, match=twice + r"'transformer_layer_0_deescalated'"):
+        keras_tse.deescalate(once, tau=0.5)
+    with pytest.raises(ValueError, match=twice):
+        keras_tse.deescalate(keras_hub.models.BertMaskedLM(once, preprocessor=None))
+    small = dict(depth=2, image_size=8, patch_size=4, hidden_dim=16, ffn_dim=32, num_heads=2)
+    for scan in (False, True):
+        with pytest.raises(ValueError, match=twice):
+            keras_tse.deescalate(zoo.vit(norm="deescalate", scan=scan, **small))
+    keras_tse.deescalate(zoo.vit(norm="post", **small))
 
 
 def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():

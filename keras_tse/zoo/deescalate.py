@@ -26,8 +26,8 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
     with its own preprocessor and a copy of its head's weights; a functional model holding a backbone (or any
     functional model with blocks) as one layer gets that layer de-escalated.
-    A model with no block of a known kind, or a causal block of keras_tse's (build it with
-    `norm="deescalate"`), is refused in one line.
+    A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
+    or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
 
     Args:
         model: a functional `keras.Model` (a KerasHub backbone, a zoo model).

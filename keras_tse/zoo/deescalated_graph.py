@@ -21,6 +21,13 @@ def deescalated_graph(model, options, nested=None):
             f"`deescalate` rewrites Transformer blocks of a known kind, and model {model.name!r} has none. "
             f"Received: layers {[type(layer).__name__ for layer in model.layers][:12]}"
         )
+    twice = [layer.name for layer in blocks if applies_eq21(layer)]
+    if twice:  # a second projection compounds: (I - tau 11^T/n)^2 removes 1 - (1 - tau)^2 of the mean, not tau
+        raise ValueError(
+            f"`deescalate` would apply eq. (21) twice: blocks of model {model.name!r} already apply it; pass the "
+            f"model as it was before, or build it with another `norm`. Received: blocks {twice[:4]} "
+            f"({type(blocks[0]).__name__})"
+        )
     causal = [layer.name for layer in blocks if getattr(layer, "causal", False)]
     if causal:
         raise ValueError(
@@ -33,6 +40,14 @@ def deescalated_graph(model, options, nested=None):
         lambda x: keras.Input(batch_shape=x.shape, dtype=x.dtype, name=x.name), model.input
     )
     return replayed(model, inputs, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
+
+
+def applies_eq21(block):
+    """Whether `block` already de-escalates: a rewrite of `deescalate`'s, or a keras_tse block (or a scanned stack
+    of them) of a de-escalating layout."""
+    block = getattr(block, "template", block)  # `ScannedBlocks`: its blocks' configuration
+    layout = getattr(block, "layout", None)
+    return getattr(block, "de_escalation", None) is not None or bool(getattr(layout, "deescalates", False))
 
 
 def _rewritten(block, options):

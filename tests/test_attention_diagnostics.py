@@ -142,3 +142,32 @@ def test_the_diagnostics_find_kerashub_blocks_and_read_their_attention_as_keras_
     fixed = block_diagnostics(keras_tse.deescalate(model), inputs)  # the same weights: block 0 reads the same input
     np.testing.assert_allclose(fixed[0]["entropy"], stats[0]["entropy"], rtol=1e-5)
     np.testing.assert_allclose(fixed[1]["variance"], stats[1]["variance"], rtol=1e-5)
+    if kind == "bert":  # inside a task the backbone is one layer: the same blocks, the same numbers
+        task = keras_hub.models.BertMaskedLM(model, preprocessor=None)
+        in_task = block_diagnostics(task, {**inputs, "mask_positions": np.array([[1, 3], [0, 5]], "int32")})
+        np.testing.assert_allclose(in_task[1]["entropy"], stats[1]["entropy"], rtol=1e-5)
+
+
+def test_the_diagnostics_read_kerashubs_vit_blocks_inside_its_encoder_loop():
+    """KerasHub's ViT runs its blocks in one layer's loop (`ViTEncoder`): each block still gives its entropy, equal
+    to the block's own Keras `MultiHeadAttention` on its input normalised by its `ln_1` (ViT is pre-norm), the
+    input of block 1 being block 0's output; de-escalated, block 0 reads the same input."""
+    keras_hub = pytest.importorskip("keras_hub")
+    import keras_tse
+
+    keras.utils.set_random_seed(0)
+    vit = keras_hub.models.ViTBackbone(
+        image_shape=(16, 16, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=16, mlp_dim=32
+    )
+    images = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+    stats = block_diagnostics(vit, images)
+    assert len(stats) == 2 and all(s["entropy"].shape == (2,) for s in stats)
+    first, second = vit.get_layer("vit_encoder").encoder_layers
+    x = first(vit.get_layer("vit_patching_and_embedding")(images))
+    normalised = second.layer_norm_1(x)
+    _, expected = second.mha(normalised, normalised, return_attention_scores=True)
+    expected_entropy = np.mean(ops.convert_to_numpy(spectral.attention_entropy(expected)), axis=0)
+    np.testing.assert_allclose(stats[1]["entropy"], expected_entropy, rtol=1e-5)
+    fixed = block_diagnostics(keras_tse.deescalate(vit), images)
+    np.testing.assert_allclose(fixed[0]["entropy"], stats[0]["entropy"], rtol=1e-5)
+    assert not np.allclose(fixed[1]["entropy"], stats[1]["entropy"], rtol=1e-3)  # block 1 reads centred tokens

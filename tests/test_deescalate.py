@@ -98,6 +98,41 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
 
 
+def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_path):
+    """KerasHub's `ViTBackbone` runs its blocks in one layer's loop (`ViTEncoder`): the similarity profile still
+    gives one value a block, each the token similarity of that block's output computed by hand; `deescalate`
+    runs the loop block by block with eq. (21) after each (tau 0: the original's output exactly; tau 1: the last
+    block's similarity ~0), every weight the original's own, and the copy saves and loads."""
+    import keras
+    import keras_hub
+
+    from keras_tse.analysis.similarity import token_similarity
+
+    keras.utils.set_random_seed(0)
+    vit = keras_hub.models.ViTBackbone(
+        image_shape=(16, 16, 3), patch_size=4, num_layers=3, num_heads=2, hidden_dim=16, mlp_dim=32
+    )
+    images = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+    x, by_hand = vit.get_layer("vit_patching_and_embedding")(images), []
+    for block in vit.get_layer("vit_encoder").encoder_layers:
+        x = block(x)
+        by_hand.append(float(np.mean(keras.ops.convert_to_numpy(token_similarity(x)))))
+    np.testing.assert_allclose(token_similarity_profile(vit, images), by_hand, rtol=1e-5)
+    assert by_hand[-1] > 0.05
+    original = keras.ops.convert_to_numpy(vit(images))
+    unchanged = keras_tse.deescalate(vit, tau=0.0)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(unchanged(images)), original, atol=1e-6)
+    fixed = keras_tse.deescalate(vit)
+    assert [type(layer).__name__ for layer in fixed.layers].count("DeEscalatedBlock") == 3
+    assert {id(w) for w in fixed.weights} == {id(w) for w in vit.weights}
+    profile = token_similarity_profile(fixed, images)
+    assert len(profile) == 3 and np.abs(profile).max() < 1e-5
+    outputs = keras.ops.convert_to_numpy(fixed(images))
+    fixed.save(tmp_path / "vit.keras")
+    loaded = keras.saving.load_model(tmp_path / "vit.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(images)), outputs, atol=1e-5)
+
+
 def _decoder_model(normalize_first):
     """GPT-2 (pre-norm), or a post-norm stack of KerasHub's decoder blocks."""
     import keras

@@ -7,7 +7,15 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_tse.analysis.similarity import KERAS_HUB_DECODER, is_block, of_kind, restore_state, snapshot_state
+from keras_tse.analysis.similarity import (
+    KERAS_HUB_DECODER,
+    KERAS_HUB_VIT_BLOCK,
+    block_calls,
+    blocks_of,
+    of_kind,
+    restore_state,
+    snapshot_state,
+)
 from keras_tse.analysis.spectral import attention_entropy, qk_spectrum
 from keras_tse.layers import DeEscalatedBlock, ScannedBlocks, TransformerBlock
 
@@ -17,12 +25,12 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     per-head NumPy arrays `entropy` (on `inputs`, mean over the batch and query rows) and the QK spectrum
     moments `mean`, `second_moment`, `variance`, `xi`. The model's state (a Transformer-XL memory) is left
     as found."""
-    blocks = [layer for layer in model.layers if is_block(layer) and not isinstance(layer, ScannedBlocks)]
+    blocks = [block for block in blocks_of(model) if not isinstance(block, ScannedBlocks)]
     if not blocks:
         raise ValueError(f"No Transformer blocks of a known kind among the layers of model {model.name!r}.")
     batch = keras.tree.flatten(inputs)[0].shape[0]
-    # a block called with a mask as well (KerasHub's `padding_mask=`) lists it after its input
-    block_inputs = keras.Model(model.input, [keras.tree.flatten(block.input)[0] for block in blocks])
+    calls = block_calls(model, blocks)
+    block_inputs = keras.Model(calls.inputs, [x for _, x in calls.block_inputs])
     initial = snapshot_state(model)
     if warmup_inputs is not None:
         block_inputs.predict(warmup_inputs, batch_size=batch, verbose=0)
@@ -31,7 +39,7 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     xs = xs if isinstance(xs, (list, tuple)) else [xs]
     restore_state(warmed)  # each block sees the memory the probe would see
     results = []
-    for block, x in zip(blocks, xs):
+    for (block, _), x in zip(calls.block_inputs, xs, strict=True):
         scores, w_q, w_k, heads = _attention_of(block.block if isinstance(block, DeEscalatedBlock) else block, x)
         stats = {k: ops.convert_to_numpy(v) for k, v in qk_spectrum(w_q, w_k, num_heads=heads).items()}
         results.append({"entropy": np.mean(ops.convert_to_numpy(attention_entropy(scores)), axis=0), **stats})
@@ -49,19 +57,20 @@ def _attention_of(block, x):
 
 
 def keras_hub_attention(block, x):
-    """The same for KerasHub's `TransformerEncoder` / `TransformerDecoder`, from the block's weights (its
-    sublayers are private to it): the input normalised first where `normalize_first`, eq. (2)'s
-    `softmax(Q K^T / sqrt(head_dim))` per head, the decoder's causal mask; no padding (a probe of whole
+    """The same for KerasHub's `TransformerEncoder` / `TransformerDecoder` and ViT's `ViTEncoderBlock`, from the
+    block's weights (its sublayers are private to it): the input normalised first where the block is pre-norm,
+    eq. (2)'s `softmax(Q K^T / sqrt(head_dim))` per head, the decoder's causal mask; no padding (a probe of whole
     sequences)."""
     config, weight, x = block.get_config(), _weights_by_suffix(block), ops.convert_to_tensor(x)
-    if config["normalize_first"]:
+    norm = _first_norm(block)
+    if norm is not None:
         mean = ops.mean(x, axis=-1, keepdims=True)
         variance = ops.var(x, axis=-1, keepdims=True)
         normalised = (x - mean) / ops.sqrt(variance + config["layer_norm_epsilon"])
-        x = normalised * weight("self_attention_layer_norm/gamma") + weight("self_attention_layer_norm/beta")
+        x = normalised * weight(f"{norm}/gamma") + weight(f"{norm}/beta")
     w_q, w_k = weight("query/kernel"), weight("key/kernel")  # [hidden, heads, head_dim]
-    q = ops.einsum("btd,dhk->bhtk", x, w_q) + ops.expand_dims(weight("query/bias"), 1)
-    k = ops.einsum("btd,dhk->bhtk", x, w_k) + ops.expand_dims(weight("key/bias"), 1)
+    q = ops.einsum("btd,dhk->bhtk", x, w_q) + ops.expand_dims(weight("query/bias", 0.0), 1)
+    k = ops.einsum("btd,dhk->bhtk", x, w_k) + ops.expand_dims(weight("key/bias", 0.0), 1)
     logits = ops.einsum("bhqk,bhtk->bhqt", q, k) / float(w_q.shape[-1]) ** 0.5
     if of_kind(block, {KERAS_HUB_DECODER}):
         n = x.shape[1]
@@ -71,12 +80,25 @@ def keras_hub_attention(block, x):
     return ops.softmax(logits, axis=-1), ops.reshape(w_q, flat), ops.reshape(w_k, flat), heads
 
 
-def _weights_by_suffix(block):
-    """`weight(suffix)`: the block's one self-attention weight whose path ends so (never the cross-attention's)."""
-    own = [w for w in block.weights if "cross_attention" not in w.path]
+def _first_norm(block):
+    """The name of the norm a KerasHub block applies before its attention, or None where it is post-norm: ViT's
+    blocks are pre-norm (`ln_1`), an encoder or decoder where built with `normalize_first`."""
+    if of_kind(block, {KERAS_HUB_VIT_BLOCK}):
+        return "ln_1"
+    return "self_attention_layer_norm" if block.get_config()["normalize_first"] else None
 
-    def weight(suffix):
-        (found,) = [w for w in own if w.path.endswith("/" + suffix)]
-        return found
+
+def _weights_by_suffix(block):
+    """`weight(suffix, default)`: the block's one self-attention weight whose path ends so (never the
+    cross-attention's); `default` where it has none (a bias a block built without biases lacks)."""
+    own = [w for w in block.weights if "cross_attention" not in w.path]
+    missing = object()
+
+    def weight(suffix, default=missing):
+        found = [w for w in own if w.path.endswith("/" + suffix)]
+        if not found and default is not missing:
+            return default
+        (one,) = found
+        return one
 
     return weight

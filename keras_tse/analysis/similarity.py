@@ -12,6 +12,7 @@ in float32 whatever the input precision.
 model, the per-block curve of the paper's Figs. 1, 2 and 5.
 """
 
+import collections
 import weakref
 
 import keras
@@ -76,10 +77,11 @@ def escalation_rate(x, y):
 # KerasHub's Transformer blocks, by the module and name of their class (a subclass counts): found without
 # importing KerasHub, which a model built from them has already imported.
 KERAS_HUB_DECODER = "keras_hub.src.layers.modeling.transformer_decoder:TransformerDecoder"
+KERAS_HUB_VIT_BLOCK = "keras_hub.src.models.vit.vit_layers:ViTEncoderBlock"
 KERAS_HUB_BLOCKS = {
     "keras_hub.src.layers.modeling.transformer_encoder:TransformerEncoder",
     KERAS_HUB_DECODER,
-    "keras_hub.src.models.vit.vit_layers:ViTEncoderBlock",
+    KERAS_HUB_VIT_BLOCK,
 }
 
 
@@ -91,6 +93,25 @@ def is_block(layer):
     if isinstance(layer, (TransformerBlock, ScannedBlocks, DeEscalatedBlock)):
         return True
     return of_kind(layer, KERAS_HUB_BLOCKS)
+
+
+# KerasHub's ViT backbone holds its blocks inside one layer, `ViTEncoder`, that calls them in a loop of its own.
+KERAS_HUB_VIT_ENCODER = "keras_hub.src.models.vit.vit_layers:ViTEncoder"
+
+
+def stacked_blocks(layer):
+    """The blocks a stack of a known kind (KerasHub's `ViTEncoder`) calls in its own loop; `[]` for any other
+    layer. Such a stack is run block by block (`run_stack`) wherever its blocks are measured or rewritten."""
+    return list(layer.encoder_layers) if of_kind(layer, {KERAS_HUB_VIT_ENCODER}) and layer.built else []
+
+
+def run_stack(stack, inputs, call):
+    """A known stack's own call, layer by layer through `call(layer, x)`, so that each block is a node of the
+    graph being built: `ViTEncoder`'s dropout, its blocks in order, its final norm (its `call` as written)."""
+    x = call(stack.dropout, inputs)
+    for block in stack.encoder_layers:
+        x = call(block, x)
+    return call(stack.layer_norm, x)
 
 
 def of_kind(layer, kinds):
@@ -120,21 +141,25 @@ def block_outputs_model(model, layers=None, with_output=False):
             )
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
-    inputs, outputs, final = _call_outputs(model, chosen)
-    probe = keras.Model(inputs, [*final, *outputs] if with_output else outputs, name=f"{model.name}_blocks")
+    calls = block_calls(model, chosen)
+    outputs = [*calls.outputs, *calls.block_outputs] if with_output else calls.block_outputs
+    probe = keras.Model(calls.inputs, outputs, name=f"{model.name}_blocks")
     _SOURCES[probe] = (model, layers, with_output)  # to rebuild it on one process's devices
     return probe
 
 
 def blocks_of(model):
     """`model`'s Transformer blocks of a known kind (`is_block`), in order, those of a functional model nested
-    in it included: a KerasHub task (`BertMaskedLM`, a classifier) holds its backbone as one layer."""
+    in it included (a KerasHub task, `BertMaskedLM` or a classifier, holds its backbone as one layer), and those a
+    known stack runs (`stacked_blocks`: KerasHub's ViT backbone holds its blocks in one `ViTEncoder`)."""
     found = []
     for layer in model.layers:
         if is_block(layer):
             found.append(layer)
         elif is_graph(layer):
             found.extend(blocks_of(layer))
+        else:
+            found.extend(stacked_blocks(layer))
     return found
 
 
@@ -143,16 +168,22 @@ def is_graph(layer):
     return isinstance(layer, keras.Model) and hasattr(layer, "_run_through_graph")
 
 
-def _call_outputs(model, chosen):
-    """`(inputs, outputs, the model's outputs)`: the output of each call of the `chosen` layers, in call order: one per
-    block for most models, one per depth for a block whose weights are shared across depth (ALBERT
-    calls one layer at every depth). Keras' `clone_model` re-runs the graph with the same layer
-    objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function`
-    records each chosen call; a nested functional model holding a chosen block is run the same way, its
-    layers called in the outer graph, so that its blocks' outputs are tensors of `model`'s inputs."""
+BlockCalls = collections.namedtuple("BlockCalls", "inputs outputs block_inputs block_outputs")
+
+
+def block_calls(model, chosen):
+    """The calls of the `chosen` layers as tensors of `model`'s inputs, a `BlockCalls`: the graph's `inputs` and
+    `outputs`; `block_outputs`, each chosen call's output in call order (one per block for most models, one per
+    depth for a `ScannedBlocks` and for a block whose weights are shared across depth: ALBERT calls one layer at
+    every depth); `block_inputs`, `(layer, its input)` of each chosen call but a scanned stack's. Keras'
+    `clone_model` re-runs the graph with the same layer objects (`clone_function` returns each layer itself, so
+    no weight is copied) and `call_function` records each chosen call; a nested functional model holding a
+    chosen block, and a known stack (`run_stack`), are run the same way, their layers called in the outer
+    graph, so that their blocks' inputs and outputs are tensors of `model`'s inputs."""
     from keras_tse.layers import ScannedBlocks
 
-    wanted, outputs, called = {id(layer) for layer in chosen}, [], set()
+    wanted, called = {id(layer) for layer in chosen}, set()
+    block_inputs, outputs = [], []
 
     def call(layer, *args, **kwargs):
         called.add(id(layer))
@@ -160,12 +191,15 @@ def _call_outputs(model, chosen):
             every = layer(*args, return_block_outputs=True, **kwargs)
             outputs.extend(every[i] for i in range(layer.depth))
             return every[-1]
+        if len(args) == 1 and not kwargs and any(id(block) in wanted for block in stacked_blocks(layer)):
+            return run_stack(layer, args[0], call)
         masks = keras.tree.flatten(kwargs.get("mask"))
         if is_graph(layer) and len(args) == 1 and kwargs.keys() <= {"mask"} and all(m is None for m in masks):
             if any(id(block) in wanted for block in blocks_of(layer)):
                 return replay(layer, args[0]).output
         result = layer(*args, **kwargs)
-        if id(layer) in wanted:
+        if id(layer) in wanted:  # its tokens: the first argument (a mask comes as a keyword: `padding_mask=`)
+            block_inputs.append((layer, keras.tree.flatten(args[0])[0]))
             outputs.append(result[0] if isinstance(result, (tuple, list)) else result)
         return result
 
@@ -180,7 +214,7 @@ def _call_outputs(model, chosen):
             f"Blocks {missed[:4]} of model {model.name!r} are not called by its graph (nor by a functional model "
             "in it called on its inputs alone); name blocks that its graph calls with `layers=`"
         )
-    return clone.inputs, outputs, clone.outputs
+    return BlockCalls(clone.inputs, clone.outputs, block_inputs, outputs)
 
 
 def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):

@@ -3,7 +3,15 @@ de-escalated form, every other layer kept."""
 
 import keras
 
-from keras_tse.analysis.similarity import KERAS_HUB_DECODER, blocks_of, is_block, is_graph, of_kind
+from keras_tse.analysis.similarity import (
+    KERAS_HUB_DECODER,
+    blocks_of,
+    is_block,
+    is_graph,
+    of_kind,
+    run_stack,
+    stacked_blocks,
+)
 from keras_tse.layers.deescalated_block import DeEscalatedBlock
 from keras_tse.zoo.deescalated_decoder import deescalated_decoder_class
 from keras_tse.zoo.preprocessing import replayed
@@ -13,7 +21,7 @@ def deescalated_graph(model, options, nested=None):
     """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known.
     With `nested` (`keras_tse.deescalate` passes itself), a functional model nested in `model` that holds blocks
     (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`."""
-    blocks = [layer for layer in model.layers if is_block(layer)]
+    blocks = [block for layer in model.layers for block in ([layer] if is_block(layer) else stacked_blocks(layer))]
     holding = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
     graphs = holding if nested else []
     if not blocks and not graphs:
@@ -39,7 +47,13 @@ def deescalated_graph(model, options, nested=None):
     inputs = keras.tree.map_structure(
         lambda x: keras.Input(batch_shape=x.shape, dtype=x.dtype, name=x.name), model.input
     )
-    return replayed(model, inputs, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
+
+    def call(layer, *args, **kwargs):  # a known stack runs block by block, each block's rewrite in its place
+        if stacked_blocks(layer):
+            return run_stack(layer, *args, call=call)
+        return rewritten.get(id(layer), layer)(*args, **kwargs)
+
+    return replayed(model, inputs, call, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
 
 
 def applies_eq21(block):

@@ -1,4 +1,5 @@
-"""A `.keras` file saved on this backend loads and predicts the same on the other two."""
+"""A `.keras` file saved on this backend loads and predicts the same on the other two (keras_tse's layers and
+models, and a KerasHub backbone de-escalated by `keras_tse.deescalate`)."""
 
 import os
 import subprocess
@@ -67,6 +68,18 @@ def _trained_transformer_xl():
     return model
 
 
+def _deescalated_kerashub_vit():
+    """`keras_tse.deescalate` of KerasHub's ViT backbone (tau 0.7, its blocks run out of `ViTEncoder`'s loop): a
+    KerasHub `Backbone` subclass that rebuilds the original from its configuration when loaded."""
+    import keras_hub
+
+    vit = keras_hub.models.ViTBackbone(
+        image_shape=(8, 8, 3), patch_size=4, num_layers=2, num_heads=2, hidden_dim=8, mlp_dim=16
+    )
+    randomise_weights(vit)
+    return keras_tse.deescalate(vit, tau=0.7)
+
+
 def _floats(shape):
     return lambda: np.random.default_rng(1).standard_normal(shape).astype("float32")
 
@@ -75,6 +88,7 @@ MODELS = {
     "every_layer": (_every_layer_model, _floats((2, 6, 8))),
     "trained_vit": (_trained_vit, _floats((3, 8, 8, 1))),
     "trained_transformer_xl": (_trained_transformer_xl, lambda: np.arange(18).reshape(3, 6).astype("int32") % 40),
+    "deescalated_kerashub_vit": (_deescalated_kerashub_vit, _floats((2, 8, 8, 3))),
 }
 
 

@@ -98,6 +98,25 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
 
 
+def test_albert_shares_one_block_across_depth_and_is_deescalated_at_every_call():
+    """ALBERT calls one `TransformerEncoder` at every depth: its profile has a value per call, and the copy applies
+    eq. (21) at each (all ~0), over the same weights (one block's, not one a depth)."""
+    import keras_hub
+
+    ids = np.random.default_rng(0).integers(1, 50, (2, 8)).astype("int32")
+    inputs = {"token_ids": ids, "segment_ids": np.zeros((2, 8), "int32"), "padding_mask": np.ones((2, 8), "int32")}
+    albert = keras_hub.models.AlbertBackbone(
+        vocabulary_size=50, num_layers=4, num_heads=2, embedding_dim=8, hidden_dim=8, intermediate_dim=16,
+        num_groups=1, num_inner_repetitions=1, max_sequence_length=8,
+    )  # fmt: skip
+    before = token_similarity_profile(albert, inputs)
+    assert len(before) == 4 and before[-1] > 0.05
+    fixed = keras_tse.deescalate(albert)
+    assert {id(w) for w in fixed.weights} == {id(w) for w in albert.weights}
+    profile = token_similarity_profile(fixed, inputs)
+    assert len(profile) == 4 and np.abs(profile).max() < 1e-5
+
+
 def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_path):
     """KerasHub's `ViTBackbone` runs its blocks in one layer's loop (`ViTEncoder`): the similarity profile still
     gives one value a block, each the token similarity of that block's output computed by hand; `deescalate`

@@ -152,6 +152,44 @@ def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_p
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(images)), outputs, atol=1e-5)
 
 
+@pytest.mark.one_backend
+def test_a_deescalated_backbone_saved_as_a_kerashub_preset_loads_in_a_fresh_process(tmp_path):
+    """`save_to_preset` writes KerasHub's layout; a new process loads it with KerasHub's `Backbone.from_preset`
+    (KerasHub imported first, as a script's sorted imports do: the class is made at `import keras_tse`) and with
+    `keras_tse.zoo.from_preset` (nothing but keras_tse imported), both with the saved outputs."""
+    import os
+    import subprocess
+    import sys
+
+    import keras
+
+    bert, inputs = _bert()
+    fixed = keras_tse.deescalate(bert)
+    fixed.save_to_preset(str(tmp_path / "preset"))
+    np.savez(tmp_path / "inputs.npz", **inputs)
+    np.save(tmp_path / "expected.npy", keras.ops.convert_to_numpy(fixed(inputs)["sequence_output"]))
+    load = """if True:
+        import sys
+        import numpy as np
+        {imports}
+        model = {load}(sys.argv[1] + "/preset")
+        inputs = dict(np.load(sys.argv[1] + "/inputs.npz"))
+        out = keras.ops.convert_to_numpy(model(inputs)["sequence_output"])
+        np.testing.assert_allclose(out, np.load(sys.argv[1] + "/expected.npy"), atol=1e-5)
+        print(type(model).__name__)
+    """
+    ways = {
+        "import keras\n        import keras_hub\n        import keras_tse": "keras_hub.models.Backbone.from_preset",
+        "import keras\n        import keras_tse": "keras_tse.zoo.from_preset",
+    }
+    for imports, loader in ways.items():
+        code = load.format(imports=imports, load=loader)
+        run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
+                             timeout=300, cwd=os.path.dirname(os.path.dirname(keras_tse.__file__)))  # fmt: skip
+        assert run.returncode == 0, run.stderr[-2000:]
+        assert run.stdout.strip().splitlines()[-1] == "DeEscalatedBackbone", loader
+
+
 def _decoder_model(normalize_first):
     """GPT-2 (pre-norm), or a post-norm stack of KerasHub's decoder blocks."""
     import keras

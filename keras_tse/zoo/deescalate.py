@@ -23,7 +23,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
 
     Every other layer is `model`'s own, inputs and outputs as they were. A KerasHub backbone gives a
     `DeEscalatedBackbone`: a KerasHub `Backbone` with the original's attributes (`token_embedding`,
-    `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`).
+    `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`);
+    its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
+    where KerasHub is imported before keras_tse.
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
     with its own preprocessor and a copy of its head's weights; a functional model holding a backbone (or any
     functional model with blocks) as one layer gets that layer de-escalated.

@@ -117,6 +117,34 @@ def test_albert_shares_one_block_across_depth_and_is_deescalated_at_every_call()
     assert len(profile) == 4 and np.abs(profile).max() < 1e-5
 
 
+def test_deberta_is_deescalated_over_its_real_tokens_and_its_attention_not_misread(tmp_path):
+    """DeBERTa's block (`DisentangledAttentionEncoder`, called with relative embeddings and a padding mask) is a
+    known kind: the copy keeps every weight, centres each block's real tokens (padding not counted), saves and
+    loads; the attention diagnostics, which read eq. (2)'s attention, refuse its disentangled one in one line."""
+    import keras
+    import keras_hub
+
+    from keras_tse.analysis.diagnostics import block_diagnostics
+
+    _, inputs = _bert()
+    inputs = {"token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"]}
+    deberta = keras_hub.models.DebertaV3Backbone(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    fixed = keras_tse.deescalate(deberta)
+    assert {id(w) for w in fixed.weights} == {id(w) for w in deberta.weights}
+    whole = {**inputs, "padding_mask": np.ones((2, 8), "int32")}
+    assert token_similarity_profile(deberta, whole)[-1] > 0.05
+    assert np.abs(token_similarity_profile(fixed, whole)).max() < 1e-5
+    sequence = keras.ops.convert_to_numpy(fixed(inputs))
+    np.testing.assert_allclose(sequence[1, :6].mean(axis=0), 0.0, atol=1e-5)  # six real tokens, two padded
+    fixed.save(tmp_path / "deberta.keras")
+    loaded = keras.saving.load_model(tmp_path / "deberta.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)), sequence, atol=1e-5)
+    with pytest.raises(ValueError, match="disentangled attention adds relative-position terms they do not model"):
+        block_diagnostics(deberta, whole)
+
+
 def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_path):
     """KerasHub's `ViTBackbone` runs its blocks in one layer's loop (`ViTEncoder`): the similarity profile still
     gives one value a block, each the token similarity of that block's output computed by hand; `deescalate`

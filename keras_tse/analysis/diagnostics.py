@@ -8,6 +8,7 @@ import numpy as np
 from keras import ops
 
 from keras_tse.analysis.similarity import (
+    KERAS_HUB_DEBERTA_BLOCK,
     KERAS_HUB_DECODER,
     KERAS_HUB_VIT_BLOCK,
     block_calls,
@@ -53,6 +54,11 @@ def _attention_of(block, x):
         _, scores = block(x, return_attention_scores=True)
         w_q, w_k, _ = block.self_attention.query_key_value_kernels()
         return scores, w_q, w_k, block.num_heads
+    if of_kind(block, {KERAS_HUB_DEBERTA_BLOCK}):
+        raise ValueError(
+            "The attention diagnostics read eq. (2)'s softmax(Q K^T / sqrt(d)); DeBERTa's disentangled attention adds "
+            f"relative-position terms they do not model. Received: block {block.name!r} ({type(block).__name__})"
+        )
     return keras_hub_attention(block, x)
 
 

@@ -78,10 +78,13 @@ def escalation_rate(x, y):
 # importing KerasHub, which a model built from them has already imported.
 KERAS_HUB_DECODER = "keras_hub.src.layers.modeling.transformer_decoder:TransformerDecoder"
 KERAS_HUB_VIT_BLOCK = "keras_hub.src.models.vit.vit_layers:ViTEncoderBlock"
+# DeBERTa's post-norm encoder block: bidirectional, its attention disentangled (content and relative position)
+KERAS_HUB_DEBERTA_BLOCK = "keras_hub.src.models.deberta_v3.disentangled_attention_encoder:DisentangledAttentionEncoder"
 KERAS_HUB_BLOCKS = {
     "keras_hub.src.layers.modeling.transformer_encoder:TransformerEncoder",
     KERAS_HUB_DECODER,
     KERAS_HUB_VIT_BLOCK,
+    KERAS_HUB_DEBERTA_BLOCK,
 }
 
 
@@ -126,8 +129,8 @@ def block_outputs_model(model, layers=None, with_output=False):
     Args:
         model: a functional (or built Sequential) `keras.Model`.
         layers: `None` to find the blocks of a known kind (`blocks_of`: keras_tse's, a `ScannedBlocks` giving
-            one output per block it runs, and KerasHub's `TransformerEncoder`, `TransformerDecoder` and ViT
-            blocks, also inside a functional model nested in `model`, so neither a KerasHub `BertBackbone` nor
+            one output per block it runs, and KerasHub's `TransformerEncoder`, `TransformerDecoder`, ViT and
+            DeBERTa blocks, also inside a functional model nested in `model`, so neither a KerasHub `BertBackbone` nor
             a task built on one needs a list), or a list of layer names / layers of any functional model. A
             layer called at several depths (ALBERT's shared block) gives one output per call.
     """

@@ -13,10 +13,11 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     """A copy of functional `model` in which every Transformer block of a known kind applies eq. (21),
     `Y = (I - tau 11^T/n) X`, where the paper puts it:
 
-    - a bidirectional block (KerasHub's `TransformerEncoder` and ViT encoder blocks, keras_tse's blocks that
-      are not causal): on its output (Sec. 3.3), the block held by a `DeEscalatedBlock` (its weights shared
-      with `model`); the token mean over the real tokens where the block is given a `padding_mask`. The ViT
-      backbone's `ViTEncoder`, which calls its blocks in a loop of its own, is run block by block in the copy;
+    - a bidirectional block (KerasHub's `TransformerEncoder`, ViT encoder blocks and DeBERTa's
+      `DisentangledAttentionEncoder`, keras_tse's blocks that are not causal): on its output (Sec. 3.3), the
+      block held by a `DeEscalatedBlock` (its weights shared with `model`); the token mean over the real tokens
+      where the block is given a `padding_mask`. The ViT backbone's `ViTEncoder`, which calls its blocks in a
+      loop of its own, is run block by block in the copy;
     - a causal KerasHub `TransformerDecoder` (GPT-2's): the running mean before its FFN (Sec. 3.4), in a
       `DeEscalatedDecoder` of the same configuration holding a copy of its weights (the block itself changes
       inside, so `model`'s own stays as it was).

@@ -56,3 +56,23 @@ def test_probe_command_reads_a_plain_keras_model_through_layers(tmp_path, capsys
     assert (
         "keras-tse probe: error: --layers: received nope; expected names of layers of plain" in capsys.readouterr().err
     )
+
+
+def test_probe_command_draws_kerashubs_named_inputs(tmp_path, capsys):
+    """A saved KerasHub task takes a dict (token ids, padding mask, segments, masked positions): the probe draws
+    them (ids in the vocabulary, every token real, distinct masked positions, no more tokens than the position
+    table holds) and prints a row a block, t_sim the library's measure on those inputs."""
+    keras_hub = pytest.importorskip("keras_hub")
+    bert = keras_hub.models.BertBackbone(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
+    )
+    task = keras_hub.models.BertMaskedLM(bert, preprocessor=None)
+    _, x = random_inputs(task)
+    assert x["token_ids"].shape == (8, 16) and 0 <= x["token_ids"].min() and x["token_ids"].max() < 50
+    assert (x["padding_mask"] == 1).all() and (x["segment_ids"] == 0).all()
+    assert x["mask_positions"].shape == (8, 4) and all(len(set(row)) == 4 for row in x["mask_positions"])
+    path = str(tmp_path / "task.keras")
+    task.save(path)
+    assert cli.main(["probe", path]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    np.testing.assert_allclose([float(row[1]) for row in rows], token_similarity_profile(task, x), atol=1e-3)

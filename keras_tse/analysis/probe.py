@@ -13,13 +13,16 @@ from keras_tse.analysis.similarity import (
 
 
 def random_inputs(model, batch_size=8, seed=0):
-    """`(warmup or None, probe)` inputs `model` accepts: N(0, 1) floats, or uniform token ids.
+    """`(warmup or None, probe)` inputs `model` accepts: N(0, 1) floats, or uniform token ids; for a model of
+    KerasHub's named inputs (a backbone or task taking a dict), those inputs (`named_inputs`).
 
     A model with a fixed batch size (Transformer-XL) gets that size, and a warm-up batch that fills
     its memory first; token ids need the vocabulary size from the model's config (`vocab_size`).
     """
-    spec = model.inputs[0]
     rng = np.random.default_rng(seed)
+    if isinstance(model.input, dict):
+        return None, named_inputs(model, batch_size, rng)
+    spec = model.inputs[0]
     batch = spec.shape[0] or batch_size
     shape = (batch, *spec.shape[1:])
     if "int" not in keras.backend.standardize_dtype(spec.dtype):
@@ -32,6 +35,39 @@ def random_inputs(model, batch_size=8, seed=0):
         )
     warmup, probe = (rng.integers(0, vocab, shape).astype(spec.dtype) for _ in range(2))
     return (warmup if spec.shape[0] else None), probe
+
+
+# A sequence of KerasHub's variable length gets this many tokens: short enough for any position table, long
+# enough for a token mean (the paper's measures average over the tokens).
+PROBE_TOKENS = 32
+MASKED = 4  # a masked-word task's positions a sequence
+
+
+def named_inputs(model, batch_size, rng):
+    """KerasHub's named inputs, drawn: `token_ids` uniform over the backbone's vocabulary, every token real
+    (`padding_mask` ones), one segment (`segment_ids` zeros), `mask_positions` (a masked-word task) distinct
+    positions among the tokens; any other input, or a model with no `vocabulary_size`, is one line."""
+    backbone = getattr(model, "backbone", model)
+    vocab = getattr(backbone, "vocabulary_size", None)
+    if vocab is None:
+        raise ValueError(
+            f"Model {model.name!r} takes named inputs {sorted(model.input)} but has no `vocabulary_size` (KerasHub's "
+            "backbones do); probe it from Python with your own inputs"
+        )
+    length = min(PROBE_TOKENS, getattr(backbone, "max_sequence_length", None) or PROBE_TOKENS)
+    draw = {
+        "token_ids": lambda: rng.integers(0, vocab, (batch_size, length)),
+        "padding_mask": lambda: np.ones((batch_size, length)),
+        "segment_ids": lambda: np.zeros((batch_size, length)),
+        "mask_positions": lambda: np.stack([rng.permutation(length)[:MASKED] for _ in range(batch_size)]),
+    }
+    unknown = sorted(set(model.input) - set(draw))
+    if unknown:
+        raise ValueError(
+            f"Model {model.name!r} takes inputs {unknown} that the probe cannot draw (it draws {sorted(draw)}); "
+            "probe it from Python with your own inputs"
+        )
+    return {name: draw[name]().astype(spec.dtype) for name, spec in model.input.items()}
 
 
 def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0, layers=None):

@@ -120,11 +120,13 @@ def test_albert_shares_one_block_across_depth_and_is_deescalated_at_every_call()
 def test_deberta_is_deescalated_over_its_real_tokens_and_its_attention_not_misread(tmp_path):
     """DeBERTa's block (`DisentangledAttentionEncoder`, called with relative embeddings and a padding mask) is a
     known kind: the copy keeps every weight, centres each block's real tokens (padding not counted), saves and
-    loads; the attention diagnostics, which read eq. (2)'s attention, refuse its disentangled one in one line."""
+    loads; the attention diagnostics, which read eq. (2)'s attention, refuse its disentangled one in one line, and
+    the probe leaves their columns empty."""
     import keras
     import keras_hub
 
     from keras_tse.analysis.diagnostics import block_diagnostics
+    from keras_tse.analysis.probe import probe_model
 
     _, inputs = _bert()
     inputs = {"token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"]}
@@ -143,6 +145,8 @@ def test_deberta_is_deescalated_over_its_real_tokens_and_its_attention_not_misre
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)), sequence, atol=1e-5)
     with pytest.raises(ValueError, match="disentangled attention adds relative-position terms they do not model"):
         block_diagnostics(deberta, whole)
+    rows = probe_model(fixed, whole)  # the similarity columns measured, the attention ones not
+    assert [abs(r["t_sim"]) < 1e-5 for r in rows] == [True, True] and all(np.isnan(r["entropy"]) for r in rows)
 
 
 def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_path):

@@ -29,6 +29,12 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     blocks = [block for block in blocks_of(model) if not isinstance(block, ScannedBlocks)]
     if not blocks:
         raise ValueError(f"No Transformer blocks of a known kind among the layers of model {model.name!r}.")
+    unread = [block.name for block in blocks if not reads_attention(block)]
+    if unread:
+        raise ValueError(
+            "The attention diagnostics read eq. (2)'s softmax(Q K^T / sqrt(d)); DeBERTa's disentangled attention adds "
+            f"relative-position terms they do not model. Received: blocks {unread[:4]} of model {model.name!r}"
+        )
     batch = keras.tree.flatten(inputs)[0].shape[0]
     calls = block_calls(model, blocks)
     block_inputs = keras.Model(calls.inputs, [x for _, x in calls.block_inputs])
@@ -54,12 +60,14 @@ def _attention_of(block, x):
         _, scores = block(x, return_attention_scores=True)
         w_q, w_k, _ = block.self_attention.query_key_value_kernels()
         return scores, w_q, w_k, block.num_heads
-    if of_kind(block, {KERAS_HUB_DEBERTA_BLOCK}):
-        raise ValueError(
-            "The attention diagnostics read eq. (2)'s softmax(Q K^T / sqrt(d)); DeBERTa's disentangled attention adds "
-            f"relative-position terms they do not model. Received: block {block.name!r} ({type(block).__name__})"
-        )
     return keras_hub_attention(block, x)
+
+
+def reads_attention(block):
+    """Whether the diagnostics read `block`'s attention: eq. (2)'s `softmax(Q K^T / sqrt(d))`, which DeBERTa's
+    disentangled attention is not."""
+    inner = block.block if isinstance(block, DeEscalatedBlock) else block
+    return not of_kind(inner, {KERAS_HUB_DEBERTA_BLOCK})
 
 
 def keras_hub_attention(block, x):

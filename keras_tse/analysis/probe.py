@@ -3,9 +3,10 @@
 import keras
 import numpy as np
 
-from keras_tse.analysis.diagnostics import block_diagnostics
+from keras_tse.analysis.diagnostics import block_diagnostics, reads_attention
 from keras_tse.analysis.similarity import (
     block_outputs_model,
+    blocks_of,
     cosine_similarity,
     measure_blocks,
     token_similarity,
@@ -73,8 +74,9 @@ def named_inputs(model, batch_size, rng):
 def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0, layers=None):
     """One row per block: t_sim, t_cos, head-mean attention entropy, QK variance and xi.
 
-    `layers` names the blocks of a model not built from keras_tse blocks (see `block_outputs_model`);
-    the attention columns need keras_tse blocks and are NaN there.
+    `layers` names the blocks of a model not built from blocks of a known kind (see `block_outputs_model`);
+    the attention columns are NaN there, and for a model whose blocks' attention the diagnostics do not read
+    (DeBERTa's: `reads_attention`).
     """
     if inputs is None:
         warmup_inputs, inputs = random_inputs(model, batch_size, seed)
@@ -82,7 +84,8 @@ def probe_model(model, inputs=None, warmup_inputs=None, batch_size=8, seed=0, la
         block_outputs_model(model, layers), inputs, (token_similarity, cosine_similarity), warmup_inputs
     )
     unknown = {"entropy": [np.nan], "mean": [np.nan], "variance": [np.nan], "xi": np.array([np.nan])}
-    attention = [unknown] * len(tsim) if layers is not None else block_diagnostics(model, inputs, warmup_inputs)
+    readable = layers is None and all(map(reads_attention, blocks_of(model)))
+    attention = block_diagnostics(model, inputs, warmup_inputs) if readable else [unknown] * len(tsim)
     return [
         {
             "block": i,

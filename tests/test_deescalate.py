@@ -185,6 +185,7 @@ def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_p
 
 
 @pytest.mark.one_backend
+@pytest.mark.starts_processes
 def test_a_deescalated_backbone_saved_as_a_kerashub_preset_loads_in_a_fresh_process(tmp_path):
     """`save_to_preset` writes KerasHub's layout; a new process loads it with KerasHub's `Backbone.from_preset`
     (KerasHub imported first, as a script's sorted imports do: the class is made at `import keras_tse`) and with

@@ -282,17 +282,21 @@ def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):
 
 
 def test_a_study_runs_every_arms_next_cell_before_any_arms_second(tmp_path):
-    """Breadth first within a seed: with one arm's first rate done (or running), the other arms' first rates
-    come before its second, so a study stopped early has a row of every arm."""
+    """Breadth first within a seed, counting what each arm has run: with one arm's first rate done (or its
+    second running), the other arm's cells come first, so a study stopped early has rows of every arm alike."""
     engine = lab_module("engine")
     plan = engine.Plan(arms=("a", "b"), grid=(1e-3, 3e-3, 1e-2), seeds=(0, 1), select_by="loss")
     study = _tiny_study(tmp_path, None)
     study = engine.Study(study.name, study.title, {"all": (plan, "")}, None, study.results, study.fields, study.card)
     with open(study.results, "w") as f:
         f.write("arm,learning_rate,seed,loss,seconds\na,0.001,0,1.5,3\n")
-    assert study.pending(study.arms()) == [("a", 3e-3, 0), ("b", 1e-3, 0), ("a", 1e-2, 0), ("b", 3e-3, 0),
+    assert study.pending(study.arms()) == [("b", 1e-3, 0), ("a", 3e-3, 0), ("b", 3e-3, 0), ("a", 1e-2, 0),
                                            ("b", 1e-2, 0)]  # fmt: skip
-    assert study.pending(study.arms(), running={("a", 3e-3, 0)})[:2] == [("b", 1e-3, 0), ("a", 1e-2, 0)]
+    assert study.pending(study.arms(), running={("a", 3e-3, 0)})[:3] == [("b", 1e-3, 0), ("b", 3e-3, 0),
+                                                                         ("a", 1e-2, 0)]  # fmt: skip
+    with open(study.results, "a") as f:
+        f.write("a,0.003,0,1.4,3\n")
+    assert study.pending(study.arms())[:2] == [("b", 1e-3, 0), ("b", 3e-3, 0)]  # a has run two, b none
 
 
 def test_a_cell_study_appends_each_finished_cell_and_runs_again_a_cell_a_kill_cut_short(tmp_path):

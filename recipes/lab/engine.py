@@ -13,6 +13,7 @@ appended to the study's CSV, flushed and synced, so a killed study loses only th
 verdicts use the others.
 """
 
+import collections
 import contextlib
 import dataclasses
 import json
@@ -279,13 +280,15 @@ class Study:
 
     def pending(self, arms, running=()):
         """The cells of `arms` that can start now, given the finished rows, breadth first: by seed, and within
-        a seed every arm's next cell before any arm's second, so that a study stopped early (cells of an hour
-        on a CPU) has measured each arm rather than one arm's whole rate grid."""
+        a seed by how many cells the arm has then run there (finished, running or ahead in its own list), so
+        that a study stopped early (cells of an hour on a CPU) has measured each arm alike rather than one arm's
+        whole rate grid."""
         rows = self.read_rows()
+        finished = collections.Counter((row["arm"], int(row["seed"])) for row in rows)
         ranked = [
-            ((seed, rank), (arm, lr, seed))
+            ((seed, finished[arm, seed] + ahead), (arm, lr, seed))
             for arm in arms
-            for rank, (lr, seed) in enumerate(next_cells(rows, arm, self.plan_of(arm)))
+            for ahead, (lr, seed) in enumerate(next_cells(rows, arm, self.plan_of(arm)))
         ]
         ranked.sort(key=lambda item: item[0])
         return [cell for _, cell in ranked if cell not in running]

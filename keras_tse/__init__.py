@@ -29,7 +29,7 @@ The words, one for each thing:
 import importlib
 import sys
 
-from keras_tse._lazy import lazy_exports, load_all
+from keras_tse._lazy import after_import, lazy_exports, load_all
 
 __version__ = "0.1.0"
 
@@ -101,3 +101,11 @@ def _register_with_keras():
 
 
 _register_with_keras()
+
+
+def _make_keras_hub_classes():
+    importlib.import_module(f"{__name__}.zoo.keras_hub_classes").make_all()
+
+
+if "keras_hub" not in sys.modules:
+    after_import("keras_hub", _make_keras_hub_classes)  # `keras_tse.zoo.keras_hub_classes` says why

@@ -41,3 +41,40 @@ def load_all(module):
     """Import every name `module.__all__` lists: the eager package it would otherwise be."""
     for name in getattr(module, "__all__", ()):
         getattr(module, name)
+
+
+class _AfterImport:
+    """A `sys.meta_path` finder that calls `then()` once module `name` has been imported whole (its own
+    imports done), then leaves `sys.meta_path`; every other import passes it untouched."""
+
+    def __init__(self, name, then):
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname != self.name:
+            return None
+        others = (finder for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec"))
+        spec = next((s for s in (f.find_spec(fullname, path, target) for f in others) if s is not None), None)
+        if spec is not None and hasattr(getattr(spec, "loader", None), "exec_module"):
+            spec.loader.exec_module = self._then_after(spec.loader.exec_module)
+        return spec
+
+    def _then_after(self, exec_module):
+        def exec_then(module):
+            exec_module(module)
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+                self.then()
+
+        return exec_then
+
+
+def after_import(name, then):
+    """Call `then()` once module `name`, not imported yet, has been imported whole."""
+    if not waiting_for(name):
+        sys.meta_path.insert(0, _AfterImport(name, then))
+
+
+def waiting_for(name):
+    """Whether an `after_import(name, ...)` has yet to run: `name` is not imported whole."""
+    return any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path)

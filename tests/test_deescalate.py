@@ -188,8 +188,9 @@ def test_kerashubs_vit_backbone_is_measured_and_deescalated_block_by_block(tmp_p
 @pytest.mark.starts_processes
 def test_a_deescalated_backbone_saved_as_a_kerashub_preset_loads_in_a_fresh_process(tmp_path):
     """`save_to_preset` writes KerasHub's layout; a new process loads it with KerasHub's `Backbone.from_preset`
-    (KerasHub imported first, as a script's sorted imports do: the class is made at `import keras_tse`) and with
-    `keras_tse.zoo.from_preset` (nothing but keras_tse imported), both with the saved outputs."""
+    whichever of KerasHub and keras_tse is imported first (KerasHub checks the registered class, made when both
+    are imported whole), and with `keras_tse.zoo.from_preset` with nothing but keras_tse imported (KerasHub then
+    imported inside the load), all with the saved outputs."""
     import os
     import subprocess
     import sys
@@ -205,22 +206,25 @@ def test_a_deescalated_backbone_saved_as_a_kerashub_preset_loads_in_a_fresh_proc
         import sys
         import numpy as np
         {imports}
-        model = {load}(sys.argv[1] + "/preset")
-        inputs = dict(np.load(sys.argv[1] + "/inputs.npz"))
-        out = keras.ops.convert_to_numpy(model(inputs)["sequence_output"])
-        np.testing.assert_allclose(out, np.load(sys.argv[1] + "/expected.npy"), atol=1e-5)
-        print(type(model).__name__)
+        for load in ({loads},):
+            model = load(sys.argv[1] + "/preset")
+            inputs = dict(np.load(sys.argv[1] + "/inputs.npz"))
+            out = keras.ops.convert_to_numpy(model(inputs)["sequence_output"])
+            np.testing.assert_allclose(out, np.load(sys.argv[1] + "/expected.npy"), atol=1e-5)
+            print(type(model).__name__)
     """
-    ways = {
-        "import keras\n        import keras_hub\n        import keras_tse": "keras_hub.models.Backbone.from_preset",
-        "import keras\n        import keras_tse": "keras_tse.zoo.from_preset",
+    hub = "lambda path: __import__('keras_hub').models.Backbone.from_preset(path)"
+    ways = {  # imports: loads, in order (each a function of the preset's path)
+        "import keras\n        import keras_hub\n        import keras_tse": [hub],
+        "import keras_tse\n        import keras_hub\n        import keras": [hub],
+        "import keras\n        import keras_tse": ["keras_tse.zoo.from_preset", hub],
     }
-    for imports, loader in ways.items():
-        code = load.format(imports=imports, load=loader)
+    for imports, loads in ways.items():
+        code = load.format(imports=imports, loads=", ".join(loads))
         run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                              timeout=300, cwd=os.path.dirname(os.path.dirname(keras_tse.__file__)))  # fmt: skip
-        assert run.returncode == 0, run.stderr[-2000:]
-        assert run.stdout.strip().splitlines()[-1] == "DeEscalatedBackbone", loader
+        assert run.returncode == 0, (imports, run.stderr[-2000:])
+        assert run.stdout.strip().splitlines()[-len(loads) :] == ["DeEscalatedBackbone"] * len(loads), imports
 
 
 def _decoder_model(normalize_first):
@@ -302,19 +306,25 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
 def test_a_model_already_deescalated_is_refused_in_one_line():
     """A second pass would compound tau ((1 - tau)^2 of the mean left, not 1 - tau): a de-escalated KerasHub
     backbone, a task on one, a zoo model built de-escalated (its blocks scanned too) are refused."""
+    import keras
     import keras_hub
 
     from keras_tse import zoo
 
-    twice = r"would apply eq. \(21\) twice: blocks of model '.*' already apply it; .* Received: blocks \["
+    twice = r"would apply eq. \(21\) twice: blocks of model '.*' already apply it; .* Received: blocks "
     once = keras_tse.deescalate(_bert()[0], tau=0.5)
-    with pytest.raises(ValueError, match=twice + r"'transformer_layer_0_deescalated'"):
+    with pytest.raises(ValueError, match=twice + r"transformer_layer_0_deescalated \(DeEscalatedBlock\), "):
         keras_tse.deescalate(once, tau=0.5)
+    tokens = keras.Input((4, 8))  # one plain block, then one de-escalated: the refusal names the latter alone
+    plain = keras_hub.layers.TransformerEncoder(16, 2, name="plain")
+    fixed = keras_tse.layers.DeEscalatedBlock(keras_hub.layers.TransformerEncoder(16, 2), name="fixed")
+    with pytest.raises(ValueError, match=twice + r"fixed \(DeEscalatedBlock\)$"):
+        keras_tse.deescalate(keras.Model(tokens, fixed(plain(tokens))))
     with pytest.raises(ValueError, match=twice):
         keras_tse.deescalate(keras_hub.models.BertMaskedLM(once, preprocessor=None))
     small = dict(depth=2, image_size=8, patch_size=4, hidden_dim=16, ffn_dim=32, num_heads=2)
-    for scan in (False, True):
-        with pytest.raises(ValueError, match=twice):
+    for scan, named in ((False, r"block_00 \(TransformerBlock\)"), (True, r"blocks \(ScannedBlocks\)")):
+        with pytest.raises(ValueError, match=twice + named):
             keras_tse.deescalate(zoo.vit(norm="deescalate", scan=scan, **small))
     keras_tse.deescalate(zoo.vit(norm="post", **small))
 

@@ -29,18 +29,17 @@ def deescalated_graph(model, options, nested=None):
             f"`deescalate` rewrites Transformer blocks of a known kind, and model {model.name!r} has none. "
             f"Received: layers {[type(layer).__name__ for layer in model.layers][:12]}"
         )
-    twice = [layer.name for layer in blocks if applies_eq21(layer)]
+    twice = [layer for layer in blocks if applies_eq21(layer)]
     if twice:  # a second projection compounds: (I - tau 11^T/n)^2 removes 1 - (1 - tau)^2 of the mean, not tau
         raise ValueError(
             f"`deescalate` would apply eq. (21) twice: blocks of model {model.name!r} already apply it; pass the "
-            f"model as it was before, or build it with another `norm`. Received: blocks {twice[:4]} "
-            f"({type(blocks[0]).__name__})"
+            f"model as it was before, or build it with another `norm`. Received: blocks {_named(twice)}"
         )
-    causal = [layer.name for layer in blocks if getattr(layer, "causal", False)]
+    causal = [layer for layer in blocks if getattr(layer, "causal", False)]
     if causal:
         raise ValueError(
             "`deescalate` rewrites KerasHub's decoders; a causal keras_tse block is built de-escalated "
-            f"(`norm='deescalate'`). Received: causal blocks {causal[:4]} ({type(blocks[0]).__name__})"
+            f"(`norm='deescalate'`). Received: causal blocks {_named(causal)}"
         )
     rewritten = {id(block): _rewritten(block, options) for block in blocks}
     rewritten.update({id(graph): nested(graph, **options) for graph in graphs})
@@ -54,6 +53,11 @@ def deescalated_graph(model, options, nested=None):
         return rewritten.get(id(layer), layer)(*args, **kwargs)
 
     return replayed(model, inputs, call, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
+
+
+def _named(blocks):
+    """The first few blocks of a refusal, each as name (class)."""
+    return ", ".join(f"{block.name} ({type(block).__name__})" for block in blocks[:4])
 
 
 def applies_eq21(block):

@@ -201,8 +201,11 @@ def figure(rows):
                 label = f"{layout} (lr {rate:g})" if i == 0 else None
                 ax.plot(steps, curve, color=COLOURS[layout], alpha=0.6, label=label)
         ax.set(title=f"{depth} layers", xlabel="step", ylabel="masked-word training loss (50-step mean)")
-        if ax.get_legend_handles_labels()[0]:  # a depth with no row yet has no curve to name
+        if ax.get_legend_handles_labels()[0]:
             ax.legend()
+        else:  # an empty panel says so, rather than show axes that read as a measurement
+            ax.text(0.5, 0.5, "not run yet", ha="center", va="center", transform=ax.transAxes, color="grey")
+            ax.set(xticks=[], yticks=[])
     save_figure(fig, path)
     return path
 

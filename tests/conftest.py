@@ -14,13 +14,18 @@ own `@pytest.mark.one_backend` or `@pytest.mark.every_backend`. `tests/test_suit
 file that states no group, so a new file has to choose, in the file itself.
 
 Which process runs the one-backend group is the runner's choice, through KERAS_TSE_ONE_BACKEND_TESTS:
-"run" (all of them), "skip" (none), or a half of the group: "in_process" (those not marked
-`starts_processes`) and "starting_processes" (those marked: their work is in processes they start
-with their own KERAS_BACKEND, so the process that hosts them can be any backend's). The runner gives
-the two halves to two processes so that no one process carries the whole group. A plain `pytest`
-(the variable unset) runs them all.
+"run" (all of them), "skip" (none), or "starting_processes" (those marked `starts_processes`: their work
+is in processes they start with their own KERAS_BACKEND, so the process that hosts them can be any
+backend's). A plain `pytest` (the variable unset) runs them all.
+
+The runner shares the one-backend tests out as the processes go: one process runs the whole group, the
+others the half that starts processes, and with KERAS_TSE_SHARED_TESTS naming a folder every process
+runs them after its other tests, each one in whichever process reaches it first (`claimed`: a file
+created there, once). The processes then end near one another, whichever backend's own tests are
+slowest that day.
 """
 
+import hashlib
 import os
 import re
 import resource
@@ -48,7 +53,8 @@ def declared_groups(text):
 
 
 ONE_BACKEND_TESTS = "KERAS_TSE_ONE_BACKEND_TESTS"
-ONE_BACKEND_MODES = ("run", "skip", "in_process", "starting_processes")
+ONE_BACKEND_MODES = ("run", "skip", "starting_processes")
+SHARED_TESTS = "KERAS_TSE_SHARED_TESTS"
 _RUN_FOLDERS = []
 
 
@@ -102,8 +108,7 @@ def kept_here(item, mode):
     """Whether a process in `mode` (of ONE_BACKEND_MODES) runs the test."""
     if mode == "run" or runs_on_every_backend(item):
         return True
-    starts_processes = item.get_closest_marker("starts_processes") is not None
-    return {"skip": False, "in_process": not starts_processes, "starting_processes": starts_processes}[mode]
+    return mode == "starting_processes" and item.get_closest_marker("starts_processes") is not None
 
 
 def pytest_collection_modifyitems(config, items):
@@ -112,7 +117,29 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         (kept if kept_here(item, mode) else left).append(item)
     config.hook.pytest_deselected(items=left)
+    if os.environ.get(SHARED_TESTS):  # the shared tests last, so a process takes them once its own are done
+        kept.sort(key=lambda item: not runs_on_every_backend(item))
     items[:] = kept
+
+
+def claimed(nodeid, folder, by):
+    """Whether the test is this process's to run: the first process to create its file in `folder` takes it
+    (O_EXCL: of processes that try at once, one creates it). The file says which process took it."""
+    path = os.path.join(folder, hashlib.sha1(nodeid.encode()).hexdigest())
+    try:
+        fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+        return False
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{by} {nodeid}\n")
+    return True
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    folder = os.environ.get(SHARED_TESTS)
+    if folder and not runs_on_every_backend(item) and not claimed(item.nodeid, folder, keras.backend.backend()):
+        pytest.skip("a one-backend test another backend's process took (KERAS_TSE_SHARED_TESTS)")
 
 
 @pytest.fixture(autouse=True)

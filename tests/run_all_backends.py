@@ -3,8 +3,10 @@
     python tests/run_all_backends.py [pytest args...]
 
 KERAS_BACKEND is set per process, never per test (Keras picks its backend at import). The tests whose
-result cannot depend on the backend (tests/conftest.py says which) run in one process only: PyTorch's
-when PyTorch is among the backends, else the first one's. Each process prints its slowest tests
+result cannot depend on the backend (tests/conftest.py says which) run once: those that run in the test's own
+process in PyTorch's when PyTorch is among the backends, else the first one's; those whose work is in processes
+they start in whichever process reaches them first, each process taking them once its own tests are done.
+Each process prints its slowest tests
 (pytest's --durations) and the summary gives each backend's wall time, so a change that adds
 minutes is seen the day it lands. Exits non-zero if any backend fails, pytest's exit 5 ("no tests
 collected") included.
@@ -26,10 +28,10 @@ BACKENDS = ("tensorflow", "jax", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DURATIONS = ["--durations=30", "--durations-min=1.0"]
 COMPILE_CACHE = "KERAS_TSE_COMPILE_CACHE"  # keras_tse.training.compile_cache reads it
+SHARED_TESTS = "KERAS_TSE_SHARED_TESTS"  # tests/conftest.py reads it
 WITH_ONCE = {  # what a process runs of the backend-independent tests, by its mode
     "run": " (with the backend-independent tests)",
-    "in_process": " (with the backend-independent tests that run in it)",
-    "starting_processes": " (with the backend-independent tests that start processes)",
+    "starting_processes": " (sharing the backend-independent tests that start processes)",
 }
 _print_lock = threading.Lock()
 
@@ -46,12 +48,21 @@ def one_backend_process(backends):
 
 
 def one_backend_modes(backends, once):
-    """KERAS_TSE_ONE_BACKEND_TESTS per backend (tests/conftest.py): `once` runs the one-backend group; with
-    TensorFlow's process beside it, that one takes the group's tests that start their own processes
-    (the lightest of the three otherwise: 1,751 s against 2,075 and 2,161 s in one CI run)."""
-    if once != "tensorflow" and "tensorflow" in backends:
-        return {b: {once: "in_process", "tensorflow": "starting_processes"}.get(b, "skip") for b in backends}
-    return {b: "run" if b == once else "skip" for b in backends}
+    """KERAS_TSE_ONE_BACKEND_TESTS per backend (tests/conftest.py): `once` runs the one-backend group, the
+    others the group's tests that start their own processes; with KERAS_TSE_SHARED_TESTS set, each of those
+    runs in the first process to reach it. (Given to one process, TensorFlow's, that half made it end last,
+    1,223 s against 1,027 and 1,047 s in one CI run.)"""
+    return {b: "run" if b == once else "starting_processes" for b in backends}
+
+
+def shared_out(folder):
+    """{backend: how many of the shared tests its process ran}, from the files `tests/conftest.py` claims."""
+    counts = {}
+    for name in os.listdir(folder):
+        with open(os.path.join(folder, name)) as f:
+            backend = f.read().split(" ", 1)[0]
+        counts[backend] = counts.get(backend, 0) + 1
+    return counts
 
 
 def launch_order(backends, once):
@@ -105,16 +116,20 @@ def main(pytest_args):
     once = one_backend_process(backends)
     modes = one_backend_modes(backends, once)
     start = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {
-            b: pool.submit(run_backend, b, modes[b], pytest_args, jobs > 1) for b in launch_order(backends, once)
-        }
-        results = {b: f.result() for b, f in futures.items()}
+    with tempfile.TemporaryDirectory(prefix="keras_tse_shared_tests_") as shared:
+        os.environ[SHARED_TESTS] = shared
+        with ThreadPoolExecutor(max_workers=jobs) as pool:
+            futures = {
+                b: pool.submit(run_backend, b, modes[b], pytest_args, jobs > 1) for b in launch_order(backends, once)
+            }
+            results = {b: f.result() for b, f in futures.items()}
+        ran = shared_out(shared)
     print(f"\n===== summary ({jobs} at a time on {os.cpu_count()} cores) =====")
     for backend in backends:
         code, seconds = results[backend]
         verdict = "passed" if code == 0 else f"FAILED (pytest exit {code})"
-        print(f"{backend:>10}: {verdict}, {seconds:.0f} s{WITH_ONCE.get(modes[backend], '')}")
+        print(f"{backend:>10}: {verdict}, {seconds:.0f} s{WITH_ONCE.get(modes[backend], '')}, "
+              f"{ran.get(backend, 0)} backend-independent tests")  # fmt: skip
     print(f"{'wall':>10}: {time.perf_counter() - start:.0f} s")
     return 0 if all(code == 0 for code, _ in results.values()) else 1
 

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from tests import conftest
-from tests.run_all_backends import launch_order, one_backend_modes, one_backend_process
+from tests.run_all_backends import launch_order, one_backend_modes, one_backend_process, shared_out
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -78,18 +78,23 @@ def test_skip_mode_deselects_the_one_backend_tests_and_keeps_the_rest():
     assert "test_no_data_stops_with_the_file_to_fetch" not in names  # marked one_backend inside that file
 
 
-def test_the_two_halves_of_the_one_backend_group_split_it():
-    """ "in_process" and "starting_processes" run the one-backend tests between them, each test once."""
+def test_the_one_backend_group_runs_in_one_process_and_its_starting_half_is_shared(tmp_path):
+    """One process runs the whole group, the others the tests that start processes; each of those runs in the
+    first process to claim it, and a claim is made once, whoever tries next."""
     one_backend = [_Item("test_data.py"), _Item("test_processes.py", "starts_processes"), _Item("test_vit.py")]
     runs = {mode: [conftest.kept_here(i, mode) for i in one_backend] for mode in conftest.ONE_BACKEND_MODES}
     assert runs["run"] == [True, True, True] and runs["skip"] == [False, False, True]
-    assert runs["in_process"] == [True, False, True] and runs["starting_processes"] == [False, True, True]
+    assert runs["starting_processes"] == [False, True, True]
     assert one_backend_modes(["tensorflow", "jax", "torch"], "torch") == {
         "tensorflow": "starting_processes",
-        "jax": "skip",
-        "torch": "in_process",
+        "jax": "starting_processes",
+        "torch": "run",
     }
-    assert one_backend_modes(["jax", "torch"], "torch") == {"jax": "skip", "torch": "run"}
+    assert one_backend_modes(["jax"], "jax") == {"jax": "run"}
+    first = [conftest.claimed(f"tests/test_x.py::test_{i}", str(tmp_path), "jax") for i in range(3)]
+    again = [conftest.claimed(f"tests/test_x.py::test_{i}", str(tmp_path), "torch") for i in range(4)]
+    assert first == [True, True, True] and again == [False, False, False, True]
+    assert shared_out(str(tmp_path)) == {"jax": 3, "torch": 1}
 
 
 def test_the_runner_gives_the_one_backend_tests_to_one_process_and_starts_it_first():

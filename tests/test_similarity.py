@@ -173,3 +173,25 @@ def test_token_similarity_profile_finds_the_blocks_of_a_kerashub_task_inside_its
     task.fit(x, np.array([[4, 7], [9, 2]], "int32"), epochs=1, verbose=0, callbacks=[metric])
     measured = [metric.records[0][f"tsim_{i}"] for i in range(3)]  # at train begin; a rate of 0 changes nothing
     np.testing.assert_allclose(measured, expected, rtol=1e-5)
+
+
+def test_forward_intermediates_of_a_kerashub_bert_keeps_its_outputs_and_gives_one_tensor_a_block():
+    """BERT's output is a dict (sequence and pooled): it comes back whole, as the model gives it, and the blocks
+    after it, one each; the last block's output is BERT's `sequence_output` (post-norm: nothing after it)."""
+    import keras
+
+    from keras_tse import zoo
+
+    bert, _, inputs, _ = _keras_hub_models()
+    output, blocks = zoo.forward_intermediates(bert, inputs)
+    expected = bert(inputs)
+    assert sorted(output) == sorted(expected) == ["pooled_output", "sequence_output"]
+    for name in expected:
+        np.testing.assert_allclose(_value(output[name]), _value(expected[name]), rtol=1e-5, atol=1e-6)
+    assert [tuple(b.shape) for b in blocks] == [(2, 8, 8)] * 3
+    np.testing.assert_allclose(_value(blocks[-1]), _value(expected["sequence_output"]), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        [np.mean(_value(token_similarity(keras.ops.convert_to_numpy(b)))) for b in blocks],  # a batch's mean
+        token_similarity_profile(bert, inputs),
+        rtol=1e-5,
+    )

@@ -123,8 +123,9 @@ def of_kind(layer, kinds):
 
 
 def block_outputs_model(model, layers=None, with_output=False):
-    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks (and, with
-    `with_output=True`, the model's own output first: timm's `forward_intermediates`).
+    """A `keras.Model` from `model`'s inputs to the outputs of its Transformer blocks (with `with_output=True`,
+    `[model's output, [the blocks' outputs]]`, the output in the model's own structure: timm's
+    `forward_intermediates`).
 
     Args:
         model: a functional (or built Sequential) `keras.Model`.
@@ -145,7 +146,7 @@ def block_outputs_model(model, layers=None, with_output=False):
     else:
         chosen = [model.get_layer(layer) if isinstance(layer, str) else layer for layer in layers]
     calls = block_calls(model, chosen)
-    outputs = [*calls.outputs, *calls.block_outputs] if with_output else calls.block_outputs
+    outputs = [calls.output, calls.block_outputs] if with_output else calls.block_outputs
     probe = keras.Model(calls.inputs, outputs, name=f"{model.name}_blocks")
     _SOURCES[probe] = (model, layers, with_output)  # to rebuild it on one process's devices
     return probe
@@ -171,18 +172,19 @@ def is_graph(layer):
     return isinstance(layer, keras.Model) and hasattr(layer, "_run_through_graph")
 
 
-BlockCalls = collections.namedtuple("BlockCalls", "inputs outputs block_inputs block_outputs")
+BlockCalls = collections.namedtuple("BlockCalls", "inputs output block_inputs block_outputs")
 
 
 def block_calls(model, chosen):
     """The calls of the `chosen` layers as tensors of `model`'s inputs, a `BlockCalls`: the graph's `inputs` and
-    `outputs`; `block_outputs`, each chosen call's output in call order (one per block for most models, one per
-    depth for a `ScannedBlocks` and for a block whose weights are shared across depth: ALBERT calls one layer at
-    every depth); `block_inputs`, `(layer, its input)` of each chosen call but a scanned stack's. Keras'
-    `clone_model` re-runs the graph with the same layer objects (`clone_function` returns each layer itself, so
-    no weight is copied) and `call_function` records each chosen call; a nested functional model holding a
-    chosen block, and a known stack (`run_stack`), are run the same way, their layers called in the outer
-    graph, so that their blocks' inputs and outputs are tensors of `model`'s inputs."""
+    `output` (in the model's structure: a dict for KerasHub's BERT); `block_outputs`, each chosen call's output
+    in call order (one per block for most models, one per depth for a `ScannedBlocks` and for a block whose
+    weights are shared across depth: ALBERT calls one layer at every depth); `block_inputs`, `(layer, its
+    input)` of each chosen call but a scanned stack's. Keras' `clone_model` re-runs the graph with the same layer
+    objects (`clone_function` returns each layer itself, so no weight is copied) and `call_function` records each
+    chosen call; a nested functional model holding a chosen block, and a known stack (`run_stack`), are run the
+    same way, their layers called in the outer graph, so that their blocks' inputs and outputs are tensors of
+    `model`'s inputs."""
     from keras_tse.layers import ScannedBlocks
 
     wanted, called = {id(layer) for layer in chosen}, set()
@@ -217,7 +219,7 @@ def block_calls(model, chosen):
             f"Blocks {missed[:4]} of model {model.name!r} are not called by its graph (nor by a functional model "
             "in it called on its inputs alone); name blocks that its graph calls with `layers=`"
         )
-    return BlockCalls(clone.inputs, clone.outputs, block_inputs, outputs)
+    return BlockCalls(clone.inputs, clone.output, block_inputs, outputs)
 
 
 def measure_blocks(probe, inputs, measures=(token_similarity,), warmup_inputs=None):

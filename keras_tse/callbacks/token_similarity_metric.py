@@ -48,8 +48,10 @@ class TokenSimilarityMetric(ProbeSchedule):
         probe_inputs: a batch the model accepts (NumPy array or dict of them).
         every_n_batches: int or `None`, also measure every N training batches.
             Defaults to `None` (train begin and epoch ends only).
-        layers: `None` to find the keras_tse blocks, or block layer names for
-            other functional models. Defaults to `None`.
+        layers: `None` to find the blocks by kind (keras_tse's, KerasHub's
+            encoders, decoders and ViT blocks, in tasks and backbones alike),
+            or block layer names for other functional models. Defaults to
+            `None`.
         plot_dir: directory for the PNG plots, or `None`. Defaults to `None`.
         csv_path: file to append each measurement to, or `None`. Defaults to
             `None`.

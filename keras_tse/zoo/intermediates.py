@@ -14,7 +14,8 @@ def forward_intermediates(model, inputs, indices=None):
     Transformer block, in depth order (a `ScannedBlocks` gives one per block it runs).
 
     Args:
-        model: a zoo model, or any functional model built from keras_tse blocks.
+        model: a zoo model, or any functional model whose blocks are of a known kind (KerasHub's
+            backbones and tasks included); its output comes back in its own structure.
         inputs: what the model takes.
         indices: `None` for every block, an int `n` for the last `n`, or a list of block numbers
             (negative counts from the end), timm's convention.
@@ -23,7 +24,7 @@ def forward_intermediates(model, inputs, indices=None):
         _PROBES[model] = block_outputs_model(model, with_output=True)
     probe = _PROBES[model]
     single = len(probe.inputs) == 1 and not isinstance(inputs, (list, tuple, dict))
-    output, *blocks = probe([inputs] if single else inputs, training=False)
+    output, blocks = probe([inputs] if single else inputs, training=False)
     if indices is None:
         return output, blocks
     chosen = range(len(blocks))[-indices:] if isinstance(indices, int) else indices

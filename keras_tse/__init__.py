@@ -29,7 +29,7 @@ The words, one for each thing:
 import importlib
 import sys
 
-from keras_tse._lazy import after_import, lazy_exports, load_all
+from keras_tse._lazy import after_import, lazy_exports, load_all, wrapped_spec
 
 __version__ = "0.1.0"
 
@@ -66,18 +66,7 @@ class _RegisterWithKeras:
     def find_spec(self, fullname, path=None, target=None):
         if fullname != "keras" and not fullname.startswith(f"{__name__}."):
             return None
-        spec = self._find_elsewhere(fullname, path, target)
-        if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-            spec.loader.exec_module = self._counting(spec.loader.exec_module)
-        return spec
-
-    def _find_elsewhere(self, fullname, path, target):
-        for finder in sys.meta_path:
-            if finder is not self and hasattr(finder, "find_spec"):
-                spec = finder.find_spec(fullname, path, target)
-                if spec is not None:
-                    return spec
-        return None
+        return wrapped_spec(self, fullname, path, target, self._counting)
 
     def _counting(self, exec_module):
         def exec_then_maybe_register(module):

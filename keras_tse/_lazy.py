@@ -43,6 +43,16 @@ def load_all(module):
         getattr(module, name)
 
 
+def wrapped_spec(hook, fullname, path, target, wrap):
+    """For an import hook (a `sys.meta_path` finder): the spec the other finders give for `fullname`, its
+    loader's `exec_module` replaced by `wrap(exec_module)`; `None` where none has one."""
+    others = (finder for finder in sys.meta_path if finder is not hook and hasattr(finder, "find_spec"))
+    spec = next((s for s in (f.find_spec(fullname, path, target) for f in others) if s is not None), None)
+    if spec is not None and hasattr(getattr(spec, "loader", None), "exec_module"):
+        spec.loader.exec_module = wrap(spec.loader.exec_module)
+    return spec
+
+
 class _AfterImport:
     """A `sys.meta_path` finder that calls `then()` once module `name` has been imported whole (its own
     imports done), then leaves `sys.meta_path`; every other import passes it untouched."""
@@ -51,13 +61,7 @@ class _AfterImport:
         self.name, self.then = name, then
 
     def find_spec(self, fullname, path=None, target=None):
-        if fullname != self.name:
-            return None
-        others = (finder for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec"))
-        spec = next((s for s in (f.find_spec(fullname, path, target) for f in others) if s is not None), None)
-        if spec is not None and hasattr(getattr(spec, "loader", None), "exec_module"):
-            spec.loader.exec_module = self._then_after(spec.loader.exec_module)
-        return spec
+        return wrapped_spec(self, fullname, path, target, self._then_after) if fullname == self.name else None
 
     def _then_after(self, exec_module):
         def exec_then(module):

@@ -128,7 +128,7 @@ def shared_order(item):
     its own are done (the one running the whole group, reaching them in file order, took all but 10 of them)."""
     if runs_on_every_backend(item):
         return 0
-    return 2 if item.get_closest_marker("starts_processes") is not None else 1
+    return 2 if shared(item) else 1
 
 
 def claimed(nodeid, folder, by):
@@ -144,10 +144,15 @@ def claimed(nodeid, folder, by):
     return True
 
 
+def shared(item):
+    """Whether any process sharing the one-backend tests may run it (the others run in one process only)."""
+    return not runs_on_every_backend(item) and item.get_closest_marker("starts_processes") is not None
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     folder = os.environ.get(SHARED_TESTS)
-    if folder and not runs_on_every_backend(item) and not claimed(item.nodeid, folder, keras.backend.backend()):
+    if folder and shared(item) and not claimed(item.nodeid, folder, keras.backend.backend()):
         pytest.skip("a one-backend test another backend's process took (KERAS_TSE_SHARED_TESTS)")
 
 

@@ -56,7 +56,8 @@ def one_backend_modes(backends, once):
 
 
 def shared_out(folder):
-    """{backend: how many of the shared tests its process ran}, from the files `tests/conftest.py` claims."""
+    """{backend: how many of the shared tests its process ran}, from the files `tests/conftest.py` claims
+    (`conftest.shared`: the one-backend tests that start processes)."""
     counts = {}
     for name in os.listdir(folder):
         with open(os.path.join(folder, name)) as f:
@@ -129,7 +130,7 @@ def main(pytest_args):
         code, seconds = results[backend]
         verdict = "passed" if code == 0 else f"FAILED (pytest exit {code})"
         print(f"{backend:>10}: {verdict}, {seconds:.0f} s{WITH_ONCE.get(modes[backend], '')}, "
-              f"{ran.get(backend, 0)} backend-independent tests")  # fmt: skip
+              f"{ran.get(backend, 0)} of the shared tests that start processes")  # fmt: skip
     print(f"{'wall':>10}: {time.perf_counter() - start:.0f} s")
     return 0 if all(code == 0 for code, _ in results.values()) else 1
 

@@ -85,6 +85,7 @@ def test_the_one_backend_group_runs_in_one_process_and_its_starting_half_is_shar
     runs = {mode: [conftest.kept_here(i, mode) for i in one_backend] for mode in conftest.ONE_BACKEND_MODES}
     assert runs["run"] == [True, True, True] and runs["skip"] == [False, False, True]
     assert runs["starting_processes"] == [False, True, True]
+    assert [conftest.shared(i) for i in one_backend] == [False, True, False]  # only these write a claim
     assert one_backend_modes(["tensorflow", "jax", "torch"], "torch") == {
         "tensorflow": "starting_processes",
         "jax": "starting_processes",

@@ -162,7 +162,7 @@ def test_residual_stream_is_the_identity_in_value_and_gradient():
     block.fit(x, np.zeros((2, 5, 1), "float32"), verbose=0)  # differentiates through the gather
 
 
-def _gradient_cost(norm, depth=24):
+def _gradient_cost(norm, depth=12):
     """XLA's cost analysis of the compiled gradient of a tiny ViT's loss: (FLOPs, bytes accessed)."""
     import jax
 
@@ -185,12 +185,13 @@ def _gradient_cost(norm, depth=24):
 @pytest.mark.xla_optimized  # the compiled program as XLA optimises it
 @pytest.mark.skipif(BACKEND != "jax", reason="the defect is XLA:CPU's; other backends never had it")
 def test_pre_norm_gradient_costs_what_post_norms_does_on_jax(monkeypatch):
-    """Without `residual_stream` XLA:CPU re-adds the stream's gradient of every block above: the compiled
-    pre-norm gradient at depth 24 then does 1.49x post-norm's FLOPs and reads and writes 2.55x its bytes;
-    with it, 1.00x and 1.01x. XLA's own count of the compiled program, not a clock: the same under any load.
-    The second half takes `residual_stream` out and sees the defect come back."""
+    """Without `residual_stream` XLA:CPU re-adds the stream's gradient of every block above, a cost growing
+    with the square of the depth: the compiled pre-norm gradient at depth 12 then does 1.25x post-norm's FLOPs
+    and reads and writes 1.78x its bytes (depth 24: 1.49x and 2.55x); with it, 1.00x and 1.01x at either
+    depth. XLA's own count of the compiled program, not a clock: the same under any load. The second half
+    takes `residual_stream` out and sees the defect come back."""
     ratios = [p / q for p, q in zip(_gradient_cost("pre"), _gradient_cost("post"))]
-    assert max(ratios) < 1.2, ratios
+    assert max(ratios) < 1.1, ratios
     monkeypatch.setattr(transformer_block, "residual_stream", lambda x: x)
     without = [p / q for p, q in zip(_gradient_cost("pre"), _gradient_cost("post"))]
     assert min(without) > 1.2, without

@@ -329,6 +329,53 @@ def test_a_model_already_deescalated_is_refused_in_one_line():
     keras_tse.deescalate(zoo.vit(norm="post", **small))
 
 
+def test_a_sequential_of_blocks_is_measured_and_deescalated_and_other_models_are_refused_in_one_line(tmp_path):
+    """A Sequential of KerasHub encoders is read as its functional twin (`as_graph`): its profile is each
+    block's output's token similarity computed by hand, `deescalate` shares its weights and centres each block
+    (similarity ~0), and the copy saves and loads. A subclassed model (its `call` hides the graph), a lone layer,
+    a Sequential with no input yet and a string are each refused in one line."""
+    import keras
+    import keras_hub
+
+    from keras_tse.analysis.similarity import token_similarity
+
+    keras.utils.set_random_seed(0)
+    blocks = [keras_hub.layers.TransformerEncoder(16, 2) for _ in range(2)]
+    sequential = keras.Sequential([keras.Input((6, 8)), *blocks])
+    x = np.random.default_rng(0).normal(size=(3, 6, 8)).astype("float32")
+    by_hand, y = [], x
+    for block in blocks:
+        y = block(y)
+        by_hand.append(float(np.mean(keras.ops.convert_to_numpy(token_similarity(y)))))
+    np.testing.assert_allclose(token_similarity_profile(sequential, x), by_hand, rtol=1e-5)
+    assert by_hand[-1] > 0.05
+    fixed = keras_tse.deescalate(sequential)
+    assert {id(w) for w in fixed.weights} == {id(w) for w in sequential.weights}
+    assert np.abs(token_similarity_profile(fixed, x)).max() < 1e-5
+    fixed.save(tmp_path / "sequential.keras")
+    loaded = keras.saving.load_model(tmp_path / "sequential.keras")
+    np.testing.assert_allclose(*(keras.ops.convert_to_numpy(m(x)) for m in (loaded, fixed)), atol=1e-6)
+
+    class Subclassed(keras.Model):
+        def __init__(self):
+            super().__init__(name="subclassed")
+            self.block = keras_hub.layers.TransformerEncoder(16, 2)
+
+        def call(self, x):
+            return self.block(x)
+
+    subclassed = Subclassed()
+    subclassed(x)
+    hidden = r"a functional or Sequential `keras.Model` .*; a subclassed model's `call` hides its graph. Received: "
+    for model, received in ((subclassed, "model of type Subclassed named 'subclassed'"), ("bert", "model of type str"),
+                            (blocks[0], f"model of type TransformerEncoder named '{blocks[0].name}'")):  # fmt: skip
+        for measure in (keras_tse.deescalate, lambda m: token_similarity_profile(m, x)):
+            with pytest.raises(ValueError, match=hidden + received + "$"):
+                measure(model)
+    with pytest.raises(ValueError, match="Sequential model 'no_input' has no input yet: start it with a `keras.Input`"):
+        keras_tse.deescalate(keras.Sequential([keras_hub.layers.TransformerEncoder(16, 2)], name="no_input"))
+
+
 def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
     """The study's arms (`recipes/lab/bert_ptb_cell.py`) at 2 layers: post-norm is KerasHub's BERT itself,
     de-escalation centres its blocks' outputs (similarity ~0 where BERT's is not), the pre-norm twin has

@@ -11,6 +11,7 @@ from keras_tse.analysis.similarity import (
     KERAS_HUB_DEBERTA_BLOCK,
     KERAS_HUB_DECODER,
     KERAS_HUB_VIT_BLOCK,
+    as_graph,
     block_calls,
     blocks_of,
     of_kind,
@@ -26,6 +27,7 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     per-head NumPy arrays `entropy` (on `inputs`, mean over the batch and query rows) and the QK spectrum
     moments `mean`, `second_moment`, `variance`, `xi`. The model's state (a Transformer-XL memory) is left
     as found."""
+    model = as_graph(model)
     blocks = [block for block in blocks_of(model) if not isinstance(block, ScannedBlocks)]
     if not blocks:
         raise ValueError(f"No Transformer blocks of a known kind among the layers of model {model.name!r}.")

@@ -128,13 +128,14 @@ def block_outputs_model(model, layers=None, with_output=False):
     `forward_intermediates`).
 
     Args:
-        model: a functional (or built Sequential) `keras.Model`.
+        model: a functional or Sequential `keras.Model` (`as_graph`).
         layers: `None` to find the blocks of a known kind (`blocks_of`: keras_tse's, a `ScannedBlocks` giving
             one output per block it runs, and KerasHub's `TransformerEncoder`, `TransformerDecoder`, ViT and
             DeBERTa blocks, also inside a functional model nested in `model`, so neither a KerasHub `BertBackbone` nor
             a task built on one needs a list), or a list of layer names / layers of any functional model. A
             layer called at several depths (ALBERT's shared block) gives one output per call.
     """
+    model = as_graph(model)
     if layers is None:
         chosen = blocks_of(model)
         if not chosen:
@@ -170,6 +171,31 @@ def blocks_of(model):
 def is_graph(layer):
     """Whether `layer` is a functional model, whose graph `clone_model` can call again layer by layer."""
     return isinstance(layer, keras.Model) and hasattr(layer, "_run_through_graph")
+
+
+def as_graph(model):
+    """`model` as a functional model, whose blocks the probes and `deescalate` find and call again: itself, or
+    for a Sequential the same layers (none copied) called in order on a `keras.Input` of its input's shape.
+    Anything else (a subclassed model, whose `call` hides its graph; a lone layer) is refused in one line."""
+    if is_graph(model):
+        return model
+    if isinstance(model, keras.Sequential):
+        try:
+            (given,) = model.inputs
+        except AttributeError:
+            raise ValueError(
+                f"Sequential model {model.name!r} has no input yet: start it with a `keras.Input` (or call it once) "
+                "so that its blocks' inputs have a shape"
+            ) from None
+        x = y = keras.Input(batch_shape=(None, *given.shape[1:]), dtype=given.dtype)
+        for layer in model.layers:
+            y = layer(y)
+        return keras.Model(x, y, name=model.name)
+    raise ValueError(
+        "keras_tse finds Transformer blocks in a model's graph: a functional or Sequential `keras.Model` (a KerasHub "
+        "backbone or task, a zoo model); a subclassed model's `call` hides its graph. Received: model of type "
+        f"{type(model).__name__}" + (f" named {model.name!r}" if isinstance(model, keras.layers.Layer) else "")
+    )
 
 
 BlockCalls = collections.namedtuple("BlockCalls", "inputs output block_inputs block_outputs")

@@ -10,7 +10,7 @@ from keras_tse.zoo.deescalated_graph import deescalated_graph
 
 
 def deescalate(model, tau=1.0, trainable_tau=False):
-    """A copy of functional `model` in which every Transformer block of a known kind applies eq. (21),
+    """A copy of `model` in which every Transformer block of a known kind applies eq. (21),
     `Y = (I - tau 11^T/n) X`, where the paper puts it:
 
     - a bidirectional block (KerasHub's `TransformerEncoder`, ViT encoder blocks and DeBERTa's
@@ -34,7 +34,7 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
 
     Args:
-        model: a functional `keras.Model` (a KerasHub backbone, a zoo model).
+        model: a functional or Sequential `keras.Model` (a KerasHub backbone or task, a zoo model).
         tau: float in [0, 1], eq. (21)'s fraction. Defaults to `1.0`.
         trainable_tau: bool, learn each block's tau, clipped into [0, 1]. Defaults to `False`.
 

@@ -5,6 +5,7 @@ import keras
 
 from keras_tse.analysis.similarity import (
     KERAS_HUB_DECODER,
+    as_graph,
     blocks_of,
     is_block,
     is_graph,
@@ -20,7 +21,9 @@ from keras_tse.zoo.preprocessing import replayed
 def deescalated_graph(model, options, nested=None):
     """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known.
     With `nested` (`keras_tse.deescalate` passes itself), a functional model nested in `model` that holds blocks
-    (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`."""
+    (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`.
+    A Sequential `model` is rewritten as its functional twin (`as_graph`)."""
+    model = as_graph(model)
     blocks = [block for layer in model.layers for block in ([layer] if is_block(layer) else stacked_blocks(layer))]
     holding = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
     graphs = holding if nested else []

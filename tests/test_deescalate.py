@@ -303,6 +303,47 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
         keras_tse.deescalate(_bert()[0], tau=1.5)
 
 
+@pytest.mark.parametrize("family", ["GPT2", "OPT"])
+def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_choose(family, tmp_path):
+    """KerasHub's cache keeps no FFN input of earlier positions, which the running mean of eq. (21) reads: the
+    de-escalated GPT-2 and OPT causal LMs (subclasses of the task) generate by full passes. Greedy generation
+    equals choosing each next word from a full pass of the copy by hand, differs from the original's (weights
+    large enough that eq. (21) changes the choices), and survives a `.keras` round trip."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    sizes = dict(vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16)
+    backbone = getattr(keras_hub.models, f"{family}Backbone")(**sizes, max_sequence_length=16)
+    task = getattr(keras_hub.models, f"{family}CausalLM")(backbone, preprocessor=None)
+    rng = np.random.default_rng(1)
+    for weight in task.weights:
+        weight.assign(rng.normal(0, 0.5, weight.shape).astype(weight.dtype))
+    ids, mask = np.zeros((2, 10), "int32"), np.zeros((2, 10), bool)
+    ids[:, :4], mask[:, :4] = rng.integers(1, 50, (2, 4)), True
+
+    def greedy_by_hand(model):
+        words = ids.copy()
+        for t in range(4, 10):
+            logits = keras.ops.convert_to_numpy(model({"token_ids": words, "padding_mask": np.ones_like(words)}))
+            words[:, t] = logits[:, t - 1].argmax(-1)
+        return words
+
+    def generated(model):
+        model.compile(sampler="greedy")
+        return model.generate({"token_ids": ids, "padding_mask": mask}, stop_token_ids=None)["token_ids"]
+
+    fixed = keras_tse.deescalate(task)
+    assert isinstance(fixed, type(task)) and type(fixed).__name__ == f"DeEscalated{family}CausalLM"
+    expected = greedy_by_hand(fixed)
+    assert not np.array_equal(expected, greedy_by_hand(task))
+    np.testing.assert_array_equal(generated(fixed), expected)
+    fixed.save(tmp_path / "lm.keras")
+    loaded = keras.saving.load_model(tmp_path / "lm.keras")
+    assert type(loaded) is type(fixed)
+    np.testing.assert_array_equal(generated(loaded), expected)
+
+
 def test_a_model_already_deescalated_is_refused_in_one_line():
     """A second pass would compound tau ((1 - tau)^2 of the mean left, not 1 - tau): a de-escalated KerasHub
     backbone, a task on one, a zoo model built de-escalated (its blocks scanned too) are refused."""

@@ -1,6 +1,10 @@
 """Model builders, their families (`registry`) and the preset registry."""
 
-from keras_tse.zoo import deescalated_backbone, deescalated_decoder  # noqa: F401 (their loaders registered)
+from keras_tse.zoo import (  # noqa: F401 (their loaders registered)
+    deescalated_backbone,
+    deescalated_causal_lm,
+    deescalated_decoder,
+)
 from keras_tse.zoo.generate import generate
 from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates

@@ -6,6 +6,7 @@ import keras
 from keras_tse.analysis.similarity import of_kind
 from keras_tse.layouts.layout import eq21_options
 from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, deescalated_backbone_class
+from keras_tse.zoo.deescalated_causal_lm import full_pass_class
 from keras_tse.zoo.deescalated_graph import deescalated_graph
 
 
@@ -28,7 +29,8 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
     where KerasHub is imported before keras_tse.
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
-    with its own preprocessor and a copy of its head's weights; a functional model holding a backbone (or any
+    with its own preprocessor and a copy of its head's weights (GPT-2's and OPT's causal LMs: a subclass whose
+    `generate` runs full passes, as the running mean needs); a functional model holding a backbone (or any
     functional model with blocks) as one layer gets that layer de-escalated.
     A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
     or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
@@ -55,11 +57,13 @@ KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
 
 
 def _deescalated_task(task, options):
-    """`task`'s class on `deescalate(task.backbone)`: the task builds its head anew from its configuration, so
-    the head's weights are copied in, layer by layer; the preprocessor is the task's own."""
+    """`task`'s class on `deescalate(task.backbone)` (GPT-2's and OPT's causal LMs: its subclass generating by
+    full passes, `full_pass_class`): the task builds its head anew from its configuration, so the head's weights
+    are copied in, layer by layer; the preprocessor is the task's own."""
     backbone = deescalate(task.backbone, **options)
     config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
-    copy = type(task).from_config({**config, "name": f"{task.name}_deescalated"})
+    kind = full_pass_class(task) or type(task)
+    copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})
     for source, target in zip(_head(task), _head(copy), strict=True):
         for value, weight in zip(source.weights, target.weights, strict=True):
             weight.assign(value)

@@ -17,7 +17,8 @@ def _define():
         pre-norm: the FFN's own norm, the residual stream untouched).
 
         The running mean needs every earlier position, which KerasHub's key/value cache does not keep: a
-        call with `self_attention_cache` is refused in one line (generate by full passes).
+        call with `self_attention_cache` is refused in one line (`deescalate` of GPT-2's or OPT's causal LM
+        generates by full passes: `keras_tse.zoo.deescalated_causal_lm`).
 
         Args:
             tau, trainable_tau: eq. (21)'s options (`keras_tse.layers.DeEscalation`).
@@ -54,7 +55,8 @@ def _define():
             if self_attention_cache is not None:
                 raise ValueError(
                     f"{self.name}: eq. (21)'s running mean reads every earlier position, which a key/value cache "
-                    "does not keep; received a `self_attention_cache`; expected full passes over the sequence"
+                    "does not keep; received a `self_attention_cache`; expected full passes over the sequence "
+                    "(`keras_tse.deescalate` of a GPT2CausalLM or OPTCausalLM generates so)"
                 )
             return super().call(decoder_sequence, *args, **kwargs)
 

@@ -344,6 +344,56 @@ def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_cho
     np.testing.assert_array_equal(generated(loaded), expected)
 
 
+def test_predicting_with_the_copy_leaves_the_original_whole_and_the_other_way_round():
+    """The rewritten decoders (GPT-2) and a task's head (BERT's masked-word head) hold copies of the original's
+    weights, not its arrays: under JAX a compiled step donates the buffers of its model's variables, and a
+    shared one left the other model's weights deleted ("Array has been deleted") at its next call."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    gpt = keras_hub.models.GPT2Backbone(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    bert, inputs = _bert()
+    masked = keras_hub.models.BertMaskedLM(bert, preprocessor=None)
+    cases = [(gpt, {"token_ids": inputs["token_ids"], "padding_mask": inputs["padding_mask"]})]
+    cases += [(masked, {**inputs, "mask_positions": np.array([[1, 3], [0, 5]])})]
+    for original, x in cases:
+        fixed = keras_tse.deescalate(original)
+        before = [keras.tree.flatten(m.predict(x, verbose=0)) for m in (original, fixed)]
+        after = [keras.tree.flatten(m.predict(x, verbose=0)) for m in (fixed, original)][::-1]
+        for was, now in zip(keras.tree.flatten(before), keras.tree.flatten(after)):
+            np.testing.assert_allclose(now, was, atol=1e-6)
+
+
+def test_bart_whose_blocks_take_their_tokens_by_name_is_measured_and_deescalated_and_whisper_refused():
+    """BART calls its decoders with `decoder_sequence=` by name: the profile still gives one value a block
+    (encoders, then decoders), tau 0 leaves both outputs as they were, tau 1 centres every encoder block. Whisper's
+    decoder subclasses KerasHub's and changes its inside, which the rebuilt decoder would lose: one line."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    rng = np.random.default_rng(0)
+    x = {f"{side}_{name}": rng.integers(1, 50, (2, 8)).astype("int32") if name == "token_ids" else np.ones((2, 8))
+         for side in ("encoder", "decoder") for name in ("token_ids", "padding_mask")}  # fmt: skip
+    bart = keras_hub.models.BartBackbone(
+        vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    assert len(token_similarity_profile(bart, x)) == 4 and min(token_similarity_profile(bart, x)) > 0.05
+    unchanged = keras_tse.deescalate(bart, tau=0.0)
+    for name, value in bart(x).items():
+        np.testing.assert_allclose(*(keras.ops.convert_to_numpy(v) for v in (unchanged(x)[name], value)), atol=1e-6)
+    assert np.abs(token_similarity_profile(keras_tse.deescalate(bart), x)[:2]).max() < 1e-5
+    whisper = keras_hub.models.WhisperBackbone(
+        vocabulary_size=50, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, num_mels=8,
+        max_encoder_sequence_length=16, max_decoder_sequence_length=8,
+    )  # fmt: skip
+    with pytest.raises(ValueError, match=r"a subclass of it .* would lose. Received: blocks \S+ \(WhisperDecoder\)$"):
+        keras_tse.deescalate(whisper)
+
+
 def test_a_model_already_deescalated_is_refused_in_one_line():
     """A second pass would compound tau ((1 - tau)^2 of the mean left, not 1 - tau): a de-escalated KerasHub
     backbone, a task on one, a zoo model built de-escalated (its blocks scanned too) are refused."""

@@ -198,6 +198,8 @@ def as_graph(model):
     )
 
 
+# A block's tokens passed by name: KerasHub's encoder's and decoder's first arguments (BART passes them so).
+TOKENS_BY_NAME = ("inputs", "decoder_sequence")
 BlockCalls = collections.namedtuple("BlockCalls", "inputs output block_inputs block_outputs")
 
 
@@ -230,7 +232,8 @@ def block_calls(model, chosen):
                 return replay(layer, args[0]).output
         result = layer(*args, **kwargs)
         if id(layer) in wanted:  # its tokens: the first argument (a mask comes as a keyword: `padding_mask=`)
-            block_inputs.append((layer, keras.tree.flatten(args[0])[0]))
+            tokens = args[0] if args else kwargs[next(name for name in TOKENS_BY_NAME if name in kwargs)]
+            block_inputs.append((layer, keras.tree.flatten(tokens)[0]))
             outputs.append(result[0] if isinstance(result, (tuple, list)) else result)
         return result
 

@@ -17,6 +17,7 @@ import keras
 import numpy as np
 
 from keras_tse import run_files
+from keras_tse._weights import assign_copy
 from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.processes import process
@@ -111,7 +112,7 @@ def _with_weights_of(model, twin):
     if [tuple(w.shape) for w in model.trainable_weights] != [tuple(w.shape) for w in twin.trainable_weights]:
         raise ValueError(f"{twin.name} does not have {model.name}'s weights; it cannot evaluate them.")
     for source, target in zip(model.trainable_weights, twin.trainable_weights):
-        target.assign(keras.ops.convert_to_numpy(source))  # a copy: JAX may donate the source's buffer
+        assign_copy(target, source)
     return LANGUAGE_MODELLING.compile(twin)
 
 

@@ -3,6 +3,7 @@ block of a known kind where the paper puts it, every weight kept."""
 
 import keras
 
+from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import of_kind
 from keras_tse.layouts.layout import eq21_options
 from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, deescalated_backbone_class
@@ -66,7 +67,7 @@ def _deescalated_task(task, options):
     copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})
     for source, target in zip(_head(task), _head(copy), strict=True):
         for value, weight in zip(source.weights, target.weights, strict=True):
-            weight.assign(value)
+            assign_copy(weight, value)
     return copy
 
 

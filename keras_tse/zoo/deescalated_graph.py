@@ -3,6 +3,7 @@ de-escalated form, every other layer kept."""
 
 import keras
 
+from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import (
     KERAS_HUB_DECODER,
     as_graph,
@@ -44,6 +45,12 @@ def deescalated_graph(model, options, nested=None):
             "`deescalate` rewrites KerasHub's decoders; a causal keras_tse block is built de-escalated "
             f"(`norm='deescalate'`). Received: causal blocks {_named(causal)}"
         )
+    derived = [layer for layer in blocks if of_kind(layer, {KERAS_HUB_DECODER}) and _kind(layer) != KERAS_HUB_DECODER]
+    if derived:  # the rewrite rebuilds KerasHub's own decoder from the block's configuration
+        raise ValueError(
+            "`deescalate` rebuilds KerasHub's `TransformerDecoder` itself, and a subclass of it (Whisper's, "
+            f"Moonshine's) changes its inside, which the rebuilt block would lose. Received: blocks {_named(derived)}"
+        )
     rewritten = {id(block): _rewritten(block, options) for block in blocks}
     rewritten.update({id(graph): nested(graph, **options) for graph in graphs})
     inputs = keras.tree.map_structure(
@@ -56,6 +63,10 @@ def deescalated_graph(model, options, nested=None):
         return rewritten.get(id(layer), layer)(*args, **kwargs)
 
     return replayed(model, inputs, call, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
+
+
+def _kind(layer):
+    return f"{type(layer).__module__}:{type(layer).__qualname__}"
 
 
 def _named(blocks):
@@ -80,5 +91,5 @@ def _rewritten(block, options):
     ours = {id(w) for w in decoder.de_escalation.weights}
     targets = [w for w in decoder.weights if id(w) not in ours]
     for target, value in zip(targets, block.weights, strict=True):
-        target.assign(value)
+        assign_copy(target, value)
     return decoder

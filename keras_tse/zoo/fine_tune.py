@@ -13,6 +13,7 @@ import keras
 import numpy as np
 from keras import ops
 
+from keras_tse._weights import assign_copy
 from keras_tse.layers import initializers
 
 # What a model with trained weights may change at load (`from_preset`): everything else is the weights'.
@@ -113,12 +114,12 @@ def adapted(trained, build, config, image_size, channels):
             table = resample_positions(
                 source.position_embedding, source.image_size // patch, image_size // patch, tokens
             )
-            layer.position_embedding.assign(table)
-            layer.projection.kernel.assign(adapt_input_channels(source.projection.kernel, channels))
+            assign_copy(layer.position_embedding, table)
+            assign_copy(layer.projection.kernel, adapt_input_channels(source.projection.kernel, channels))
             adapted_here = (layer.position_embedding, layer.projection.kernel)
             pairs = [(w, v) for w, v in zip(layer.weights, source.weights) if not any(w is a for a in adapted_here)]
         else:
             pairs = list(zip(layer.weights, source.weights))
         for target, value in pairs:
-            target.assign(value)
+            assign_copy(target, value)
     return model

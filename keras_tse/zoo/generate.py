@@ -27,6 +27,7 @@ import keras
 import numpy as np
 
 from keras_tse import _checks
+from keras_tse._weights import assign_copy
 
 
 def generate(
@@ -252,7 +253,7 @@ def _transformer_xl_reader(model, prompt):
     reader(np.zeros((prompt.shape[0], 1), "int32"))
     trained = {w.path.split("/", 1)[-1]: w for w in model.trainable_weights}
     for weight in reader.trainable_weights:
-        weight.assign(trained[weight.path.split("/", 1)[-1]])
+        assign_copy(weight, trained[weight.path.split("/", 1)[-1]])
     reader.reset_memory()
     read = [0]  # how many ids the memory holds
 

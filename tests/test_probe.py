@@ -76,3 +76,17 @@ def test_probe_command_draws_kerashubs_named_inputs(tmp_path, capsys):
     assert cli.main(["probe", path]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
     np.testing.assert_allclose([float(row[1]) for row in rows], token_similarity_profile(task, x), atol=1e-3)
+
+
+def test_probe_command_reads_a_saved_sequential_of_kerashub_encoders(tmp_path, capsys):
+    """A Sequential of blocks (read as its functional twin): a row a block, t_sim the library's measure."""
+    import keras
+
+    keras_hub = pytest.importorskip("keras_hub")
+    model = keras.Sequential([keras.Input((6, 8)), *(keras_hub.layers.TransformerEncoder(16, 2) for _ in range(2))])
+    path = str(tmp_path / "sequential.keras")
+    model.save(path)
+    assert cli.main(["probe", path]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    _, x = random_inputs(keras.saving.load_model(path))
+    np.testing.assert_allclose([float(row[1]) for row in rows], token_similarity_profile(model, x), atol=1e-3)

@@ -5,6 +5,7 @@ import numpy as np
 
 from keras_tse.analysis.diagnostics import block_diagnostics, reads_attention
 from keras_tse.analysis.similarity import (
+    as_graph,
     block_outputs_model,
     blocks_of,
     cosine_similarity,
@@ -21,6 +22,7 @@ def random_inputs(model, batch_size=8, seed=0):
     its memory first; token ids need the vocabulary size from the model's config (`vocab_size`).
     """
     rng = np.random.default_rng(seed)
+    model = as_graph(model)
     if isinstance(model.input, dict):
         return None, named_inputs(model, batch_size, rng)
     spec = model.inputs[0]

@@ -4,7 +4,7 @@ block of a known kind where the paper puts it, every weight kept."""
 import keras
 
 from keras_tse._weights import assign_copy
-from keras_tse.analysis.similarity import of_kind
+from keras_tse.analysis.similarity import as_graph, of_kind
 from keras_tse.layouts.layout import eq21_options
 from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, deescalated_backbone_class
 from keras_tse.zoo.deescalated_causal_lm import full_pass_class
@@ -13,24 +13,24 @@ from keras_tse.zoo.deescalated_graph import deescalated_graph
 
 def deescalate(model, tau=1.0, trainable_tau=False):
     """A copy of `model` in which every Transformer block of a known kind applies eq. (21),
-    `Y = (I - tau 11^T/n) X`, where the paper puts it:
+    `Y = (I - tau 11^T/n) X`, where the paper puts it. The copy's variables are its own, holding `model`'s
+    values bit for bit (as Keras's `clone_model` and `set_weights` give): training it leaves `model` as it was.
 
     - a bidirectional block (KerasHub's `TransformerEncoder`, ViT encoder blocks and DeBERTa's
       `DisentangledAttentionEncoder`, keras_tse's blocks that are not causal): on its output (Sec. 3.3), the
-      block held by a `DeEscalatedBlock` (its weights shared with `model`); the token mean over the real tokens
+      block held by a `DeEscalatedBlock`; the token mean over the real tokens
       where the block is given a `padding_mask`. The ViT backbone's `ViTEncoder`, which calls its blocks in a
       loop of its own, is run block by block in the copy;
     - a causal KerasHub `TransformerDecoder` (GPT-2's): the running mean before its FFN (Sec. 3.4), in a
-      `DeEscalatedDecoder` of the same configuration holding a copy of its weights (the block itself changes
-      inside, so `model`'s own stays as it was).
+      `DeEscalatedDecoder` of the same configuration.
 
-    Every other layer is `model`'s own, inputs and outputs as they were. A KerasHub backbone gives a
+    Every other layer is as in `model`, inputs and outputs as they were. A KerasHub backbone gives a
     `DeEscalatedBackbone`: a KerasHub `Backbone` with the original's attributes (`token_embedding`,
     `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`);
     its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
     where KerasHub is imported before keras_tse.
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
-    with its own preprocessor and a copy of its head's weights (GPT-2's and OPT's causal LMs: a subclass whose
+    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose
     `generate` runs full passes, as the running mean needs); a functional model holding a backbone (or any
     functional model with blocks) as one layer gets that layer de-escalated.
     A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
@@ -46,22 +46,43 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         KerasHub task) named `f"{model.name}_deescalated"`.
     """
     options = eq21_options(tau, trainable_tau)
+    if of_kind(model, {KERAS_HUB_TASK}):  # its preprocessor kept as it is, the backbone and the head copied
+        return _deescalated_task(model, copied(model.backbone), options)
+    return _rewritten(copied(model), options)
+
+
+def copied(model):
+    """`model` with variables of its own holding its values: a KerasHub backbone rebuilt from its configuration
+    (its class, whose attributes a task reads, kept), any other model by Keras's `clone_model`."""
+    model = as_graph(model)
+    if of_kind(model, {KERAS_HUB_BACKBONE}):
+        twin = type(model).from_config(model.get_config())
+    else:
+        twin = keras.models.clone_model(model)
+    for target, value in zip(twin.weights, model.weights, strict=True):
+        assign_copy(target, value)
+    return twin
+
+
+def _rewritten(model, options):
+    """`model`, a copy no one else holds, its blocks rewritten (those of the task, backbone or functional model
+    nested in it too)."""
     if of_kind(model, {KERAS_HUB_TASK}):
-        return _deescalated_task(model, options)
+        return _deescalated_task(model, model.backbone, options)
     if of_kind(model, {KERAS_HUB_BACKBONE}):
         return deescalated_backbone_class()(model, **options)
-    copy, _ = deescalated_graph(model, options, nested=deescalate)
+    copy, _ = deescalated_graph(model, options, nested=lambda graph, **same: _rewritten(graph, same))
     return keras.Model(copy.input, copy.output, name=f"{model.name}_deescalated")  # their structure kept (a dict)
 
 
 KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
 
 
-def _deescalated_task(task, options):
-    """`task`'s class on `deescalate(task.backbone)` (GPT-2's and OPT's causal LMs: its subclass generating by
-    full passes, `full_pass_class`): the task builds its head anew from its configuration, so the head's weights
-    are copied in, layer by layer; the preprocessor is the task's own."""
-    backbone = deescalate(task.backbone, **options)
+def _deescalated_task(task, backbone, options):
+    """`task`'s class on `backbone` (`task`'s or a copy of it) de-escalated (GPT-2's and OPT's causal LMs: its
+    subclass generating by full passes, `full_pass_class`): the task builds its head anew from its configuration,
+    so the head's weights are copied in, layer by layer; the preprocessor is the task's own."""
+    backbone = _rewritten(backbone, options)
     config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
     kind = full_pass_class(task) or type(task)
     copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})

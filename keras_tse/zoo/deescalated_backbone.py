@@ -15,8 +15,9 @@ def _define():
         """A KerasHub backbone whose Transformer blocks apply eq. (21) (`keras_tse.deescalate`), itself a
         KerasHub `Backbone` with the original's attributes (its configuration's numbers, `token_embedding`,
         `transformer_layers` as rewritten, ...), so that a KerasHub task takes it as it takes the original.
-        Its layers are the original's but the blocks (an encoder's held by a `DeEscalatedBlock`, its weights
-        shared; a decoder a `DeEscalatedDecoder` with a copy of its weights).
+        Its layers are those of the backbone it is given (`keras_tse.deescalate` gives it a copy of yours) but the
+        blocks: an encoder held by a `DeEscalatedBlock`, a decoder rebuilt as a `DeEscalatedDecoder` with its
+        values.
 
         Saved, it is the original's configuration and the options: loading builds the original anew, rewrites
         it, then loads the weights.

@@ -484,7 +484,11 @@ def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
     """The study's arms (`recipes/lab/bert_ptb_cell.py`) at 2 layers: post-norm is KerasHub's BERT itself,
     de-escalation centres its blocks' outputs (similarity ~0 where BERT's is not), the pre-norm twin has
     the same weights' shapes with every encoder `normalize_first`; the masked-word head reads `MASKED`
-    positions; the masking replaces exactly those positions by the mask id."""
+    positions, tied to the arm's own input embedding, and starts from the same values in the post-norm and the
+    de-escalated arm of a seed (`deescalate` leaves the random state as found); the masking replaces exactly
+    those positions by the mask id."""
+    import keras
+
     pytest.importorskip("keras_hub")
     from recipes.lab import bert_ptb_cell as study
 
@@ -493,15 +497,19 @@ def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
     assert (np.take_along_axis(x["token_ids"], x["mask_positions"], axis=1) == 49).all()
     assert ((x["token_ids"] == 49).sum(axis=1) == study.MASKED).all() and y.shape == (4, study.MASKED)
     probe = {k: v for k, v in x.items() if k != "mask_positions"}
-    shapes, similarity = {}, {}
+    shapes, similarity, heads = {}, {}, {}
     for layout in study.LAYOUTS:
+        keras.utils.set_random_seed(3)
         model, backbone = study.build(layout, 2, 50)
         assert model(x).shape == (4, study.MASKED, 50)
+        assert model.get_layer("mlm_head").token_embedding is backbone.get_layer("token_embedding")
+        heads[layout] = [keras.ops.convert_to_numpy(w) for w in model.get_layer("mlm_head").weights]
         shapes[layout] = [tuple(w.shape) for w in backbone.weights]
         similarity[layout] = token_similarity_profile(backbone, probe)[-1]
         encoders = [layer for layer in backbone.layers if type(layer).__name__ == "TransformerEncoder"]
         assert all(e.normalize_first == (layout == "pre") for e in encoders)
     assert shapes["pre"] == shapes["post"] == shapes["deescalate"]
+    assert all(np.array_equal(a, b) for a, b in zip(heads["post"], heads["deescalate"], strict=True))
     assert abs(similarity["deescalate"]) < 1e-5 < similarity["post"]
     # the study's words: the first VOCABULARY ids (the most frequent), every later one read as <unk>
     kept = study.VOCABULARY

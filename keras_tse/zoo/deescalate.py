@@ -1,6 +1,9 @@
 """The paper's fix on a model someone else wrote: `deescalate(model)` applies eq. (21) in every Transformer
 block of a known kind where the paper puts it, every weight kept."""
 
+import contextlib
+import random
+
 import keras
 
 from keras_tse._weights import assign_copy
@@ -46,9 +49,22 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         KerasHub task) named `f"{model.name}_deescalated"`.
     """
     options = eq21_options(tau, trainable_tau)
-    if of_kind(model, {KERAS_HUB_TASK}):  # its preprocessor kept as it is, the backbone and the head copied
-        return _deescalated_task(model, copied(model.backbone), options)
-    return _rewritten(copied(model), options)
+    with _random_state_kept():
+        if of_kind(model, {KERAS_HUB_TASK}):  # its preprocessor kept as it is, the backbone and the head copied
+            return _deescalated_task(model, copied(model.backbone), options)
+        return _rewritten(copied(model), options)
+
+
+@contextlib.contextmanager
+def _random_state_kept():
+    """Python's random state as found once the copy is made: Keras gives each initializer and seed generator
+    made without a seed one drawn from it, and every value the copy's initializers would draw is overwritten,
+    so a model built after `deescalate` (a task's head) is the one built without it, seed for seed."""
+    state = random.getstate()
+    try:
+        yield
+    finally:
+        random.setstate(state)
 
 
 def copied(model):

@@ -112,9 +112,9 @@ def build(layout, depth, vocabulary_size):
         backbone = bert
     inputs = {**{k: keras.Input((TOKENS,), dtype="int32", name=k) for k in bert.input},
               "mask_positions": keras.Input((MASKED,), dtype="int32", name="mask_positions")}  # fmt: skip
-    head = keras_hub.layers.MaskedLMHead(
-        vocabulary_size=vocabulary_size, token_embedding=bert.token_embedding, intermediate_activation="gelu",
-        name="mlm_head",
+    head = keras_hub.layers.MaskedLMHead(  # tied to the arm's own input embedding (`deescalate` copies it)
+        vocabulary_size=vocabulary_size, token_embedding=backbone.get_layer("token_embedding"),
+        intermediate_activation="gelu", name="mlm_head",
     )  # fmt: skip
     features = backbone({k: inputs[k] for k in bert.input})["sequence_output"]
     return keras.Model(inputs, head(features, inputs["mask_positions"]), name=f"bert_{layout}_{depth}"), backbone

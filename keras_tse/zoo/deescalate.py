@@ -21,9 +21,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
 
     - a bidirectional block (KerasHub's `TransformerEncoder`, ViT encoder blocks and DeBERTa's
       `DisentangledAttentionEncoder`, keras_tse's blocks that are not causal): on its output (Sec. 3.3), the
-      block held by a `DeEscalatedBlock`; the token mean over the real tokens
-      where the block is given a `padding_mask`. The ViT backbone's `ViTEncoder`, which calls its blocks in a
-      loop of its own, is run block by block in the copy;
+      block held by a `DeEscalatedBlock`; the token mean over the real tokens where the block is given a
+      `padding_mask`. The ViT backbone's `ViTEncoder`, which calls its blocks in a loop of its own, is run
+      block by block in the copy;
     - a causal KerasHub `TransformerDecoder` (GPT-2's): the running mean before its FFN (Sec. 3.4), in a
       `DeEscalatedDecoder` of the same configuration.
 
@@ -33,9 +33,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
     where KerasHub is imported before keras_tse.
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
-    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose
-    `generate` runs full passes, as the running mean needs); a functional model holding a backbone (or any
-    functional model with blocks) as one layer gets that layer de-escalated.
+    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose `generate` runs full
+    passes, as the running mean needs); a functional model holding a backbone (or any functional model with
+    blocks) as one layer gets that layer de-escalated.
     A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
     or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
 

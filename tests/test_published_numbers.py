@@ -898,7 +898,15 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"{float(steep['similarity_end']):.3f}; its validation loss ({float(steep['valid_loss']):.3f}) is above its "
         f"1e-3 cell's ({float(twin['valid_loss']):.3f}), so 1e-3 stays its rate so far" in text
     )
-    assert lab_module("engine").best_rate(study.STUDY.read_rows(), "pre_24", study.PARTS["24"][0]) == 1e-3
+    engine, plan = lab_module("engine"), study.PARTS["24"][0]
+    assert engine.best_rate(study.STUDY.read_rows(), "pre_24", plan) == 1e-3
+    slow = rows[3.33e-4]
+    assert (
+        f"Post-norm at 3.33e-4, seed 0: validation loss {float(slow['valid_loss']):.3f}, above its 1e-3 cell's "
+        f"{float(low['valid_loss']):.3f} (test loss {float(slow['test_loss']):.3f}), so 1e-3 is post-norm's rate"
+        in text
+    )
+    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

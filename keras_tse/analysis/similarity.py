@@ -119,7 +119,12 @@ def run_stack(stack, inputs, call):
 
 def of_kind(layer, kinds):
     """Whether `layer`'s class or a base is one of `kinds` ("module:QualName"), its package not imported to look."""
-    return any(f"{kind.__module__}:{kind.__qualname__}" in kinds for kind in type(layer).__mro__)
+    return any(kind_name(kind) in kinds for kind in type(layer).__mro__)
+
+
+def kind_name(cls):
+    """ "module:QualName" of a class, as the kinds above are named."""
+    return f"{cls.__module__}:{cls.__qualname__}"
 
 
 def block_outputs_model(model, layers=None, with_output=False):

@@ -3,6 +3,7 @@
 
 from keras import ops
 
+from keras_tse.analysis.similarity import kind_name
 from keras_tse.zoo.keras_hub_classes import lazy_class
 
 # KerasHub's causal LMs whose blocks are its `TransformerDecoder` and whose generation calls
@@ -43,5 +44,5 @@ _CLASSES = {kind: lazy_class(f"DeEscalated{name}", lambda n=name: _define(n)) fo
 
 def full_pass_class(task):
     """The class generating by full passes for `task`'s class (exactly one of `CAUSAL_LMS`), or None."""
-    made = _CLASSES.get(f"{type(task).__module__}:{type(task).__qualname__}")
+    made = _CLASSES.get(kind_name(type(task)))
     return made() if made else None

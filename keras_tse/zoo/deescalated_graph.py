@@ -6,10 +6,10 @@ import keras
 from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import (
     KERAS_HUB_DECODER,
-    as_graph,
     blocks_of,
     is_block,
     is_graph,
+    kind_name,
     of_kind,
     run_stack,
     stacked_blocks,
@@ -20,12 +20,10 @@ from keras_tse.zoo.preprocessing import replayed
 
 
 def deescalated_graph(model, options, nested=None):
-    """(a functional model calling `model`'s layers, its blocks rewritten, {id(block): its rewrite}); one line if
-    none is known. With `nested` (`keras_tse.deescalate` passes its rewrite), a functional model nested in `model`
-    that holds blocks
-    (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by `nested(layer, **options)`.
-    A Sequential `model` is rewritten as its functional twin (`as_graph`)."""
-    model = as_graph(model)
+    """(a functional model calling functional `model`'s layers, its blocks rewritten, {id(block): its rewrite});
+    one line if none is known. With `nested` (`keras_tse.deescalate` passes its rewrite), a functional model nested
+    in `model` that holds blocks (a KerasHub task's backbone, a model wrapping a backbone) is rewritten whole by
+    `nested(layer, **options)`."""
     blocks = [block for layer in model.layers for block in ([layer] if is_block(layer) else stacked_blocks(layer))]
     holding = [layer for layer in model.layers if not is_block(layer) and is_graph(layer) and blocks_of(layer)]
     graphs = holding if nested else []
@@ -46,7 +44,7 @@ def deescalated_graph(model, options, nested=None):
             "`deescalate` rewrites KerasHub's decoders; a causal keras_tse block is built de-escalated "
             f"(`norm='deescalate'`). Received: causal blocks {_named(causal)}"
         )
-    derived = [layer for layer in blocks if of_kind(layer, {KERAS_HUB_DECODER}) and _kind(layer) != KERAS_HUB_DECODER]
+    derived = [b for b in blocks if of_kind(b, {KERAS_HUB_DECODER}) and kind_name(type(b)) != KERAS_HUB_DECODER]
     if derived:  # the rewrite rebuilds KerasHub's own decoder from the block's configuration
         raise ValueError(
             "`deescalate` rebuilds KerasHub's `TransformerDecoder` itself, and a subclass of it (Whisper's, "
@@ -64,10 +62,6 @@ def deescalated_graph(model, options, nested=None):
         return rewritten.get(id(layer), layer)(*args, **kwargs)
 
     return replayed(model, inputs, call, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
-
-
-def _kind(layer):
-    return f"{type(layer).__module__}:{type(layer).__qualname__}"
 
 
 def _named(blocks):

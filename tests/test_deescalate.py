@@ -83,7 +83,8 @@ def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_wi
 def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backbone(tmp_path):
     """`deescalate(BertMaskedLM)` is a `BertMaskedLM` on a `DeEscalatedBackbone` whose head holds the original
     head's weights (the task builds its head anew); its last block's similarity is ~0 where the original's is
-    not, the original is untouched, and it loads from `.keras` as the same task. A plain functional model
+    not, the original is untouched, and it loads from `.keras` and from its KerasHub preset folder (by
+    `keras_tse.zoo.from_preset`) as the same task. A plain functional model
     holding the backbone as one layer gets that layer de-escalated."""
     import keras
 
@@ -107,6 +108,11 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     loaded = keras.saving.load_model(tmp_path / "task.keras")
     assert type(loaded) is keras_hub.models.BertMaskedLM
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), predicted, atol=1e-5)
+    fixed.save_to_preset(str(tmp_path / "preset"))  # KerasHub's layout: the head's weights in task.weights.h5
+    keras.utils.set_random_seed(1)  # a head built anew would not hold the saved values
+    preset = keras_tse.zoo.from_preset(str(tmp_path / "preset"))
+    assert type(preset) is keras_hub.models.BertMaskedLM and type(preset.backbone).__name__ == "DeEscalatedBackbone"
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(preset(x)), predicted, atol=1e-5)
     wrapper = keras.Model(bert.input, bert(bert.input)["sequence_output"])
     assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
 
@@ -321,7 +327,7 @@ def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_cho
     """KerasHub's cache keeps no FFN input of earlier positions, which the running mean of eq. (21) reads: the
     de-escalated GPT-2 and OPT causal LMs (subclasses of the task) generate by full passes. Greedy generation
     equals choosing each next word from a full pass of the copy by hand, differs from the original's (weights
-    large enough that eq. (21) changes the choices), and survives a `.keras` round trip."""
+    large enough that eq. (21) changes the choices), and survives a `.keras` and a preset folder's round trip."""
     import keras
     import keras_hub
 
@@ -355,6 +361,31 @@ def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_cho
     loaded = keras.saving.load_model(tmp_path / "lm.keras")
     assert type(loaded) is type(fixed)
     np.testing.assert_array_equal(generated(loaded), expected)
+    fixed.save_to_preset(str(tmp_path / "preset"))
+    assert type(preset := keras_tse.zoo.from_preset(str(tmp_path / "preset"))) is type(fixed)
+    np.testing.assert_array_equal(generated(preset), expected)
+
+
+def test_a_deescalated_gpt2_with_its_preprocessor_writes_the_same_text_after_its_preset_round_trip(tmp_path):
+    """A KerasHub task's preset folder (`save_to_preset`) keeps its tokenizer's words as assets beside the task's
+    config: `keras_tse.zoo.from_preset` gives the de-escalated causal LM back with them, and it turns a text
+    prompt into the same text."""
+    import keras
+    import keras_hub
+
+    keras.utils.set_random_seed(0)
+    vocabulary = {word: i for i, word in enumerate([*"abcdefghijklmnopqrstuvwxyz", "Ġ", "Ġa", "ab", "<|endoftext|>"])}
+    tokenizer = keras_hub.models.GPT2Tokenizer(vocabulary=vocabulary, merges=["Ġ a", "a b"])
+    sizes = dict(num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16)
+    backbone = keras_hub.models.GPT2Backbone(vocabulary_size=len(vocabulary), **sizes)
+    task = keras_hub.models.GPT2CausalLM(backbone, keras_hub.models.GPT2CausalLMPreprocessor(tokenizer, 12))
+    fixed = keras_tse.deescalate(task)
+    fixed.compile(sampler="greedy")
+    text = fixed.generate(["ab c"], max_length=12)
+    fixed.save_to_preset(str(tmp_path / "preset"))
+    loaded = keras_tse.zoo.from_preset(str(tmp_path / "preset"))
+    loaded.compile(sampler="greedy")
+    assert type(loaded) is type(fixed) and loaded.generate(["ab c"], max_length=12) == text
 
 
 def test_predicting_with_the_copy_leaves_the_original_whole_and_the_other_way_round():

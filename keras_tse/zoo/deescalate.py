@@ -31,7 +31,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     `DeEscalatedBackbone`: a KerasHub `Backbone` with the original's attributes (`token_embedding`,
     `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`);
     its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
-    where KerasHub is imported before keras_tse.
+    where KerasHub is imported before keras_tse. A task's `save_to_preset` folder loads, head weights and
+    tokenizer with it, by `keras_tse.zoo.from_preset` (KerasHub's `BertMaskedLM.from_preset` looks for a task
+    class declared for the backbone's class, and refuses it).
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
     with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose `generate` runs full
     passes, as the running mean needs); a functional model holding a backbone (or any functional model with

@@ -18,6 +18,8 @@ from keras_tse import __version__
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
 METADATA_FILE = "metadata.json"
+TASK_CONFIG_FILE = "task.json"  # KerasHub's `Task.save_to_preset`: the task's config beside its backbone's files
+TASK_WEIGHTS_FILE = "task.weights.h5"  # the weights of its layers outside the backbone (a head)
 ASSETS = "assets"
 VOCABULARY_ASSET = os.path.join("tokenizer", "vocabulary.txt")  # KerasHub's place for a word-level vocabulary
 
@@ -61,8 +63,10 @@ def save_preset(model, folder, metadata=None, assets=None):
 
 
 def load_preset(folder):
-    """The model saved in preset folder `folder`, its weights loaded; missing or unreadable weights are
-    a ValueError naming the file."""
+    """The model saved in preset folder `folder`, its weights loaded (a KerasHub task's folder: the task);
+    missing or unreadable weights are a ValueError naming the file."""
+    if os.path.isfile(os.path.join(folder, TASK_CONFIG_FILE)):
+        return _keras_hub_task(folder)
     with open(os.path.join(folder, CONFIG_FILE)) as f:
         model = keras.saving.deserialize_keras_object(json.load(f))
     weights = os.path.join(folder, WEIGHTS_FILE)
@@ -70,18 +74,41 @@ def load_preset(folder):
         raise ValueError(
             f"{folder}: received a preset folder without {WEIGHTS_FILE}; expected save_preset's three files"
         )
-    try:
-        model.load_weights(weights)
-    except (OSError, ValueError, KeyError) as error:  # h5py's errors for a cut or foreign file are these
-        raise ValueError(
-            f"{weights}: received a weights file that does not load ({type(error).__name__}: "
-            f"{' '.join(str(error).split())[:160]}); expected the file save_preset wrote, whole"
-        ) from None
+    _load_weights(model.load_weights, weights)
     if tokenizer_folder(folder) is not None:  # a language model's words travel with it
         from keras_tse.data.tokenizer import WordTokenizer
 
         model.tokenizer = WordTokenizer.load(tokenizer_folder(folder))
     return model
+
+
+def _load_weights(load, weights):
+    try:
+        load(weights)
+    except (OSError, ValueError, KeyError) as error:  # h5py's errors for a cut or foreign file are these
+        raise ValueError(
+            f"{weights}: received a weights file that does not load ({type(error).__name__}: "
+            f"{' '.join(str(error).split())[:160]}); expected the file its preset was saved with, whole"
+        ) from None
+
+
+def _keras_hub_task(folder):
+    """The KerasHub task `Task.save_to_preset` wrote to `folder`, as KerasHub's loader reads it: the backbone by
+    `Backbone.from_preset` (its weights, sharded or not), the task from `task.json` on it, the head's weights
+    from `task.weights.h5` where it has any, the preprocessor's assets (a tokenizer's vocabulary). KerasHub's
+    own `BertMaskedLM.from_preset` refuses a task on a `DeEscalatedBackbone`: it looks for a task class
+    declared for the backbone's class, and none is."""
+    import keras_hub
+
+    with open(os.path.join(folder, TASK_CONFIG_FILE)) as f:
+        saved = json.load(f)
+    backbone = keras_hub.models.Backbone.from_preset(os.fspath(folder))
+    task = keras.saving.deserialize_keras_object({**saved, "config": {**saved["config"], "backbone": backbone}})
+    if os.path.isfile(os.path.join(folder, TASK_WEIGHTS_FILE)):
+        _load_weights(task.load_task_weights, os.path.join(folder, TASK_WEIGHTS_FILE))
+    if task.preprocessor is not None and hasattr(task.preprocessor, "load_preset_assets"):
+        task.preprocessor.load_preset_assets(os.fspath(folder))
+    return task
 
 
 def folder_error(path):

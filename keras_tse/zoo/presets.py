@@ -100,7 +100,8 @@ def from_preset(preset, *, pretrained=None, load_weights=None, new_head=False, *
 
     A folder `save_preset` wrote (KerasHub's layout: `config.json`, `model.weights.h5`,
     `metadata.json`) loads as saved, on any backend, here or from the Hugging Face Hub
-    (`hf://owner/name`, `keras_tse.zoo.hub`); `num_classes=` gives it a fresh head (0: its features).
+    (`hf://owner/name`, `keras_tse.zoo.hub`); `num_classes=` gives it a fresh head (0: its features). A
+    KerasHub task's `save_to_preset` folder (its `task.json`) loads as that task, head and preprocessor with it.
 
     A preset with weights fine-tunes (`fine_tune`): `image_size=` and `channels=` adapt it to other images,
     and its head is fresh whenever the task's classes are not the preset's: another `num_classes`, or

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+import keras_tse
 from keras_tse.analysis.probe import probe_model, random_inputs
 from keras_tse.analysis.similarity import token_similarity_profile
 from keras_tse.cli import main as cli
@@ -33,7 +34,7 @@ def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
 @pytest.mark.one_backend
 def test_probe_command_names_a_missing_file(tmp_path, capsys):
     assert cli.main(["probe", str(tmp_path / "none.keras")]) == 2
-    expected = f"keras-tse probe: error: MODEL: received {tmp_path / 'none.keras'}; expected a saved .keras file"
+    expected = f"keras-tse probe: error: MODEL: received {tmp_path / 'none.keras'}; expected a saved .keras file or a preset folder"
     assert capsys.readouterr().err.strip() == expected
 
 
@@ -61,7 +62,8 @@ def test_probe_command_reads_a_plain_keras_model_through_layers(tmp_path, capsys
 def test_probe_command_draws_kerashubs_named_inputs(tmp_path, capsys):
     """A saved KerasHub task takes a dict (token ids, padding mask, segments, masked positions): the probe draws
     them (ids in the vocabulary, every token real, distinct masked positions, no more tokens than the position
-    table holds) and prints a row a block, t_sim the library's measure on those inputs."""
+    table holds) and prints a row a block, t_sim the library's measure on those inputs; so from the task's
+    preset folder, de-escalated."""
     keras_hub = pytest.importorskip("keras_hub")
     bert = keras_hub.models.BertBackbone(
         vocabulary_size=50, num_layers=2, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=16
@@ -76,6 +78,10 @@ def test_probe_command_draws_kerashubs_named_inputs(tmp_path, capsys):
     assert cli.main(["probe", path]) == 0
     rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
     np.testing.assert_allclose([float(row[1]) for row in rows], token_similarity_profile(task, x), atol=1e-3)
+    keras_tse.deescalate(task).save_to_preset(str(tmp_path / "preset"))  # a KerasHub task's preset folder
+    assert cli.main(["probe", str(tmp_path / "preset")]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.strip().startswith(("0 ", "1 "))]
+    assert len(rows) == 2 and all(abs(float(row[1])) < 1e-4 for row in rows)  # eq. (21): every block centred
 
 
 def test_probe_command_reads_a_saved_sequential_of_kerashub_encoders(tmp_path, capsys):

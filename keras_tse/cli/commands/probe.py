@@ -1,16 +1,19 @@
-"""`keras-tse probe M.keras`: per-block similarity and attention diagnostics of a saved model."""
+"""`keras-tse probe M.keras` (or a preset folder): per-block similarity and attention diagnostics of a saved
+model."""
 
 import os
 
 from keras_tse._checks import InputError
 from keras_tse.cli import flags
 
-HELP = "per-block similarity and attention diagnostics of a .keras model"
+HELP = "per-block similarity and attention diagnostics of a .keras model or a preset folder"
 
 
 def add_arguments(parser):
     parser.add_argument(
-        "model", help="a saved .keras model (blocks of a known kind: keras_tse's, KerasHub's; others with --layers)"
+        "model",
+        help="a saved .keras model or a preset folder (save_preset's; KerasHub's save_to_preset's) with blocks of a "
+        "known kind: keras_tse's, KerasHub's; others with --layers",
     )
     parser.add_argument(
         "--batch-size", type=flags.positive_int, default=8, help="probe batch (a fixed model batch wins)"
@@ -30,13 +33,7 @@ def run(args):
     import keras_tse  # noqa: F401  registers the classes a saved model names
     from keras_tse.analysis.probe import format_rows, probe_model
 
-    if not os.path.isfile(args.model):
-        raise InputError("MODEL", args.model, "a saved .keras file")
-    try:
-        model = keras.saving.load_model(args.model)
-    except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
-        reason = f"a readable .keras model ({type(error).__name__}: {error})"
-        raise InputError(args.model, "a file Keras cannot load", reason) from None
+    model = _loaded(args.model)
     layers = args.layers.split(",") if args.layers else None
     missing = [name for name in layers or () if name not in {layer.name for layer in model.layers}]
     if missing:
@@ -49,3 +46,23 @@ def run(args):
     )
     print(format_rows(rows))
     return 0
+
+
+def _loaded(path):
+    """The model saved at `path`: a preset folder (its weights checked by `load_preset`) or a `.keras` file."""
+    import keras
+
+    from keras_tse.zoo.preset_folder import is_preset_folder, load_preset
+
+    if is_preset_folder(path):
+        try:
+            return load_preset(path)
+        except ValueError as error:
+            raise InputError("MODEL", path, f"a whole preset folder ({error})") from None
+    if not os.path.isfile(path):
+        raise InputError("MODEL", path, "a saved .keras file or a preset folder")
+    try:
+        return keras.saving.load_model(path)
+    except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
+        reason = f"a readable .keras model ({type(error).__name__}: {error})"
+        raise InputError(path, "a file Keras cannot load", reason) from None

@@ -280,8 +280,9 @@ def _decoder_inputs(model, change_from=None):
 def test_a_deescalated_decoder_keeps_every_weight_reads_no_later_position_and_saves(normalize_first, tmp_path):
     """A KerasHub decoder's running mean before the FFN (eq. 21, causal): its weights copied bit for bit (the
     original model unchanged), tau = 0 the original's outputs, tau = 1 others; no position reads a later one
-    (the positions before 5 unchanged when those from 5 on change); `.keras` round trip; a cached call is one
-    line."""
+    (the positions before 5 unchanged when those from 5 on change); `.keras` round trip; fed one position at a
+    time from the cache that keeps each position's FFN input beside its keys and values, the whole pass's
+    outputs; a cache of keys and values alone is one line."""
     import keras
 
     model = _decoder_model(normalize_first)
@@ -302,9 +303,14 @@ def test_a_deescalated_decoder_keeps_every_weight_reads_no_later_position_and_sa
     loaded = keras.saving.load_model(tmp_path / "decoder.keras")
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)), out, atol=1e-5)
     decoder = [layer for layer in fixed.layers if type(layer).__name__ == "DeEscalatedDecoder"][0]
-    cache = keras.ops.zeros((2, 2, 8, 2, 4))
-    with pytest.raises(ValueError, match="running mean reads every earlier position, which a key/value cache"):
-        decoder(keras.ops.zeros((2, 1, 8)), self_attention_cache=cache, self_attention_cache_update_index=0)
+    with pytest.raises(ValueError, match="running mean reads every earlier position's FFN input, which a key/v"):
+        decoder(keras.ops.zeros((2, 1, 8)), self_attention_cache=keras.ops.zeros((2, 2, 8, 2, 4)))
+    x = keras.random.normal((2, 8, 8), seed=0)  # one position at a time from the cache: the whole pass's outputs
+    cache, steps = keras.ops.zeros((2, 3, 8, 2, 4)), []
+    for t in range(8):
+        y, cache = decoder(x[:, t : t + 1], self_attention_cache=cache, self_attention_cache_update_index=t)
+        steps.append(keras.ops.convert_to_numpy(y))
+    np.testing.assert_allclose(np.concatenate(steps, 1), keras.ops.convert_to_numpy(decoder(x)), atol=1e-5)
 
 
 def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line():
@@ -325,9 +331,10 @@ def test_a_model_without_known_blocks_or_with_causal_ones_of_its_own_is_one_line
 @pytest.mark.parametrize("family", ["GPT2", "OPT"])
 def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_choose(family, tmp_path):
     """KerasHub's cache keeps no FFN input of earlier positions, which the running mean of eq. (21) reads: the
-    de-escalated GPT-2 and OPT causal LMs (subclasses of the task) generate by full passes. Greedy generation
-    equals choosing each next word from a full pass of the copy by hand, differs from the original's (weights
-    large enough that eq. (21) changes the choices), and survives a `.keras` and a preset folder's round trip."""
+    de-escalated GPT-2 and OPT causal LMs (subclasses of the task) keep it in their cache. Greedy generation from
+    prompts of two lengths equals choosing each next word from a full pass of the copy by hand, differs from the
+    original's (weights large enough that eq. (21) changes the choices), and survives a `.keras` and a preset
+    folder's round trip."""
     import keras
     import keras_hub
 
@@ -339,13 +346,14 @@ def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_cho
     for weight in task.weights:
         weight.assign(rng.normal(0, 0.5, weight.shape).astype(weight.dtype))
     ids, mask = np.zeros((2, 10), "int32"), np.zeros((2, 10), bool)
-    ids[:, :4], mask[:, :4] = rng.integers(1, 50, (2, 4)), True
+    ids[:, :6], mask[0, :4], mask[1, :6] = rng.integers(1, 50, (2, 6)), True, True  # prompts of 4 and 6 words
+    ids[~mask] = 0
 
     def greedy_by_hand(model):
         words = ids.copy()
         for t in range(4, 10):
             logits = keras.ops.convert_to_numpy(model({"token_ids": words, "padding_mask": np.ones_like(words)}))
-            words[:, t] = logits[:, t - 1].argmax(-1)
+            words[:, t] = np.where(mask[:, t], words[:, t], logits[:, t - 1].argmax(-1))
         return words
 
     def generated(model):

@@ -34,7 +34,8 @@ def test_probe_command_on_a_saved_transformer_xl(tmp_path, capsys):
 @pytest.mark.one_backend
 def test_probe_command_names_a_missing_file(tmp_path, capsys):
     assert cli.main(["probe", str(tmp_path / "none.keras")]) == 2
-    expected = f"keras-tse probe: error: MODEL: received {tmp_path / 'none.keras'}; expected a saved .keras file or a preset folder"
+    expected = f"keras-tse probe: error: MODEL: received {tmp_path / 'none.keras'}; expected a saved .keras file"
+    expected += " or a preset folder"
     assert capsys.readouterr().err.strip() == expected
 
 

@@ -10,7 +10,7 @@ from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import as_graph, of_kind
 from keras_tse.layouts.layout import eq21_options
 from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, deescalated_backbone_class
-from keras_tse.zoo.deescalated_causal_lm import full_pass_class
+from keras_tse.zoo.deescalated_causal_lm import cached_class
 from keras_tse.zoo.deescalated_graph import deescalated_graph
 
 
@@ -35,9 +35,9 @@ def deescalate(model, tau=1.0, trainable_tau=False):
     tokenizer with it, by `keras_tse.zoo.from_preset` (KerasHub's `BertMaskedLM.from_preset` looks for a task
     class declared for the backbone's class, and refuses it).
     A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
-    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose `generate` runs full
-    passes, as the running mean needs); a functional model holding a backbone (or any functional model with
-    blocks) as one layer gets that layer de-escalated.
+    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose cache keeps the FFN
+    inputs the running mean reads beside the keys and values); a functional model holding a backbone (or any
+    functional model with blocks) as one layer gets that layer de-escalated.
     A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
     or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
 
@@ -98,11 +98,11 @@ KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
 
 def _deescalated_task(task, backbone, options):
     """`task`'s class on `backbone` (`task`'s or a copy of it) de-escalated (GPT-2's and OPT's causal LMs: its
-    subclass generating by full passes, `full_pass_class`): the task builds its head anew from its configuration,
+    subclass caching what the running mean reads, `cached_class`): the task builds its head anew from its configuration,
     so the head's weights are copied in, layer by layer; the preprocessor is the task's own."""
     backbone = _rewritten(backbone, options)
     config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
-    kind = full_pass_class(task) or type(task)
+    kind = cached_class(task) or type(task)
     copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})
     for source, target in zip(_head(task), _head(copy), strict=True):
         for value, weight in zip(source.weights, target.weights, strict=True):

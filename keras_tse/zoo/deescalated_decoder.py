@@ -64,23 +64,28 @@ def _define():
                  **kwargs):  # fmt: skip
             if self_attention_cache is None:
                 return super().call(decoder_sequence, *args, **kwargs)
-            if self_attention_cache.shape[1] != 3:
+            index = 0 if self_attention_cache_update_index is None else self_attention_cache_update_index
+            return self._cached_call(decoder_sequence, self_attention_cache, index, *args, **kwargs)
+
+        def _cached_call(self, decoder_sequence, cache, index, *args, **kwargs):
+            """The decoder on positions `index...` of the sequence, the earlier ones' FFN inputs read from slot 2 of
+            `cache` and these positions' written there; its keys and values as KerasHub's decoder keeps them."""
+            if cache.shape[1] != 3:
                 raise ValueError(
                     f"{self.name}: eq. (21)'s running mean reads every earlier position's FFN input, which a "
                     f"key/value cache does not keep; received a self_attention_cache of shape "
-                    f"{tuple(self_attention_cache.shape)}; expected [batch, 3, length, heads, head_dim], the FFN "
+                    f"{tuple(cache.shape)}; expected [batch, 3, length, heads, head_dim], the FFN "
                     "inputs beside the keys and values (`keras_tse.deescalate` of a GPT2CausalLM or OPTCausalLM "
                     "builds it)"
                 )
-            index = 0 if self_attention_cache_update_index is None else self_attention_cache_update_index
-            kept = self_attention_cache[:, 2]
+            kept = cache[:, 2]
             batch, length, heads, head_dim = ops.shape(kept)
             earlier = ops.reshape(kept, (batch, length, heads * head_dim))
             self._ffn_input.memory = (earlier, ops.arange(length) < index)
             try:
                 outputs = super().call(
-                    decoder_sequence, *args, self_attention_cache=self_attention_cache[:, :2],
-                    self_attention_cache_update_index=index, **kwargs,
+                    decoder_sequence, *args, self_attention_cache=cache[:, :2], self_attention_cache_update_index=index,
+                    **kwargs,
                 )  # fmt: skip
                 seen = self._ffn_input.seen
             finally:

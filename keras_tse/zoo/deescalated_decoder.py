@@ -48,17 +48,13 @@ def _define():
             super().build(decoder_sequence_shape, encoder_sequence_shape)
             self.de_escalation.build(decoder_sequence_shape)
             if self.normalize_first:
-                self._feedforward_layer_norm = self._ffn_input = _ThenDeEscalated(
-                    self._feedforward_layer_norm, self.de_escalation
-                )
+                norm = "_feedforward_layer_norm"
             elif self._cross_attention_layer is not None:
-                self._cross_attention_layer_norm = self._ffn_input = _ThenDeEscalated(
-                    self._cross_attention_layer_norm, self.de_escalation
-                )
+                norm = "_cross_attention_layer_norm"
             else:
-                self._self_attention_layer_norm = self._ffn_input = _ThenDeEscalated(
-                    self._self_attention_layer_norm, self.de_escalation
-                )
+                norm = "_self_attention_layer_norm"
+            self._ffn_input = _ThenDeEscalated(getattr(self, norm), self.de_escalation)
+            setattr(self, norm, self._ffn_input)
 
         def call(self, decoder_sequence, *args, self_attention_cache=None, self_attention_cache_update_index=None,
                  **kwargs):  # fmt: skip
@@ -78,6 +74,8 @@ def _define():
                     "inputs beside the keys and values (`keras_tse.deescalate` of a GPT2CausalLM or OPTCausalLM "
                     "builds it)"
                 )
+            # The earlier positions' rows, not their running sum: generation writes a position again (its first
+            # step re-reads the prompt's last one) and a batch's prompts end at different positions.
             kept = cache[:, 2]
             batch, length, heads, head_dim = ops.shape(kept)
             earlier = ops.reshape(kept, (batch, length, heads * head_dim))

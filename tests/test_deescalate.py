@@ -76,16 +76,18 @@ def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_wi
     predicted = task.predict(x, verbose=0)
     task.save(tmp_path / "task.keras")
     loaded = keras.saving.load_model(tmp_path / "task.keras")
-    assert type(loaded.backbone).__name__ == "DeEscalatedBackbone"
+    assert type(loaded.backbone).__name__ == "DeEscalatedBertBackbone"
     np.testing.assert_allclose(loaded.predict(x, verbose=0), predicted, atol=1e-5)
 
 
 def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backbone(tmp_path):
-    """`deescalate(BertMaskedLM)` is a `BertMaskedLM` on a `DeEscalatedBackbone` whose head holds the original
-    head's weights (the task builds its head anew); its last block's similarity is ~0 where the original's is
-    not, the original is untouched, and it loads from `.keras` and from its KerasHub preset folder (by
-    `keras_tse.zoo.from_preset`) as the same task. A plain functional model
-    holding the backbone as one layer gets that layer de-escalated."""
+    """`deescalate(BertMaskedLM)` is a `BertMaskedLM` (its subclass `DeEscalatedBertMaskedLM`) on a de-escalated
+    backbone whose head holds the original head's weights (the task builds its head anew); its last block's
+    similarity is ~0 where the original's is not, the original is untouched, and it loads from `.keras` and from
+    its KerasHub preset folder as the same task: by `keras_tse.zoo.from_preset` and by KerasHub's own
+    `BertMaskedLM.from_preset` and `MaskedLM.from_preset` (which find the task class by the backbone's class),
+    while KerasHub's `RobertaMaskedLM.from_preset` finds none. A plain functional model holding the backbone as
+    one layer gets that layer de-escalated."""
     import keras
 
     keras_hub = pytest.importorskip("keras_hub")
@@ -95,7 +97,8 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     x = {**inputs, "mask_positions": np.array([[1, 3], [0, 5]], "int32")}
     before = keras.ops.convert_to_numpy(task(x))
     fixed = keras_tse.deescalate(task)
-    assert type(fixed) is keras_hub.models.BertMaskedLM and type(fixed.backbone).__name__ == "DeEscalatedBackbone"
+    assert isinstance(fixed, keras_hub.models.BertMaskedLM) and type(fixed).__name__ == "DeEscalatedBertMaskedLM"
+    assert type(fixed.backbone).__name__ == "DeEscalatedBertBackbone"
     head, fixed_head = (t.get_layer("mlm_head") for t in (task, fixed))
     assert len(fixed_head.weights) == len(head.weights) > 2
     for original, copy in zip(head.weights, fixed_head.weights):
@@ -106,13 +109,17 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     predicted = keras.ops.convert_to_numpy(fixed(x))
     fixed.save(tmp_path / "task.keras")
     loaded = keras.saving.load_model(tmp_path / "task.keras")
-    assert type(loaded) is keras_hub.models.BertMaskedLM
+    assert type(loaded) is type(fixed)
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(x)), predicted, atol=1e-5)
     fixed.save_to_preset(str(tmp_path / "preset"))  # KerasHub's layout: the head's weights in task.weights.h5
     keras.utils.set_random_seed(1)  # a head built anew would not hold the saved values
-    preset = keras_tse.zoo.from_preset(str(tmp_path / "preset"))
-    assert type(preset) is keras_hub.models.BertMaskedLM and type(preset.backbone).__name__ == "DeEscalatedBackbone"
-    np.testing.assert_allclose(keras.ops.convert_to_numpy(preset(x)), predicted, atol=1e-5)
+    hub = keras_hub.models
+    for load in (keras_tse.zoo.from_preset, hub.BertMaskedLM.from_preset, hub.MaskedLM.from_preset):
+        preset = load(str(tmp_path / "preset"))
+        assert type(preset) is type(fixed) and type(preset.backbone) is type(fixed.backbone)
+        np.testing.assert_allclose(keras.ops.convert_to_numpy(preset(x)), predicted, atol=1e-5)
+    with pytest.raises(ValueError, match="Unable to find a subclass of RobertaMaskedLM"):
+        keras_hub.models.RobertaMaskedLM.from_preset(str(tmp_path / "preset"))
     wrapper = keras.Model(bert.input, bert(bert.input)["sequence_output"])
     assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
 
@@ -243,7 +250,7 @@ def test_a_deescalated_backbone_saved_as_a_kerashub_preset_loads_in_a_fresh_proc
         run = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True,
                              timeout=300, cwd=os.path.dirname(os.path.dirname(keras_tse.__file__)))  # fmt: skip
         assert run.returncode == 0, (imports, run.stderr[-2000:])
-        assert run.stdout.strip().splitlines()[-len(loads) :] == ["DeEscalatedBackbone"] * len(loads), imports
+        assert run.stdout.strip().splitlines()[-len(loads) :] == ["DeEscalatedBertBackbone"] * len(loads), imports
 
 
 def _decoder_model(normalize_first):
@@ -370,14 +377,15 @@ def test_a_deescalated_causal_lm_generates_what_full_passes_of_its_own_model_cho
     assert type(loaded) is type(fixed)
     np.testing.assert_array_equal(generated(loaded), expected)
     fixed.save_to_preset(str(tmp_path / "preset"))
-    assert type(preset := keras_tse.zoo.from_preset(str(tmp_path / "preset"))) is type(fixed)
-    np.testing.assert_array_equal(generated(preset), expected)
+    for load in (keras_tse.zoo.from_preset, keras_hub.models.CausalLM.from_preset):
+        assert type(preset := load(str(tmp_path / "preset"))) is type(fixed)
+        np.testing.assert_array_equal(generated(preset), expected)
 
 
 def test_a_deescalated_gpt2_with_its_preprocessor_writes_the_same_text_after_its_preset_round_trip(tmp_path):
     """A KerasHub task's preset folder (`save_to_preset`) keeps its tokenizer's words as assets beside the task's
-    config: `keras_tse.zoo.from_preset` gives the de-escalated causal LM back with them, and it turns a text
-    prompt into the same text."""
+    config: `keras_tse.zoo.from_preset` and KerasHub's `GPT2CausalLM.from_preset` give the de-escalated causal LM
+    back with them, and it turns a text prompt into the same text."""
     import keras
     import keras_hub
 
@@ -391,9 +399,10 @@ def test_a_deescalated_gpt2_with_its_preprocessor_writes_the_same_text_after_its
     fixed.compile(sampler="greedy")
     text = fixed.generate(["ab c"], max_length=12)
     fixed.save_to_preset(str(tmp_path / "preset"))
-    loaded = keras_tse.zoo.from_preset(str(tmp_path / "preset"))
-    loaded.compile(sampler="greedy")
-    assert type(loaded) is type(fixed) and loaded.generate(["ab c"], max_length=12) == text
+    for load in (keras_tse.zoo.from_preset, keras_hub.models.GPT2CausalLM.from_preset):
+        loaded = load(str(tmp_path / "preset"))
+        loaded.compile(sampler="greedy")
+        assert type(loaded) is type(fixed) and loaded.generate(["ab c"], max_length=12) == text
 
 
 def test_predicting_with_the_copy_leaves_the_original_whole_and_the_other_way_round():
@@ -421,8 +430,9 @@ def test_predicting_with_the_copy_leaves_the_original_whole_and_the_other_way_ro
 
 def test_bart_whose_blocks_take_their_tokens_by_name_is_measured_and_deescalated_and_whisper_refused():
     """BART calls its decoders with `decoder_sequence=` by name: the profile still gives one value a block
-    (encoders, then decoders), tau 0 leaves both outputs as they were, tau 1 centres every encoder block. Whisper's
-    decoder subclasses KerasHub's and changes its inside, which the rebuilt decoder would lose: one line."""
+    (encoders, then decoders), tau 0 leaves both outputs as they were (a family outside `keras_hub_families`: the
+    plain `DeEscalatedBackbone`), tau 1 centres every encoder block. Whisper's decoder subclasses KerasHub's and
+    changes its inside, which the rebuilt decoder would lose: one line."""
     import keras
     import keras_hub
 
@@ -435,6 +445,7 @@ def test_bart_whose_blocks_take_their_tokens_by_name_is_measured_and_deescalated
     )
     assert len(token_similarity_profile(bart, x)) == 4 and min(token_similarity_profile(bart, x)) > 0.05
     unchanged = keras_tse.deescalate(bart, tau=0.0)
+    assert type(unchanged).__name__ == "DeEscalatedBackbone"
     for name, value in bart(x).items():
         np.testing.assert_allclose(*(keras.ops.convert_to_numpy(v) for v in (unchanged(x)[name], value)), atol=1e-6)
     assert np.abs(token_similarity_profile(keras_tse.deescalate(bart), x)[:2]).max() < 1e-5
@@ -556,3 +567,31 @@ def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
     assert capped["train"].tolist() == [0, kept - 1, 3, 3]
     with pytest.raises(ValueError, match=f"`<unk>` must be among the {kept} kept words. Received: its id {kept}"):
         study.capped({"train": np.arange(3)}, kept)
+
+
+def test_the_kerashub_families_name_every_task_kerashub_declares_for_their_backbones():
+    """`keras_hub_families.FAMILIES` is written out (a saved model's classes are registered before KerasHub is
+    imported): each of its classes is the installed KerasHub's, and its tasks for a backbone are exactly the task
+    classes KerasHub declares for that backbone (`backbone_cls`), so that a new KerasHub task shows here. Each
+    de-escalated task's `backbone_cls` is its family's de-escalated backbone, a `DeEscalatedBackbone`."""
+    import inspect
+
+    import keras_hub
+
+    from keras_tse._lazy import attribute
+    from keras_tse.analysis.similarity import kind_name
+    from keras_tse.zoo.deescalated_backbone import deescalated_backbone_class, family_backbone_class
+    from keras_tse.zoo.deescalated_task import task_class
+    from keras_tse.zoo.keras_hub_families import FAMILIES
+
+    tasks = [c for c in vars(keras_hub.models).values() if inspect.isclass(c) and issubclass(c, keras_hub.models.Task)]
+    for backbone, named in FAMILIES.items():
+        assert kind_name(attribute(backbone)) == backbone
+        declared = {kind_name(c) for c in tasks if c.backbone_cls is attribute(backbone)}
+        assert set(named) == declared, backbone
+        fixed = family_backbone_class(backbone)
+        assert issubclass(fixed, deescalated_backbone_class())
+        assert fixed.__name__ == f"DeEscalated{backbone.split(':')[1]}"
+        for task in named:
+            made = task_class(attribute(task))
+            assert issubclass(made, attribute(task)) and made.backbone_cls is fixed

@@ -2,8 +2,8 @@
 
 from keras_tse.zoo import (  # noqa: F401 (their loaders registered)
     deescalated_backbone,
-    deescalated_causal_lm,
     deescalated_decoder,
+    deescalated_task,
 )
 from keras_tse.zoo.generate import generate
 from keras_tse.zoo.gpt import gpt

@@ -9,9 +9,9 @@ import keras
 from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import as_graph, of_kind
 from keras_tse.layouts.layout import eq21_options
-from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, deescalated_backbone_class
-from keras_tse.zoo.deescalated_causal_lm import cached_class
+from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, backbone_class
 from keras_tse.zoo.deescalated_graph import deescalated_graph
+from keras_tse.zoo.deescalated_task import task_class
 
 
 def deescalate(model, tau=1.0, trainable_tau=False):
@@ -28,16 +28,17 @@ def deescalate(model, tau=1.0, trainable_tau=False):
       `DeEscalatedDecoder` of the same configuration.
 
     Every other layer is as in `model`, inputs and outputs as they were. A KerasHub backbone gives a
-    `DeEscalatedBackbone`: a KerasHub `Backbone` with the original's attributes (`token_embedding`,
-    `vocabulary_size`, `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`);
-    its `save_to_preset` folder loads with `keras_tse.zoo.from_preset`, or with KerasHub's `Backbone.from_preset`
-    where KerasHub is imported before keras_tse. A task's `save_to_preset` folder loads, head weights and
-    tokenizer with it, by `keras_tse.zoo.from_preset` (KerasHub's `BertMaskedLM.from_preset` looks for a task
-    class declared for the backbone's class, and refuses it).
-    A KerasHub task (`BertMaskedLM`, `BertTextClassifier`, ...) gives the same task on the de-escalated backbone,
-    with the task's own preprocessor (GPT-2's and OPT's causal LMs: a subclass whose cache keeps the FFN
-    inputs the running mean reads beside the keys and values); a functional model holding a backbone (or any
-    functional model with blocks) as one layer gets that layer de-escalated.
+    `DeEscalatedBackbone` (for a family of `keras_hub_families.FAMILIES`, its subclass `DeEscalatedBertBackbone`,
+    ...): a KerasHub `Backbone` with the original's attributes (`token_embedding`, `vocabulary_size`,
+    `transformer_layers`, ...), so a KerasHub task takes it (`BertMaskedLM(backbone=...)`).
+    A KerasHub task gives the same task on the de-escalated backbone, with the task's own preprocessor: for the
+    tasks of `FAMILIES` (`BertMaskedLM`, `BertTextClassifier`, GPT-2's causal LM, ...) its subclass
+    `DeEscalatedBertMaskedLM`, ..., declared for the family's backbone, so that KerasHub's own
+    `BertMaskedLM.from_preset` (or `MaskedLM.from_preset`) loads its `save_to_preset` folder; GPT-2's and OPT's
+    causal LMs keep the FFN inputs the running mean reads in their cache beside the keys and values. Any such
+    folder loads with `keras_tse.zoo.from_preset` too, and KerasHub's `from_preset` reads the keras_tse classes
+    once keras_tse is imported. A functional model holding a backbone (or any functional model with blocks) as
+    one layer gets that layer de-escalated.
     A model with no block of a known kind, a causal block of keras_tse's (build it with `norm="deescalate"`),
     or a block that applies eq. (21) already (a second pass would compound tau) is refused in one line.
 
@@ -47,8 +48,8 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         trainable_tau: bool, learn each block's tau, clipped into [0, 1]. Defaults to `False`.
 
     Returns:
-        A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone, the task's class for a
-        KerasHub task) named `f"{model.name}_deescalated"`.
+        A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone, the task's de-escalated
+        subclass or its class for a KerasHub task) named `f"{model.name}_deescalated"`.
     """
     options = eq21_options(tau, trainable_tau)
     with _random_state_kept():
@@ -88,7 +89,7 @@ def _rewritten(model, options):
     if of_kind(model, {KERAS_HUB_TASK}):
         return _deescalated_task(model, model.backbone, options)
     if of_kind(model, {KERAS_HUB_BACKBONE}):
-        return deescalated_backbone_class()(model, **options)
+        return backbone_class(model)(model, **options)
     copy, _ = deescalated_graph(model, options, nested=lambda graph, **same: _rewritten(graph, same))
     return keras.Model(copy.input, copy.output, name=f"{model.name}_deescalated")  # their structure kept (a dict)
 
@@ -97,12 +98,12 @@ KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
 
 
 def _deescalated_task(task, backbone, options):
-    """`task`'s class on `backbone` (`task`'s or a copy of it) de-escalated (GPT-2's and OPT's causal LMs: its
-    subclass caching what the running mean reads, `cached_class`): the task builds its head anew from its configuration,
-    so the head's weights are copied in, layer by layer; the preprocessor is the task's own."""
+    """`task`'s de-escalated class (`task_class`; else its own) on `backbone` (`task`'s or a copy of it)
+    de-escalated: the task builds its head anew from its configuration, so the head's weights are copied in,
+    layer by layer; the preprocessor is the task's own."""
     backbone = _rewritten(backbone, options)
     config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
-    kind = cached_class(task) or type(task)
+    kind = task_class(type(task)) or type(task)
     copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})
     for source, target in zip(_head(task), _head(copy), strict=True):
         for value, weight in zip(source.weights, target.weights, strict=True):

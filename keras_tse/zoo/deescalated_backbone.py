@@ -2,8 +2,10 @@
 
 import keras
 
+from keras_tse.analysis.similarity import kind_name
 from keras_tse.zoo.deescalated_graph import deescalated_graph
 from keras_tse.zoo.keras_hub_classes import lazy_class
+from keras_tse.zoo.keras_hub_families import FAMILIES, class_name, deescalated_name
 
 KERAS_HUB_BACKBONE = "keras_hub.src.models.backbone:Backbone"
 
@@ -60,5 +62,33 @@ def _attributes(backbone):
     return {"token_embedding": backbone.token_embedding, **{k: getattr(backbone, k) for k in names}}
 
 
-# `DeEscalatedBackbone`, a subclass of KerasHub's `Backbone`.
+# `DeEscalatedBackbone`, a subclass of KerasHub's `Backbone`: a backbone outside `FAMILIES` gets it.
 deescalated_backbone_class = lazy_class("DeEscalatedBackbone", _define)
+
+
+def _define_family(kind):
+    return type(
+        deescalated_name(kind),
+        (deescalated_backbone_class(),),
+        {
+            "__module__": __name__,
+            "__doc__": f"A de-escalated KerasHub `{class_name(kind)}`: `DeEscalatedBackbone` under a name of its "
+            "family's, so that KerasHub's `Task.from_preset` finds the family's de-escalated tasks "
+            "(`keras_hub_families`).",
+        },
+    )
+
+
+_FAMILY_CLASSES = {kind: lazy_class(deescalated_name(kind), lambda k=kind: _define_family(k)) for kind in FAMILIES}
+
+
+def family_backbone_class(kind):
+    """The de-escalated class of the KerasHub backbone class named `kind` (one of `FAMILIES`)."""
+    return _FAMILY_CLASSES[kind]()
+
+
+def backbone_class(backbone):
+    """The class `deescalate` gives `backbone`: its family's where its class is one of `FAMILIES`, else
+    `DeEscalatedBackbone`."""
+    kind = kind_name(type(backbone))
+    return family_backbone_class(kind) if kind in FAMILIES else deescalated_backbone_class()

@@ -23,7 +23,7 @@ def _define():
         laid out as `heads x head_dim`, as the keys are); its rows before `self_attention_cache_update_index` are
         the running mean's earlier positions (`DeEscalation`'s memory), and the call writes its own positions'
         rows there. A cache of keys and values alone is refused in one line. (`deescalate` of GPT-2's or OPT's
-        causal LM builds its cache so: `keras_tse.zoo.deescalated_causal_lm`.)
+        causal LM builds its cache so: `keras_tse.zoo.deescalated_task`.)
 
         Args:
             tau, trainable_tau: eq. (21)'s options (`keras_tse.layers.DeEscalation`).

@@ -5,6 +5,7 @@ imported whole, in either order with keras_tse, every class is made: KerasHub's 
 the registered class itself (a subclass of `Backbone`), which a loader is not. Not while KerasHub's import is
 under way (it imports Keras, which registers keras_tse's classes): its modules are half made then."""
 
+import importlib
 import sys
 
 import keras
@@ -20,7 +21,11 @@ def lazy_class(name, define):
 
     def made():
         if name not in _MADE:
-            _MADE[name] = None  # being made: KerasHub's import inside `define` calls `make_all`, which skips it
+            # KerasHub's import makes every class (`make_all`), in the order declared, each made before the
+            # classes built on it: imported here, not inside `define`, no class is asked for half made
+            importlib.import_module("keras_hub")
+        if name not in _MADE:
+            _MADE[name] = None  # being made
             try:
                 _MADE[name] = keras.saving.register_keras_serializable(package="keras_tse", name=name)(define())
             except BaseException:

@@ -95,9 +95,9 @@ def _load_weights(load, weights):
 def _keras_hub_task(folder):
     """The KerasHub task `Task.save_to_preset` wrote to `folder`, as KerasHub's loader reads it: the backbone by
     `Backbone.from_preset` (its weights, sharded or not), the task from `task.json` on it, the head's weights
-    from `task.weights.h5` where it has any, the preprocessor's assets (a tokenizer's vocabulary). KerasHub's
-    own `BertMaskedLM.from_preset` refuses a task on a `DeEscalatedBackbone`: it looks for a task class
-    declared for the backbone's class, and none is."""
+    from `task.weights.h5` where it has any, the preprocessor's assets (a tokenizer's vocabulary). Whatever the
+    task's class: KerasHub's own `Task.from_preset` finds only a task class declared for the backbone's class
+    (the de-escalated tasks of `keras_hub_families.FAMILIES` are)."""
     import keras_hub
 
     with open(os.path.join(folder, TASK_CONFIG_FILE)) as f:

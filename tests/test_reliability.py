@@ -322,6 +322,38 @@ def test_resume_trims_the_rows_of_a_repeated_epoch_and_a_cut_line(tmp_path):
     assert untouched.read_text() == "step,loss\n10,5.0\n"
 
 
+def test_backups_another_model_left_are_set_aside_so_the_runs_own_are_kept(tmp_path):
+    """Backups of epochs 2 and 3 that this model cannot read (another model's weights, a file cut short):
+    each is reported in one line and set aside, the run starts over, and the backup of its first epoch
+    survives (counted with the unreadable ones, it was the third newest and deleted as written)."""
+    from keras_tse.callbacks import RunBackup
+
+    def model(width):
+        keras.utils.set_random_seed(0)
+        net = keras.Sequential([keras.Input((3,)), keras.layers.Dense(width)])
+        net.compile("sgd", "mse")
+        return net
+
+    folder = tmp_path / "backup"
+    folder.mkdir()
+    model(5).save_weights(str(folder / "epoch_00002.weights.h5"))
+    (folder / "epoch_00003.weights.h5").write_bytes(b"\x89HDF\r\n cut short")
+    lines, x = [], np.ones((4, 3), "float32")
+    backup = RunBackup(str(folder), str(tmp_path), log=lines.append)
+    trained = model(2)
+    trained.fit(x, np.zeros((4, 2)), epochs=1, verbose=0, callbacks=[backup, backup.saver()])
+    assert len(lines) == 3 and all("\n" not in line and len(line) < 700 for line in lines)
+    assert "epoch_00002.weights.h5 cannot be read" in lines[1] and "set aside" in lines[1]
+    assert sorted(os.listdir(folder)) == [
+        "epoch_00001.weights.h5", "epoch_00002.weights.h5.unreadable", "epoch_00003.weights.h5.unreadable"
+    ]  # fmt: skip
+    again, fresh = RunBackup(str(folder), str(tmp_path), log=lines.append), model(2)
+    again.set_model(fresh)
+    again.on_train_begin()
+    assert again.restored_epoch == 1 and lines[-1].startswith("RunBackup: resuming after epoch 1")
+    np.testing.assert_array_equal(fresh.get_weights()[0], trained.get_weights()[0])
+
+
 def test_a_run_killed_in_its_first_epoch_keeps_no_train_begin_row_to_repeat(tmp_path):
     """Nothing restored: the run starts over and measures its start again, so the old row goes; with an
     epoch restored, the start of the run is kept (it is the card's "start")."""

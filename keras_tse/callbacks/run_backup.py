@@ -15,8 +15,10 @@ Order matters twice in the callback list:
 
 On resume, the temporary files of interrupted writes (`*.partial*`) are removed, and every `*.csv`
 in the run folder with an `epoch` column loses the rows of epochs the backup does not hold, and any
-row a kill cut short, so no row is duplicated or missing. A weights file that cannot be read is
-reported and the previous one is used; with none readable the run starts over.
+row a kill cut short, so no row is duplicated or missing. A weights file that cannot be read (cut short, or
+written by another model) is reported in one line and set aside as `*.unreadable`, and the previous one is
+used; with none readable the run starts over. Set aside, a file past the restored epoch can no longer count
+among the newest two and so have the run's own backups deleted as soon as they are written.
 An epoch whose loss is not finite is never backed up.
 """
 
@@ -83,7 +85,9 @@ class RunBackup(keras.callbacks.Callback):
             try:
                 self.model.load_weights(path)
             except Exception as error:  # noqa: BLE001 - h5py and Keras raise several kinds for a bad file
-                self.log(f"RunBackup: {path} cannot be read ({type(error).__name__}: {error}); trying an older backup")
+                os.replace(path, f"{path}.unreadable")
+                self.log(f"RunBackup: {path} cannot be read ({type(error).__name__}: {gist(error)}); set aside as "
+                         f"{os.path.basename(path)}.unreadable, trying an older backup")  # fmt: skip
                 continue
             self.log(f"RunBackup: resuming after epoch {epoch} from {path}")
             return epoch
@@ -106,6 +110,14 @@ class _Saver(keras.callbacks.Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         self.backup.save(epoch, logs)
+
+
+def gist(error, limit=300):
+    """An exception's message on one line: its first two non-blank lines (Keras's "could not be loaded" names
+    the count, then an example; the list of every layer after them would run to thousands of characters)."""
+    lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+    text = " ".join(lines[:2])
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def finite_logs(logs):

@@ -14,7 +14,7 @@ import pytest
 from keras_tse import data, zoo
 from keras_tse.callbacks import TokenSimilarityMetric
 from keras_tse.layers import DeEscalation, PostNormBlock
-from keras_tse.training import TrainConfig, fit_variant
+from keras_tse.training import TrainConfig, fit_variant, read_history
 from recipes.lab import sweep
 from tests.helpers import recipe_module, run_recipe_here, tiny_vit
 
@@ -352,6 +352,47 @@ def test_backups_another_model_left_are_set_aside_so_the_runs_own_are_kept(tmp_p
     again.on_train_begin()
     assert again.restored_epoch == 1 and lines[-1].startswith("RunBackup: resuming after epoch 1")
     np.testing.assert_array_equal(fresh.get_weights()[0], trained.get_weights()[0])
+
+
+def test_a_run_that_starts_over_keeps_its_own_best_model_not_the_abandoned_attempts(tmp_path):
+    """An unfinished run whose backup cannot be read starts over: the rows of the attempt it abandons are
+    cut before "best" is judged, so its own first epoch is written as `best.keras` (judged against the
+    abandoned rows' validation loss, 0.0 here, no epoch of the new run would ever be)."""
+    from keras_tse.data import image_dataset
+
+    x = np.random.default_rng(0).standard_normal((16, 8, 8, 1)).astype("float32")
+    data = image_dataset(x, (np.arange(16) % 10).astype("int32"), 8)
+    run = tmp_path / "run"
+
+    def train():
+        model = tiny_vit(depth=1, patch_size=4, hidden_dim=8, ffn_dim=8, name="tiny")
+        return fit_variant(model, data, data, str(run), TrainConfig(epochs=2, batch_size=8), x[:4], 2, verbose=0)
+
+    train()
+    (run / "summary.json").unlink()  # as if killed in its last epoch, after its first epoch's backup
+    (run / "backup").mkdir()
+    (run / "backup" / "epoch_00001.weights.h5").write_bytes(b"cut short")
+    history = (run / "history.csv").read_text().splitlines()
+    column = history[0].split(",").index("val_loss")
+    rows = [",".join("0.0" if i == column else v for i, v in enumerate(r.split(","))) for r in history[1:]]
+    (run / "history.csv").write_text("\n".join([history[0], *rows]) + "\n")
+    (run / "checkpoints" / "best.keras").unlink()
+    summary = train()
+    assert summary["epochs"] == 2 and (run / "checkpoints" / "best.keras").exists()
+    assert min(read_history(str(run / "history.csv"))["val_loss"]) > 0.0  # the abandoned rows are gone
+
+
+def test_a_resumed_runs_best_so_far_is_the_lowest_finite_validation_loss_of_the_rows_it_resumes_after(tmp_path):
+    from keras_tse.callbacks import RunCheckpoints
+
+    history = tmp_path / "history.csv"
+    history.write_text("epoch,loss,val_loss\n0,2.0,nan\n1,1.5,0.7\n2,1.4,0.9\n")
+    checkpoints = RunCheckpoints(best_path=str(tmp_path / "best.keras"), history_path=str(history))
+    checkpoints.on_train_begin()
+    assert checkpoints.best == 0.7  # a NaN first would leave min() at NaN: no epoch could ever be "best"
+    history.write_text("epoch,loss,val_loss\n")
+    checkpoints.on_train_begin()
+    assert checkpoints.best == float("inf")
 
 
 def test_a_run_killed_in_its_first_epoch_keeps_no_train_begin_row_to_repeat(tmp_path):

@@ -12,6 +12,7 @@ import keras
 
 from keras_tse import run_files
 from keras_tse.callbacks.run_backup import finite_logs
+from keras_tse.run_files import read_history
 
 
 class RunCheckpoints(keras.callbacks.Callback):
@@ -21,13 +22,20 @@ class RunCheckpoints(keras.callbacks.Callback):
         last_path: `.keras` file of the newest model, or None.
         best_path: `.keras` file of the model with the lowest `monitor` so far, or None.
         monitor: the epoch log that decides "best" (lower is better). Defaults to `"val_loss"`.
-        best_so_far: the lowest `monitor` of the epochs before a resume (from the run's history).
+        history_path: the run's `history.csv`, or None. Its lowest `monitor` at train begin is the best so far:
+            read then, after `RunBackup` has cut it to the epochs the run resumes after, so that the rows of
+            an attempt it could not resume (it starts over) keep no `best_path` from being written.
     """
 
-    def __init__(self, last_path=None, best_path=None, monitor="val_loss", best_so_far=math.inf):
+    def __init__(self, last_path=None, best_path=None, monitor="val_loss", history_path=None):
         super().__init__()
         self.last_path, self.best_path, self.monitor = last_path, best_path, monitor
-        self.best = best_so_far
+        self.history_path = history_path
+        self.best = math.inf
+
+    def on_train_begin(self, logs=None):
+        history = read_history(self.history_path) if self.history_path else {}
+        self.best = min((v for v in history.get(self.monitor, []) if math.isfinite(v)), default=math.inf)
 
     def on_epoch_end(self, epoch, logs=None):
         if not finite_logs(logs):

@@ -170,7 +170,7 @@ def train_in_folder(
             RunCheckpoints(
                 last_path,
                 os.path.join(run_dir, "checkpoints", "best.keras") if checkpoints else None,
-                best_so_far=min(read_history(history_path).get("val_loss", [math.inf]), default=math.inf),
+                history_path=history_path,
             ),
             *last,
         ]

@@ -17,8 +17,8 @@ On resume, the temporary files of interrupted writes (`*.partial*`) are removed,
 in the run folder with an `epoch` column loses the rows of epochs the backup does not hold, and any
 row a kill cut short, so no row is duplicated or missing. A weights file that cannot be read (cut short, or
 written by another model) is reported in one line and set aside as `*.unreadable`, and the previous one is
-used; with none readable the run starts over. Set aside, a file past the restored epoch can no longer count
-among the newest two and so have the run's own backups deleted as soon as they are written.
+used; with none readable the run starts over. Left in place, such a file would count among the newest two
+backups and have the resumed run's own deleted as soon as written.
 An epoch whose loss is not finite is never backed up.
 """
 

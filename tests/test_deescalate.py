@@ -575,6 +575,27 @@ def test_the_bert_study_builds_its_three_arms_from_one_kerashub_bert():
         study.capped({"train": np.arange(3)}, kept)
 
 
+def test_a_class_built_on_a_kerashub_class_the_installed_kerashub_lacks_is_not_made_and_is_refused_in_one_line():
+    """KerasHub's tasks differ from version to version (its text embedders came in 0.30): a de-escalated class
+    of a task the installed KerasHub lacks must not stop `import keras_hub, keras_tse`, which makes the others."""
+    import keras_hub
+
+    from keras_tse.zoo import keras_hub_classes
+
+    present = "keras_hub.src.models.bert.bert_masked_lm:BertMaskedLM"
+    absent = "keras_hub.src.models.bert.no_such:NoSuch"
+    assert keras_hub_classes.installed(present) and not keras_hub_classes.installed(absent)
+    assert not keras_hub_classes.installed("keras_hub.src.models.no_such_family.no_such:NoSuch")
+    defined = []
+    made = keras_hub_classes.lazy_class("DeEscalatedNoSuch", lambda: defined.append(1) or object, needs=(absent,))
+    keras_hub_classes.make_all()  # what KerasHub's import runs
+    assert defined == []
+    message = (r"^DeEscalatedNoSuch is built on KerasHub's keras_hub\.src\.models\.bert\.no_such\.NoSuch, which the "
+               rf"installed KerasHub {keras_hub.__version__} lacks$")  # fmt: skip
+    with pytest.raises(ImportError, match=message):
+        made()
+
+
 def test_the_kerashub_families_name_every_task_kerashub_declares_for_their_backbones():
     """`keras_hub_families.FAMILIES` is written out (a saved model's classes are registered before KerasHub is
     imported): each of its classes is the installed KerasHub's, and its tasks for a backbone are exactly the task

@@ -79,7 +79,9 @@ def _define_family(kind):
     )
 
 
-_FAMILY_CLASSES = {kind: lazy_class(deescalated_name(kind), lambda k=kind: _define_family(k)) for kind in FAMILIES}
+_FAMILY_CLASSES = {
+    kind: lazy_class(deescalated_name(kind), lambda k=kind: _define_family(k), needs=(kind,)) for kind in FAMILIES
+}
 
 
 def family_backbone_class(kind):

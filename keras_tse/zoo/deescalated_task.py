@@ -43,7 +43,7 @@ def _define(backbone_kind, task_kind):
 
 
 _CLASSES = {
-    task: lazy_class(deescalated_name(task), lambda b=backbone, t=task: _define(b, t))
+    task: lazy_class(deescalated_name(task), lambda b=backbone, t=task: _define(b, t), needs=(backbone, task))
     for backbone, tasks in FAMILIES.items()
     for task in tasks
 }

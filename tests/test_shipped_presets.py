@@ -24,6 +24,25 @@ def test_the_shipped_presets_are_the_ones_the_shipping_script_makes():
     assert SHIPPED == sorted([*ship.COMMANDS, *ship.LANGUAGE_MODELS])
 
 
+@pytest.mark.one_backend
+def test_the_keras_the_package_asks_for_reads_what_the_shipped_presets_were_saved_with():
+    """A preset's `config.json` holds what its Keras's `get_config` wrote, and an older Keras refuses a setting it
+    does not know (Keras 3.15's `VarianceScaling(input_axes=...)` stops 3.14 from loading every shipped preset,
+    seen): so the lowest Keras `pyproject.toml` allows is at least the newest the presets were saved with."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    keras_bound = next(r for r in map(Requirement, project["dependencies"]) if r.name == "keras")
+    lowest = min(Version(s.version) for s in keras_bound.specifier if s.operator == ">=")
+    folders = [os.path.join(PACKAGE, zoo.presets()[name]["weights"]) for name in SHIPPED]
+    saved = max(Version(preset_metadata(folder)["keras_version"]) for folder in folders)
+    assert lowest.release[:2] >= saved.release[:2], (keras_bound, saved)
+
+
 # The image presets on every backend (each takes raw images through its own preprocessor); gpt4_ptb on two, JAX
 # (the README's) among them: that a `.keras` file predicts the same on every backend is tests/test_gpt.py's.
 SCORED_ON = {

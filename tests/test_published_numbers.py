@@ -823,9 +823,8 @@ def _bert_card():
         return " ".join(f.read().split())
 
 
-def _bert_cell(arm, seed, rate=None):
-    """The BERT study's one row of `arm` at `seed` (and at `rate`, as the result file writes it)."""
-    rows = lab_module("bert_ptb_study").STUDY.read_rows()
+def _bert_cell(rows, arm, seed, rate=None):
+    """The BERT study's one row among `rows` of `arm` at `seed` (and at `rate`, as the result file writes it)."""
     (row,) = [r for r in rows if (r["arm"], r["seed"]) == (arm, str(seed)) and rate in (None, r["learning_rate"])]
     return row
 
@@ -886,7 +885,7 @@ def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
     entropy, _ = _unigram(_bert_ptb()[1])
-    low, high = _bert_cell("post_24", 0, "0.001"), _bert_cell("post_24", 0, "0.003")
+    low, high = _bert_cell(rows, "post_24", 0, "0.001"), _bert_cell(rows, "post_24", 0, "0.003")
     text = _bert_card()
     assert (
         f"at 1e-3 it ends {entropy - float(low['test_loss']):.2f} nat below the masked words' unigram entropy (test "
@@ -895,20 +894,20 @@ def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
     )
     assert f"(similarity {float(high['similarity_end']):.3f}) and its test loss, {float(high['test_loss']):.3f}" in text
     assert f"is the unigram entropy's ({entropy:.2f})" in text and abs(float(high["test_loss"]) - entropy) < 0.01
-    fixed = _bert_cell("deescalate_24", 0, "0.001")
+    fixed = _bert_cell(rows, "deescalate_24", 0, "0.001")
     gap = float(low["test_loss"]) - float(fixed["test_loss"])
     assert f"De-escalated at 1e-3, seed 0: test loss {float(fixed['test_loss']):.3f}, {gap:.2f} nat below" in text
     assert max(abs(float(fixed[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    twin = _bert_cell("pre_24", 0, "0.001")
+    twin = _bert_cell(rows, "pre_24", 0, "0.001")
     assert float(fixed["test_loss"]) < float(twin["test_loss"]) < float(low["test_loss"])  # "between the two"
     assert (
         f"The pre-norm twin at 1e-3, seed 0: test loss {float(twin['test_loss']):.3f}, between the two, the last "
         f"block's similarity {float(twin['similarity_init']):.3f} -> {float(twin['similarity_end']):.3f}." in text
     )
-    fast = _bert_cell("deescalate_24", 0, "0.003")
+    fast = _bert_cell(rows, "deescalate_24", 0, "0.003")
     assert f"De-escalated at 3e-3, seed 0: test loss {float(fast['test_loss']):.3f}, the unigram entropy's" in text
     assert abs(float(fast["test_loss"]) - entropy) < 0.01 and abs(float(fast["similarity_end"])) < 5e-4
-    steep = _bert_cell("pre_24", 0, "0.003")
+    steep = _bert_cell(rows, "pre_24", 0, "0.003")
     assert float(steep["test_loss"]) < entropy - 0.1 and float(high["test_loss"]) > entropy - 0.01  # "where ... at it"
     assert (
         f"The pre-norm twin at 3e-3, seed 0: test loss {float(steep['test_loss']):.3f}, below the unigram entropy "
@@ -917,13 +916,13 @@ def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
         f"1e-3 cell's ({float(twin['valid_loss']):.3f}), so 1e-3 stays its rate so far" in text
     )
     assert engine.best_rate(rows, "pre_24", plan) == 1e-3
-    slow = _bert_cell("post_24", 0, "0.000333")
+    slow = _bert_cell(rows, "post_24", 0, "0.000333")
     assert (
         f"Post-norm at 3.33e-4, seed 0: validation loss {float(slow['valid_loss']):.3f}, above its 1e-3 cell's "
         f"{float(low['valid_loss']):.3f} (test loss {float(slow['test_loss']):.3f}), so 1e-3 is post-norm's rate"
         in text
     )
-    gentle = _bert_cell("deescalate_24", 0, "0.000333")
+    gentle = _bert_cell(rows, "deescalate_24", 0, "0.000333")
     assert (
         f"De-escalated at 3.33e-4, seed 0: validation loss {float(gentle['valid_loss']):.3f}, below its 1e-3 cell's "
         f"{float(fixed['valid_loss']):.3f} (test loss {float(gentle['test_loss']):.3f}, the lowest of any seed-0 cell, "
@@ -931,14 +930,14 @@ def test_the_bert_studys_rate_choosing_prose_holds_in_its_rows():
     )
     assert min(float(r["test_loss"]) for r in rows if r["seed"] == "0") == float(gentle["test_loss"])
     assert max(abs(float(gentle[c])) for c in ("similarity_init", "similarity_end")) < 5e-4
-    lowest = _bert_cell("deescalate_24", 0, "0.000111")
+    lowest = _bert_cell(rows, "deescalate_24", 0, "0.000111")
     assert (
         f"De-escalated at 1.11e-4, seed 0: validation loss {float(lowest['valid_loss']):.3f}, above its 3.33e-4 "
         f"cell's {float(gentle['valid_loss']):.3f} (test loss {float(lowest['test_loss']):.3f}), so 3.33e-4 is "
         "de-escalation's rate" in text
     )
     assert engine.best_rate(rows, "deescalate_24", plan) == 3.33e-4
-    calm = _bert_cell("pre_24", 0, "0.000333")
+    calm = _bert_cell(rows, "pre_24", 0, "0.000333")
     assert (
         f"The pre-norm twin at 3.33e-4, seed 0: validation loss {float(calm['valid_loss']):.3f}, above its 1e-3 cell's "
         f"{float(twin['valid_loss']):.3f} (test loss {float(calm['test_loss']):.3f}), so 1e-3 is the pre-norm twin's "
@@ -954,9 +953,9 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
     entropy, _ = _unigram(_bert_ptb()[1])
-    low = _bert_cell("post_24", 0, "0.001")
+    low = _bert_cell(rows, "post_24", 0, "0.001")
     text = _bert_card()
-    first = _bert_cell("post_24", 1)
+    first = _bert_cell(rows, "post_24", 1)
     seed_zero = [float(r["test_loss"]) for r in rows if r["seed"] == "0"]
     assert float(first["test_loss"]) < min(seed_zero)  # "below every seed-0 cell of every arm"
     assert float(first["similarity_end"]) < float(first["similarity_init"])  # "falling"
@@ -968,10 +967,10 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
         f"(falling, where seed 0's rose {float(low['similarity_init']):.3f} -> {float(low['similarity_end']):.3f})"
         in text
     )
-    twin_1, fixed_1 = _bert_cell("pre_24", 1), _bert_cell("deescalate_24", 1)
+    twin_1, fixed_1 = _bert_cell(rows, "pre_24", 1), _bert_cell(rows, "deescalate_24", 1)
     assert (twin_1["learning_rate"], fixed_1["learning_rate"]) == ("0.001", "0.000333")  # "each at its rate"
-    twin_0 = float(_bert_cell("pre_24", 0, "0.001")["test_loss"])
-    fixed_0 = float(_bert_cell("deescalate_24", 0, "0.000333")["test_loss"])
+    twin_0 = float(_bert_cell(rows, "pre_24", 0, "0.001")["test_loss"])
+    fixed_0 = float(_bert_cell(rows, "deescalate_24", 0, "0.000333")["test_loss"])
     assert (
         f"the pre-norm twin, {_quoted(twin_1)}, {float(twin_1['test_loss']) - twin_0:.2f} nat above its seed 0; "
         f"de-escalation, test loss "
@@ -983,7 +982,7 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     assert all(0 < entropy - float(r["test_loss"]) < 0.2 for r in (twin_1, fixed_1))  # "within 0.2 nat of"
     gaps = [float(r["test_loss"]) - float(first["test_loss"]) for r in (twin_1, fixed_1)]
     assert f"{gaps[0]:.2f} and {gaps[1]:.2f} nat above post-norm's seed 1" in text
-    post_2, fixed_2 = _bert_cell("post_24", 2), _bert_cell("deescalate_24", 2)
+    post_2, fixed_2 = _bert_cell(rows, "post_24", 2), _bert_cell(rows, "deescalate_24", 2)
     assert (post_2["learning_rate"], fixed_2["learning_rate"]) == ("0.001", "0.000333")
     post_2_loss, fixed_2_loss = float(post_2["test_loss"]), float(fixed_2["test_loss"])
     assert (
@@ -994,7 +993,7 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     assert post_2_loss < min(seed_zero)  # "learns as its seed 1 did": below every seed-0 cell, as seed 1
     above = [float(fixed_1["test_loss"]) - float(first["test_loss"]), fixed_2_loss - post_2_loss]
     assert min(above) > 0 and f"on both verdict seeds, by {above[0]:.2f} and {above[1]:.2f} nat" in text
-    twin_2, post_3 = _bert_cell("pre_24", 2), _bert_cell("post_24", 3)
+    twin_2, post_3 = _bert_cell(rows, "pre_24", 2), _bert_cell(rows, "post_24", 3)
     assert (twin_2["learning_rate"], post_3["learning_rate"]) == ("0.001", "0.001")
     assert (
         f"Seed 2 of the pre-norm twin: {_quoted(twin_2)}, "
@@ -1019,7 +1018,7 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
         f"{float(post_3['similarity_init']):.3f} -> {float(post_3['similarity_end']):.3f}), or "
         f"{min(gaps):.2f}-{max(gaps):.2f} nat lower" in text
     )
-    fixed_3 = _bert_cell("deescalate_24", 3)
+    fixed_3 = _bert_cell(rows, "deescalate_24", 3)
     fixed_3_loss = float(fixed_3["test_loss"])
     assert (
         fixed_3["learning_rate"] == "0.000333"

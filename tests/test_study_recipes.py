@@ -961,3 +961,30 @@ def test_the_bert_table_says_so_far_until_an_arms_rate_grid_is_settled():
         "3 cells measured (`zoo/bert_ptb/results.csv`). A cell's time, from its row: 24 layers, jax, cpu: "
         "41,600-43,200 s a cell (5.30 (5.20-5.40) s a step; 3 of them)."
     )
+
+
+def test_the_bert_seeds_table_pairs_each_seed_at_each_arms_rate_and_leaves_out_other_rates():
+    """`seeds_table`: a row a seed, each arm's cell at its best rate only, the questions' differences A - B in
+    test loss where both arms ran the seed, seed 0 marked as the one that chose the rates."""
+    study = lab_module("bert_ptb_study")
+
+    def row(arm, rate, seed, test_loss, valid_loss=5.0):
+        return {"arm": arm, "depth": "24", "learning_rate": f"{rate:g}", "seed": str(seed),
+                "test_loss": str(test_loss), "valid_loss": str(valid_loss),
+                "similarity_init": "0.4", "similarity_end": "0.25"}  # fmt: skip
+
+    rows = [row("post_24", 1e-3, 0, 5.1, 5.0), row("post_24", 3e-3, 0, 4.0, 5.5), row("post_24", 1e-3, 1, 4.2)]
+    rows += [row("deescalate_24", 1e-3, 0, 4.9), row("deescalate_24", 1e-3, 1, 5.0), row("pre_24", 1e-3, 0, 5.3)]
+    lines = study.seeds_table(rows, 24).splitlines()
+    assert lines[0] == (
+        "| seed | post_24 at 0.001 | deescalate_24 at 0.001 | pre_24 at 0.001 | deescalate_24 - post_24 | "
+        "deescalate_24 - pre_24 | pre_24 - post_24 |"
+    )
+    # post-norm's 3e-3 cell (test loss 4.0) is above its best rate on validation: not in the table
+    assert lines[2] == (
+        "| 0 (chose the rates) | 5.100 (0.400 -> 0.250) | 4.900 (0.400 -> 0.250) | 5.300 (0.400 -> 0.250) | "
+        "-0.20 | -0.40 | +0.20 |"
+    )
+    assert lines[3] == "| 1 | 4.200 (0.400 -> 0.250) | 5.000 (0.400 -> 0.250) |  | +0.80 |  |  |"
+    assert len(lines) == 4
+    assert study.seeds_tables(rows).endswith("\n\n48 layers: not run.")

@@ -171,6 +171,46 @@ def pilot_table():
     return "\n".join(lines)
 
 
+def seeds_tables(rows):
+    """`seeds_table` of each depth that has a row; a line for each that has none."""
+    blocks = []
+    for depth in DEPTHS:
+        run = any(int(r["depth"]) == depth for r in rows)
+        blocks.append(f"{depth} layers:\n\n{seeds_table(rows, depth)}" if run else f"{depth} layers: not run.")
+    return "\n\n".join(blocks)
+
+
+def seeds_table(rows, depth):
+    """Every seed at each arm's rate, side by side: each arm's test loss and the last block's similarity
+    (init -> end), then the questions' paired differences in test loss (A - B, nats: below 0, A ends lower),
+    the values the verdicts rank. Seed 0 chose the rates and is marked: the verdicts leave it out."""
+    arms = [f"{layout}_{depth}" for layout in LAYOUTS]
+    best = {arm: engine.at_best(rows, arm, PARTS[str(depth)][0]) for arm in arms}
+    cell = {(arm, int(r["seed"])): r for arm, (_, members) in best.items() for r in members}
+    pairs = [(a, b) for a, b, _ in QUESTIONS if {a, b} <= set(arms)]
+    header = [f"{arm} at {rate:g}" if rate else f"{arm} (not run)" for arm, (rate, _) in best.items()]
+    header += [f"{a} - {b}" for a, b in pairs]
+    lines = ["| seed | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
+    for seed in SEEDS:
+        if not any((arm, seed) in cell for arm in arms):
+            continue
+        values = [_seed_cell(cell.get((arm, seed))) for arm in arms]
+        for a, b in pairs:
+            both = (a, seed) in cell and (b, seed) in cell
+            loss = [float(cell[arm, seed]["test_loss"]) for arm in (a, b)] if both else None
+            values.append(f"{loss[0] - loss[1]:+.2f}" if both else "")
+        label = f"{seed} (chose the rates)" if seed == engine.SELECTION_SEED else str(seed)
+        lines.append(f"| {label} | " + " | ".join(values) + " |")
+    return "\n".join(lines)
+
+
+def _seed_cell(row):
+    """A seed's test loss (the last block's similarity, init -> end), or nothing before its row."""
+    if row is None:
+        return ""
+    return f"{float(row['test_loss']):.3f} ({float(row['similarity_init']):.3f} -> {float(row['similarity_end']):.3f})"
+
+
 def verdicts_table(rows):
     """The card's questions, each arm at its best rate, decided on test loss over the verdict seeds (one family)."""
     from recipes.lab import verdicts

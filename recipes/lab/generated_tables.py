@@ -31,7 +31,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | depth_rates, depth_rates_results, depth_rates_grid, depth_rates_verdicts | zoo/depth80_fashion_mnist/depth_rates.csv | `keras-tse study depth_rates --jobs 2` (cell by cell, resumable) |
 | depth_dynamics, depth_dynamics_profiles | zoo/depth80_fashion_mnist/depth_dynamics.json | `KERAS_BACKEND=jax python -m recipes.lab.depth_dynamics --out zoo/depth80_fashion_mnist/depth_dynamics.json` |
 | depth_rates320, depth_rates320_results | zoo/depth80_fashion_mnist/depth_rates320.csv | `keras-tse study depth_rates320 --jobs 2` (cell by cell, resumable) |
-| bert_ptb, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
+| bert_ptb, bert_ptb_seeds, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
 | bert_ptb_pilot | zoo/bert_ptb/pilot_400_steps.csv, pilot_2000_steps.json | the study's first cells, then `train_cell` at `STEPS = 2000` |
 | depth_remedies, depth_remedies_results, depth_remedies_verdicts | zoo/depth80_fashion_mnist/depth_remedies.csv | `keras-tse study depth_remedies --jobs 2` (cell by cell, resumable) |
 | vit6_selection | zoo/vit6_fashion_mnist/selection.csv | `keras-tse study vit6_selection --jobs 2` (cell by cell, resumable) |
@@ -227,6 +227,9 @@ def render(name):
         return study.table(study.read_rows())
     if name == "bert_ptb_pilot":
         return _generator("bert_ptb_study").pilot_table()
+    if name == "bert_ptb_seeds":
+        study = _generator("bert_ptb_study")
+        return study.seeds_tables(study.STUDY.read_rows())
     if name == "bert_ptb_verdicts":
         study = _generator("bert_ptb_study")
         return study.verdicts_table(study.STUDY.read_rows())

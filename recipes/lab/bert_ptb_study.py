@@ -188,17 +188,14 @@ def seeds_table(rows, depth):
     best = {arm: engine.at_best(rows, arm, PARTS[str(depth)][0]) for arm in arms}
     cell = {(arm, int(r["seed"])): r for arm, (_, members) in best.items() for r in members}
     pairs = [(a, b) for a, b, _ in QUESTIONS if {a, b} <= set(arms)]
-    header = [f"{arm} at {rate:g}" if rate else f"{arm} (not run)" for arm, (rate, _) in best.items()]
+    header = [f"{arm} at {rate:g}" if rate is not None else f"{arm} (not run)" for arm, (rate, _) in best.items()]
     header += [f"{a} - {b}" for a, b in pairs]
     lines = ["| seed | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
     for seed in SEEDS:
         if not any((arm, seed) in cell for arm in arms):
             continue
         values = [_seed_cell(cell.get((arm, seed))) for arm in arms]
-        for a, b in pairs:
-            both = (a, seed) in cell and (b, seed) in cell
-            loss = [float(cell[arm, seed]["test_loss"]) for arm in (a, b)] if both else None
-            values.append(f"{loss[0] - loss[1]:+.2f}" if both else "")
+        values += [_difference(cell.get((a, seed)), cell.get((b, seed))) for a, b in pairs]
         label = f"{seed} (chose the rates)" if seed == engine.SELECTION_SEED else str(seed)
         lines.append(f"| {label} | " + " | ".join(values) + " |")
     return "\n".join(lines)
@@ -209,6 +206,11 @@ def _seed_cell(row):
     if row is None:
         return ""
     return f"{float(row['test_loss']):.3f} ({float(row['similarity_init']):.3f} -> {float(row['similarity_end']):.3f})"
+
+
+def _difference(a, b):
+    """Test loss of row `a` less row `b`'s, or nothing until both rows are there."""
+    return "" if a is None or b is None else f"{float(a['test_loss']) - float(b['test_loss']):+.2f}"
 
 
 def verdicts_table(rows):

@@ -958,7 +958,8 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     entropy, _ = _unigram(_bert_ptb()[1])
     text = _bert_card()
     _, post = engine.at_best(rows, "post_24", plan)
-    loss = {(r["arm"], r["seed"]): float(r["test_loss"]) for r in rows if r["depth"] == "24"}
+    # the verdict seeds' test losses: each arm runs seeds 1-5 at its rate only (seed 0 runs at every rate)
+    loss = {(r["arm"], r["seed"]): float(r["test_loss"]) for r in rows if r["depth"] == "24" and r["seed"] != "0"}
 
     def rising(r):
         return float(r["similarity_end"]) > float(r["similarity_init"]) + 0.01
@@ -978,9 +979,9 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     )
     assert all(map(rising, stayed))
     assert (
-        max(loss["post_24", r["seed"]] for r in lowest)
+        max(float(r["test_loss"]) for r in lowest)
         < float(between["test_loss"])
-        < min(loss["post_24", r["seed"]] for r in stayed)
+        < min(float(r["test_loss"]) for r in stayed)
     )
     ranked = sorted(post, key=lambda r: -float(r["test_loss"]))
     up = len(stayed) + 1
@@ -994,7 +995,7 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     mean = sum(verdict_post) / len(verdict_post)  # "stands between its outcomes and is no run's"
     assert max(float(r["test_loss"]) for r in lowest) < mean < min(float(r["test_loss"]) for r in stayed)
     assert min(abs(mean - v) for v in verdict_post) > 0.1
-    others = [entropy - v for (arm, seed), v in loss.items() if arm != "post_24" and seed != "0"]
+    others = [entropy - v for (arm, _), v in loss.items() if arm != "post_24"]
     assert f"end every verdict seed {min(others):.2f}-{max(others):.2f} nat below the unigram entropy" in text
     assert max(others) < min(entropy - float(r["test_loss"]) for r in learned)  # "with no such split"
 

@@ -64,6 +64,19 @@ def test_every_preset_has_its_metadata_and_an_existing_card():
     assert zoo.presets()["transformer_xl8_small"]["input"].startswith("[8, 32] token ids")
 
 
+def test_the_zoo_index_lists_every_preset_with_its_card_and_links_every_card():
+    """zoo/README.md, the cards' index: a table row for each preset naming its card, and a link to each card."""
+    with open(os.path.join(ROOT, "zoo", "README.md")) as f:
+        index = f.read()
+    for name, entry in zoo.presets().items():
+        page = os.path.basename(entry["card"])
+        assert any(
+            line.startswith(f"| `{name}` |") and line.endswith(f"| [{page}]({page}) |") for line in index.splitlines()
+        ), name
+    cards = sorted(f for f in os.listdir(os.path.join(ROOT, "zoo")) if f.endswith(".md") and f != "README.md")
+    assert [card for card in cards if f"]({card})" not in index] == []
+
+
 @pytest.mark.parametrize("keyword", ["pretrained", "load_weights"])
 def test_asking_for_weights_says_none_are_published(keyword):
     with pytest.raises(ValueError, match=r"No weights are published for preset 'vit24_digits' yet.*vit24_digits\.md"):

@@ -988,3 +988,23 @@ def test_the_bert_seeds_table_pairs_each_seed_at_each_arms_rate_and_leaves_out_o
     assert lines[3] == "| 1 | 4.200 (0.400 -> 0.250) | 5.000 (0.400 -> 0.250) |  | +0.80 |  |  |"
     assert len(lines) == 4
     assert study.seeds_tables(rows).endswith("\n\n48 layers: not run.")
+
+
+def test_the_bert_verdicts_table_gives_each_verdict_its_difference_and_the_gap_its_seeds_could_see():
+    """`verdicts_table` on five paired verdict seeds whose differences A - B are 0.1 ... 0.5 nat: the mean +0.30,
+    the gap visible (t_{0.975,4} + t_{0.8,4}) * sd / sqrt(5) = (2.7764 + 0.9410) * 0.1581 / 2.2361 = 0.26, and
+    the rule's verdict (p = 0.013, a family of one: the only question both of whose arms have seeds)."""
+    study = lab_module("bert_ptb_study")
+
+    def row(arm, seed, test_loss):
+        return {"arm": arm, "depth": "24", "learning_rate": "0.001", "seed": str(seed), "test_loss": str(test_loss),
+                "valid_loss": "5.0"}  # fmt: skip
+
+    rows = [row("post_24", seed, 4.5 + 0.01 * seed) for seed in range(6)]
+    rows += [row("deescalate_24", seed, 4.5 + 0.01 * seed + 0.1 * seed) for seed in range(6)]
+    lines = study.verdicts_table(rows).splitlines()
+    assert lines[2] == (
+        "| at 24 layers: de-escalation against post-norm as published | deescalate_24 | post_24 | A loses to B "
+        "| +0.30 | 0.26 |"
+    )
+    assert lines[3].endswith("| deescalate_24 | pre_24 | not measured | | |")

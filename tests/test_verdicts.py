@@ -165,7 +165,7 @@ def test_a_claim_on_a_cell_study_leaves_out_the_seed_that_chose_the_rate():
     """ptb_warmup judges test perplexity (lower is better) unless a metric is named; tau_sweep train loss;
     bert_ptb test loss. Seed 0 chose each arm's rate, so the verdict seeds are 1-5."""
     claims = lab_module("verdict_claims")
-    ((arm, seeds),) = claims.SOURCES["ptb_warmup"](None, "pre", None, None)
+    ((arm, seeds),) = claims.arm_seeds("ptb_warmup", None, "pre")
     assert arm == "pre" and sorted(seeds) == [1, 2, 3, 4, 5]
     assert claims.check("ptb_warmup", None, "pre beats causal") == []
     assert claims.check("ptb_warmup", "valid_loss", "causal beats pre") == [
@@ -173,7 +173,7 @@ def test_a_claim_on_a_cell_study_leaves_out_the_seed_that_chose_the_rate():
     ]
     with pytest.raises(ValueError, match="the tau_sweep study has no arm 'tau_2': expected one of tau_0, "):
         claims.check("tau_sweep", None, "tau_2 beats tau_0")
-    ((arm, seeds),) = claims.SOURCES["bert_ptb"](None, "post_24", None, None)
+    ((arm, seeds),) = claims.arm_seeds("bert_ptb", None, "post_24")
     assert arm == "post_24" and sorted(seeds) == [1, 2, 3, 4, 5]
     # on its own (a family of one) the BERT card's first question is decided: its card asks three, and decides none
     assert claims.check("bert_ptb", None, "deescalate_24 loses to post_24") == []

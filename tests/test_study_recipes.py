@@ -365,6 +365,34 @@ def test_a_cells_seconds_add_up_over_the_calls_that_ran_it(tmp_path, monkeypatch
     assert (tmp_path / "cell.log.seconds").read_text() == "6.5\n"
 
 
+def test_a_running_cells_time_so_far_is_on_disk_before_it_ends(tmp_path, monkeypatch):
+    """A study killed outright (no `finally` runs) keeps its running cell's time up to its last tally: the
+    cell, a process, reads `.seconds` while it still runs and finds the earlier call's 4.0 s plus this one's
+    so far (a stand-in clock that moves 1 s a reading: no real time is read)."""
+    import itertools
+    import sys
+    import types
+
+    engine = lab_module("engine")
+    readings = itertools.count(10.0, 1.0)
+    monkeypatch.setattr(engine, "time", types.SimpleNamespace(perf_counter=lambda: next(readings)))
+    monkeypatch.setattr(engine, "TALLY_S", 0.2)
+    log, seen = tmp_path / "cell.log", tmp_path / "seen"
+    (tmp_path / "cell.log.seconds").write_text("4.0\n")
+    code = (  # the cell: wait (at most 2,000 polls) until the file changes, then record what it holds
+        "import pathlib, time\n"
+        f"tally = pathlib.Path({str(tmp_path / 'cell.log.seconds')!r})\n"
+        "for _ in range(2000):\n"
+        "    if tally.read_text() != '4.0\\n':\n"
+        "        break\n"
+        "    time.sleep(0.01)\n"
+        f"pathlib.Path({str(seen)!r}).write_text(tally.read_text())\n"
+    )
+    engine.run_process([sys.executable, "-c", code], str(log), "cell")
+    tallied = float(seen.read_text())  # 4.0 before, + 1 s a reading since this call's start: 5.0 at the first
+    assert tallied >= 5.0 and tallied.is_integer()  # tally (later ones if the cell looked late)
+
+
 _STUDY_THAT_SLEEPS = """
 import os, sys
 from keras_tse import interrupts

@@ -168,7 +168,7 @@ def run_process(command, log_path, what, backend="jax"):
         _CELLS.processes.add(process)
         try:
             with _cells_stop_with_the_study():  # one cell at a time: the interrupt comes in this thread
-                code = process.wait()
+                code = _wait_tallying(process, log_path, spent, start)
         finally:
             _CELLS.processes.discard(process)
             spent += time.perf_counter() - start
@@ -178,6 +178,20 @@ def run_process(command, log_path, what, backend="jax"):
     if code and code != STOPPED:
         raise RuntimeError(f"{what} failed (exit {code}); see {log_path}")
     return round(spent, 1)
+
+
+TALLY_S = 60  # a running cell's time so far is written this often
+
+
+def _wait_tallying(process, log_path, spent, start):
+    """`process`'s exit code, its time so far written to `log_path`.seconds every `TALLY_S` while it runs:
+    a study killed outright (SIGKILL, the machine's end) runs no `finally`, and the cell's resumed row would
+    count its last call's time alone."""
+    while True:
+        try:
+            return process.wait(timeout=TALLY_S)
+        except subprocess.TimeoutExpired:
+            write_text(log_path + SECONDS, f"{spent + time.perf_counter() - start:.1f}\n")
 
 
 STOPPED = 3  # keras_tse.cli.flags.STOPPED_STATUS: the cell's loss became non-finite; a row, read as diverged

@@ -1032,15 +1032,13 @@ def test_the_bert_studys_verdict_seed_prose_holds_in_its_rows():
     assert abs(against_twin.estimate) < against_twin.min_effect  # "under the rule's minimum effect"
     said = f"de-escalation ends {-fixed.estimate:.2f} nat above post-norm on average, a paired difference whose p"
     assert f"{said} alone would be {fixed.p_difference:.3f}, and the pre-norm twin {-twin_post.estimate:.2f}" in text
-    assert (
-        f"p alone {twin_post.p_difference:.3f}; de-escalation against the twin, p {against_twin.p_difference:.3f}"
-        in (text)
-    )
+    said = f"p alone {twin_post.p_difference:.3f}; de-escalation against the twin, p {against_twin.p_difference:.3f}"
+    assert said in text
     assert [verdicts.decide([c])[0] for c in family] == [verdicts.LOSES, verdicts.INCONCLUSIVE, verdicts.LOSES]
     smallest = min(p for c in family for p in (c.p_difference, c.p_equivalence))
     assert f"whose smallest p ({smallest:.3f}) is above 5%/3, so the rule decides none of them" in text
     assert 0.05 / 3 < smallest and verdicts.stated(family) == [verdicts.INCONCLUSIVE] * 3
-    visible = sorted(verdicts.Comparison.smallest_visible_effect(c) for c in (fixed, twin_post))
+    visible = sorted(c.smallest_visible_effect() for c in (fixed, twin_post))
     shown = sorted(-c.estimate for c in (fixed, twin_post))
     assert f"({visible[0]:.2f}-{visible[1]:.2f} nat, the table below) above the {shown[0]:.2f}-{shown[1]:.2f}" in text
     assert visible[0] > shown[1]

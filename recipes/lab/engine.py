@@ -172,7 +172,7 @@ def run_process(command, log_path, what, backend="jax"):
         finally:
             _CELLS.processes.discard(process)
             spent += time.perf_counter() - start
-            write_text(log_path + SECONDS, f"{spent:.1f}\n")
+            _write_seconds(log_path, spent)
     if _CELLS.stopping:
         raise CellStopped(what)  # the budget stopped it: no row; its folder resumes on the next call
     if code and code != STOPPED:
@@ -191,7 +191,7 @@ def _wait_tallying(process, log_path, spent, start):
         try:
             return process.wait(timeout=TALLY_S)
         except subprocess.TimeoutExpired:
-            write_text(log_path + SECONDS, f"{spent + time.perf_counter() - start:.1f}\n")
+            _write_seconds(log_path, spent + time.perf_counter() - start)
 
 
 STOPPED = 3  # keras_tse.cli.flags.STOPPED_STATUS: the cell's loss became non-finite; a row, read as diverged
@@ -212,6 +212,10 @@ def read_summary(folder):
 
 
 SECONDS = ".seconds"  # beside a cell's log: the seconds its calls took so far
+
+
+def _write_seconds(log_path, seconds):
+    write_text(log_path + SECONDS, f"{seconds:.1f}\n")
 
 
 def _seconds_spent(log_path):

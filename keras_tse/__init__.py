@@ -29,7 +29,7 @@ The words, one for each thing:
 import importlib
 import sys
 
-from keras_tse._lazy import after_import, lazy_exports, load_all, wrapped_spec
+from keras_tse._lazy import after_import, lazy_exports, load_all
 
 __version__ = "0.1.0"
 
@@ -51,42 +51,11 @@ def _register():
         load_all(importlib.import_module(f"{__name__}.{name}"))
 
 
-class _RegisterWithKeras:
-    """An import hook (a `sys.meta_path` finder) that registers the library once Keras is imported.
-
-    It wraps the loading of `keras` and of every keras_tse submodule, counting the keras_tse imports
-    under way: registering in the middle of one (Keras imported by `keras_tse.layers` itself) would
-    re-enter a half-initialised module, so registration waits until none is under way. Then the hook
-    removes itself; every other import passes it untouched.
-    """
-
-    def __init__(self):
-        self.depth = 0
-
-    def find_spec(self, fullname, path=None, target=None):
-        if fullname != "keras" and not fullname.startswith(f"{__name__}."):
-            return None
-        return wrapped_spec(self, fullname, path, target, self._counting)
-
-    def _counting(self, exec_module):
-        def exec_then_maybe_register(module):
-            self.depth += 1
-            try:
-                exec_module(module)
-            finally:
-                self.depth -= 1
-            if self.depth == 0 and "keras" in sys.modules and self in sys.meta_path:
-                sys.meta_path.remove(self)
-                _register()
-
-        return exec_then_maybe_register
-
-
 def _register_with_keras():
     if "keras" in sys.modules:
         _register()  # Keras is already paid for: register now, as an eager package would
-    elif not any(isinstance(hook, _RegisterWithKeras) for hook in sys.meta_path):
-        sys.meta_path.insert(0, _RegisterWithKeras())
+    else:  # once Keras is imported, and no keras_tse module is half-initialised (Keras imported by one)
+        after_import("keras", _register, inside=__name__)
 
 
 _register_with_keras()

@@ -19,7 +19,10 @@ class InputError(ValueError):
 class TrainingStopped(Exception):
     """Variants whose training loss became non-finite (`keras_tse.callbacks.StopOnNonFinite`): they stopped,
     their folders keep the last finite epoch's checkpoint and no finished run's numbers. The commands print
-    it as one line and exit with status 3 (`keras_tse.cli.flags.STOPPED_STATUS`)."""
+    it as one line and exit with status `STOPPED_STATUS`."""
+
+
+STOPPED_STATUS = 3  # the exit status of a training stopped on a non-finite loss: a study reads its row as diverged
 
 
 ACTIVATIONS = ("relu", "gelu", "silu", "tanh")

@@ -55,28 +55,39 @@ def wrapped_spec(hook, fullname, path, target, wrap):
 
 class _AfterImport:
     """A `sys.meta_path` finder that calls `then()` once module `name` has been imported whole (its own
-    imports done), then leaves `sys.meta_path`; every other import passes it untouched."""
+    imports done) and no import of a submodule of package `inside` is under way, then leaves
+    `sys.meta_path`; every other import passes it untouched. It counts the imports under way of `name` and
+    of `inside`'s submodules: `then()` in the middle of one (`name` imported by such a submodule) would
+    re-enter a half-initialised module."""
 
-    def __init__(self, name, then):
-        self.name, self.then = name, then
+    def __init__(self, name, then, inside=None):
+        self.name, self.then, self.inside, self.depth = name, then, inside, 0
+
+    def _watched(self, fullname):
+        return fullname == self.name or (self.inside is not None and fullname.startswith(f"{self.inside}."))
 
     def find_spec(self, fullname, path=None, target=None):
-        return wrapped_spec(self, fullname, path, target, self._then_after) if fullname == self.name else None
+        return wrapped_spec(self, fullname, path, target, self._counting) if self._watched(fullname) else None
 
-    def _then_after(self, exec_module):
+    def _counting(self, exec_module):
         def exec_then(module):
-            exec_module(module)
-            if self in sys.meta_path:
+            self.depth += 1
+            try:
+                exec_module(module)
+            finally:
+                self.depth -= 1
+            if self.depth == 0 and self.name in sys.modules and self in sys.meta_path:
                 sys.meta_path.remove(self)
                 self.then()
 
         return exec_then
 
 
-def after_import(name, then):
-    """Call `then()` once module `name`, not imported yet, has been imported whole."""
+def after_import(name, then, inside=None):
+    """Call `then()` once module `name`, not imported yet, has been imported whole, at a moment when no
+    import of a submodule of package `inside` is under way."""
     if not waiting_for(name):
-        sys.meta_path.insert(0, _AfterImport(name, then))
+        sys.meta_path.insert(0, _AfterImport(name, then, inside))
 
 
 def waiting_for(name):

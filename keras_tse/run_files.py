@@ -14,6 +14,7 @@ import fnmatch
 import glob
 import json
 import os
+import shutil
 import warnings
 
 import numpy as np
@@ -62,8 +63,6 @@ def claim_folder(
     except RunFolderMismatch:
         if not os.path.exists(record):
             raise
-        from keras_tse.data.own import describe_change
-
         with open(record) as f:
             before, now = json.load(f), data_contents()
         if before == now:
@@ -110,6 +109,32 @@ def _claim(folder, command, settings, writes, marker, flag, settings_before):
         return _claim(folder, command, settings, writes, marker, flag, settings_before)
     write_json(path, {"command": command, "settings": settings})
     return "new"
+
+
+def describe_change(before, after, shown=3):
+    """What differs between two `contents` records, in words: files (arrays) added, removed, edited."""
+
+    def listed(names):
+        return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
+
+    parts = []
+    for word, names in (
+        ("added", sorted(set(after) - set(before))),
+        ("removed", sorted(set(before) - set(after))),
+        (
+            "changed",
+            [_changed(k, before[k], after[k]) for k in sorted(set(before) & set(after)) if before[k] != after[k]],
+        ),
+    ):
+        if names:
+            parts.append(f"{len(names)} {word}: {listed(names)}")
+    return "; ".join(parts) or "no file differs (the same files, read in another order or split)"
+
+
+def _changed(name, before, after):
+    """A changed entry's name, with an array's shape before and after where that changed."""
+    shape_before, shape_after = before.rpartition(" ")[0], after.rpartition(" ")[0]  # "" for a file's digest
+    return f"{name} ({shape_before} -> {shape_after})" if shape_before != shape_after else name
 
 
 def _drop_partial(path):
@@ -182,6 +207,18 @@ def write_csv(path, fieldnames, rows):
         writer = csv.DictWriter(f, fieldnames=list(fieldnames))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def save_arrays(path, **arrays):
+    """`numpy.savez` of `arrays` into `path`, whole or not at all."""
+    with replacing(path, "wb") as f:
+        np.savez(f, **arrays)
+
+
+def copy_file(source, path):
+    """A copy of `source` at `path`, whole or not at all."""
+    with open(source, "rb") as original, replacing(path, "wb") as f:
+        shutil.copyfileobj(original, f)
 
 
 def save_model(model, path):

@@ -1,4 +1,5 @@
-"""Keep a CI run's measured times: parse the output of `.ci/run` into tests/ci_times.json.
+"""Keep a CI run's measured times: parse the output of `.ci/run` into tests/ci_times.json (each backend's
+wall time and the total, one record a run) and tests/durations.json (the last run's per-test seconds).
 
     CI=true bash .ci/run > ci.log 2>&1
     python tests/ci_times.py ci.log --date 2026-11-23 --machine "2-core AMD EPYC CPU, 24 GiB" \
@@ -18,10 +19,13 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMES = os.path.join(ROOT, "tests", "ci_times.json")
+DURATIONS = os.path.join(ROOT, "tests", "durations.json")
 BACKENDS = ("tensorflow", "jax", "torch")
 WALL = re.compile(r"^===== KERAS_BACKEND=(\w+): (\d+) s =====$", re.M)
 SUMMARY = re.compile(r"^=+ (.*?) in [\d.]+s(?: \([\d:]+\))? =+$", re.M)
 TOTAL = re.compile(r"^ci total: (\d+) s$", re.M)
+# pytest's --durations lines: "12.34s call     tests/test_x.py::test_y[case]"
+DURATION = re.compile(r"^([\d.]+)s (setup|call|teardown) +(tests/.+)$", re.M)
 
 
 def parse(log, total=None):
@@ -39,6 +43,19 @@ def parse(log, total=None):
     if total is None and not found:
         raise ValueError("the log has no 'ci total: N s' line; give --total")
     return backends, int(total if total is not None else found[-1])
+
+
+def durations(log):
+    """{backend: {test: seconds}}, each test's setup, call and teardown summed, slowest first, from the
+    text of one `.ci/run` (pytest prints every phase of a second or more: tests/run_all_backends.py)."""
+    parts = WALL.split(log)
+    found = {}
+    for backend, text in zip(parts[1::3], parts[3::3]):
+        seconds = {}
+        for value, _, test in DURATION.findall(text):
+            seconds[test] = round(seconds.get(test, 0.0) + float(value), 2)
+        found[backend] = dict(sorted(seconds.items(), key=lambda item: (-item[1], item[0])))
+    return found
 
 
 def markdown_table(records):
@@ -77,6 +94,7 @@ def main(argv=None):
     parser.add_argument("--total", type=int, help="seconds, where the log has no total line")
     parser.add_argument("--beside", required=True, help='what ran beside it on the machine ("nothing", a study, ...)')
     parser.add_argument("--out", default=TIMES)
+    parser.add_argument("--durations", default=DURATIONS, help="where the run's per-test seconds go (replaced)")
     args = parser.parse_args(argv)
     with open(args.log) as f:
         log = f.read()
@@ -90,6 +108,9 @@ def main(argv=None):
     records.append({**record, "backends": backends})
     with open(args.out, "w") as f:
         json.dump(records, f, indent=1)
+        f.write("\n")
+    with open(args.durations, "w") as f:
+        json.dump({"commit": args.commit, "machine": args.machine, "seconds": durations(log)}, f, indent=1)
         f.write("\n")
     print(markdown_table(records[-1:]))
 

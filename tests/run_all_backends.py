@@ -26,7 +26,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 BACKENDS = ("tensorflow", "jax", "torch")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DURATIONS = ["--durations=30", "--durations-min=1.0"]
+# every test phase of a second or more, not only the slowest 30: tests/ci_times.py keeps them
+# (tests/durations.json) so that the tests to make cheaper are known when the suite grows
+DURATIONS = ["--durations=0", "--durations-min=1.0"]
 COMPILE_CACHE = "KERAS_TSE_COMPILE_CACHE"  # keras_tse.training.compile_cache reads it
 SHARED_TESTS = "KERAS_TSE_SHARED_TESTS"  # tests/conftest.py reads it
 WITH_ONCE = {  # what a process runs of the backend-independent tests, by its mode

@@ -7,6 +7,7 @@ traceback; every file that was there before byte-identical after, and nothing ne
 folder's manifest. The backend cases start a fresh interpreter (Keras reads its backend at import).
 """
 
+import csv
 import hashlib
 import json
 import os
@@ -572,6 +573,52 @@ def test_the_readmes_own_image_command_trains_without_tensorflow(tmp_path):
         assert json.load(f)["overrides"]["num_classes"] == 2
 
 
+@pytest.mark.starts_processes
+@pytest.mark.parametrize("argv", [["train", "--help"], ["train", "-h"]])
+def test_train_help_answers_where_keras_json_names_a_backend_that_is_not_installed(tmp_path, argv):
+    """The quick install (no TensorFlow), KERAS_BACKEND unset and keras.json naming TensorFlow, as Keras writes
+    it at its first import: `keras-tse train --help` lists the names, on the backend that is installed."""
+    (tmp_path / "keras_home").mkdir()
+    (tmp_path / "keras_home" / "keras.json").write_text(json.dumps({"backend": "tensorflow"}))
+    result = fresh([*CLI, *argv], tmp_path, hide_tensorflow=True)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "NAME: vit, lm, " in result.stdout and "Traceback" not in result.stderr
+
+
+# --- the same numbers whatever else is installed -----------------------------------------------------
+
+SAME_RUN = ["train", "vit", "--dataset", "digits", "--norm", "post", "--depth", "1", "--hidden-dim", "8"]
+SAME_RUN += ["--num-heads", "2", "--patch-size", "4", "--epochs", "2", "--batch-size", "64", "--seed", "3"]
+
+
+def _history(folder):
+    """history.csv's columns but its clock's: what a run computed, epoch by epoch."""
+    with open(folder / "post" / "history.csv") as f:
+        rows = list(csv.DictReader(f))
+    return [{k: v for k, v in row.items() if "time" not in k and "seconds" not in k} for row in rows]
+
+
+@pytest.mark.starts_processes
+def test_a_training_gives_the_same_history_with_tensorflow_installed_or_not(tmp_path):
+    """The input pipeline is chosen by name, never by what is installed: the same command (JAX, shuffled
+    epochs) in a process that can import TensorFlow and one that cannot writes the same history digit for
+    digit; a run that trained on tf.data refuses, in one line, to go on where TensorFlow is missing."""
+    runs = {}
+    for hidden in (False, True):
+        out = tmp_path / f"hidden_{hidden}"
+        result = fresh([*CLI, *SAME_RUN, "--out", str(out)], tmp_path, backend="jax", hide_tensorflow=hidden)
+        assert result.returncode == 0, result.stderr[-3000:]
+        runs[hidden] = _history(out)
+    assert len(runs[True]) == 2 and runs[True] == runs[False]
+    with open(tmp_path / "hidden_True" / "post" / "config.json") as f:
+        assert json.load(f)["train"]["data_pipeline"] == "numpy"
+    tf_run = [*CLI, *SAME_RUN[:-6], "--epochs", "1", "--data-pipeline", "tf", "--out", str(tmp_path / "tf")]
+    assert fresh(tf_run, tmp_path, backend="jax").returncode == 0
+    refused = fresh(tf_run, tmp_path, backend="jax", hide_tensorflow=True)
+    assert refused.returncode == 2 and refused.stderr.count("error:") == 1, refused.stderr[-3000:]
+    assert "--data-pipeline: received tf (given, or the pipeline the run in --out trained with)" in refused.stderr
+
+
 # --- the README's own-data minimums are the code's --------------------------------------------------
 
 
@@ -712,7 +759,7 @@ def test_own_images_are_read_by_their_real_bit_depth_and_transparency(tmp_path):
 
 def test_a_change_of_data_is_named_file_by_file_and_array_by_array(tmp_path):
     from keras_tse.data import contents
-    from keras_tse.data.own import describe_change
+    from keras_tse.run_files import describe_change
 
     before = contents(npz(tmp_path / "a.npz"))
     after = contents(npz(tmp_path / "b.npz", x_train=np.zeros((30, 8, 8), "uint8"), drop="y_test"))

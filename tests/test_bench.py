@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 
 from keras_tse import zoo
-from keras_tse.cli import bench, bench_cases, timm_peer
 from keras_tse.layers import transformer_block
 from keras_tse.layers._residual import residual_stream
+from keras_tse.training import bench_cases, timm_peer
+from keras_tse.training import benchmark as bench
 from tests.helpers import tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py

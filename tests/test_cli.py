@@ -52,7 +52,7 @@ def test_recipe_help_answers_without_keras(recipe):
 
 
 def test_demo_help_states_the_defaults_of_demo_config():
-    from keras_tse.cli.demo import DemoConfig
+    from keras_tse.training.demo import DemoConfig
 
     defaults = DemoConfig()
     text = cli._parser()._subparsers._group_actions[0].choices["demo"].format_help()
@@ -132,13 +132,13 @@ def test_info_names_the_backend_its_version_and_whether_a_gpu_is_used(backend):
 def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_where_no_gpu_can_be_seen():
     """Importing TensorFlow takes 3.4-4.5 s on the 2-core CPU, over info's 2 s; where no GPU driver
     loads, info answers without it, and the answer is TensorFlow's own listing."""
-    from keras_tse.cli import info
+    from keras_tse import machine
 
     listing = (
-        "import tensorflow as tf\nfrom keras_tse.cli.info import backend_devices\n"
+        "import tensorflow as tf\nfrom keras_tse.machine import backend_devices\n"
         "print(repr(backend_devices('tensorflow')))"
     )
-    if info.tensorflow_could_see_a_gpu():
+    if machine.tensorflow_could_see_a_gpu():
         pytest.skip("a GPU driver loads here: info imports TensorFlow, the listing is its own")
     env = {"TF_CPP_MIN_LOG_LEVEL": "3"}
     with_tf = (
@@ -157,31 +157,31 @@ def test_info_on_tensorflow_lists_what_tensorflow_lists_without_importing_it_whe
     without += "print(repr(sorted(m for m in ('tensorflow', 'keras') if m in sys.modules)))"
     imported = _fresh(without, backend="tensorflow").stdout.strip()
     assert imported == "[]"
-    assert repr(info.backend_devices("tensorflow")) == with_tf
+    assert repr(machine.backend_devices("tensorflow")) == with_tf
 
 
 def test_info_imports_tensorflow_where_a_gpu_driver_or_a_device_plug_in_is_found(monkeypatch, tmp_path):
-    from keras_tse.cli import info
+    from keras_tse import machine
 
     if sys.platform != "linux":
         pytest.skip("off Linux info always asks TensorFlow")
-    monkeypatch.setattr(info, "_loadable", lambda library: True)
-    assert info.tensorflow_could_see_a_gpu()
-    monkeypatch.setattr(info, "_loadable", lambda library: False)
-    assert not info.tensorflow_could_see_a_gpu()  # the CUDA build here, no driver
+    monkeypatch.setattr(machine, "_loadable", lambda library: True)
+    assert machine.tensorflow_could_see_a_gpu()
+    monkeypatch.setattr(machine, "_loadable", lambda library: False)
+    assert not machine.tensorflow_could_see_a_gpu()  # the CUDA build here, no driver
     monkeypatch.setenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH", str(tmp_path))
-    assert info.tensorflow_could_see_a_gpu()
+    assert machine.tensorflow_could_see_a_gpu()
     monkeypatch.delenv("TF_PLUGGABLE_DEVICE_LIBRARY_PATH")
     changed = tmp_path / "build_info.py"
     changed.write_text("information = {}\n")  # a future TensorFlow renaming the dict: ask TensorFlow
-    assert info._tensorflow_build_info(str(changed)) is None
-    assert info._tensorflow_build_info(str(tmp_path / "missing.py")) is None
-    monkeypatch.setattr(info, "_tensorflow_build_info", lambda path: None)
-    assert info.tensorflow_could_see_a_gpu()
+    assert machine._tensorflow_build_info(str(changed)) is None
+    assert machine._tensorflow_build_info(str(tmp_path / "missing.py")) is None
+    monkeypatch.setattr(machine, "_tensorflow_build_info", lambda path: None)
+    assert machine.tensorflow_could_see_a_gpu()
 
 
 def test_demo_quick_is_one_seed_for_three_epochs_at_half_depth_and_keeps_what_the_user_gave():
-    from keras_tse.cli.demo import DemoConfig
+    from keras_tse.training.demo import DemoConfig
 
     quick = flags.config_from(DemoConfig, cli._parser().parse_args(["demo", "--quick"]))
     assert (quick.epochs, quick.seeds, quick.depth) == (3, (0,), 12)
@@ -326,3 +326,18 @@ def test_info_under_a_backend_that_cannot_train_says_so():
     ).stdout
     facts = dict(line.strip().split(": ", 1) for line in shown.splitlines())
     assert facts["trains"] == "no: numpy runs inference only; train with KERAS_BACKEND=tensorflow or jax or torch"
+
+
+def test_a_training_command_runs_behind_one_edge_that_names_its_task(monkeypatch, capsys):
+    """`keras-tse train NAME` runs its task behind `keras-tse`'s edge alone (interrupts caught once, the
+    folders released once), and a refusal's line names `keras-tse train NAME`."""
+    from keras_tse.cli import flags
+    from keras_tse.cli import main as cli
+
+    caught, released = [], []
+    catch, release_all = flags.interrupts.catch, flags.run_lock.release_all
+    monkeypatch.setattr(flags.interrupts, "catch", lambda: (caught.append(1), catch())[1])
+    monkeypatch.setattr(flags.run_lock, "release_all", lambda: (released.append(1), release_all())[1])
+    assert cli.main(["train", "vit", "--model", "vits"]) == 2
+    assert caught == [1] and released == [1]
+    assert capsys.readouterr().err.startswith("keras-tse train vit: error: --model: received vits;")

@@ -212,14 +212,26 @@ def test_equalization_traced_for_tf_data_gives_the_same_images_with_tensorflows_
     assert equalization.backend.backend() == "jax"  # put back
 
 
-def test_numpy_pipeline_matches_tf_pipeline_without_shuffling():
+def test_numpy_pipeline_matches_tf_pipeline_shuffled_epoch_by_epoch():
+    """Without augmentation the two pipelines give the same batches, shuffled too: each epoch's order is
+    one definition (`epoch_order`), not each pipeline's own generator."""
+    from keras_tse.data import pipeline
+
     (x, y), _ = data.synthetic_cifar10(num_train=40, num_test=10)
-    scale = dict(mean=cifar10.MEAN, std=cifar10.STD)
-    tf_batches = [np.asarray(b[0]) for b in data.image_dataset(x, y, 16, pipeline="tf", **scale)]
-    np_batches = [np.asarray(b[0]) for b in data.image_dataset(x, y, 16, pipeline="numpy", **scale)]
-    assert len(np_batches) == 3
-    for a, b in zip(tf_batches, np_batches):
-        np.testing.assert_allclose(a, b, atol=1e-5)
+    scale = dict(mean=cifar10.MEAN, std=cifar10.STD, shuffle=True, seed=5)
+    tf_data, numpy_data = (data.image_dataset(x, y, 16, pipeline=p, **scale) for p in ("tf", "numpy"))
+    for number in (0, 1):
+        tf_data.set_epoch(number)
+        numpy_data.set_epoch(number)
+        tf_batches = [tuple(np.asarray(t) for t in b) for b in tf_data]
+        np_batches = [numpy_data[i] for i in range(len(numpy_data))]
+        assert len(np_batches) == 3 == len(tf_batches)
+        for (tf_x, tf_y), (np_x, np_y) in zip(tf_batches, np_batches):
+            np.testing.assert_array_equal(tf_y, np_y)
+            np.testing.assert_allclose(tf_x, np_x, atol=1e-6)
+        order = pipeline.epoch_order(40, 5, number)
+        np.testing.assert_array_equal(np.concatenate([b[1] for b in np_batches]), y[order])
+    assert not np.array_equal(pipeline.epoch_order(40, 5, 0), pipeline.epoch_order(40, 5, 1))
     with pytest.raises(ValueError, match="Received: pipeline='torch'"):
         data.image_dataset(x, y, 16, pipeline="torch")
 

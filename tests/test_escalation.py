@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from keras_tse.cli.escalation import EscalationConfig, format_table, similarity_at_init
+from keras_tse.analysis.escalation import EscalationConfig, format_table, similarity_at_init
 from tests import helpers
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py

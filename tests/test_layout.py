@@ -50,13 +50,32 @@ def _imports(path):
                 yield node.module, alias.name, node.lineno
 
 
+def _imported(target, name):
+    """The module an import reaches: `from keras_tse import cli` reaches keras_tse.cli."""
+    return f"{target}.{name}" if name and _tier(target) == "library" and name in TIERS else target
+
+
 def test_no_module_imports_from_a_higher_tier():
     wrong = []
     for module, path in _modules():
         for target, name, line in _imports(path):
-            full = f"{target}.{name}" if name and _tier(target) == "library" and name in TIERS else target
+            full = _imported(target, name)
             if TIERS[_tier(full)] > TIERS[_tier(module)]:
                 wrong.append(f"{module}:{line} imports {full}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_lab_uses_the_library_and_the_trainer_never_the_commands():
+    """The commands are a thin layer for people at a terminal; what the lab needs of them (the machine's
+    name, a data subset, the bench's tables) lives in the library or the trainer, and the lab runs a command
+    only as a process (`python -m keras_tse.cli.main`), as a user would."""
+    wrong = [
+        f"{module}:{line} imports {_imported(target, name)}"
+        for module, path in _modules()
+        if _tier(module) == "lab"
+        for target, name, line in _imports(path)
+        if _tier(_imported(target, name)) == "cli"
+    ]
     assert not wrong, "\n".join(wrong)
 
 
@@ -336,3 +355,97 @@ def test_no_module_is_part_of_an_import_circle():
 def test_the_circle_rule_finds_a_planted_circle():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert _circles(graph) == [("a", "b", "c")]
+
+
+@pytest.mark.parametrize("line", ["from keras_tse.cli.info import machine_name", "from keras_tse import cli"])
+def test_the_lab_rule_catches_a_lab_module_importing_a_command(tmp_path, monkeypatch, line):
+    lab = tmp_path / "recipes" / "lab"
+    lab.mkdir(parents=True)
+    (lab / "leak.py").write_text(f"def f():\n    {line}\n")
+    (tmp_path / "keras_tse").mkdir()
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", str(tmp_path / "keras_tse"))
+    monkeypatch.setattr(sys.modules[__name__], "LAB", str(lab))
+    monkeypatch.setattr(sys.modules[__name__], "ROOT", str(tmp_path))
+    with pytest.raises(AssertionError, match=r"recipes\.lab\.leak:2 imports keras_tse\.cli"):
+        test_the_lab_uses_the_library_and_the_trainer_never_the_commands()
+
+
+# One mechanism per idea: a whole file is written by `keras_tse.run_files` (a temporary sibling, fsynced,
+# renamed: never half a file), an import hook is `keras_tse._lazy.after_import`. The scan below finds a
+# second way in the package and the lab. Opening a file to append (a log that grows) is not a whole-file write.
+OWN_WRITER = "keras_tse/run_files.py"
+OWN_HOOK = "keras_tse/_lazy.py"
+# name -> the owners whose call of it writes a file another way (None: any owner)
+SECOND_WRITERS = {
+    "savefig": None,
+    "write_bytes": None,
+    "write_text": None,
+    "savez": ("np", "numpy"),
+    "savez_compressed": ("np", "numpy"),
+    "savetxt": ("np", "numpy"),
+    "copyfile": ("shutil",),
+    "copy": ("shutil",),
+    "copy2": ("shutil",),
+}
+
+
+def _open_mode(call):
+    mode = call.args[1] if len(call.args) > 1 else next((k.value for k in call.keywords if k.arg == "mode"), None)
+    return mode.value if isinstance(mode, ast.Constant) and isinstance(mode.value, str) else ""
+
+
+def _not_a_file(call):
+    """os.devnull, or a kernel setting under /proc/: a write that is no file of anyone's."""
+    first = call.args[0] if call.args else None
+    if isinstance(first, ast.Attribute) and first.attr == "devnull":
+        return True
+    return isinstance(first, ast.Constant) and str(first.value).startswith("/proc/")
+
+
+def second_mechanisms(path, relative):
+    """`file:line what` for each write or import hook in `path` that is not through the project's one."""
+    found = []
+    for node in ast.walk(ast.parse(open(path).read())):
+        if not isinstance(node, ast.Call):
+            continue
+        function = node.func
+        name = function.attr if isinstance(function, ast.Attribute) else getattr(function, "id", "")
+        owner = function.value if isinstance(function, ast.Attribute) else None
+        owner_name = getattr(owner, "id", getattr(owner, "attr", ""))
+        if relative != OWN_WRITER:
+            if name == "open" and owner is None and set(_open_mode(node)) & set("wx") and not _not_a_file(node):
+                found.append(f"{relative}:{node.lineno} open(..., {_open_mode(node)!r})")
+            elif name in SECOND_WRITERS and owner is not None and owner_name != "run_files":
+                if SECOND_WRITERS[name] is None or owner_name in SECOND_WRITERS[name]:
+                    found.append(f"{relative}:{node.lineno} {owner_name}.{name}")
+        if relative != OWN_HOOK and name in ("insert", "append") and getattr(owner, "attr", "") == "meta_path":
+            found.append(f"{relative}:{node.lineno} sys.meta_path.{name}")
+    return found
+
+
+def test_every_whole_file_write_and_import_hook_goes_through_the_one_mechanism():
+    found = [
+        line
+        for _, path in _modules()
+        for line in second_mechanisms(path, os.path.relpath(path, ROOT).replace(os.sep, "/"))
+    ]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize(
+    "line, reported",
+    [
+        ('with open(path, "w") as f:\n        f.write("x")', "open(..., 'w')"),
+        ('pathlib.Path(path).write_text("x")', ".write_text"),
+        ("figure.savefig(path)", "figure.savefig"),
+        ("np.savez(path, x=x)", "np.savez"),
+        ("sys.meta_path.insert(0, object())", "sys.meta_path.insert"),
+    ],
+)
+def test_the_mechanism_scan_catches_a_planted_second_one(tmp_path, line, reported):
+    planted = tmp_path / "planted.py"
+    planted.write_text(f"def f(path):\n    {line}\n")
+    found = second_mechanisms(str(planted), "recipes/lab/planted.py")
+    assert len(found) == 1 and found[0].startswith("recipes/lab/planted.py:2 ") and reported in found[0]
+    owner = OWN_HOOK if "meta_path" in line else OWN_WRITER
+    assert not second_mechanisms(str(planted), owner)  # the one mechanism's own module uses it

@@ -262,15 +262,14 @@ def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     assert config["train"]["augment"] == "crop_flip"  # Fashion-MNIST's own: a flipped garment is a garment
 
 
-def test_vit_recipe_balanced_subset_is_balanced_seeded_and_checked(fashion):
-    vit = recipe_module("cifar10_vit")
+def test_the_balanced_subset_is_balanced_seeded_and_checked(fashion):
     (_, y), _ = fashion
-    keep = vit.balanced_subset(y, 1200, seed=0)
+    keep = data.balanced_subset(y, 1200, seed=0)
     assert np.bincount(y[keep]).tolist() == [120] * 10 and np.all(np.diff(keep) > 0)
-    assert np.array_equal(keep, vit.balanced_subset(y, 1200, seed=0))
-    assert not np.array_equal(keep, vit.balanced_subset(y, 1200, seed=1))
+    assert np.array_equal(keep, data.balanced_subset(y, 1200, seed=0))
+    assert not np.array_equal(keep, data.balanced_subset(y, 1200, seed=1))
     with pytest.raises(ValueError, match=r"^--train-size: received 1205; expected a multiple of 10"):
-        vit.balanced_subset(y, 1205, seed=0)
+        data.balanced_subset(y, 1205, seed=0)
 
 
 def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, penn):

@@ -621,8 +621,6 @@ def test_card_draws_one_line_each_arm_told_apart_and_no_figure_without_rows(name
     import dataclasses
     import shutil
 
-    import matplotlib.pyplot as plt
-
     from keras_tse.cli import main as cli
     from keras_tse.cli.commands import study as command
     from recipes.lab import vit_study_card
@@ -632,8 +630,10 @@ def test_card_draws_one_line_each_arm_told_apart_and_no_figure_without_rows(name
     shutil.copyfile(found[name].card, copy)
     monkeypatch.setattr(command, "studies", lambda: {**found, name: dataclasses.replace(found[name], card=str(copy))})
     monkeypatch.setattr(vit_study_card, "figure_path", lambda plan: str(tmp_path / "figure.png"))
-    figures = []
-    monkeypatch.setattr(plt, "close", figures.append)
+    figures, save_figure = [], vit_study_card.save_figure
+    monkeypatch.setattr(
+        vit_study_card, "save_figure", lambda fig, *a, **k: (figures.append(fig), save_figure(fig, *a, **k))
+    )
     assert cli.main(["study", name, "--card"]) == 0
     out = capsys.readouterr().out
     if not lines:
@@ -790,14 +790,14 @@ def test_a_bench_study_cell_runs_the_bench_and_its_row_alone_fills_the_speed_tab
 def test_a_cell_rows_machine_names_the_gpu_where_nvidia_smi_finds_one(tmp_path, monkeypatch):
     """A row's machine says which GPU trained the cell: the first name `nvidia-smi` lists, after the CPU;
     without `nvidia-smi`, the CPU alone."""
-    from keras_tse.cli import info
+    from keras_tse import machine
 
     monkeypatch.setenv("PATH", str(tmp_path))
-    assert "," not in info.machine_name()
+    assert "," not in machine.machine_name()
     fake = tmp_path / "nvidia-smi"
     fake.write_text('#!/bin/sh\nprintf "NVIDIA H200\\nNVIDIA H200\\n"\n')
     fake.chmod(0o755)
-    assert info.machine_name().endswith(", NVIDIA H200")
+    assert machine.machine_name().endswith(", NVIDIA H200")
 
 
 @pytest.mark.parametrize("study", ["depth80_study", "tau_sweep_study", "fig6_paper_study", "fine_tune_study"])

@@ -140,6 +140,26 @@ def test_ci_times_reads_each_backends_wall_time_and_the_total_from_a_ci_log():
         ci_times.parse(_ci_log([("torch", 1, "1 passed"), ("jax", 2, "2 passed")]))
 
 
+def test_ci_times_keeps_each_tests_seconds_per_backend_phases_summed():
+    from tests import ci_times
+
+    durations = (
+        "============================= slowest durations ==============================\n"
+        "41.20s call     tests/test_recipes.py::test_kill[a b]\n"
+        "3.50s setup    tests/test_recipes.py::test_kill[a b]\n"
+        "12.00s call     tests/test_vit.py::test_presets\n"
+        "1.25s teardown tests/test_vit.py::test_presets\n"
+    )
+    log = _ci_log([("torch", 9, "2 passed"), ("tensorflow", 8, "1 passed"), ("jax", 7, "1 passed")])
+    log = log.replace("===== KERAS_BACKEND=jax: 7 s =====\n....", "===== KERAS_BACKEND=jax: 7 s =====\n" + durations)
+    found = ci_times.durations(log)
+    assert found["torch"] == {} and found["tensorflow"] == {}
+    assert list(found["jax"].items()) == [
+        ("tests/test_recipes.py::test_kill[a b]", 44.7),  # setup and call
+        ("tests/test_vit.py::test_presets", 13.25),
+    ]
+
+
 @pytest.mark.every_backend
 def test_full_float32_matmuls_turns_the_backends_tf32_off_and_back():
     """What the GPU-bound reference tests rely on: inside, this backend's TF32 switch reads off (JAX's

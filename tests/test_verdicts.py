@@ -135,8 +135,29 @@ def test_the_old_sentences_fail_and_every_published_claim_holds():
             with open(path) as handle:
                 texts[document] = handle.read()
     assert len(claims.claims(texts["README.md"])) >= 3  # the depth study's sentence carries its claims
+    every = claims.every_document_claim()
     for document, text in texts.items():
-        assert claims.check_text(text) == [], document
+        assert claims.check_text(text, every) == [], document
+
+
+def test_a_claim_copied_alone_is_judged_in_its_cards_family_not_in_a_family_of_one():
+    """BERT-24, de-escalation against post-norm: 0.56 nat above it, paired p 0.044 over five seeds. Alone
+    that is a verdict at 5%; the card asks three questions together, where it is inconclusive. A document
+    that states that one comparison alone is held to the card's family."""
+    claims, verdicts = lab_module("verdict_claims"), lab_module("verdicts")
+    planted = "Text.\n<!-- verdict bert_ptb: deescalate_24 loses to post_24 -->\n"
+    assert claims.check_text(planted) == ["deescalate_24 is inconclusive against post_24, not 'loses to' (bert_ptb)"]
+    # the same comparison decided alone: what a checker taking the document's claims as the family said
+    (_, seeds_a), (_, seeds_b) = (claims.arm_seeds("bert_ptb", None, arm)[0] for arm in ("deescalate_24", "post_24"))
+    alone = verdicts.measure_seeds(seeds_a, seeds_b, metric="test_loss")
+    assert verdicts.stated([alone]) == [verdicts.LOSES] and 0.04 < alone.p_difference < 0.05
+    # a claim the card does not ask joins its family: one more comparison, the threshold 0.05 / 4
+    extra = "<!-- verdict bert_ptb: pre_24 is inconclusive against deescalate_24 -->"
+    assert claims.check_text(planted.replace("-->\n", "-->\n" + extra + "\n")) == [
+        "deescalate_24 is inconclusive against post_24, not 'loses to' (bert_ptb)"
+    ]
+    # the reversed pair reads the card's verdict the other way round
+    assert claims.check_text("<!-- verdict bert_ptb: post_24 is inconclusive against deescalate_24 -->") == []
 
 
 def test_a_claim_the_checker_cannot_read_is_one_line():
@@ -175,11 +196,8 @@ def test_a_claim_on_a_cell_study_leaves_out_the_seed_that_chose_the_rate():
         claims.check("tau_sweep", None, "tau_2 beats tau_0")
     ((arm, seeds),) = claims.arm_seeds("bert_ptb", None, "post_24")
     assert arm == "post_24" and sorted(seeds) == [1, 2, 3, 4, 5]
-    # on its own (a family of one) the BERT card's first question is decided: its card asks three, and decides none
-    assert claims.check("bert_ptb", None, "deescalate_24 loses to post_24") == []
-    assert claims.check("bert_ptb", None, "deescalate_24 is inconclusive against post_24") == [
-        "deescalate_24 loses to post_24, not 'inconclusive' (bert_ptb)"
-    ]
+    # asked on its own, the BERT card's first question is judged in the card's family of three: undecided
+    assert claims.check("bert_ptb", None, "deescalate_24 is inconclusive against post_24") == []
 
 
 def test_two_arms_that_diverge_on_the_same_paired_seeds_tie_there():
@@ -306,3 +324,96 @@ def test_the_simulated_rates_pair_and_share_alpha_as_the_rule_does():
     assert [r[verdicts.BEATS] for r in rates] == [0.14, 0.38, 0.2]
     assert [r[verdicts.EQUIVALENT] for r in rates] == [0.0, 0.02, 0.02]
     assert all(r[verdicts.LOSES] == 0.0 and abs(sum(r.values()) - 1.0) < 1e-12 for r in rates)
+
+
+def _scipy_cases():
+    """50 random paired / unpaired cases (3-12 seeds, spreads and gaps of several sizes), then the edges."""
+    rng = np.random.default_rng(2026)
+    cases = []
+    for _ in range(50):
+        n = int(rng.integers(3, 13))
+        scale, gap = rng.choice([0.01, 0.3, 2.0]), rng.choice([0.0, 0.05, 0.5, 3.0])
+        cases.append((gap + scale * rng.normal(size=n), scale * rng.normal(size=n), float(rng.choice([0.03, 0.3]))))
+    return cases
+
+
+def test_the_t_tests_and_tost_match_scipy_on_random_cases():
+    stats = pytest.importorskip("scipy.stats")
+    for a, b, m in _scipy_cases():
+        paired = verdicts.measure(a, b, lower_is_better=False, min_effect=m, paired=True)
+        diff = a - b
+        assert paired.p_difference == pytest.approx(stats.ttest_rel(a, b).pvalue, abs=1e-6)
+        tost = max(
+            stats.ttest_1samp(diff + m, 0.0, alternative="greater").pvalue,
+            stats.ttest_1samp(diff - m, 0.0, alternative="less").pvalue,
+        )
+        assert paired.p_equivalence == pytest.approx(tost, abs=1e-6)
+        welch = verdicts.measure(a, b[:-1], lower_is_better=False, min_effect=m)
+        assert welch.p_difference == pytest.approx(stats.ttest_ind(a, b[:-1], equal_var=False).pvalue, abs=1e-6)
+        tost = max(
+            stats.ttest_ind(a + m, b[:-1], equal_var=False, alternative="greater").pvalue,
+            stats.ttest_ind(a - m, b[:-1], equal_var=False, alternative="less").pvalue,
+        )
+        assert welch.p_equivalence == pytest.approx(tost, abs=1e-6)
+        df = len(a) - 1.0
+        for q in (0.8, 0.975, 0.995):
+            assert verdicts.t_quantile(q, df) == pytest.approx(stats.t.ppf(q, df), abs=1e-6)
+        assert verdicts.t_sf(1.7, df) == pytest.approx(stats.t.sf(1.7, df), abs=1e-9)
+
+
+def test_the_rank_and_sign_flip_tests_match_scipy_exactly():
+    stats = pytest.importorskip("scipy.stats")
+    for a, b, _ in _scipy_cases():
+        a, b = a[:8], b[:8]  # the exact enumerations stay small
+        _, p = verdicts.rank_test(a, b, paired=True)
+        assert p == pytest.approx(stats.wilcoxon(a, b, method="exact").pvalue, abs=1e-6)
+        _, p = verdicts.rank_test(a, b[:-1])
+        assert p == pytest.approx(stats.mannwhitneyu(a, b[:-1], method="exact").pvalue, abs=1e-6)
+        estimate, p = verdicts.sign_flip_test(a, b, lower_is_better=False)
+        reference = stats.permutation_test(
+            (a, b), lambda x, y: np.mean(x - y), permutation_type="samples", n_resamples=np.inf
+        )
+        assert estimate == pytest.approx(np.mean(a - b)) and p == pytest.approx(reference.pvalue, abs=1e-6)
+
+
+def _signed_rank_sum(x, y):
+    """The paired rank statistic with mid-ranks for ties and zero differences dropped, as `rank_test`
+    defines it, for scipy's permutation machinery to enumerate."""
+    import scipy.stats
+
+    d = x - y
+    d = d[d != 0]
+    return float(np.sum(np.sign(d) * scipy.stats.rankdata(np.abs(d))))
+
+
+def _rank_sum(x, y):
+    """The unpaired rank statistic: the first arm's sum of mid-ranks in the pooled seeds."""
+    import scipy.stats
+
+    return float(np.sum(scipy.stats.rankdata(np.concatenate([x, y]))[: len(x)]))
+
+
+def test_the_edge_cases_match_scipy_ties_zero_variance_and_a_diverged_seed():
+    stats = pytest.importorskip("scipy.stats")
+    # ties: scipy's exact Wilcoxon assumes none; the reference is its permutation test of the same statistic
+    a, b = np.array([1.0, 2.0, 2.0, 3.0, 5.0, 5.0]), np.array([0.0, 1.0, 1.0, 2.0, 6.0, 5.0])
+    _, p = verdicts.rank_test(a, b, paired=True)
+    reference = stats.permutation_test((a, b), _signed_rank_sum, permutation_type="samples", n_resamples=np.inf)
+    assert p == pytest.approx(reference.pvalue, abs=1e-6)
+    x, y = np.array([1.0, 1.0, 2.0, 4.0]), np.array([1.0, 3.0, 3.0, 0.5])
+    _, p = verdicts.rank_test(x, y)
+    reference = stats.permutation_test((x, y), _rank_sum, permutation_type="independent", n_resamples=np.inf)
+    assert p == pytest.approx(reference.pvalue, abs=1e-6)
+    # zero variance: a constant nonzero difference is certain (scipy: t = inf, p = 0), and so is its size
+    constant = verdicts.measure([1.0, 1.0, 1.0], [0.5, 0.5, 0.5], lower_is_better=False, min_effect=0.03, paired=True)
+    assert constant.p_difference == stats.ttest_rel([1.0, 1.0, 1.0], [0.5, 0.5, 0.5]).pvalue == 0.0
+    assert constant.p_equivalence == 1.0  # 0.5 apart: not within 0.03
+    same = verdicts.measure([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], min_effect=0.03, paired=True)
+    assert (same.p_difference, same.p_equivalence) == (1.0, 0.0)
+    # one diverged seed of five (a loss of inf, lower is better): the exact rank test, B's diverged seed the worst
+    loss_a, loss_b = np.array([0.5, 0.6, 0.4, 0.55, 0.45]), np.array([0.7, 0.65, np.inf, 0.8, 0.5])
+    diverged = verdicts.measure(loss_a, loss_b, paired=True)
+    finite_b = np.where(np.isfinite(loss_b), loss_b, 1e9)  # any value above every other ranks the same
+    assert diverged.df is None
+    assert diverged.p_difference == pytest.approx(stats.wilcoxon(loss_a, finite_b, method="exact").pvalue, abs=1e-6)
+    assert verdicts.sign_flip_test(loss_a, loss_b)[1] == pytest.approx(diverged.p_difference)

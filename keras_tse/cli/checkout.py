@@ -6,11 +6,7 @@ import importlib
 import os
 import sys
 
-from keras_tse._registry import Registry
-
 LAB = os.path.join("recipes", "lab", "__init__.py")
-# the lab's studies, one module each (`recipes/lab/NAME_study.py`), read through `lab` (the checkout first)
-STUDIES = Registry("study", "study", package="recipes.lab", suffix="_study", module_is_entry=True)
 
 
 class LabNotFound(FileNotFoundError):
@@ -43,6 +39,5 @@ def lab(name=None):
 
 
 def studies():
-    """{name: the study (`engine.Study`)} of every study module of the checkout's lab."""
-    lab()
-    return {name: module.STUDY for name, module in STUDIES.items().items()}
+    """{name: the study (`engine.Study`)} of every study module of the checkout's lab (`engine.studies`)."""
+    return lab("engine").studies()

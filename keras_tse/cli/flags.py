@@ -24,7 +24,7 @@ import threading
 import zipfile
 
 from keras_tse import interrupts, layouts, peers, run_lock
-from keras_tse._checks import InputError, TrainingStopped
+from keras_tse._checks import STOPPED_STATUS, InputError, TrainingStopped
 from keras_tse.norms import INITIALIZERS, PAPER_NORMS
 from keras_tse.training.configs import options_of
 
@@ -187,9 +187,6 @@ def _number(text, kind, what):
 EXPECTED_ERRORS = (ValueError, OSError, EOFError, zipfile.BadZipFile)
 
 
-STOPPED_STATUS = 3  # a training stopped on a non-finite loss (`TrainingStopped`)
-
-
 def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
     """Run `function()`; an error of the types `errors` ends as one line `<prog>: error: <what>` on
     stderr, no traceback, exit status 2 (a training stopped on a non-finite loss: 3)."""
@@ -217,16 +214,17 @@ def interrupted(prog):
     return 130
 
 
-def main_of(prog, run, parse_args, argv=None, trains=True):
-    """A command's whole edge: the backend chosen (`choose_backend`), the flags parsed and checked,
-    then `run(args)`, every expected failure one line and exit status 2 (`exit_code_of`)."""
-    code = exit_code_of(prog, lambda: choose_backend(prog, trains=trains))
+def edge(prog, run, choose=True, trains=True):
+    """A command's whole edge, the one every command runs behind, once: the backend chosen
+    (`choose_backend`, unless the command chooses it itself), then `run()`, every expected failure one line
+    and exit status 2 (`exit_code_of`), Ctrl-C one line and 130; at the end the run's other processes told
+    (if any) and every folder the command held released."""
+    code = exit_code_of(prog, lambda: choose_backend(prog, trains=trains)) if choose else 0
     if code:
         return code
-    args = parse_args(argv)
     previous = interrupts.catch()
     try:
-        code = exit_code_of(prog, lambda: run(args))
+        code = exit_code_of(prog, run)
         if code == 0:
             peers.finished()  # the run's other processes, if any, may see this one end
         return code
@@ -238,6 +236,12 @@ def main_of(prog, run, parse_args, argv=None, trains=True):
     finally:
         interrupts.release(previous)
         run_lock.release_all()  # the folders this command wrote are free for the next
+
+
+def main_of(prog, run, parse_args, argv=None, trains=True):
+    """A task's own entry (a recipe script run as `python recipes/...`): the backend chosen, the flags
+    parsed and checked, then `run(args)`, behind the one `edge`."""
+    return edge(prog, lambda: run(parse_args(argv)), trains=trains)
 
 
 def config_from(cls, args):

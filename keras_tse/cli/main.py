@@ -21,7 +21,6 @@ runs the command behind the edge every command shares (`flags`).
 import os
 import sys
 
-from keras_tse import interrupts, run_lock
 from keras_tse.cli import flags
 from keras_tse.cli.commands import COMMANDS
 from keras_tse.cli.info import package_version
@@ -36,7 +35,11 @@ def _parser():
         options = getattr(command, "PARSER", {})  # a command that reads every word itself (`train`)
         subparser = commands.add_parser(name, help=command.HELP, description=command.HELP, **options)
         command.add_arguments(subparser)
-        subparser.set_defaults(run=command.run, needs_backend=getattr(command, "NEEDS_BACKEND", True))
+        subparser.set_defaults(
+            run=command.run,
+            needs_backend=getattr(command, "NEEDS_BACKEND", True),
+            prog_of=getattr(command, "prog_of", lambda args, name=name: f"keras-tse {name}"),
+        )
     return parser
 
 
@@ -44,20 +47,11 @@ def main(argv=None):
     # TensorFlow's C++ start-up notices drown the table when TF is installed; errors still show.
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     args = _parser().parse_args(argv)
-    prog = f"keras-tse {args.command}"
+    prog = args.prog_of(args)  # `keras-tse train NAME` names its NAME
     # the backend before Keras is imported; `info` reports on any backend Keras knows; `study` runs its
-    # cells in processes of their own
-    code = 0
-    if args.needs_backend:
-        code = flags.exit_code_of(prog, lambda: flags.choose_backend(prog, trains=args.command != "info"))
-    # bad settings or an unreadable input file: one line naming it, no traceback, exit 2
-    previous = interrupts.catch()
-    try:
-        return code or flags.exit_code_of(prog, lambda: _run(args))
-    except KeyboardInterrupt:
-        return flags.interrupted(prog)
-    finally:
-        interrupts.release(previous)
+    # cells in processes of their own; `train` chooses it once its task's flags are read
+    trains = args.command != "info"
+    return flags.edge(prog, lambda: _run(args), choose=args.needs_backend, trains=trains)
 
 
 def _run(args):
@@ -65,10 +59,7 @@ def _run(args):
         from keras_tse.training.compile_cache import use_compile_cache
 
         use_compile_cache(args.compile_cache)
-    try:
-        return args.run(args)
-    finally:
-        run_lock.release_all()  # the folders this command wrote are free for the next
+    return args.run(args)
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ def _subset(split, size, seed, flag):
     test subset takes seed 0, the same images for every seed: the variants are compared on them."""
     if size is None:
         return split
-    keep = balanced_subset(split[1], size, seed, flag)
+    keep = data.balanced_subset(split[1], size, seed, flag)
     return split[0][keep], split[1][keep]
 
 
@@ -205,20 +205,6 @@ def with_preprocessor(model, preprocessing):
     size, channels = core.input.shape[1], core.input.shape[-1]
     preprocessor = keras_tse.layers.ImagePreprocessor(size, channels, **preprocessing, name="image_preprocessor")
     return zoo_preprocessing.with_preprocessing(model, preprocessor)
-
-
-def balanced_subset(labels, size, seed, flag="--train-size"):
-    """Indices of `size` examples, the same number from each class (seeded), in their original order."""
-    classes, counts = np.unique(labels, return_counts=True)
-    most = len(classes) * int(counts.min())  # every class gives as many as its smallest has
-    if size % len(classes) or size > most:
-        raise InputError(
-            flag, size, f"a multiple of {len(classes)} (the classes) up to {most} (balanced, of {len(labels)})"
-        )
-    rng = np.random.default_rng(seed)
-    per_class = size // len(classes)
-    chosen = [rng.choice(np.nonzero(labels == c)[0], per_class, replace=False) for c in classes]
-    return np.sort(np.concatenate(chosen))
 
 
 def model_overrides(args, norm):
@@ -316,7 +302,7 @@ def check_args(args):
             (("--train-size", args.train_size, args.seed), ("--test-size", args.test_size, 0)), own_labels(args)
         ):
             if size is not None:
-                balanced_subset(labels, size, seed, flag)
+                data.balanced_subset(labels, size, seed, flag)
 
 
 # The flags that shape the model: a preset's trained weights fix every one of them (`--from-preset`).
@@ -386,9 +372,11 @@ def build_model(args, preset, overrides):
 
 
 def augment_before(args):
-    """What a run folder made before the choice of augmentation trained with: RandAugment where the data
-    set's default is RandAugment (CIFAR-10), none elsewhere (`training.defaults_of`'s `before`)."""
-    return {"augment": "randaugment" if spec(args).augment == "randaugment" else "none"}
+    """What a run folder made before the choice of augmentation and of the pipeline trained with: RandAugment
+    where the data set's default is RandAugment (CIFAR-10), none elsewhere; tf.data where TensorFlow is
+    installed, as the pipeline was then chosen (`training.defaults_of`'s `before`)."""
+    pipeline = "tf" if data.tensorflow_if_installed() is not None else "numpy"
+    return {"augment": "randaugment" if spec(args).augment == "randaugment" else "none", "data_pipeline": pipeline}
 
 
 def variant_settings(args, norm, train_config):
@@ -472,10 +460,17 @@ before = augment_before
 def prepare(args, plans, config):
     """The images read once, as every variant trains on them: the pipelines, the probe, the step count."""
     start = time.perf_counter()
+    pipeline = one_setting(plans, "data_pipeline")
+    if pipeline == "tf" and data.tensorflow_if_installed() is None:
+        raise InputError(
+            "--data-pipeline",
+            "tf (given, or the pipeline the run in --out trained with)",
+            "numpy, or TensorFlow installed: tf.data draws its own augmentation, so the run cannot go on without it",
+        )
     print(f"loading {args.dataset}{' (smoke slice)' if args.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(args)
     fraction = one_setting(plans, "validation_fraction")
-    valid = validation_split(y_train, fraction, args.seed, training.scale.batch_divisor())
+    valid = data.validation_split(y_train, fraction, args.seed, training.scale.batch_divisor())
     if fraction and valid is None:
         print("no validation split: no class has two training images; the test split is scored each epoch")
     if valid is not None:  # held out of the training images, before their statistics are taken
@@ -496,6 +491,7 @@ def prepare(args, plans, config):
         x_train,
         y_train,
         config.batch_size,
+        pipeline=pipeline,
         augment=one_setting(plans, "augment"),
         shuffle=True,
         seed=args.seed,
@@ -505,7 +501,9 @@ def prepare(args, plans, config):
         shard=training.scale.process(),
         **fed,
     )
-    scored = functools.partial(data.image_dataset, batch_size=config.batch_size, shard=training.scale.process())
+    scored = functools.partial(
+        data.image_dataset, batch_size=config.batch_size, shard=training.scale.process(), pipeline=pipeline
+    )
     test = scored(x_test, y_test, **fed)
     steps_per_epoch = -(-len(y_train) // config.batch_size)
     flags.check_updates(config, steps_per_epoch * config.epochs)
@@ -519,31 +517,6 @@ def prepare(args, plans, config):
         steps_per_epoch=steps_per_epoch,
         sizes={"train_size": len(y_train), **held, "test_size": len(y_test)},
     )
-
-
-def validation_split(labels, fraction, seed, multiple=1):
-    """A boolean mask of the training examples held out for validation: `fraction` of each class of two
-    images or more (at least one, rounded; a class of one image trains on it), seeded; None for `fraction` 0
-    or where no class can spare an image. The count held out is a multiple of `multiple` (the devices a
-    batch splits over): taken from the largest classes or given to them, so that neither split's batches
-    stop splitting evenly where the whole split's did."""
-    classes, sizes = np.unique(labels, return_counts=True)
-    spare = sizes >= 2
-    if not fraction or not spare.any():
-        return None
-    counts = np.where(spare, np.clip(np.round(fraction * sizes).astype(int), 1, sizes - 1), 0)
-    fewest = -(-int(spare.sum()) // multiple) * multiple  # one a class that can spare it, to a multiple
-    target = max(fewest, counts.sum() // multiple * multiple)
-    while counts.sum() != target:  # one at a time, where the most are left to train on (or held out)
-        step = 1 if counts.sum() < target else -1
-        room = np.where(spare, sizes - 1 - counts if step > 0 else counts - 1, 0)
-        if room.max() < 1:
-            raise InputError("--validation-fraction", fraction, f"0, or a split of {target} training images")
-        counts[np.argmax(room)] += step
-    rng, held = np.random.default_rng(seed), np.zeros(len(labels), bool)
-    for label, count in zip(classes, counts):
-        held[rng.choice(np.nonzero(labels == label)[0], count, replace=False)] = True
-    return held
 
 
 def fit(args, norm, plan, prepared):

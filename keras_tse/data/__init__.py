@@ -27,6 +27,7 @@ _EXPORTS = {
     ),
     "keras_tse.data.pipeline": ("image_dataset", "normalized", "tensorflow_if_installed"),
     "keras_tse.data.ptb": ("load_ptb",),
+    "keras_tse.data.subsets": ("balanced_subset", "validation_split"),
     "keras_tse.data.registry": ("DatasetSpec", "get_dataset", "list_datasets", "register_dataset"),
     "keras_tse.data.text": ("SegmentStream", "Vocabulary", "lm_segments"),
     "keras_tse.data.tokenizer": ("WordTokenizer",),

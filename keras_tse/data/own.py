@@ -10,7 +10,7 @@
   other words.
 - `fingerprint(path)`: a digest of the files a loader reads, so that a run folder records which data
   it was trained on and a rerun on other data is refused; `contents(path)` the same per file (per
-  array of a `.npz`), so that the refusal names what changed (`describe_change`).
+  array of a `.npz`), so that the refusal names what changed (`run_files.describe_change`).
 
 Every check raises `InputError` naming the flag or file, what it received and what was expected.
 The minimums: two classes; in a single folder, two images per class (one to train on, one to test),
@@ -279,7 +279,7 @@ def fingerprint(path, files=None):
 def contents(path, files=None):
     """{name: what it holds} of the data a loader reads: for a `.npz`, each array's dtype, shape and
     digest; else each file (`files`, default every file under `path`) by its path relative to `path`
-    and a digest of its bytes. Two equal records, equal data; `describe_change` names a difference."""
+    and a digest of its bytes. Two equal records, equal data; `run_files.describe_change` names a difference."""
     if os.path.isfile(path) and path.endswith(".npz"):
         with np.load(path) as arrays:
             return {key: _array_record(arrays[key]) for key in sorted(arrays.files)}
@@ -290,34 +290,8 @@ def contents(path, files=None):
     }
 
 
-def describe_change(before, after, shown=3):
-    """What differs between two `contents` records, in words: files (arrays) added, removed, edited."""
-
-    def listed(names):
-        return ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
-
-    parts = []
-    for word, names in (
-        ("added", sorted(set(after) - set(before))),
-        ("removed", sorted(set(before) - set(after))),
-        (
-            "changed",
-            [_changed(k, before[k], after[k]) for k in sorted(set(before) & set(after)) if before[k] != after[k]],
-        ),
-    ):
-        if names:
-            parts.append(f"{len(names)} {word}: {listed(names)}")
-    return "; ".join(parts) or "no file differs (the same files, read in another order or split)"
-
-
 def _array_record(array):
     return f"{array.dtype}{list(array.shape)} {hashlib.sha256(np.ascontiguousarray(array).tobytes()).hexdigest()[:16]}"
-
-
-def _changed(name, before, after):
-    """A changed entry's name, with an array's shape before and after where that changed."""
-    shape_before, shape_after = before.rpartition(" ")[0], after.rpartition(" ")[0]  # "" for a file's digest
-    return f"{name} ({shape_before} -> {shape_after})" if shape_before != shape_after else name
 
 
 def _walk(folder):

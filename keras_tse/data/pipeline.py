@@ -1,8 +1,12 @@
 """The input pipeline: batches of (normalised, optionally augmented) images for `fit`.
 
-tf.data when TensorFlow is installed (any Keras backend can consume it, and the augmentation runs
-in its parallel map); otherwise a `keras.utils.PyDataset` of NumPy batches, for machines with only
-JAX or PyTorch (the GPU hosts, for instance).
+Two pipelines, chosen by name, never by what is installed: `"numpy"` (the default), a
+`keras.utils.PyDataset` of NumPy batches that runs wherever Keras does (the GPU hosts have no
+TensorFlow), and `"tf"`, tf.data, whose parallel map runs the augmentation in TensorFlow's graph. Each
+epoch's order is one definition (`epoch_order`, a function of the seed and the epoch) that both follow,
+so without augmentation or mixing they give the same batches; the augmentation's random draws are each
+pipeline's own (TensorFlow's ops inside tf.data, the backend's outside), so a run records which one it
+trained with.
 """
 
 import contextlib
@@ -14,9 +18,17 @@ import keras
 import numpy as np
 
 from keras_tse import _checks
-from keras_tse.data.registry import AUGMENTATIONS
+from keras_tse.data.registry import AUGMENTATIONS, PIPELINES
 
 CROP_PAD = 4  # pixels of zero padding around an image before its random crop, as on CIFAR
+
+
+def epoch_order(count, seed, epoch, shuffle=True):
+    """The order of the `count` examples in epoch `epoch`: a permutation drawn from (seed, epoch) alone,
+    not from how many epochs ran before it (a resumed run draws the epoch it resumes at), or the stored
+    order without `shuffle`. Both pipelines read it, so an epoch holds the same batches in either."""
+    rows = np.arange(count)
+    return np.random.default_rng([seed, epoch]).permutation(rows) if shuffle else rows
 
 
 def image_dataset(
@@ -30,7 +42,7 @@ def image_dataset(
     std=None,
     value_range=(0, 255),
     seed=0,
-    pipeline="auto",
+    pipeline="numpy",
     mixup=0.0,
     cutmix=0.0,
     num_classes=None,
@@ -55,8 +67,9 @@ def image_dataset(
             `num_classes`-wide soft targets, mixed as the images are; with both, each batch takes one
             of the two, evenly (timm's switch probability, 0.5).
         num_classes: int, the width of the soft targets; needed with `mixup` or `cutmix`.
-        pipeline: `"tf"`, `"numpy"`, or `"auto"` (tf.data when TensorFlow is installed). The two
-            shuffle differently, so a run that must give the same numbers on any install names one.
+        pipeline: `"numpy"` or `"tf"` (tf.data, TensorFlow needed). Both take each epoch's order
+            from `epoch_order`; their augmentation and mixing draw from their own generators.
+            Defaults to `"numpy"`, which runs the same whatever else is installed.
         shard: `(index, count)`: this process's part of every batch, rows `[index * b / count,
             (index + 1) * b / count)` of each batch of `b` (the last batch too), for one of `count`
             processes training together. Every process draws the same shuffled, augmented global batch
@@ -71,12 +84,12 @@ def image_dataset(
                 f"Every batch must split evenly over {count} processes. Received: a batch of {size} "
                 f"({len(labels)} examples in batches of {batch_size}); expected a multiple of {count}."
             )
-    if pipeline not in ("auto", "tf", "numpy"):
-        raise ValueError(f"`pipeline` must be one of ('auto', 'tf', 'numpy'). Received: pipeline={pipeline!r}")
+    if pipeline not in PIPELINES:
+        raise ValueError(f"`pipeline` must be one of {PIPELINES}. Received: pipeline={pipeline!r}")
     if isinstance(augment, bool):
         augment = "randaugment" if augment else "none"
     augment = None if _checks.one_of("augment", augment, AUGMENTATIONS) == "none" else (augment, images.shape[1:3])
-    tf = None if pipeline == "numpy" else tensorflow_if_installed(required=pipeline == "tf")
+    tf = None if pipeline == "numpy" else tensorflow_if_installed(required=True)
     mix = _Mix(mixup, cutmix, num_classes, seed) if mixup or cutmix else None
     if tf is None:
         prepare = _Prepare(augment, mean, std, value_range, seed, to_float=lambda x: np.asarray(x, "float32"))
@@ -104,11 +117,14 @@ def _epoch_batches(tf, images, labels, batch_size, shuffle, seed, epoch):
     Keras's one-batch pass to build the model, would shift them): a run resumed at any epoch draws that
     epoch's batches, as PyTorch's `DistributedSampler.set_epoch` makes a sampler do."""
     images, labels = tf.constant(images), tf.constant(labels)
-    rows = tf.range(len(labels), dtype=tf.int64)
+
+    def drawn_order(number):
+        return epoch_order(len(labels), seed, int(number), shuffle).astype("int64")
 
     def one_epoch(_):
         key = tf.stack([tf.constant(seed, tf.int64), epoch.read_value()])
-        order = tf.random.experimental.stateless_shuffle(rows, seed=key) if shuffle else rows
+        order = tf.numpy_function(drawn_order, [key[1]], tf.int64, stateful=False)
+        order = tf.ensure_shape(order, [len(labels)])
         batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size).enumerate()
         return batches.map(lambda b, at: ((tf.gather(images, at), tf.gather(labels, at)), _fold(tf, key, b)))
 
@@ -350,8 +366,7 @@ class _NumpyBatches(keras.utils.PyDataset):
     def set_epoch(self, epoch):
         """The order of epoch `epoch` and its batches' augmentation: a function of (seed, epoch, batch) alone, as
         the tf.data pipeline's."""
-        rows, self.epoch = np.arange(len(self.labels)), epoch
-        self.order = np.random.default_rng([self.seed, epoch]).permutation(rows) if self.shuffle else rows
+        self.epoch, self.order = epoch, epoch_order(len(self.labels), self.seed, epoch, self.shuffle)
 
     def __len__(self):
         return math.ceil(len(self.labels) / self.batch_size)

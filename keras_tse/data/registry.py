@@ -22,6 +22,7 @@ TASKS = ("images", "text")  # image classification, language modelling
 # a training set's augmentation (keras_tse.data.image_dataset): RandAugment (the paper's, for colour
 # sets), pad-and-random-crop with a horizontal flip (the CIFAR / Fashion-MNIST standard), or none
 AUGMENTATIONS = ("randaugment", "crop_flip", "none")
+PIPELINES = ("numpy", "tf")  # `pipeline.image_dataset`'s: named here, where --help reads them without Keras
 ENTRY_POINTS = "keras_tse.datasets"  # the group other packages register their data sets under
 
 

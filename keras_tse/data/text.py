@@ -5,7 +5,7 @@ import collections
 import keras
 import numpy as np
 
-from keras_tse import _checks
+from keras_tse import _checks, run_files
 
 EOS = "<eos>"
 UNK = "<unk>"
@@ -57,8 +57,7 @@ class Vocabulary:
         return " ".join(self.symbols[int(i)] for i in ids)
 
     def save(self, path):
-        with open(path, "w", encoding="utf-8") as f:
-            f.write("\n".join(self.symbols) + "\n")
+        run_files.write_text(path, "\n".join(self.symbols) + "\n")
 
     @classmethod
     def load(cls, path):

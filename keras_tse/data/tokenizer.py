@@ -48,7 +48,7 @@ class WordTokenizer:
     def save(self, folder):
         """`vocabulary.txt` and `tokenizer.json` into `folder` (each written whole, then renamed into place)."""
         os.makedirs(folder, exist_ok=True)
-        run_files.write_text(os.path.join(folder, VOCABULARY_FILE), "\n".join(self.vocabulary.symbols) + "\n")
+        self.vocabulary.save(os.path.join(folder, VOCABULARY_FILE))
         run_files.write_json(os.path.join(folder, CONFIG_FILE), {"lowercase": self.lowercase})
 
     @classmethod

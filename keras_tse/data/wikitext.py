@@ -17,6 +17,7 @@ import zipfile
 
 import numpy as np
 
+from keras_tse import run_files
 from keras_tse.data import _download
 from keras_tse.data._image_set import default_data_dir
 from keras_tse.data.text import Vocabulary
@@ -52,8 +53,7 @@ def load_wikitext103(data_dir=None, download=True):
     lines = {split: _read_lines(folder, split) for split in SPLITS}
     vocab = Vocabulary.build(lines["train"])
     ids = {split: vocab.encode(lines[split]) for split in SPLITS}
-    np.savez(cache + ".part.npz", **ids)  # complete files only: an interrupted build starts over
-    os.replace(cache + ".part.npz", cache)
+    run_files.save_arrays(cache, **ids)  # complete files only: an interrupted build starts over
     vocab.save(vocab_path)
     return ids, vocab
 

@@ -14,7 +14,7 @@ import dataclasses
 import math
 
 from keras_tse import _checks
-from keras_tse.data.registry import AUGMENTATIONS
+from keras_tse.data.registry import AUGMENTATIONS, PIPELINES
 
 SCHEDULES = ("step", "cosine", "constant")  # keras_tse.training.optimizers builds them
 WEIGHT_DECAY_RULES = ("timm", "all")  # keras_tse.training.optimizers.no_decay_variables
@@ -137,6 +137,15 @@ class TrainConfig(Kit):
         0.1, _checks.dropout_rate, "the share of the training images held out (class-balanced, seeded) to score "
         "each epoch and choose the best checkpoint; the test split is scored once, at the end (0: the test split "
         "each epoch, as before)", before=0.0,
+    )  # fmt: skip
+
+    # the input pipeline (keras_tse.data.image_dataset): the same order either way, each its own augmentation
+    # draws, so a run records the one it trained with. A run made before this field took tf.data wherever
+    # TensorFlow was installed: the recipe passes what it would have taken as its `before`
+    data_pipeline: str = option(
+        "numpy", _one_of(PIPELINES), "the input pipeline: numpy (a Keras PyDataset; the same numbers whatever "
+        "else is installed) or tf (tf.data, TensorFlow needed; its augmentation runs in TensorFlow's graph)",
+        choices=PIPELINES, before=None,
     )  # fmt: skip
 
     # where the images are normalised: inside the model, its first layer an `ImagePreprocessor` holding the

@@ -44,7 +44,7 @@ import tempfile
 
 import keras
 
-from keras_tse import peers
+from keras_tse import peers, run_files
 from keras_tse.processes import process
 from keras_tse.training import compile_cache
 from keras_tse.training.block_compile import WHOLE_MODEL
@@ -157,8 +157,7 @@ def writer_folder(out):
     if index > 0:
         remove_stale_copies()
         folder = tempfile.mkdtemp(prefix=PRIVATE_PREFIX.format(index=index))
-        with open(os.path.join(folder, OWNER), "w") as f:
-            f.write(str(os.getpid()))
+        run_files.write_text(os.path.join(folder, OWNER), str(os.getpid()))
         private = os.path.join(folder, "run")
         if os.path.isdir(out):
             shutil.copytree(out, private)

@@ -13,7 +13,7 @@ import tempfile
 
 import keras
 
-from keras_tse import __version__
+from keras_tse import __version__, run_files
 
 CONFIG_FILE = "config.json"
 WEIGHTS_FILE = "model.weights.h5"
@@ -44,15 +44,11 @@ def save_preset(model, folder, metadata=None, assets=None):
     os.umask(umask)
     os.chmod(staging, 0o777 & ~umask)  # a folder like any other, not mkdtemp's private one
     try:
-        with open(os.path.join(staging, CONFIG_FILE), "w") as f:
-            json.dump(keras.saving.serialize_keras_object(model), f, indent=2)
+        run_files.write_json(os.path.join(staging, CONFIG_FILE), keras.saving.serialize_keras_object(model))
         model.save_weights(os.path.join(staging, WEIGHTS_FILE))
-        with open(os.path.join(staging, METADATA_FILE), "w") as f:
-            json.dump({**_versions(model), **(metadata or {})}, f, indent=2)
+        run_files.write_json(os.path.join(staging, METADATA_FILE), {**_versions(model), **(metadata or {})})
         for name, source in (assets or {}).items():
-            target = os.path.join(staging, ASSETS, name)
-            os.makedirs(os.path.dirname(target), exist_ok=True)
-            shutil.copyfile(source, target)
+            run_files.copy_file(source, os.path.join(staging, ASSETS, name))
         if os.path.isdir(folder):
             os.rmdir(folder)  # empty: checked above
         os.replace(staging, folder)

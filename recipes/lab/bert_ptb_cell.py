@@ -18,6 +18,7 @@ import sys
 import keras
 import numpy as np
 
+from keras_tse import _checks
 from recipes.lab.bert_ptb_study import (
     BATCH,
     EVAL_WINDOWS,
@@ -130,7 +131,7 @@ def corpus():
 
 def train_cell(out, layout, depth, learning_rate, seed):
     """Train one cell into run folder `out` (resuming one a kill interrupted); its summary (the row's numbers)."""
-    from keras_tse.cli.info import machine_name
+    from keras_tse.machine import machine_name
     from keras_tse.run_files import read_steps, similarity_start_end
     from keras_tse.training.language_model import IntervalLoss
     from keras_tse.training.runner import train_in_folder
@@ -188,7 +189,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     summary = train_cell(args.out, args.layout, args.depth, args.learning_rate, args.seed)
     print(json.dumps({"cell": os.path.basename(args.out), "stopped": "stopped" in summary}))
-    return 3 if "stopped" in summary else 0  # keras_tse.cli.flags.STOPPED_STATUS: a row read as diverged
+    return _checks.STOPPED_STATUS if "stopped" in summary else 0  # a row read as diverged
 
 
 if __name__ == "__main__":

@@ -213,26 +213,38 @@ def _difference(a, b):
     return "" if a is None or b is None else f"{float(a['test_loss']) - float(b['test_loss']):+.2f}"
 
 
+def family(rows):
+    """The card's verdict family: (A, B, "test_loss", `Comparison`) of each question whose arms have their
+    verdict seeds, each arm at its best rate. A diverged seed counts as worse than any finite one: the rank
+    test decides (a model that predicts the words' frequencies is no floor a diverged run would reach)."""
+    from recipes.lab import verdicts
+
+    best = {arm: engine.at_best(rows, arm, PARTS[str(depth)][0]) for arm, (_, depth) in ARMS.items()}
+    found = []
+    for a, b, _ in QUESTIONS:
+        seeds = [engine.verdict_seeds(best[arm][1], "test_loss") for arm in (a, b)]
+        if min(map(len, seeds)) >= verdicts.MIN_SEEDS:
+            found.append((a, b, "test_loss", verdicts.measure_seeds(*seeds, metric="test_loss")))
+    return found
+
+
 def verdicts_table(rows):
     """The card's questions, each arm at its best rate, decided on test loss over the verdict seeds (one family);
     beside each verdict the seeds' difference A - B and the gap they could see (`Comparison.smallest_visible_effect`:
     found 80% of the time at 5%, asked alone)."""
     from recipes.lab import verdicts
 
-    best = {arm: engine.at_best(rows, arm, PARTS[str(depth)][0]) for arm, (_, depth) in ARMS.items()}
-    seeds = {q: [engine.verdict_seeds(best[arm][1], "test_loss") for arm in (a, b)] for a, b, q in QUESTIONS}
-    asked = [q for _, _, q in QUESTIONS if min(map(len, seeds[q])) >= verdicts.MIN_SEEDS]
-    # a diverged seed counts as a model that predicts the words' frequencies would not: the rank test decides
-    measured = {q: verdicts.measure_seeds(*seeds[q], metric="test_loss") for q in asked}
-    said = dict(zip(asked, verdicts.stated(list(measured.values()))))
+    found = family(rows)
+    measured = {(a, b): c for a, b, _, c in found}
+    said = dict(zip(measured, verdicts.stated(list(measured.values()))))
     lines = [
         "| question | A | B | on test loss (verdict seeds 1-5, one family) | A - B, nats | "
         "smallest gap visible, nats |",
         "|---|---|---|---|---:|---:|",
     ]
     for a, b, question in QUESTIONS:
-        verdict = verdicts.table_cell(said.get(question, "not measured"))
-        c = measured.get(question)  # its estimate favours A when positive: A's loss less B's is its negative
+        verdict = verdicts.table_cell(said.get((a, b), "not measured"))
+        c = measured.get((a, b))  # its estimate favours A when positive: A's loss less B's is its negative
         gaps = "| | |" if c is None else f"| {-c.estimate:+.2f} | {c.smallest_visible_effect():.2f} |"
         lines.append(f"| {question} | {a} | {b} | {verdict} {gaps}")
     return "\n".join(lines)
@@ -267,4 +279,6 @@ def figure(rows):
 COLOURS = {"post": "tab:red", "deescalate": "tab:blue", "pre": "tab:green"}
 TITLE = "KerasHub's BERT on Penn Treebank masked words: post-norm, de-escalated and pre-norm at 24 and 48 layers"
 CARD = os.path.join(ROOT, "zoo", "bert_ptb.md")
-STUDY = engine.study_of(sys.modules[__name__], figure=lambda: figure(STUDY.read_rows()))
+STUDY = engine.study_of(
+    sys.modules[__name__], figure=lambda: figure(STUDY.read_rows()), families=lambda rows: [family(rows)]
+)

@@ -59,7 +59,9 @@ PARTS = {
         "de-escalation, post-norm and LayerScale: seeds 1-10",
     ),
     "others": (
-        engine.Plan(arms=tuple(a for a in ARMS if a not in CENTRAL), grid=GRID, seeds=tuple(range(6)), select_by="train_loss"),
+        engine.Plan(
+            arms=tuple(a for a in ARMS if a not in CENTRAL), grid=GRID, seeds=tuple(range(6)), select_by="train_loss"
+        ),
         "the other six arms: seeds 1-5",
     ),
 }
@@ -75,6 +77,16 @@ QUESTIONS = engine.questions("""
     deescalate_layerscale   layerscale   does de-escalation add to LayerScale?
     deescalate_learned_tau  deescalate   a learned tau against the paper's tau = 1
 """)
+# The paper's central comparison, with LayerScale (the strongest arm at five seeds) beside it: three questions
+# on ten verdict seeds an arm, decided in a family of their own on final training loss (trainability, the
+# paper's question; test accuracy is shown beside as a description), by the rule and by the exact sign-flip test.
+CENTRAL_QUESTIONS = engine.questions("""
+    deescalate  post        does de-escalation train where post-norm does not?
+    deescalate  layerscale  de-escalation against LayerScale
+    layerscale  post        LayerScale against post-norm
+""")
+CENTRAL_METRIC = "train_loss"
+CARD_TABLES = {"depth80_central": lambda rows: vit_study_card.central_table(rows, sys.modules[__name__])}
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"
 CELLS_AT_ONCE = "two cells at once"

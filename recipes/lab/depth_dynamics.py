@@ -21,7 +21,7 @@ import os
 
 import numpy as np
 
-from keras_tse.run_files import write_json
+from keras_tse.run_files import new_figure, save_figure, write_json
 
 CELLS = ((80, 1e-3), (160, 1e-3), (160, 3e-4))  # (blocks, learning rate), de-escalation at each
 MODEL = dict(norm="deescalate", image_size=28, patch_size=7, channels=1, num_classes=10, hidden_dim=32, ffn_dim=64,
@@ -33,7 +33,7 @@ PROFILE_STEPS = (0, 1, 5, 20, 40, 78)  # before these steps, every block profile
 def data():
     """The ladder's 10,000 training images (class-balanced, seed 0), normalised as the recipe does."""
     from keras_tse import data as datasets
-    from keras_tse.cli.train_vit import balanced_subset
+    from keras_tse.data import balanced_subset
 
     spec = datasets.get_dataset("fashion_mnist")
     (x, y), _ = spec.load_data(download=False)
@@ -102,12 +102,7 @@ def block_profile(model, blocks, x, y, probe):
 
 
 def plot(results, path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 4, figsize=(17, 3.8))
+    fig, axes = new_figure((17, 3.8), ncols=4)
     for cell in results["cells"]:
         label = f"{cell['depth']} blocks, lr {cell['learning_rate']:g}"
         r = cell["records"]
@@ -124,9 +119,7 @@ def plot(results, path):
     for ax in axes:
         ax.legend(fontsize=7)
     fig.suptitle("De-escalation, ViT width 32, Fashion-MNIST 10k, the first epoch", fontsize=9)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path, dpi=100)
 
 
 def markdown_table(results):
@@ -187,7 +180,7 @@ def main(argv=None):
     )
     import keras
 
-    from keras_tse.cli.info import machine_name
+    from keras_tse.machine import machine_name
 
     x, y = data()
     cells = [{"depth": d, "learning_rate": lr, "records": measure(d, lr, x, y, args.steps)} for d, lr in cells]

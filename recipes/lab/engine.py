@@ -19,15 +19,16 @@ import dataclasses
 import json
 import math
 import os
-import shutil
 import subprocess
 import sys
 import tarfile
 import time
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
-from keras_tse.cli.info import machine_name
-from keras_tse.run_files import append_row, read_logged_rows, write_csv, write_text
+from keras_tse import _checks
+from keras_tse._registry import Registry
+from keras_tse.machine import machine_name
+from keras_tse.run_files import append_row, copy_file, read_logged_rows, replacing, write_csv, write_text
 from recipes.lab import ROOT
 
 # The seed whose runs choose each arm's learning rate (the selection seed). No verdict uses it: a rate
@@ -120,6 +121,15 @@ def next_cells(rows, arm, plan):
     return _seeds_left(rows, arm, best, plan)
 
 
+# the lab's studies, one module each (`recipes/lab/NAME_study.py`, its `STUDY`)
+STUDIES = Registry("study", "study", package="recipes.lab", suffix="_study", module_is_entry=True)
+
+
+def studies():
+    """{name: the study (`Study`)} of every study module of the lab."""
+    return {name: module.STUDY for name, module in STUDIES.items().items()}
+
+
 def plan_of(plans, arm, study):
     """The plan among `plans` that runs `arm`; an unknown arm is one line naming `study`'s arms."""
     plans = list(plans)
@@ -194,7 +204,7 @@ def _wait_tallying(process, log_path, spent, start):
             _write_seconds(log_path, spent + time.perf_counter() - start)
 
 
-STOPPED = 3  # keras_tse.cli.flags.STOPPED_STATUS: the cell's loss became non-finite; a row, read as diverged
+STOPPED = _checks.STOPPED_STATUS  # the cell's loss became non-finite; a row, read as diverged
 
 
 class _Diverged(dict):
@@ -283,6 +293,11 @@ class Study:
     # depth, norm, tau, ...) rather than by an `arm` column; read_rows adds it as "arm".
     arm_of: object = None
     table: object = None  # a function of the rows that draws the card's table, if the study has one
+    # a function of the rows that gives the card's verdict families, [[(A, B, metric, Comparison), ...], ...]:
+    # each the comparisons its card decides together (Holm), and so the family a claim about them is judged in
+    families: object = None
+    # the card's generated blocks this study draws: block name -> a function of the rows that gives its markdown
+    tables: dict = dataclasses.field(default_factory=dict)
 
     def plan_of(self, arm):
         """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
@@ -333,7 +348,7 @@ def study_of(plan, **fields):
     name = plan.__name__.rpartition(".")[2].removesuffix("_study")
     given = dict(name=name, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
     given.update(fields=getattr(plan, "FIELDS", None), run_cell=getattr(plan, "run_cell", None))
-    given.update(table=getattr(plan, "markdown_table", None))
+    given.update(table=getattr(plan, "markdown_table", None), tables=getattr(plan, "CARD_TABLES", {}))
     arms = {arm for part, _ in parts.values() for arm in part.arms}
     for a, b, question in getattr(plan, "QUESTIONS", ()):
         if not {a, b} <= arms:
@@ -448,11 +463,9 @@ def copy_out(study, runs, out):
     os.makedirs(out, exist_ok=True)
     target = os.path.join(out, os.path.basename(study.results))
     if os.path.exists(study.results):  # none before a first row
-        shutil.copyfile(study.results, target + ".part")
-        os.replace(target + ".part", target)
+        copy_file(study.results, target)
     archive = os.path.join(out, CELL_LOGS)
-    with tarfile.open(archive + ".part", "w:gz") as tar:
+    with replacing(archive, "wb") as f, tarfile.open(fileobj=f, mode="w:gz") as tar:
         for name in sorted(os.listdir(runs)):
             if name.endswith(".log"):
                 tar.add(os.path.join(runs, name), arcname=name)
-    os.replace(archive + ".part", archive)

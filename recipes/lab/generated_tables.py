@@ -54,6 +54,7 @@ import os
 import re
 import sys
 
+from keras_tse.run_files import write_text
 from recipes.lab import ROOT  # noqa: E402
 
 DOCUMENTS = (
@@ -168,7 +169,11 @@ def benchmark(study):
 
 
 def render(name):
-    """The markdown of generated block `name`, from its committed result file."""
+    """The markdown of generated block `name`, from its committed result file: a block a study declares
+    (`Study.tables`) from that study's rows, else the block's own generator below."""
+    for study in _generator("engine").studies().values():
+        if name in study.tables:
+            return study.tables[name](study.read_rows())
     for suffix, function in (("_verdicts", "verdicts"), ("_similarity", "similarity_table"), ("_leak", "leak_table")):
         if name.endswith(suffix) and name[: -len(suffix)] in BENCHMARKS:
             return getattr(_generator("benchmark_results"), function)(benchmark(name[: -len(suffix)]))
@@ -178,15 +183,15 @@ def render(name):
         function = "study_table" if name == "ptb_lm_study" else "study_verdicts"
         return getattr(_generator("benchmark_results"), function)(benchmark("ptb_txl16"), _lm_study())
     if name == "demo":
-        from keras_tse.cli.demo import markdown_table
+        from keras_tse.training.demo import markdown_table
 
         return markdown_table(_demo())
     if name == "demo_similarity":
-        from keras_tse.cli.demo import similarity_table
+        from keras_tse.training.demo import similarity_table
 
         return similarity_table(_demo())
     if name == "escalation":
-        from keras_tse.cli.escalation import markdown_table, read_csv
+        from keras_tse.analysis.escalation import markdown_table, read_csv
 
         return markdown_table(read_csv(_path("zoo", "figures", "escalation.csv")))
     if name in DEPTH_STUDY_BLOCKS:
@@ -199,7 +204,7 @@ def render(name):
     if name == "gradients":
         return _generator("deescalation_gradients").markdown_table(_path("zoo", "depth_study", "gradients.csv"))
     if name == "bench":
-        from keras_tse.cli.bench import markdown_table
+        from keras_tse.training.benchmark import markdown_table
 
         results = {}
         for backend in ("jax", "tensorflow", "torch"):
@@ -207,7 +212,7 @@ def render(name):
                 results[backend] = json.load(f)["results"]
         return markdown_table(results)
     if name in BENCH_RUNS:
-        from keras_tse.cli.bench import cases_table
+        from keras_tse.training.benchmark import cases_table
 
         with open(_path("zoo", "figures", BENCH_RUNS[name])) as f:
             return cases_table(json.load(f)["results"])
@@ -279,8 +284,7 @@ def main(argv):
             text = f.read()
         new, names = rewrite(text)
         if "--check" not in argv:
-            with open(_path(document), "w") as f:
-                f.write(new)
+            write_text(_path(document), new)
             print(f"{document}: rewrote {len(names)} generated tables ({', '.join(names)})")
         elif new != text:
             stale.append(document)

@@ -153,7 +153,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     import keras
 
-    from keras_tse.cli.info import machine_name
+    from keras_tse.machine import machine_name
 
     about = {"machine": machine_name(), "keras": keras.__version__, "backend": keras.backend.backend()}
     if args.preset:

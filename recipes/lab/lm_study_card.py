@@ -26,7 +26,13 @@ FIELDS = (
 def study_of(plan):
     """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its table drawn here."""
     run = functools.partial(run_cell, plan)
-    return engine.study_of(plan, run_cell=run, fields=FIELDS, table=functools.partial(markdown_table, plan=plan))
+    return engine.study_of(
+        plan,
+        run_cell=run,
+        fields=FIELDS,
+        table=functools.partial(markdown_table, plan=plan),
+        families=lambda rows: [family(rows, plan)],
+    )
 
 
 def run_cell(plan, runs, arm, learning_rate, seed):
@@ -62,6 +68,24 @@ def run_cell(plan, runs, arm, learning_rate, seed):
     }
 
 
+VERDICT_METRIC = "test_perplexity"
+
+
+def family(rows, plan):
+    """The card's verdict family: (A, B, metric, `Comparison`) of each question whose arms have their verdict
+    seeds, on test perplexity, each arm at the rate its selection seed chose."""
+    from recipes.lab import verdicts
+
+    best = {arm: engine.at_best(rows, arm, plan.STUDY.plan_of(arm)) for arm in plan.ARMS}
+    found = []
+    for a, b, _ in plan.QUESTIONS:
+        if best[a][0] is not None and best[b][0] is not None:
+            seeds = [engine.verdict_seeds(best[arm][1], VERDICT_METRIC) for arm in (a, b)]
+            if min(map(len, seeds)) >= verdicts.MIN_SEEDS:
+                found.append((a, b, VERDICT_METRIC, verdicts.measure_seeds(*seeds, metric=VERDICT_METRIC)))
+    return found
+
+
 def markdown_table(rows, plan):
     """One line per arm at its best rate (by validation loss; seed means, min-max), then each question
     answered on test perplexity by the verdict rule once both arms have its seeds."""
@@ -85,12 +109,9 @@ def markdown_table(rows, plan):
             f"{'/'.join(f'{t:g}' for t in tried)} | {len(members)} | {' | '.join(cells)} |"
         )
     lines += ["", "| question | A | B | on test perplexity |", "|---|---|---|---|"]
-    asked = [(a, b, q) for a, b, q in plan.QUESTIONS if best[a][0] is not None and best[b][0] is not None]
-    seeds = {q: [engine.verdict_seeds(best[arm][1], "test_perplexity") for arm in (a, b)] for a, b, q in asked}
-    asked = [(a, b, q) for a, b, q in asked if min(map(len, seeds[q])) >= verdicts.MIN_SEEDS]
-    said = dict(zip([q for _, _, q in asked], verdicts.stated(
-        [verdicts.measure_seeds(*seeds[q], metric="test_perplexity") for _, _, q in asked])))  # fmt: skip
+    measured = family(rows, plan)
+    said = dict(zip([(a, b) for a, b, *_ in measured], verdicts.stated([c for *_, c in measured])))
     for a, b, question in plan.QUESTIONS:
-        lines.append(f"| {question} | {a} | {b} | {verdicts.table_cell(said.get(question, 'not measured'))} |")
+        lines.append(f"| {question} | {a} | {b} | {verdicts.table_cell(said.get((a, b), 'not measured'))} |")
     results = os.path.relpath(plan.RESULTS, ROOT)
     return "\n".join(lines) + f"\n\n{len(rows)} cells measured (`{results}`)."

@@ -116,7 +116,7 @@ def main(argv=None):
         plain, weights = measure(depth, False)
         kept, _ = measure(depth, True, weights)
         runs += [plain, kept]
-    from keras_tse.cli.info import machine_name
+    from keras_tse.machine import machine_name
 
     results = {"machine": machine_name(), "jax": jax.__version__, "runs": runs}
     print(markdown_table(results))

@@ -22,6 +22,7 @@ import sys
 
 import numpy as np
 
+from keras_tse import run_files
 from recipes.lab import ROOT, engine  # noqa: E402
 
 WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
@@ -133,9 +134,7 @@ def add_preprocessor(name):
     dataset = zoo.preset_folder.preset_metadata(folder)["dataset"]
     model = zoo.preprocessing.with_preprocessing(zoo.from_preset(name), zoo.preprocessing.dataset_preprocessor(dataset))
     path = os.path.join(folder, zoo.preset_folder.CONFIG_FILE)
-    with open(path + ".part", "w") as f:
-        json.dump(keras.saving.serialize_keras_object(model), f, indent=2)
-    os.replace(path + ".part", path)
+    run_files.write_json(path, keras.saving.serialize_keras_object(model))
 
 
 def markdown_table(names=None):

@@ -20,7 +20,7 @@ from recipes.lab import ROOT, engine, gpu_cells_card
 RESULTS = os.path.join(ROOT, "zoo", "gpu", "speed_paper.csv")
 BENCH = ("--dtype", "mixed_bfloat16", "--peer", "timm", "--isolate", "--budget-s", "500")
 ARMS = {"jax": (), "torch": ("--jit-compile",)}
-BENCH_RATE = 1e-4  # keras_tse.cli.bench compiles every case with Adam(1e-4)
+BENCH_RATE = 1e-4  # keras_tse.training.benchmark compiles every case with Adam(1e-4)
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(BENCH_RATE,), seeds=(0,), bracket=False)
 CELL_ESTIMATE_S = 520  # the bench's own budget, and its start
 FIELDS = ("arm", "learning_rate", "seed", "results", "seconds", "backend", "machine")

@@ -16,10 +16,14 @@ of `recipes/lab/bert_ptb_study.py` in bert_ptb (`post_24`, ...: test loss unless
 `recipes/lab/ptb_warmup_study.py` in ptb_warmup (test perplexity unless a metric is named) and of
 `recipes/lab/tau_sweep_study.py` in tau_sweep (`tau_0` ... `tau_1`, `tau_learned`). Each
 arm is taken at the learning rate its selection seed (seed 0) chose, with every other seed of that cell
-(the verdict seeds), and judged by the verdict rule (`recipes.lab.verdicts`, zoo/README.md):
-paired by seed where both arms ran the same seeds, every comparison of one document decided together
-(one family, Holm's correction). A verdict other than "inconclusive" needs `verdicts.VERDICT_SEEDS`
-verdict seeds per arm.
+(the verdict seeds), and judged by the verdict rule (`recipes.lab.verdicts`, zoo/README.md),
+paired by seed where both arms ran the same seeds, in its card's family (Holm's correction over the
+family's number of comparisons): where the study's card decides a family of its own (`Study.family`: its
+questions), a claim about one of them gets the card's verdict, and a claim about another pair joins that
+family as one more comparison; for a source whose card states its verdicts as claims, the family is every
+claim about that source in every document. Either way a claim copied alone into another document is
+judged as in its card, never in a family of one. A verdict other than "inconclusive" needs
+`verdicts.VERDICT_SEEDS` verdict seeds per arm.
 
     python -m recipes.lab.verdict_claims    # each claim and whether it holds; exit 1 if one fails
 """
@@ -82,6 +86,18 @@ def _gpu_seeds(figure):
     return seeds
 
 
+def _cell_study_families(module):
+    """The card's verdict families of the lab's `<module>` (`Study.families`), [[(A, B, metric, Comparison)]]."""
+
+    def families():
+        import importlib
+
+        study = importlib.import_module(f"recipes.lab.{module}").STUDY
+        return study.families(study.read_rows())
+
+    return families
+
+
 def _cell_study_seeds(module):
     """(arm, {seed: value}) of a cell study's arm at the rate its seed 0 chose (the lab's `<module>`)."""
 
@@ -102,15 +118,16 @@ def _cell_study_seeds(module):
 
 
 # source -> (its arms' seeds: (metric, arm, key, value) -> [(arm, {seed: value}), ...], the metric a claim
-# without one is judged on)
+# without one is judged on, its card's verdict family where the card decides one: () -> [(A, B, metric,
+# Comparison), ...], else None: the family is every claim about the source)
 SOURCES = {
-    "bert_ptb": (_cell_study_seeds("bert_ptb_study"), "test_loss"),
-    "depth_study": (_depth_study_seeds, "final_loss"),
-    "depth80": (_cell_study_seeds("depth80_study"), "train_loss"),
-    "gpu_fig6": (_gpu_seeds("fig6"), "train_loss"),
-    "gpu_fig6_stopped": (_gpu_seeds("fig6_stopped"), "train_loss"),
-    "ptb_warmup": (_cell_study_seeds("ptb_warmup_study"), "test_perplexity"),
-    "tau_sweep": (_cell_study_seeds("tau_sweep_study"), "train_loss"),
+    "bert_ptb": (_cell_study_seeds("bert_ptb_study"), "test_loss", _cell_study_families("bert_ptb_study")),
+    "depth_study": (_depth_study_seeds, "final_loss", None),
+    "depth80": (_cell_study_seeds("depth80_study"), "train_loss", _cell_study_families("depth80_study")),
+    "gpu_fig6": (_gpu_seeds("fig6"), "train_loss", None),
+    "gpu_fig6_stopped": (_gpu_seeds("fig6_stopped"), "train_loss", None),
+    "ptb_warmup": (_cell_study_seeds("ptb_warmup_study"), "test_perplexity", _cell_study_families("ptb_warmup_study")),
+    "tau_sweep": (_cell_study_seeds("tau_sweep_study"), "train_loss", None),
 }
 
 
@@ -158,10 +175,8 @@ def _measure(source, metric, seeds_a, seeds_b):
     return verdicts.measure_seeds(seeds_a, seeds_b, lower, metric=metric)
 
 
-def check_claims(found_claims):
-    """Every failure of the (source, metric, claim) triples, decided as one family."""
-    from recipes.lab import verdicts
-
+def _entries(found_claims):
+    """([(source, expected, where, A, B, metric, Comparison)], failure lines) of the claims."""
     failures, entries = [], []
     for source, metric, claim in found_claims:
         parsed = _pairs(source, metric, claim)
@@ -170,14 +185,61 @@ def check_claims(found_claims):
             continue
         expected, pairs = parsed
         for where, name_a, name_b, seeds_a, seeds_b in pairs:
-            entries.append((source, expected, where, name_a, name_b, _measure(source, metric, seeds_a, seeds_b)))
-    said = verdicts.stated([entry[-1] for entry in entries])  # below 5 verdict seeds: "inconclusive (N ...)"
-    for (source, expected, where, name_a, name_b, _), found in zip(entries, said):
-        relation, _, seeds = found.partition(" (")
-        if relation != expected:
-            relation = "is inconclusive against" if relation == verdicts.INCONCLUSIVE else relation
-            seeds = f" ({seeds}" if seeds else ""
-            failures.append(f"{name_a} {relation} {name_b}{where}{seeds}, not '{expected}' ({source})")
+            comparison = _measure(source, metric, seeds_a, seeds_b)
+            entries.append((source, expected, where, name_a, name_b, metric_of(source, metric), comparison))
+    return entries, failures
+
+
+FLIPPED = {"beats": "loses to", "loses to": "beats"}
+
+
+def _family_verdicts(source, entries, every_claim):
+    """{entry index: the verdict its family gives it} for `entries` (all of `source`). The families: the
+    card's where it decides them, a claim about a pair outside them added to its last (the card's main one);
+    else one family of every claim about `source` in `every_claim`'s entries (each pair once)."""
+    from recipes.lab import verdicts
+
+    card = SOURCES[source][2]
+    if card is not None:
+        families = [[((a, b, "", metric), c) for a, b, metric, c in family] for family in card()]
+    else:
+        every = {(a, b, where, metric): c for s, _, where, a, b, metric, c in every_claim if s == source}
+        families = [list(every.items())]  # each pair once, however many documents state it
+    placed = {}
+    for index, (_, _, where, a, b, metric, comparison) in enumerate(entries):
+        key = (a, b, "" if card else where, metric)
+        for number, family in enumerate(families):
+            keys = [k for k, _ in family]
+            if key in keys or (b, a, key[2], metric) in keys:
+                flipped = key not in keys
+                placed[index] = (number, keys.index((b, a, key[2], metric) if flipped else key), flipped)
+                break
+        else:  # a comparison the card does not make: one more in its main family
+            families[-1].append((key, comparison))
+            placed[index] = (len(families) - 1, len(families[-1]) - 1, False)
+    said = [verdicts.stated([c for _, c in family]) for family in families]  # below 5 seeds: "inconclusive (N ...)"
+    found = {}
+    for index, (number, position, flipped) in placed.items():
+        relation, _, seeds = said[number][position].partition(" (")
+        relation = FLIPPED.get(relation, relation) if flipped else relation
+        found[index] = relation + (f" ({seeds}" if seeds else "")
+    return found
+
+
+def check_claims(found_claims, every_claim=None):
+    """Every failure of the (source, metric, claim) triples, each judged in its card's family; `every_claim`
+    (default: `found_claims`) holds the claims of every document, the family of a source without a card's."""
+    entries, failures = _entries(found_claims)
+    every = entries if every_claim is None else _entries(every_claim)[0]
+    for source in sorted({entry[0] for entry in entries}):
+        mine = [(i, entry) for i, entry in enumerate(entries) if entry[0] == source]
+        said = _family_verdicts(source, [entry for _, entry in mine], every)
+        for position, (_, (_, expected, where, name_a, name_b, _, _)) in enumerate(mine):
+            relation, _, seeds = said[position].partition(" (")
+            if relation != expected:
+                relation = "is inconclusive against" if relation == "inconclusive" else relation
+                seeds = f" ({seeds}" if seeds else ""
+                failures.append(f"{name_a} {relation} {name_b}{where}{seeds}, not '{expected}' ({source})")
     return failures
 
 
@@ -186,21 +248,34 @@ def check(source, metric, claim):
     return check_claims([(source, metric, claim)])
 
 
-def check_text(text):
-    """Every failure of every claim in `text`, the document's claims one family."""
-    return check_claims(claims(text))
+def check_text(text, every_claim=None):
+    """Every failure of every claim in `text`, each in its card's family (`check_claims`)."""
+    return check_claims(claims(text), every_claim)
+
+
+def every_document_claim():
+    """The claims of every document of the project (`generated_tables.DOCUMENTS`)."""
+    from recipes.lab.generated_tables import DOCUMENTS
+
+    found = []
+    for document in DOCUMENTS:
+        path = os.path.join(ROOT, document)
+        if os.path.exists(path):
+            with open(path) as handle:
+                found += claims(handle.read())
+    return found
 
 
 def main():
     from recipes.lab.generated_tables import DOCUMENTS  # every document of the project: a claim may sit in any
 
-    failed = False
+    failed, every = False, every_document_claim()
     for document in DOCUMENTS:
         path = os.path.join(ROOT, document)
         if not os.path.exists(path):
             continue
         with open(path) as handle:
-            failures = check_text(handle.read())
+            failures = check_text(handle.read(), every)
         failed |= bool(failures)
         print(f"{document}: " + ("every claim holds" if not failures else "FAILS:\n  " + "\n  ".join(failures)))
     return 1 if failed else 0

@@ -17,6 +17,7 @@ import os
 
 import numpy as np
 
+from keras_tse.run_files import new_figure, save_figure
 from recipes.lab import engine
 from recipes.lab.engine import spread
 
@@ -34,7 +35,11 @@ CLASSES = 10  # every ViT study here classifies a balanced 10-class set (Fashion
 def study_of(plan):
     """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its figure drawn here."""
     study = engine.study_of(
-        plan, run_cell=functools.partial(run_cell, plan), fields=FIELDS, figure=lambda: plot(study.read_rows(), plan)
+        plan,
+        run_cell=functools.partial(run_cell, plan),
+        fields=FIELDS,
+        figure=lambda: plot(study.read_rows(), plan),
+        families=lambda rows: families(rows, plan),
     )
     return study
 
@@ -139,51 +144,137 @@ def grid_table(rows, study):
     return "\n".join(lines) + f"\n\nSeconds a cell, {study.CELLS_AT_ONCE}, by machine: {costs}."
 
 
-def verdicts_table(rows, study):
-    """Each of the card's questions answered by the verdict rule on final training loss and test accuracy:
-    each arm at the rate its selection seed chose, judged on the other seeds, the table one family."""
+VERDICT_COLUMNS = (("train_loss", True), ("test_accuracy", False))  # each question's two measures: lower is better?
+
+
+def _family(rows, study, questions, columns):
+    """(A, B, column, `Comparison`) of each of `questions` on each of `columns` ((column, lower is better))
+    whose arms have their verdict seeds, each arm at the rate its selection seed chose."""
     from recipes.lab import verdicts
 
     cells = best_cells(rows, study)
-    asked, comparisons = [], []
-    for a, b, question in study.QUESTIONS:
+    found = []
+    for a, b, _ in questions:
         if a in cells and b in cells:
-            for column, lower in (("train_loss", True), ("test_accuracy", False)):
+            for column, lower in columns:
                 seeds = [engine.verdict_seeds(cells[arm][1], column) for arm in (a, b)]
                 if min(map(len, seeds)) >= verdicts.MIN_SEEDS:
-                    asked.append((question, column))
                     diverged = verdicts.class_frequency_value(column, CLASSES)
-                    comparisons.append(verdicts.measure_seeds(*seeds, lower, metric=column, diverged=diverged))
+                    comparison = verdicts.measure_seeds(*seeds, lower, metric=column, diverged=diverged)
+                    found.append((a, b, column, comparison))
+    return found
+
+
+def _central(study):
+    """The study's central questions (`CENTRAL_QUESTIONS`, decided in a family of their own on
+    `CENTRAL_METRIC`), and its other questions."""
+    central = getattr(study, "CENTRAL_QUESTIONS", ())
+    pairs = {(a, b) for a, b, _ in central}
+    return central, [q for q in study.QUESTIONS if (q[0], q[1]) not in pairs]
+
+
+def families(rows, study):
+    """The card's verdict families, each decided together (Holm): the central questions on the central
+    metric, where the study has them, then the other questions on each of `VERDICT_COLUMNS`."""
+    central, rest = _central(study)
+    found = [_family(rows, study, rest, VERDICT_COLUMNS)]
+    if central:
+        found.insert(0, _family(rows, study, central, ((study.CENTRAL_METRIC, True),)))
+    return found
+
+
+def verdicts_table(rows, study):
+    """Each of the card's questions but the central ones answered by the verdict rule on final training loss and
+    test accuracy: each arm at the rate its selection seed chose, judged on the other seeds, the table one family."""
+    from recipes.lab import verdicts
+
+    central, rest = _central(study)
+    measured = families(rows, study)[-1]
+    comparisons = [c for *_, c in measured]
+    asked = [(a, b, column) for a, b, column, _ in measured]
     said = dict(zip(asked, verdicts.stated(comparisons)))
     visible = dict(zip(asked, (c.smallest_visible_effect() for c in comparisons)))
     lines = [
         "| question | A | B | on final train loss | on test accuracy | smallest gap visible (loss, accuracy) |",
         "|---|---|---|---|---|---|",
     ]
-    for a, b, question in study.QUESTIONS:
-        columns = ("train_loss", "test_accuracy")
-        answer = [verdicts.table_cell(said.get((question, c), "not measured")) for c in columns]
-        gaps = [f"{visible[(question, c)]:.3f}" if (question, c) in visible else "" for c in columns]
+    for a, b, question in rest:
+        columns = [column for column, _ in VERDICT_COLUMNS]
+        answer = [verdicts.table_cell(said.get((a, b, c), "not measured")) for c in columns]
+        gaps = [f"{visible[(a, b, c)]:.3f}" if (a, b, c) in visible else "" for c in columns]
         lines.append(f"| {question} | {a} | {b} | {answer[0]} | {answer[1]} | {', '.join(gaps)} |")
+    fewest = min((min(c.seeds) for c in comparisons), default=0)
+    rank_note = (
+        f" With {fewest} verdict seeds an arm no exact rank or sign-flip test can go below p = "
+        f"{2 / 2**fewest:.4f}, above the family's threshold: each verdict here rests on the t-test's normality."
+        if 0 < fewest <= 6
+        else ""
+    )
     return "\n".join(lines) + (
         "\n\nThe smallest gap visible: the difference each comparison's verdict seeds would find 80% of the "
         "time at 5% asked alone, given their spread (`Comparison.smallest_visible_effect`); as one of the "
-        f"table's {2 * len(study.QUESTIONS)} comparisons (Holm) it takes more."
+        f"table's {len(comparisons)} comparisons (Holm) it takes more.{rank_note}"
+        + (f" The central questions ({len(central)}) are decided in their own family." if central else "")
+    )
+
+
+def _p(p):
+    """A p-value to four places, or in scientific notation below 0.001."""
+    return f"{p:.4f}" if p >= 1e-3 else f"{p:.1e}"
+
+
+def central_table(rows, study):
+    """The central questions, one family on `CENTRAL_METRIC`, decided twice: by the verdict rule (Student's t,
+    Holm with the equivalence tests) and by the exact paired sign-flip test (Holm), which needs no normality;
+    each with the seed-mean difference A - B (of the loss: below 0 favours A) and, as a description, the
+    test accuracy's."""
+    from recipes.lab import verdicts
+
+    central, _ = _central(study)
+    cells = best_cells(rows, study)
+    measured = families(rows, study)[0]
+    said = dict(zip([(a, b) for a, b, *_ in measured], verdicts.stated([c for *_, c in measured])))
+    seeds = {
+        (a, b): [engine.verdict_seeds(cells[arm][1], study.CENTRAL_METRIC) for arm in (a, b)]
+        for a, b, _ in central
+        if (a, b) in said
+    }
+    paired = {key: pair for key, pair in seeds.items() if sorted(pair[0]) == sorted(pair[1])}
+    ordered = [[[d[k] for k in sorted(d)] for d in pair] for pair in paired.values()]
+    flips = dict(zip(paired, verdicts.sign_flip_verdicts(ordered, metric=study.CENTRAL_METRIC)))
+    comparisons = {(a, b): c for a, b, _, c in measured}
+    lines = [
+        "| question | A | B | verdict seeds | A - B, final train loss | t-test p | the rule | sign-flip p | "
+        "sign-flip test | A - B, test accuracy (description) |",
+        "|---|---|---|---:|---:|---:|---|---:|---|---:|",
+    ]
+    for a, b, question in central:
+        c = comparisons.get((a, b))
+        if c is None:
+            lines.append(f"| {question} | {a} | {b} | | | | not measured | | | |")
+            continue
+        accuracy = [engine.verdict_seeds(cells[arm][1], "test_accuracy") for arm in (a, b)]
+        gap = np.mean(list(accuracy[0].values())) - np.mean(list(accuracy[1].values()))
+        flip = flips.get((a, b))
+        shown = "| | unpaired |" if flip is None else f"| {_p(flip[1])} | {verdicts.table_cell(flip[2])} |"
+        lines.append(
+            f"| {question} | {a} | {b} | {min(c.seeds)} | {-c.estimate:+.3f} | {_p(c.p_difference)} | "
+            f"{verdicts.table_cell(said[(a, b)])} {shown} {100 * gap:+.1f} points |"
+        )
+    return "\n".join(lines) + (
+        f"\n\nOne family of {len(measured)} comparisons, each test at Holm's thresholds (the smallest p against "
+        f"0.05 / {len(measured)}); a verdict also needs the gap past the minimum effect (0.03 nats). The "
+        f"sign-flip test enumerates all 2^n sign flips of the n paired differences: its smallest p is 2 / 2^n."
     )
 
 
 def plot(rows, study):
     """Per arm, the seed-mean training loss per epoch at its best rate, drawn into the study's FIGURE;
     None, and no file written, while no arm has a row."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     cells = best_cells(rows, study)
     if not cells:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, (ax,) = new_figure((7, 4.5))
     for i, (arm, (rate, members)) in enumerate(cells.items()):
         curves = np.array([[float(v) for v in r["loss_curve"].split(";")] for r in members])
         ax.plot(
@@ -196,9 +287,7 @@ def plot(rows, study):
     ax.set(xlabel="epoch", ylabel="training loss (seed mean)")
     ax.set_title(study.FIGURE_TITLE, fontsize=9)  # the longest title fits the figure's width at 9 pt
     ax.legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(figure_path(study), dpi=110)
-    plt.close(fig)
+    save_figure(fig, figure_path(study), dpi=110)
     return figure_path(study)
 
 

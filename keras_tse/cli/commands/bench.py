@@ -4,8 +4,8 @@ import json
 import time
 
 from keras_tse.cli import flags
-from keras_tse.cli.bench_cases import CASES, DTYPES, PEERS
 from keras_tse.run_files import claim_file
+from keras_tse.training.bench_cases import CASES, DTYPES, PEERS
 
 HELP = "train-step throughput and peak memory, ours beside a KerasHub or timm peer"
 
@@ -67,7 +67,7 @@ def _bench_json(text):
 
 
 def run(args):
-    from keras_tse.cli.bench import BenchConfig, run_bench
+    from keras_tse.training.benchmark import BenchConfig, run_bench
 
     config = flags.config_from(BenchConfig, args)
     if args.out:

@@ -1,4 +1,4 @@
-"""`keras-tse demo`: the paper's claim on 8x8 digits (`keras_tse.cli.demo`)."""
+"""`keras-tse demo`: the paper's claim on 8x8 digits (`keras_tse.training.demo`)."""
 
 from keras_tse.cli import flags
 
@@ -32,7 +32,7 @@ def add_arguments(parser):
 
 
 def run(args):
-    from keras_tse.cli.demo import DemoConfig, run_demo
+    from keras_tse.training.demo import DemoConfig, run_demo
 
     config = flags.config_from(DemoConfig, args)
     run_demo(args.out or ("runs/demo_quick" if args.quick else "runs/demo"), config, verbose=args.verbose)

@@ -42,7 +42,7 @@ def add_arguments(parser):
 def run(args):
     import keras
 
-    from keras_tse.cli.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
+    from keras_tse.analysis.escalation import EscalationConfig, format_table, similarity_at_init, write_csv
 
     if args.csv:
         claim_file(args.csv, flags.reads_as(lambda text: text.startswith("block,")), "the table", "--csv")

@@ -114,8 +114,9 @@ def _card(study):
         text = f.read()
     new, names = generated_tables.rewrite(text)
     if new != text:
-        with open(study.card, "w") as f:
-            f.write(new)
+        from keras_tse.run_files import write_text
+
+        write_text(study.card, new)
     print(f"{_relative(study.card)}: {len(names)} generated tables {'rewritten' if new != text else 'unchanged'}")
     if study.figure is not None:
         drawn = study.figure()

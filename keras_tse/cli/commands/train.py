@@ -16,7 +16,7 @@ HELP = "train a model family, a preset or the paper's two (vit, lm) into a resum
 # a family's task -> the module whose `main(argv, prog)` trains it
 TASKS = {"images": "keras_tse.cli.train_vit", "text": "keras_tse.cli.train_lm"}
 PAPER_NAMES = {"vit": "images", "lm": "text"}  # the paper's two, each its task's default family
-# the task chooses the backend itself (`flags.main_of`), after its own flags are read
+# the backend is chosen here, before the task's flags are read (they list the zoo's families)
 NEEDS_BACKEND = False
 # every word after `train` is the task's (a leading flag included, where NAME is left out): no option here
 PARSER = {"prefix_chars": "+", "add_help": False}
@@ -29,13 +29,32 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_tse.cli import flags
+
     words = list(args.argv)
-    if words[:1] in (["-h"], ["--help"]):
+    if _asks_help(words):
+        flags.choose_backend("keras-tse train")  # the names come from the zoo: Keras on a backend that is here
         print(__doc__.strip().replace("`", "") + f"\n\nNAME: {', '.join(names())}")
         return 0
-    name = "vit" if not words or words[0].startswith("-") else words.pop(0)
+    prog = prog_of(args)
+    name = prog.rpartition(" ")[2]
+    words = words if not words or words[0].startswith("-") else words[1:]
     task, extra = resolve(name)
-    return importlib.import_module(TASKS[task]).main([*extra, *words], prog=f"keras-tse train {name}")
+    flags.choose_backend(prog)
+    module = importlib.import_module(TASKS[task])
+    return module.run(module.parse_args([*extra, *words], prog=prog))  # behind `keras-tse`'s one edge
+
+
+def _asks_help(words):
+    return words[:1] in (["-h"], ["--help"])
+
+
+def prog_of(args):
+    """The name a run's lines begin with: `keras-tse train NAME` (NAME `vit` where it is left out)."""
+    words = list(args.argv)
+    if _asks_help(words):
+        return "keras-tse train"
+    return f"keras-tse train {'vit' if not words or words[0].startswith('-') else words[0]}"
 
 
 def names():

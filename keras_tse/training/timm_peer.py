@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 
-from keras_tse.cli import bench
+from keras_tse.training import benchmark as bench
 
 TIMM_CASES = ("timm_post", "timm_pre")
 TORCH_CASES = ("torch_post", "torch_pre")

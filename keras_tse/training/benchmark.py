@@ -10,7 +10,7 @@ for every case of one run:
   language model is compared with itself across norms only;
 - `timm_post`, `timm_pre` (`--peer timm`): timm's `VisionTransformer` at the same shape
   (`ResPostBlock`, res-post-norm: the norm inside the residual branch; `Block`, pre-norm) trained
-  in plain PyTorch, the peer a PyTorch user would pick (`keras_tse.cli.timm_peer`); its own
+  in plain PyTorch, the peer a PyTorch user would pick (`keras_tse.training.timm_peer`); its own
   child process, whatever the Keras backend;
 - `torch_post`, `torch_pre` (`--peer torch`): a ViT of the same shape built from PyTorch's own
   `nn.TransformerEncoderLayer` (`norm_first=False`: Algorithm 1's classic post-norm, the same
@@ -53,10 +53,10 @@ import keras
 import numpy as np
 
 from keras_tse import _checks, run_files
+from keras_tse.machine import accelerator_name
 
 # the cases, peers and dtypes are the command line's (checked where the flags enter, before Keras loads)
-from keras_tse.cli.bench_cases import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
-from keras_tse.cli.info import machine_name
+from keras_tse.training.bench_cases import CASES, DTYPES, PEERS, PLAIN_TORCH_CASES, TXL_CASES, VIT_CASES
 
 CIFAR_STEPS_PER_EPOCH = 391  # the callback's default frequency is once per epoch: 50,000 / 128
 
@@ -166,7 +166,7 @@ def timing_result(case, run, config, params, flops, backend=None):
     result = dict(
         case=case,
         backend=backend or keras.backend.backend(),
-        device=device_name(),
+        device=accelerator_name(keras.backend.backend()),
         dtype=config.dtype,
         params=params,
         batch=int(run["batch"][0].shape[0]),
@@ -327,25 +327,6 @@ def _trainable_params(model):
     return int(sum(np.prod(v.shape) for v in model.trainable_variables))
 
 
-def device_name():
-    """The accelerator's name as the backend reports it, else the machine (`info.machine_name`)."""
-    backend = keras.backend.backend()
-    if backend == "jax":
-        device = importlib.import_module("jax").local_devices()[0]
-        if device.platform != "cpu":
-            return device.device_kind
-    elif backend == "torch":
-        torch = importlib.import_module("torch")
-        if torch.cuda.is_available():
-            return torch.cuda.get_device_name(0)
-    elif backend == "tensorflow":
-        tf = importlib.import_module("tensorflow")
-        gpus = tf.config.list_physical_devices("GPU")
-        if gpus:
-            return tf.config.experimental.get_device_details(gpus[0]).get("device_name", "GPU")
-    return machine_name()
-
-
 def reset_peak_memory():
     """Start a new peak where the backend allows it (PyTorch on a GPU)."""
     if keras.backend.backend() == "torch":
@@ -408,7 +389,7 @@ def _run_child(cases, config, deadline=None):
     if timeout is not None and timeout <= 0:
         return [dict(case=case, error=f"not run: the time budget of {config.budget_s:g} s was spent") for case in cases]
     plain_torch = cases[0] in PLAIN_TORCH_CASES
-    module = "keras_tse.cli.timm_peer" if plain_torch else "keras_tse.cli.bench"
+    module = "keras_tse.training.timm_peer" if plain_torch else "keras_tse.training.benchmark"
     env = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
     if plain_torch:  # plain PyTorch: Keras (imported for the settings) must not load another framework beside it
         env["KERAS_BACKEND"] = "torch"

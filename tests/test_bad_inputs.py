@@ -600,9 +600,10 @@ def _history(folder):
 
 @pytest.mark.starts_processes
 def test_a_training_gives_the_same_history_with_tensorflow_installed_or_not(tmp_path):
-    """The input pipeline is chosen by name, never by what is installed: the same command (JAX, shuffled
-    epochs) in a process that can import TensorFlow and one that cannot writes the same history digit for
-    digit; a run that trained on tf.data refuses, in one line, to go on where TensorFlow is missing."""
+    """A run that draws nothing but its order trains on the NumPy pipeline, whatever is installed: the same
+    command (JAX, shuffled epochs) in a process that can import TensorFlow and one that cannot writes the same
+    history digit for digit; a run that trained on tf.data (its augmentation drawn there) refuses, in one line,
+    to go on where TensorFlow is missing."""
     runs = {}
     for hidden in (False, True):
         out = tmp_path / f"hidden_{hidden}"
@@ -612,8 +613,11 @@ def test_a_training_gives_the_same_history_with_tensorflow_installed_or_not(tmp_
     assert len(runs[True]) == 2 and runs[True] == runs[False]
     with open(tmp_path / "hidden_True" / "post" / "config.json") as f:
         assert json.load(f)["train"]["data_pipeline"] == "numpy"
-    tf_run = [*CLI, *SAME_RUN[:-6], "--epochs", "1", "--data-pipeline", "tf", "--out", str(tmp_path / "tf")]
+    # augmented, a run takes tf.data where TensorFlow is installed: its draws are tf.data's, so it says so
+    tf_run = [*CLI, *SAME_RUN[:-6], "--epochs", "1", "--augment", "crop_flip", "--out", str(tmp_path / "tf")]
     assert fresh(tf_run, tmp_path, backend="jax").returncode == 0
+    with open(tmp_path / "tf" / "post" / "config.json") as f:
+        assert json.load(f)["train"]["data_pipeline"] == "tf"
     refused = fresh(tf_run, tmp_path, backend="jax", hide_tensorflow=True)
     assert refused.returncode == 2 and refused.stderr.count("error:") == 1, refused.stderr[-3000:]
     assert "--data-pipeline: received tf (given, or the pipeline the run in --out trained with)" in refused.stderr

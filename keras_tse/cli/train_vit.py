@@ -379,6 +379,15 @@ def augment_before(args):
     return {"augment": "randaugment" if spec(args).augment == "randaugment" else "none", "data_pipeline": pipeline}
 
 
+def pipeline_of(config):
+    """A new run's input pipeline: NumPy's where it draws nothing but each epoch's order (the two pipelines then
+    give the same batches, so the numbers are the same whatever is installed, and the run resumes anywhere);
+    tf.data where it draws augmentation or mixing and TensorFlow is installed (its map runs them in
+    TensorFlow's graph, faster), its draws then tf.data's own, recorded with the run."""
+    draws = config.augment != "none" or config.mixup or config.cutmix
+    return "tf" if draws and data.tensorflow_if_installed() is not None else "numpy"
+
+
 def variant_settings(args, norm, train_config):
     """(preset, builder overrides, training settings, the run's settings known before any data) of a variant."""
     variant = variant_of(args, norm)
@@ -394,6 +403,8 @@ def variant_settings(args, norm, train_config):
     )
     if config.augment is None:  # a new run: the data set's own augmentation
         config = dataclasses.replace(config, augment=spec(args).augment)
+    if config.data_pipeline is None:
+        config = dataclasses.replace(config, data_pipeline=pipeline_of(config))
     overrides = model_overrides(args, norm) if args.from_preset is None else fine_tune_overrides(args)
     settings = {
         "preset": variant["preset"],

@@ -213,7 +213,7 @@ def verdicts_table(rows, study):
     return "\n".join(lines) + (
         "\n\nThe smallest gap visible: the difference each comparison's verdict seeds would find 80% of the "
         "time at 5% asked alone, given their spread (`Comparison.smallest_visible_effect`); as one of the "
-        f"table's {len(comparisons)} comparisons (Holm) it takes more.{rank_note}"
+        f"table's {len(comparisons) or len(VERDICT_COLUMNS) * len(rest)} comparisons (Holm) it takes more.{rank_note}"
         + (f" The central questions ({len(central)}) are decided in their own family." if central else "")
     )
 

@@ -580,25 +580,48 @@ def test_the_tau_sweep_is_whole_and_its_card_claims_hold(monkeypatch):
 
 
 def test_the_depth80_card_prose_holds_in_its_result_file():
-    """zoo/depth80_fashion_mnist.md's answer and README's: seeds 0-5 of every arm at its rate, post-norm's
-    spread, every de-escalation seed below every post-norm seed, warmup's accuracy, the learned tau."""
+    """zoo/depth80_fashion_mnist.md's answer and README's: seeds 0-10 of the central arms and 0-5 of the others
+    at each arm's rate, post-norm's spread, the central family's estimates and both tests' p-values, warmup's
+    accuracy, the learned tau, the new cells' time."""
     study = lab_module("depth80_study")
-    engine = lab_module("engine")
+    engine, verdicts = lab_module("engine"), lab_module("verdicts")
     rows = study.STUDY.read_rows()
     best = {arm: engine.at_best(rows, arm, study.STUDY.plan_of(arm))[1] for arm in study.ARMS}
     for arm, members in best.items():
-        assert sorted(int(r["seed"]) for r in members) == [0, 1, 2, 3, 4, 5], arm
+        seeds = list(range(11)) if arm in study.CENTRAL else list(range(6))
+        assert sorted(int(r["seed"]) for r in members) == seeds, arm
         assert engine.next_cells(rows, arm, study.STUDY.plan_of(arm)) == [], arm
+    with open(os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")) as f:
+        text = " ".join(f.read().split())
 
-    def values(arm, column):
-        return [float(r[column]) for r in best[arm]]
+    def values(arm, column, verdict_only=False):
+        return [float(r[column]) for r in best[arm] if not (verdict_only and r["seed"] == "0")]
 
-    post = values("post", "train_loss")
-    assert (round(min(post), 2), round(max(post), 2)) == (0.93, 1.38)
-    assert max(values("deescalate", "train_loss")) < min(post)
-    warm, plain = (sum(values(a, "test_accuracy")) / 6 for a in ("deescalate_warmup", "deescalate"))
-    assert (round(warm, 3), round(plain, 3)) == (0.804, 0.792)
+    post, fixed = values("post", "train_loss", True), values("deescalate", "train_loss", True)
+    assert f"Post-norm's ten verdict seeds spread from {min(post):.2f} to {max(post):.2f}" in text
+    assert max(fixed) < min(post) and "every de-escalation seed ends below every post-norm seed" in text
+    central = {(a, b): c for a, b, _, c in study.STUDY.families(rows)[0]}
+    assert len(central) == 3 and all(c.seeds == (10, 10) for c in central.values())
+    flips = {}
+    for a, b, _ in study.CENTRAL_QUESTIONS:
+        seeds_a, seeds_b = (engine.verdict_seeds(best[arm], "train_loss") for arm in (a, b))
+        flips[a, b] = verdicts.sign_flip_test(
+            [seeds_a[k] for k in sorted(seeds_a)], [seeds_b[k] for k in sorted(seeds_b)]
+        )
+    said = dict(zip(central, verdicts.stated(list(central.values()))))
+    assert said == {("deescalate", "post"): verdicts.BEATS, ("deescalate", "layerscale"): verdicts.LOSES,
+                    ("layerscale", "post"): verdicts.BEATS}  # fmt: skip
+    c = central["deescalate", "post"]
+    flip = flips["deescalate", "post"][1]
+    said = f"averages {-c.estimate:+.2f} nat (paired t p {c.p_difference:.1e}, sign-flip p {flip:.4f})"
+    assert said in text
+    assert flips["deescalate", "post"][1] == pytest.approx(2 / 2**10) and 2 / 2**10 < 0.05 / 3
+    warm = sum(values("deescalate_warmup", "test_accuracy")) / 6
+    plain = sum(float(r["test_accuracy"]) for r in best["deescalate"] if int(r["seed"]) <= 5) / 6  # seeds 0-5
+    assert f"({warm:.3f} against {plain:.3f} over the same seeds 0-5)" in text
     assert round(sum(values("deescalate_learned_tau", "learned_tau_mean")) / 6, 3) == 0.994
+    new = [float(r["seconds"]) for r in rows if r["arm"] in study.CENTRAL and int(r["seed"]) > 5]
+    assert len(new) == 15 and f"{min(new):,.0f}-{max(new):,.0f} s a cell" in text
 
 
 def test_the_remat_ladders_prose_holds_in_its_result_file():

@@ -417,3 +417,16 @@ def test_the_edge_cases_match_scipy_ties_zero_variance_and_a_diverged_seed():
     assert diverged.df is None
     assert diverged.p_difference == pytest.approx(stats.wilcoxon(loss_a, finite_b, method="exact").pvalue, abs=1e-6)
     assert verdicts.sign_flip_test(loss_a, loss_b)[1] == pytest.approx(diverged.p_difference)
+
+
+def test_an_arm_with_more_seeds_is_paired_on_the_seeds_both_ran():
+    """The depth-80 study's central arms run seeds 1-10, the others 1-5: a question between the two kinds is
+    still paired by seed, on seeds 1-5 (Welch over 10 and 5 would drop the pairing and use seeds B never ran)."""
+    rng = np.random.default_rng(7)
+    a = {seed: float(v) for seed, v in zip(range(1, 11), rng.normal(size=10))}
+    b = {seed: a[seed] + 0.5 + 0.01 * float(rng.normal()) for seed in range(1, 6)}
+    c = verdicts.measure_seeds(a, b, lower_is_better=True)
+    assert c.seeds == (5, 5) and c.df == 4
+    assert c.estimate == pytest.approx(np.mean([b[k] - a[k] for k in range(1, 6)]))
+    disjoint = verdicts.measure_seeds({1: 0.1, 2: 0.2, 3: 0.3}, {4: 0.4, 5: 0.5, 6: 0.7})
+    assert disjoint.seeds == (3, 3) and disjoint.df != 2.0  # no seed in common: Welch

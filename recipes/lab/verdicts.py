@@ -143,8 +143,12 @@ def compare(a, b, lower_is_better=True, *, metric="loss", min_effect=None, paire
 
 
 def measure_seeds(seeds_a, seeds_b, lower_is_better=True, *, metric="loss", diverged=None):
-    """`measure` of two arms given as {seed: value}: paired where both ran the same seeds, else Welch."""
-    paired = sorted(seeds_a) == sorted(seeds_b)
+    """`measure` of two arms given as {seed: value}: paired on the seeds both ran where one arm's seeds are all
+    the other's too (an arm given more seeds for another question keeps its pairing here), else Welch."""
+    common = sorted(set(seeds_a) & set(seeds_b))
+    paired = len(common) == min(len(seeds_a), len(seeds_b))
+    if paired:
+        seeds_a, seeds_b = ({k: seeds[k] for k in common} for seeds in (seeds_a, seeds_b))
     a, b = [seeds_a[k] for k in sorted(seeds_a)], [seeds_b[k] for k in sorted(seeds_b)]
     return measure(a, b, lower_is_better, metric=metric, paired=paired, diverged=diverged)
 

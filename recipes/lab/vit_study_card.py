@@ -173,14 +173,17 @@ def _central(study):
     return central, [q for q in study.QUESTIONS if (q[0], q[1]) not in pairs]
 
 
+def _central_family(rows, study):
+    """The central questions' family: each on `CENTRAL_METRIC`, a loss (lower is better)."""
+    return _family(rows, study, _central(study)[0], ((study.CENTRAL_METRIC, True),))
+
+
 def families(rows, study):
     """The card's verdict families, each decided together (Holm): the central questions on the central
     metric, where the study has them, then the other questions on each of `VERDICT_COLUMNS`."""
     central, rest = _central(study)
-    found = [_family(rows, study, rest, VERDICT_COLUMNS)]
-    if central:
-        found.insert(0, _family(rows, study, central, ((study.CENTRAL_METRIC, True),)))
-    return found
+    first = [_central_family(rows, study)] if central else []
+    return [*first, _family(rows, study, rest, VERDICT_COLUMNS)]
 
 
 def verdicts_table(rows, study):
@@ -232,7 +235,7 @@ def central_table(rows, study):
 
     central, _ = _central(study)
     cells = best_cells(rows, study)
-    measured = families(rows, study)[0]
+    measured = _central_family(rows, study)
     said = dict(zip([(a, b) for a, b, *_ in measured], verdicts.stated([c for *_, c in measured])))
     seeds = {
         (a, b): [engine.verdict_seeds(cells[arm][1], study.CENTRAL_METRIC) for arm in (a, b)]

@@ -36,8 +36,7 @@ def run(args):
         flags.choose_backend("keras-tse train")  # the names come from the zoo: Keras on a backend that is here
         print(__doc__.strip().replace("`", "") + f"\n\nNAME: {', '.join(names())}")
         return 0
-    prog = prog_of(args)
-    name = prog.rpartition(" ")[2]
+    name, prog = _name(words), prog_of(args)
     words = words if not words or words[0].startswith("-") else words[1:]
     task, extra = resolve(name)
     flags.choose_backend(prog)
@@ -49,12 +48,17 @@ def _asks_help(words):
     return words[:1] in (["-h"], ["--help"])
 
 
+def _name(words):
+    """NAME, the first word where it is not a flag; `vit` where it is left out."""
+    return "vit" if not words or words[0].startswith("-") else words[0]
+
+
 def prog_of(args):
     """The name a run's lines begin with: `keras-tse train NAME` (NAME `vit` where it is left out)."""
     words = list(args.argv)
     if _asks_help(words):
         return "keras-tse train"
-    return f"keras-tse train {'vit' if not words or words[0].startswith('-') else words[0]}"
+    return f"keras-tse train {_name(words)}"
 
 
 def names():

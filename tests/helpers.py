@@ -92,6 +92,15 @@ def recipe_module(name):
     return importlib.import_module(f"keras_tse.cli.{RECIPE_TASKS[name]}")
 
 
+def planned(name, argv):
+    """The plan `keras-tse train` makes of `argv` for recipe `name` (`training.Plan`): every setting checked,
+    the data surveyed, nothing read or trained."""
+    from keras_tse.cli import flags
+
+    module = recipe_module(name)
+    return flags.plan_of(module.TASK, module.parse_args(argv))
+
+
 def lab_module(name):
     """A module of the lab, `recipes.lab.<name>`."""
     import importlib

@@ -632,7 +632,8 @@ def test_the_readmes_own_data_minimums_are_the_checks(tmp_path):
 
     with open(os.path.join(ROOT, "README.md")) as f:
         section = f.read().split("<!-- own-data minimums")[1].split("\n\n")[0]
-    txl = recipe_module(TXL)
+    from keras_tse.training import text_runs as txl
+
     batch, segment = txl.PTB_MODEL["batch_size"], txl.PTB_MODEL["segment_len"]
     train, held_out = batch * (segment + 1), batch * (2 * segment + 1)
     assert f"(batch {batch}, segment {segment}), {train:,} tokens in `train.txt` and {held_out:,} in each" in section

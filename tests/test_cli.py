@@ -264,29 +264,25 @@ def test_every_default_is_in_help(monkeypatch):
 
 
 def test_vit_recipe_model_flags_reach_the_preset(tmp_path):
-    from tests.helpers import recipe_module
+    from tests.helpers import planned
 
-    vit = recipe_module("cifar10_vit")
-    args = vit.parse_args(["--num-heads", "4", "--head-dim", "16", "--patch-size", "8", "--norm", "post"])
-    overrides = vit.model_overrides(args, "post")
+    argv = ["--num-heads", "4", "--head-dim", "16", "--patch-size", "8", "--norm", "post"]
+    overrides = planned("cifar10_vit", argv).variant("post").overrides  # 32 / 8 patches, 64 / 4 heads: accepted
     assert (overrides["num_heads"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["patch_size"]) == (
         4,
         64,
         128,
         8,
     )
-    vit.check_args(args)  # 32 / 8 patches, 64 / 4 heads: accepted
 
 
 def test_txl_recipe_batch_size_and_epochs(tmp_path):
-    from tests.helpers import recipe_module
+    from tests.helpers import planned, recipe_module
 
     txl = recipe_module("wikitext103_txl")
-    args = txl.parse_args(["--dataset", "ptb", "--batch-size", "4", "--norm", "pre,deescalate"])
-    config = txl.train_config(args, "auto")
-    assert args.norm == ("pre", "deescalate") and config.batch_size == 4
-    _, overrides, _, _ = txl.variant_settings(args, "pre", config)
-    assert overrides["batch_size"] == 4  # the memory is built for it
+    plan = planned("wikitext103_txl", ["--dataset", "ptb", "--batch-size", "4", "--norm", "pre,deescalate"])
+    assert plan.settings.norm == ("pre", "deescalate") and plan.variant("pre").config.batch_size == 4
+    assert plan.variant("pre").overrides["batch_size"] == 4  # the memory is built for it
     assert txl.parse_args(["--epochs", "0.5"]).epochs == 0.5
 
 

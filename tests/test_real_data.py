@@ -237,6 +237,8 @@ def test_content_check_refuses_a_subset(tmp_path, fashion):
 def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     import json
 
+    from keras_tse.training import image_runs
+
     vit = recipe_module("cifar10_vit")
     args = vit.parse_args(
         [
@@ -257,7 +259,10 @@ def test_vit_recipe_trains_on_a_fashion_mnist_slice(tmp_path, fashion):
     assert 0 < summary["train_loss"] < 2.5 and np.isfinite(summary["test_loss"])
     with open(tmp_path / "deescalate" / "config.json") as f:
         config = json.load(f)
-    assert config["dataset"] == "fashion_mnist" and config["train_size"] + config["valid_size"] == vit.SMOKE_SLICE[0]
+    assert (
+        config["dataset"] == "fashion_mnist"
+        and config["train_size"] + config["valid_size"] == image_runs.SMOKE_SLICE[0]
+    )
     assert config["overrides"]["image_size"] == 28 and config["overrides"]["channels"] == 1
     assert config["train"]["augment"] == "crop_flip"  # Fashion-MNIST's own: a flipped garment is a garment
 

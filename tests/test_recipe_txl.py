@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import keras_tse  # also registers the classes the checkpoints name
-from tests.helpers import recipe_module, run_recipe_here, smoke_all_variants
+from tests.helpers import planned, run_recipe_here, smoke_all_variants
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -165,12 +165,12 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 """
 
 
-def test_size_paper_trains_fig_7s_model_on_ptb(capsys):
+def test_size_paper_trains_fig_7s_model_on_ptb():
     """Sec. 3.4's widths at depth 60 with PTB's plain softmax, and Transformer-XL's schedule."""
-    recipe = recipe_module("wikitext103_txl")
-    args = recipe.parse_args(["--dataset", "ptb", "--size", "paper", "--norm", "deescalate"])
-    preset, overrides, _, settings = recipe.variant_settings(args, "deescalate", recipe.train_config(args, "auto"))
-    built = {**keras_tse.zoo.full_config(preset), **overrides}
+    variant = planned("wikitext103_txl", ["--dataset", "ptb", "--size", "paper", "--norm", "deescalate"]).variant(
+        "deescalate"
+    )
+    built = {**keras_tse.zoo.full_config(variant.preset), **variant.overrides}
     widths = ("depth", "hidden_dim", "num_heads", "head_dim", "ffn_dim", "segment_len", "mem_len", "batch_size")
     assert [built[k] for k in widths] == [60, 410, 10, 41, 820, 150, 150, 40]
     assert (built["norm"], built["cutoffs"], built["dropout"], built["deescalate_at"]) == (
@@ -179,12 +179,9 @@ def test_size_paper_trains_fig_7s_model_on_ptb(capsys):
         0.0,
         "pre_ffn",
     )
-    config = recipe.base_config(args)[2]
+    config = variant.config
     assert (config.steps, config.batch_size, config.learning_rate, config.clipnorm) == (4000, 40, 2.5e-4, None)
-    ptb = recipe.parse_args(["--dataset", "ptb"])
-    cpu = recipe.variant_settings(ptb, "post", recipe.train_config(ptb, "auto"))
-    assert cpu[1]["depth"] == 16 and cpu[1]["hidden_dim"] == 128  # the CPU size stays the default
-    with pytest.raises(SystemExit):
-        recipe.parse_args(["--size", "paper"])
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and "--size: received 'paper' with --dataset wikitext103" in err
+    cpu = planned("wikitext103_txl", ["--dataset", "ptb"]).variant("post")
+    assert cpu.overrides["depth"] == 16 and cpu.overrides["hidden_dim"] == 128  # the CPU size stays the default
+    with pytest.raises(ValueError, match="^--size: received 'paper' with --dataset wikitext103; expected"):
+        planned("wikitext103_txl", ["--size", "paper"])

@@ -17,7 +17,7 @@ from keras_tse.data import (  # also registers the layers for loading
     normalized,
     synthetic_cifar10,
 )
-from tests.helpers import recipe_module, run_recipe_here, smoke_all_variants
+from tests.helpers import planned, recipe_module, run_recipe_here, smoke_all_variants
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -155,19 +155,19 @@ def test_verbose_defaults_to_a_line_per_epoch_off_a_terminal():
 
 def test_norm_takes_a_list_of_variants_with_the_baselines_at_their_presets(capsys):
     recipe = recipe_module("cifar10_vit")
-    assert recipe.parse_args([]).norm == ("post", "pre", "deescalate")  # the paper's three
-    args = recipe.parse_args(["--norm", "layerscale,all,deepnorm", "--dataset", "fashion_mnist"])
-    assert args.norm == ("layerscale", "post", "pre", "deescalate", "deepnorm")
+    assert planned("cifar10_vit", []).settings.norm == ("post", "pre", "deescalate")  # the paper's three
+    plan = planned("cifar10_vit", ["--norm", "layerscale,all,deepnorm", "--dataset", "fashion_mnist"])
+    assert plan.settings.norm == ("layerscale", "post", "pre", "deescalate", "deepnorm")
     for norm in ("deepnorm", "layerscale"):
-        preset, overrides, config, settings = recipe.variant_settings(args, norm, recipe.TRAIN)
+        variant = plan.variant(norm)
+        preset, overrides, config = variant.preset, variant.overrides, variant.config
         assert preset == f"vit80_cifar10_{norm}" and config.learning_rate == 1e-4
         built = {**keras_tse.zoo.full_config(preset), **overrides}
         assert (built["norm"], built["depth"], built["hidden_dim"], built["initializer"]) == (norm, 80, 192, "torch")
         assert (built["image_size"], built["channels"]) == (28, 1)
     # a layout without a preset of its own: the de-escalated preset with that layout, at lr 1e-4
-    preset, overrides, config, _ = recipe.variant_settings(
-        recipe.parse_args(["--norm", "rezero"]), "rezero", recipe.TRAIN
-    )
+    variant = planned("cifar10_vit", ["--norm", "rezero"]).variant("rezero")
+    preset, overrides, config = variant.preset, variant.overrides, variant.config
     assert (preset, overrides["norm"], config.learning_rate) == ("vit80_cifar10_deescalate", "rezero", 1e-4)
     with pytest.raises(SystemExit) as exit_info:
         recipe.parse_args(["--norm", "post,rmsnorm"])
@@ -178,9 +178,8 @@ def test_norm_takes_a_list_of_variants_with_the_baselines_at_their_presets(capsy
 def test_scan_flag_builds_the_preset_as_one_loop():
     from keras_tse.layers import ScannedBlocks
 
-    recipe = recipe_module("cifar10_vit")
-    args = recipe.parse_args(["--smoke", "--scan", "--norm", "deescalate"])
-    preset, overrides, _, settings = recipe.variant_settings(args, "deescalate", recipe.SMOKE_TRAIN)
+    variant = planned("cifar10_vit", ["--smoke", "--scan", "--norm", "deescalate"]).variant("deescalate")
+    preset, overrides, settings = variant.preset, variant.overrides, variant.settings
     assert overrides["scan"] is True and settings["overrides"]["scan"] is True  # a run folder of its own
     model = keras_tse.zoo.from_preset(preset, **overrides)
     assert isinstance(model.get_layer("blocks"), ScannedBlocks) and model.get_layer("blocks").depth == 4

@@ -112,6 +112,5 @@ def test_the_training_command_takes_remat_and_a_rerun_without_it_resumes_the_sam
     assert code == 0 and f"{tmp_path / 'post'}: finished, skipping" in out, err[-2000:]
     code, _, err = run_recipe_here("wikitext103_txl", ["--smoke", "--remat", "--out", str(tmp_path / "lm")], capsys)
     assert code == 2 and err.strip().endswith(
-        "--remat: received with --model transformer_xl; expected --model gpt (the Transformer-XL's blocks write "
-        "their memory)"
+        "--remat: received with --model transformer_xl; expected a family whose builder takes it: gpt"
     ), err

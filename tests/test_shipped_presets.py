@@ -249,14 +249,14 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
     classifies them, where the same epoch from scratch is near chance; the run records what it started
     from; a rate set or a model flag beside it is one line."""
     from keras_tse.cli import main as cli
-    from keras_tse.cli import train_vit
+    from keras_tse.training import Plan, image_runs
 
     argv = ["--from-preset", "vit6_digits", "--dataset", "digits", "--out", str(tmp_path / "run")]
     shipped = zoo.from_preset("vit6_digits")
+    planned = dict(from_preset="vit6_digits", out=str(tmp_path / "run"), no_download=True)
     for dataset in ("digits", "mnist"):
-        args = train_vit.parse_args([*argv, "--dataset", dataset, "--no-download"])
-        train_vit.check_args(args)
-        model = train_vit.build_model(args, "vit6_digits", train_vit.fine_tune_overrides(args))
+        plan = Plan.build("images", dataset=dataset, **planned)
+        model = image_runs.build_model(plan, plan.variants[0])
         for layer in model.layers:
             if layer.weights and layer.name not in ("head", "patch_embedding"):
                 for got, expected in zip(layer.get_weights(), shipped.get_layer(layer.name).get_weights()):
@@ -275,7 +275,7 @@ def test_the_training_command_fine_tunes_a_shipped_preset_from_its_weights(tmp_p
     assert config["from_preset"] == "vit6_digits" and config["model"] == "vit6_digits"
     assert accuracy > 0.8, accuracy  # from scratch, the same epoch and rate: 27.6% (measured)
     with pytest.raises(ValueError, match="--depth: received 3; expected no model flag with --from-preset"):
-        train_vit.check_args(train_vit.parse_args([*argv, "--depth", "3"]))
+        Plan.build("images", dataset="digits", depth=3, **planned)
 
 
 @pytest.mark.one_backend  # the command's path; the model's perplexity is checked on every backend above

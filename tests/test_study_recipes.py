@@ -8,7 +8,7 @@ import pytest
 
 from keras_tse.run_files import append_row
 from recipes.lab import sweep
-from tests.helpers import lab_module, recipe_module, run_lab_module
+from tests.helpers import lab_module, planned, run_lab_module
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -473,11 +473,13 @@ STUDY_MODELS = {"tau_sweep_study": (48, 32, 64), "depth80_study": (80, 32, 64), 
 @pytest.mark.parametrize("study", list(STUDY_MODELS))
 def test_each_study_arm_asks_the_recipe_for_the_model_its_card_describes(study, monkeypatch):
     """Every arm's flags, read by the ViT recipe's own parser: the depth, width and tau the card states."""
-    module, recipe = lab_module(study), recipe_module("cifar10_vit")
+    from keras_tse.training import image_runs
+
+    module = lab_module(study)
     for arm, flags in module.ARMS.items():
-        args = recipe.parse_args([*module.DATA, *module.MODEL, *flags])
-        recipe.check_args(args)
-        overrides = {**recipe.base_config(args, args.norm[0]), **recipe.model_overrides(args, args.norm[0])}
+        plan = planned("cifar10_vit", [*module.DATA, *module.MODEL, *flags])
+        norm = plan.settings.norm[0]
+        overrides = {**image_runs.base_model(plan.settings, norm), **plan.variant(norm).overrides}
         expected = (*STUDY_MODELS[study], True)
         assert (overrides["depth"], overrides["hidden_dim"], overrides["ffn_dim"], overrides["scan"]) == expected
         if study == "tau_sweep_study":

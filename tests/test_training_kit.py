@@ -240,27 +240,26 @@ def test_each_data_set_trains_with_its_own_augmentation_and_an_older_run_resumes
     """A new run takes its data set's augmentation unless told; a run folder from before the choice
     trained with RandAugment on CIFAR-10 and nothing elsewhere, and resumes so; `--augment` overrides."""
     from keras_tse.run_files import write_json
-    from keras_tse.training import check_run_folder, defaults_of
-    from tests.helpers import recipe_module
+    from keras_tse.training import check_run_folder, defaults_of, image_runs
+    from tests.helpers import planned
 
-    vit = recipe_module("cifar10_vit")
+    def config_of(*argv):
+        return planned("cifar10_vit", [*argv, "--norm", "deescalate"]).variant("deescalate").config
+
     for dataset, new, old in (("cifar10", "randaugment", "randaugment"), ("fashion_mnist", "crop_flip", "none")):
-        args = vit.parse_args(["--dataset", dataset, "--out", str(tmp_path / dataset)])
-        assert vit.variant_settings(args, "deescalate", TrainConfig())[2].augment == new
-        before = {k: v for k, v in recorded(TrainConfig()).items() if k not in ("augment", "data_pipeline")}
+        argv = ["--dataset", dataset, "--out", str(tmp_path / dataset)]
+        config = config_of(*argv)
+        assert config.augment == new
+        before = {k: v for k, v in recorded(config).items() if k not in ("augment", "data_pipeline")}
         write_json(str(tmp_path / dataset / "deescalate" / "config.json"), {"model": "m", "train": before})
-        config = vit.variant_settings(args, "deescalate", TrainConfig())[2]
+        config = config_of(*argv)
         assert config.augment == old
         given = {"model": "m", "train": recorded(config)}
-        defaults = defaults_of(config, vit.augment_before(args))
+        defaults = defaults_of(config, image_runs.augment_before(planned("cifar10_vit", argv).settings))
         assert check_run_folder(str(tmp_path / dataset / "deescalate"), given, defaults=defaults) == "resume"
-    args = vit.parse_args(
-        ["--dataset", "fashion_mnist", "--augment", "crop_flip", "--out", str(tmp_path / "fashion_mnist")]
-    )
-    told = dataclasses.replace(TrainConfig(), augment="crop_flip")
-    assert vit.variant_settings(args, "deescalate", told)[2].augment == "crop_flip"
-    digits = vit.parse_args(["--dataset", "digits", "--out", str(tmp_path / "digits")])
-    assert vit.variant_settings(digits, "deescalate", TrainConfig())[2].augment == "none"
+    told = ["--dataset", "fashion_mnist", "--augment", "crop_flip", "--out", str(tmp_path / "fashion_mnist")]
+    assert config_of(*told).augment == "crop_flip"
+    assert config_of("--dataset", "digits", "--out", str(tmp_path / "digits")).augment == "none"
 
 
 def test_a_new_kit_option_is_one_field_its_flag_check_record_and_resume_follow(tmp_path, capsys):
@@ -271,6 +270,7 @@ def test_a_new_kit_option_is_one_field_its_flag_check_record_and_resume_follow(t
     from keras_tse.run_files import write_json
     from keras_tse.training import RunFolderMismatch, check_run_folder, defaults_of
     from keras_tse.training.configs import option
+    from keras_tse.training.run_settings import kit_settings
 
     @dataclasses.dataclass
     class WithLookahead(TrainConfig):
@@ -280,7 +280,7 @@ def test_a_new_kit_option_is_one_field_its_flag_check_record_and_resume_follow(t
     flags.add_training_kit(parser, WithLookahead(epochs=3))
     assert "--lookahead-steps" in parser.format_help() and "Lookahead's k (0: off) (default: 0)" in parser.format_help()
     args = parser.parse_args(["--lookahead-steps", "5", "--schedule", "cosine"])
-    config = dataclasses.replace(WithLookahead(epochs=3), **flags.kit_settings(args, WithLookahead()))
+    config = dataclasses.replace(WithLookahead(epochs=3), **kit_settings(args, WithLookahead()))
     assert (config.lookahead_steps, config.schedule, config.epochs) == (5, "cosine", 3)
     assert recorded(config)["lookahead_steps"] == 5
     with pytest.raises(SystemExit):
@@ -304,13 +304,17 @@ def test_a_new_kit_option_trains_from_the_command_line_with_nothing_else_changed
     takes its flag and the run records it, no other line of the project changed."""
     from keras_tse.cli import main as cli
     from keras_tse.cli import train_vit
+    from keras_tse.training import image_runs
     from keras_tse.training.configs import option
 
     @dataclasses.dataclass
     class WithLookahead(TrainConfig):
         lookahead_steps: int = option(0, _checks.non_negative_int, "Lookahead's k (0: off)")
 
-    monkeypatch.setattr(train_vit, "TRAIN", WithLookahead(**dataclasses.asdict(train_vit.TRAIN)))
+    train = WithLookahead(**dataclasses.asdict(image_runs.TRAIN))
+    for module in (train_vit, image_runs):  # the flags' defaults, and the run's settings
+        monkeypatch.setattr(module, "TRAIN", train)
+    monkeypatch.setitem(image_runs.DEFAULTS, "lookahead_steps", None)  # as configs.py's fields are at import
     argv = ["train", "--dataset", "digits", "--depth", "1", "--hidden-dim", "16", "--num-heads", "2", "--epochs", "1"]
     out = tmp_path / "run"
     assert cli.main([*argv, "--norm", "pre", "--lookahead-steps", "3", "--verbose", "0", "--out", str(out)]) == 0

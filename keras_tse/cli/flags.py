@@ -66,9 +66,9 @@ class Parser(argparse.ArgumentParser):
     def parse_args(self, args=None, namespace=None):
         parsed = super().parse_args(args, namespace)
         if self.run_folder is not None and parsed.out is None:
-            # a smoke run never lands in the real run's folder, which would then refuse the real settings
-            named = {**vars(parsed), "name": getattr(parsed, "from_preset", None) or parsed.model}
-            parsed.out = self.run_folder.format(**named) + ("_smoke" if parsed.smoke else "")
+            from keras_tse.training.plans import run_folder_of  # Keras-free
+
+            parsed.out = run_folder_of(vars(parsed))
         if self.run_folder is not None and parsed.verbose is None:
             parsed.verbose = 1 if sys.stdout.isatty() else 2  # a progress bar on a terminal, a line per epoch in a file
         if self.run_folder is not None and os.path.exists(parsed.out) and not os.path.isdir(parsed.out):
@@ -238,6 +238,22 @@ def edge(prog, run, choose=True, trains=True):
         run_lock.release_all()  # the folders this command wrote are free for the next
 
 
+def plan_of(task, args):
+    """The plan of a run of `task`'s kind whose settings the flags `args` are, by name (`training.Plan`): the
+    plan Python builds with `Plan.build(task, **settings)`, planned and checked once."""
+    from keras_tse.training import plans  # Keras, once the backend is chosen
+
+    kind = plans.run_kind(task)
+    return plans.plan_of(kind, plans.Settings(kind.defaults, **vars(args)))
+
+
+def train_plan(task, args):
+    """`keras-tse train`'s one path: the flags' plan (`plan_of`), trained by the one trainer."""
+    from keras_tse.training import trainer
+
+    return trainer.train(plan_of(task, args))
+
+
 def main_of(prog, run, parse_args, argv=None, trains=True):
     """A task's own entry (a recipe script run as `python recipes/...`): the backend chosen, the flags
     parsed and checked, then `run(args)`, behind the one `edge`."""
@@ -383,45 +399,10 @@ def add_compile_cache(parser, default=None):
 
 def scale_settings(args):
     """The keywords of `keras_tse.training.scale.configure` from the flags `add_scale_arguments` and
-    `add_compile_cache` add: the library takes values, never an argparse namespace."""
-    return dict(
-        mixed_precision=args.mixed_precision,
-        jit_compile=args.jit_compile,
-        data_parallel=args.data_parallel,
-        compile_cache_dir=args.compile_cache,
-        processes=processes_of(args),
-        model_parallel=getattr(args, "model_parallel", 1),
-    )
+    `add_compile_cache` add (`scale.settings_of`: the library takes values, never an argparse namespace)."""
+    from keras_tse.training.scale_settings import settings_of  # Keras-free
 
-
-# Flags that may differ between the processes of one run: where each reads and writes, how it talks.
-PER_PROCESS_FLAGS = (
-    "out",
-    "data_dir",
-    "tfds_dir",
-    "compile_cache",
-    "verbose",
-    "process_id",
-    "coordinator",
-    "join_timeout",
-)
-
-
-def processes_of(args):
-    """None (one process), "auto" (`--distributed auto`) or the coordinator, count and index given, with
-    the settings every process must share (every flag but `PER_PROCESS_FLAGS`) and the join's timeout."""
-    if getattr(args, "distributed", None) == "auto":
-        return "auto"
-    if getattr(args, "coordinator", None) is None:
-        return None
-    shared = {key: value for key, value in vars(args).items() if key not in PER_PROCESS_FLAGS}
-    return dict(
-        coordinator=args.coordinator,
-        num_processes=args.num_processes,
-        process_id=args.process_id,
-        settings=json.loads(json.dumps(shared, default=str)),  # as sent: tuples become lists
-        join_timeout=args.join_timeout,
-    )
+    return settings_of(vars(args))
 
 
 JIT_COMPILE_MODES = {"blocks": True, "whole_model": "whole_model"}  # `training.block_compile`'s values
@@ -559,35 +540,6 @@ def _expected(error):
     return str(error).split(" must be ", 1)[-1].split(". Received", 1)[0]
 
 
-def model_kit_overrides(args, norm):
-    """The model keywords the kit's flags set: `drop_path_rate` when `--drop-path` is given, and
-    `layout_options` when `--layout-option` is, checked against layout `norm` before any data loads."""
-    rate = getattr(args, "drop_path_rate", None)
-    overrides = {"drop_path_rate": rate} if rate else {}
-    if getattr(args, "remat", False):
-        overrides["remat"] = True
-    options = dict(getattr(args, "layout_option", None) or ())
-    if options:
-        try:
-            overrides["layout_options"] = layouts.check_layout_options(norm, options)
-        except ValueError as error:
-            pairs = ",".join(f"{key}={value}" for key, value in options.items())
-            raise InputError("--layout-option", pairs, f"options of --norm {norm} ({error})") from None
-    return overrides
-
-
-def check_updates(config, batches):
-    """A run whose `--grad-accum` exceeds its `batches` would never update the weights (one update per
-    `grad_accum` batches): refused before any model is built, naming both numbers."""
-    if config.grad_accum > batches:
-        raise InputError(
-            "--grad-accum",
-            config.grad_accum,
-            f"at most the run's {batches} batches (one update per {config.grad_accum} batches: the weights "
-            "would never change)",
-        )
-
-
 def layout_option(text):
     """`KEY=VALUE` of `--layout-option`: VALUE a number, true or false."""
     key, equals, value = text.partition("=")
@@ -599,12 +551,6 @@ def layout_option(text):
         return key, float(value)
     except ValueError:
         raise _refuse(text, "KEY=VALUE with a number, true or false as VALUE") from None
-
-
-def kit_settings(args, defaults):
-    """The option fields of `defaults`' settings given on the command line, by field."""
-    given = {field.name: getattr(args, field.name, None) for field in options_of(defaults)}
-    return {field: value for field, value in given.items() if value is not None}
 
 
 def add_tau_arguments(parser):
@@ -644,30 +590,7 @@ def add_task_arguments(parser, task, model, dataset, dataset_help, norms, defaul
     parser.add_argument("--epochs", type=positive_float, default=None, help="passes over the training data")
 
 
-# builder keyword -> the flag of `keras-tse train` that sets it (either task's): a family whose builder lacks the
-# keyword refuses the flag (`taken_by`)
-FLAG_KEYWORDS = {
-    "depth": "--depth", "num_heads": "--num-heads", "patch_size": "--patch-size", "hidden_dim": "--hidden-dim",
-    "initializer": "--init", "tau": "--tau", "trainable_tau": "--learn-tau", "scan": "--scan",
-    "deescalate_at": "--deescalate-at", "deescalate_memory": "--segment-mean", "drop_path_rate": "--drop-path",
-    "remat": "--remat", "layout_options": "--layout-option",
-}  # fmt: skip
-
-
-def taken_by(family, overrides):
-    """`overrides`, a run's builder keywords, if `family`'s builder takes each (its signature: the overrides a
-    family declares); a keyword it lacks is one line naming the flag that set it."""
-    from keras_tse.zoo.registry import accepts  # Keras-free; the zoo has registered its families by then
-
-    refused = [key for key in overrides if not accepts(family, key)]
-    if refused:
-        flag = FLAG_KEYWORDS.get(refused[0], refused[0])
-        raise InputError(flag, f"with --model {family}", "a family whose builder takes it")
-    return overrides
-
-
-# --out's default: the data set, and the family or the preset fine-tuned (runs/cifar10_vit)
-RUN_FOLDER = "runs/{dataset}_{name}"
+from keras_tse.training.plans import RUN_FOLDER  # noqa: E402 (--out's default; Keras-free)
 
 
 def add_run_arguments(parser, hidden_help, init_help, smoke_help, batch_help):

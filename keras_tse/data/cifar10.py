@@ -79,6 +79,14 @@ def _read(folder, names):
     return np.concatenate(images), np.concatenate(labels)
 
 
+SMOKE_SIZES = dict(num_train=256, num_test=128)  # a smoke run's images: enough to see the loss fall
+
+
+def smoke_images(seed=0):
+    """What `--smoke` on CIFAR-10 reads, offline: synthetic CIFAR-shaped images (`synthetic_cifar10`)."""
+    return synthetic_cifar10(**SMOKE_SIZES, seed=seed)
+
+
 def synthetic_cifar10(num_train=512, num_test=128, seed=0):
     """A small CIFAR-shaped set made locally, for smoke runs and tests (no download).
 

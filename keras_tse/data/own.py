@@ -17,6 +17,7 @@ The minimums: two classes; in a single folder, two images per class (one to trai
 with train/ and test/ one image per class in each.
 """
 
+import dataclasses
 import hashlib
 import os
 import zipfile
@@ -104,10 +105,11 @@ def _split_per_class(files, num_classes, seed, test_fraction):
     return split
 
 
-def load_image_folder(path, image_size, seed=0, test_fraction=0.2):
+def load_image_folder(path, image_size, seed=0, test_fraction=0.2, layout=None):
     """`((x, y), (x_test, y_test), class_names)`: uint8 RGB images `[N, image_size, image_size, 3]`
-    (resized bilinearly, as Keras resizes), int32 labels in the order of the sorted class folder names."""
-    layout, names = image_folder_layout(path, seed, test_fraction)
+    (resized bilinearly, as Keras resizes), int32 labels in the order of the sorted class folder names.
+    `layout`: the folder's `image_folder_layout`, where it was read already (`survey_image_folder`)."""
+    layout, names = layout or image_folder_layout(path, seed, test_fraction)
     return (*(_read_images(layout[split], image_size) for split in ("train", "test")), names)
 
 
@@ -149,6 +151,51 @@ def _read_images(items, image_size):
                 file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG or PNG image"
             ) from None
     return images, np.asarray([label for _, label in items], "int32")
+
+
+# === What a user's data holds, read once and without its images ===
+
+
+@dataclasses.dataclass(frozen=True)
+class Survey:
+    """A user's data as a training run plans with it, every check made, no image or word read.
+
+    Args:
+        geometry: an image set's `(image size, channels, classes)`; None for text.
+        labels: an image set's `(training labels, test labels)`; None for text.
+        files: the files it trains and tests on, whose fingerprint the run records (None: the file itself).
+        class_names: what each label stands for (empty: the labels' numbers).
+        load_keywords: what its loader takes to read the same data without looking at it again.
+    """
+
+    geometry: tuple = None
+    labels: tuple = None
+    files: tuple = None
+    class_names: tuple = ()
+    load_keywords: dict = dataclasses.field(default_factory=dict)
+
+
+def survey_image_folder(path, image_size, seed=0):
+    """An image folder's `Survey`: its layout computed once, for the run's checks and its loader."""
+    layout, names = image_folder_layout(path, seed=seed)
+    labels = tuple(np.array([label for _, label in layout[split]]) for split in ("train", "test"))
+    files = tuple(sorted(file for split in layout.values() for file, _ in split))
+    return Survey((image_size, 3, len(names)), labels, files, tuple(names), {"layout": (layout, names)})
+
+
+def survey_npz(path, image_size=None, seed=0):
+    """An `.npz` file's `Survey`: its arrays' headers and labels (`npz_description`), its class names if it
+    holds a `class_names` array."""
+    geometry = npz_description(path)
+    with np.load(path) as arrays:
+        labels = arrays["y_train"].reshape(-1), arrays["y_test"].reshape(-1)
+        names = tuple(str(name) for name in arrays["class_names"]) if "class_names" in arrays else ()
+    return Survey(geometry, labels, None, names)
+
+
+def survey_text_folder(path, image_size=None, seed=0):
+    """A text folder's `Survey`: its three files, each there."""
+    return Survey(files=tuple(text_files(path).values()))
 
 
 # === NumPy arrays ===

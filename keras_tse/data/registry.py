@@ -50,6 +50,12 @@ class DatasetSpec:
             before its words are looked up (`keras_tse.data.WordTokenizer`).
         offline: where its files come from without the internet.
         own: a user's own data, at `--data-dir`.
+        survey: for a user's own, what it holds read once without its images (`own.Survey`): a function of
+            (path, image_size, seed) or `"module:function"`.
+        smoke: a loader `--smoke` reads instead of a slice of the set (keywords `seed`, `max_vocab`), where
+            the set cannot be read offline; `smoke_note` says in a plot's title what a smoke run read.
+        paper_size: whether its task trains the paper's model on it (WikiText-103: Fig. 7's); every other
+            text set trains the CPU-sized one.
     """
 
     name: str
@@ -68,6 +74,10 @@ class DatasetSpec:
     lowercase: bool = False
     offline: str = ""
     own: bool = False
+    survey: object = None
+    smoke: object = None
+    smoke_note: str = "a real slice"
+    paper_size: bool = False
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -78,6 +88,24 @@ class DatasetSpec:
         if callable(self.load):
             return self.load
         return _lazy.attribute(self.load)
+
+    def takes(self, keyword):
+        """Whether its loader takes `keyword` (`image_size`: a set whose images are resized to a size asked)."""
+        return keyword in inspect.signature(self.loader()).parameters
+
+    def surveyed(self, data_dir, image_size=None, seed=0):
+        """A user's own data, surveyed once (`own.Survey`); None for a benchmark set (its spec says it all)."""
+        if self.survey is None:
+            return None
+        survey = self.survey if callable(self.survey) else _lazy.attribute(self.survey)
+        return survey(data_dir, image_size=image_size, seed=seed)
+
+    def smoke_data(self, seed=0):
+        """What `--smoke` reads in place of the set, or None (a slice of the set itself)."""
+        if self.smoke is None:
+            return None
+        load = self.smoke if callable(self.smoke) else _lazy.attribute(self.smoke)
+        return load(seed=seed)
 
     def load_data(self, data_dir=None, **settings):
         """The data set, loaded: `(train, test)` image pairs, or `(ids per split, vocabulary)`.
@@ -147,7 +175,7 @@ register_dataset(
     DatasetSpec(
         "cifar10", "images", "CIFAR-10", "keras_tse.data.cifar10:load_cifar10", 32, 3, 10,
         tuple(cifar10.MEAN), tuple(cifar10.STD), class_names=CIFAR10_NAMES, augment="randaugment",
-        offline=_BENCHMARK + _TFDS,
+        offline=_BENCHMARK + _TFDS, smoke="keras_tse.data.cifar10:smoke_images", smoke_note="synthetic data",
     )
 )  # fmt: skip
 _grey_28x28(
@@ -170,18 +198,20 @@ register_dataset(
     DatasetSpec(
         "folder", "images", "an image folder", "keras_tse.data.own:load_image_folder", own=True, augment="crop_flip",
         offline="yours: one subfolder per class, or train/ and test/ with one each",
+        survey="keras_tse.data.own:survey_image_folder",
     )
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
         "npz", "images", "arrays in an .npz file", "keras_tse.data.own:load_npz", own=True, augment="crop_flip",
-        offline="yours: x_train, y_train, x_test, y_test",
+        offline="yours: x_train, y_train, x_test, y_test", survey="keras_tse.data.own:survey_npz",
     )
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
         "wikitext103", "text", "WikiText-103", "keras_tse.data.wikitext:load_wikitext103",
-        vocabulary="267,735 words with <eos>", offline=_BENCHMARK,
+        vocabulary="267,735 words with <eos>", offline=_BENCHMARK, paper_size=True,
+        smoke="keras_tse.data.wikitext:smoke_text", smoke_note="CPython docs as text",
     )
 )  # fmt: skip
 register_dataset(
@@ -200,5 +230,6 @@ register_dataset(
     DatasetSpec(
         "text", "text", "a text folder", "keras_tse.data.own:load_text_folder", own=True,
         vocabulary="the training text's words", offline="yours: train.txt, valid.txt, test.txt (UTF-8)",
+        survey="keras_tse.data.own:survey_text_folder",
     )
 )  # fmt: skip

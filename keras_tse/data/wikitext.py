@@ -102,3 +102,11 @@ def load_python_docs(max_vocab=None):
     parts = {"train": lines[:cut_valid], "valid": lines[cut_valid:cut_test], "test": lines[cut_test:]}
     vocab = Vocabulary.build(parts["train"], max_size=max_vocab or len(lines))
     return {split: vocab.encode(part) for split, part in parts.items()}, vocab
+
+
+SMOKE_VOCAB = 4000  # the smoke run's vocabulary: the commonest words of CPython's docs
+
+
+def smoke_text(seed=0):
+    """What `--smoke` on WikiText-103 reads, offline: CPython's documentation, its 4,000 commonest words."""
+    return load_python_docs(max_vocab=SMOKE_VOCAB)

@@ -141,7 +141,7 @@ class TrainConfig(Kit):
 
     # the input pipeline (keras_tse.data.image_dataset): the same batches either way where a run draws nothing
     # but its order, each its own augmentation draws otherwise, so a run records the one it trained with.
-    # None: the recipe chooses (`keras_tse.cli.train_vit.pipeline_of`). A run made before this field took
+    # None: the recipe chooses (`keras_tse.training.image_runs.pipeline_of`). A run made before this field took
     # tf.data wherever TensorFlow was installed: the recipe passes that as its `before`
     data_pipeline: str = option(
         None, _one_of(PIPELINES), "the input pipeline: numpy (a Keras PyDataset) or tf (tf.data, TensorFlow "

@@ -45,6 +45,7 @@ def fit_language_model(
     verbose="auto",
     test_ids=None,
     causal_twin=None,
+    checked=None,
 ):
     """Train language model `model` (a Transformer-XL, a GPT) on the token stream `train_ids` into
     `run_dir`; return its summary.
@@ -55,7 +56,8 @@ def fit_language_model(
     summary without training if the folder holds a finished run.
 
     `causal_twin`, a function building a model with the same weights' shapes (a leaky model's causal
-    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model.
+    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model. `checked`:
+    the settings already compared with the folder (`runner.train_in_folder`).
     """
     batch, segment = model.input.shape[0] or config.batch_size, model.input.shape[1]
     vocab_size = model.output.shape[-1]
@@ -104,6 +106,7 @@ def fit_language_model(
         extra_callbacks=callbacks,
         verbose=verbose,
         probe_warmup=x_probe[:batch],
+        checked=checked,
     )
 
 

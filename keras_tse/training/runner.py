@@ -61,6 +61,7 @@ def fit_variant(
     verbose="auto",
     before=None,
     validation=None,
+    checked=None,
 ):
     """Train classifier `model` on `train` into `run_dir`; return its summary. Each epoch is scored on
     `validation`, which chooses the best checkpoint, and the test split `test` once, at the end; without a
@@ -100,6 +101,7 @@ def fit_variant(
         checkpoints=checkpoints,
         extra_callbacks=optimizers.ema_callbacks(config),
         verbose=verbose,
+        checked=checked,
     )
 
 
@@ -124,6 +126,7 @@ def train_in_folder(
     verbose="auto",
     probe_warmup=None,
     defaults=None,
+    checked=None,
 ):
     """`model.fit(**fit_kwargs)` (compiled by the caller) with the run-folder mechanics every recipe shares.
 
@@ -131,11 +134,12 @@ def train_in_folder(
     `fit_kwargs["x"]` that orders its batches by the epoch (`set_epoch`) is told each epoch's number as it begins.
     `extra_callbacks` run after TokenSimilarityMetric and before CSVLogger, so the logs they add
     reach `history.csv`. `defaults`: what an older run folder that lacks a setting ran with
-    (`check_run_folder`).
+    (`check_run_folder`); `checked`: the settings already compared with the folder (the trainer's check
+    before any data), not compared again.
     """
     with run_lock.holding(run_dir, "run folder"):  # one writer: a second process training into it is refused
         summary_path = os.path.join(run_dir, "summary.json")
-        if _open_run_folder(run_dir, run_config, defaults) == "finished":
+        if _open_run_folder(run_dir, run_config, defaults, checked) == "finished":
             with open(summary_path) as f:
                 return json.load(f)
         for sub in ("checkpoints", "plots"):
@@ -237,11 +241,12 @@ def as_started(run_dir, config, given=(), before=None):
     )
 
 
-def check_run_folder(run_dir, run_config, partial=False, defaults=None):
+def check_run_folder(run_dir, run_config, partial=False, defaults=None, checked=None):
     """What `run_dir` holds for `run_config`: "new", "resume" or "finished"; a `RunFolderMismatch` if
     it holds another run. `partial`: `run_config` has only the settings known so far (a recipe checks
     before it loads any data); the keys it lacks are not compared. `defaults`: what a stored config
-    that lacks a setting ran with (`configs.defaults_of`: a field added since that run)."""
+    that lacks a setting ran with (`configs.defaults_of`: a field added since that run). `checked`: settings
+    compared already (an earlier, partial check), so each setting is compared once."""
     path = os.path.join(run_dir, "config.json")
     if not os.path.exists(path):
         found = sorted(name for name in RUN_FILES if os.path.exists(os.path.join(run_dir, name)))
@@ -256,7 +261,8 @@ def check_run_folder(run_dir, run_config, partial=False, defaults=None):
         stored = {**flatten(json.loads(json.dumps(defaults or {}))), **flatten(json.load(f))}
     given = flatten(json.loads(json.dumps(run_config)))  # as it would be stored: tuples become lists
     keys = given if partial else {**stored, **given}
-    differ = [k for k in keys if k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
+    done = flatten(json.loads(json.dumps(checked))) if checked else {}
+    differ = [k for k in keys if k not in done and k not in INCIDENTAL and k.split(".")[0] not in INCIDENTAL]
     differ = [k for k in differ if stored.get(k, "(absent)") != given.get(k, "(absent)")]
     finished = os.path.exists(os.path.join(run_dir, "summary.json"))
     if finished and len(differ) == 1 and differ[0] in LENGTHS:
@@ -290,9 +296,9 @@ def _longer_message(run_dir, key, asked, ran, stored):
     )
 
 
-def _open_run_folder(run_dir, run_config, defaults=None):
+def _open_run_folder(run_dir, run_config, defaults=None, checked=None):
     """Check the folder, say what happens to it, and record a resume under other incidental settings."""
-    state = check_run_folder(run_dir, run_config, defaults=defaults)
+    state = check_run_folder(run_dir, run_config, defaults=defaults, checked=checked)
     if state == "new":
         run_files.write_json(os.path.join(run_dir, "config.json"), run_config)
         return state

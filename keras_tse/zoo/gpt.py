@@ -28,6 +28,8 @@ def _token_ids(config):
     task="text",
     tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, ffn_dim=32, cutoffs=(), segment_len=8),
     presets=PRESETS,
+    title="GPT-style decoder",
+    base_preset="gpt8_small",  # the language-model task's sizes, with Transformer-XL's memory taken out
 )
 def gpt(
     depth=12, norm="deescalate", *,

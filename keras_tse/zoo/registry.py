@@ -19,23 +19,34 @@ import inspect
 
 from keras_tse._registry import Registry
 
-Family = collections.namedtuple("Family", ["builder", "describe_input", "task", "tiny", "presets"])
+Family = collections.namedtuple(
+    "Family",
+    ["builder", "describe_input", "task", "tiny", "presets", "title", "base_preset", "smoke_preset"],
+    defaults=(None, None, None),
+)
 
 TASKS = ("images", "text")  # what a family's models take, as the data registry names it
 ENTRY_POINTS = "keras_tse.families"  # the group other packages register their families under
 
 
-def register_family(name, describe_input, task="images", tiny=None, presets=None):
+def register_family(
+    name, describe_input, task="images", tiny=None, presets=None, title=None, base_preset=None, smoke_preset=None
+):
     """Decorate the builder of family `name`; `describe_input(config)` says in words what one of its
     models takes, from every builder keyword (`config`). `task` is what it models: `"images"` (images
     to class logits) or `"text"` (token ids to next-token log-probabilities); `tiny` the builder
     keywords of a model small enough to build and train in a test (timm's test configs): the tests of
-    every family run on each registered one with them. `presets`: preset name -> `preset(...)` entry."""
+    every family run on each registered one with them. `presets`: preset name -> `preset(...)` entry.
+
+    What `keras-tse train` asks of a family besides its builder: `title`, its name in a plot (default:
+    `name`); `base_preset`, the preset a run starts from where the family has none of the run's layout
+    (None: its builder's defaults); `smoke_preset`, the one `--smoke` starts from (default: `base_preset`)."""
     if task not in TASKS:
         raise ValueError(f"`task` must be one of {TASKS}. Received: task={task!r}")
 
     def register(builder):
-        FAMILIES.register(name, Family(builder, describe_input, task, dict(tiny or {}), dict(presets or {})))
+        declared = (title or name, base_preset, smoke_preset or base_preset)
+        FAMILIES.register(name, Family(builder, describe_input, task, dict(tiny or {}), dict(presets or {}), *declared))
         return builder
 
     return register

@@ -27,6 +27,8 @@ def _token_ids(config):
     tiny=dict(depth=2, vocab_size=40, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=32, cutoffs=(),
               batch_size=4, segment_len=8, mem_len=8),
     presets=PRESETS,
+    title="Transformer-XL",
+    smoke_preset="transformer_xl8_small",  # a CPU-sized model, end to end in about a minute per variant
 )  # fmt: skip
 @keras.saving.register_keras_serializable(package="keras_tse")
 class TransformerXL(keras.Model):

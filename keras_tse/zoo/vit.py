@@ -24,6 +24,7 @@ BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initial
     task="images",
     tiny=dict(depth=2, image_size=8, patch_size=4, channels=1, hidden_dim=16, ffn_dim=32, num_heads=2, num_classes=3),
     presets=PRESETS,
+    title="ViT",
 )
 def vit(
     depth=80, norm="deescalate", *,

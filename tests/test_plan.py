@@ -149,3 +149,61 @@ def test_no_built_in_family_or_data_set_is_special_cased_where_a_run_is_planned_
     for path in RUN_MODULES:
         with open(os.path.join(ROOT, path)) as f:
             assert name_comparisons(f.read(), names) == [], path
+
+
+TOY_STUDY = '''"""A study added as one file: two arms, its table and its claims' metric declared here."""
+
+import os
+import sys
+
+from recipes.lab import engine
+
+PLAN = engine.Plan(arms=("fast", "slow"), grid=(1e-3,), seeds=tuple(range(7)), bracket=False)
+RESULTS = os.path.join(os.path.dirname(__file__), "toy.csv")
+FIELDS = ("arm", "learning_rate", "seed", "train_loss")
+TITLE = "a toy study"
+CARD = os.path.join(os.path.dirname(__file__), "toy.md")
+CLAIM_METRIC = "train_loss"
+
+
+def run_cell(runs, arm, learning_rate, seed):
+    loss = (0.1 if arm == "fast" else 1.0) + 0.01 * ((seed * 7) % 5)
+    return {"arm": arm, "learning_rate": f"{learning_rate:g}", "seed": seed, "train_loss": loss}
+
+
+def markdown_table(rows):
+    return f"{len(rows)} toy rows"
+
+
+STUDY = engine.study_of(sys.modules[__name__])
+'''
+
+
+def test_a_study_added_in_one_file_is_listed_fills_its_card_and_its_claims_are_checked(tmp_path, monkeypatch, capsys):
+    """One new `*_study.py` of the lab (and its card): `keras-tse study` lists it, its card's generated block
+    is its table, and a claim about its arms in the card is judged on its rows (a true one holds, a false one
+    fails), nothing else edited."""
+    import recipes.lab
+    from keras_tse._registry import Registry
+    from keras_tse.cli import main as cli
+    from keras_tse.run_files import append_row
+    from recipes.lab import engine, generated_tables, verdict_claims
+
+    (tmp_path / "toy_study.py").write_text(TOY_STUDY)
+    monkeypatch.setattr(recipes.lab, "__path__", [*recipes.lab.__path__, str(tmp_path)])
+    registry = Registry("study", "study", package="recipes.lab", suffix="_study", module_is_entry=True)
+    monkeypatch.setattr(engine, "STUDIES", registry)
+    verdict_claims.sources.cache_clear()
+    toy = engine.studies()["toy"]
+    for arm in toy.arms():
+        for learning_rate, seed in engine.next_cells([], arm, toy.plan_of(arm)):
+            append_row(toy.results, toy.run_cell(str(tmp_path), arm, learning_rate, seed))
+
+    assert cli.main(["study"]) == 0
+    assert "toy          a toy study" in capsys.readouterr().out
+    card = "<!-- generated: toy -->\n<!-- end generated -->\n"
+    assert generated_tables.rewrite(card)[0] == "<!-- generated: toy -->\n14 toy rows\n<!-- end generated -->\n"
+    assert verdict_claims.check_text("<!-- verdict toy: fast beats slow -->") == []
+    failed = verdict_claims.check_text("<!-- verdict toy: slow beats fast -->")
+    assert len(failed) == 1 and failed[0].startswith("slow loses to fast"), failed
+    verdict_claims.sources.cache_clear()

@@ -453,7 +453,12 @@ def _missing_blocks(document, text):
 
 
 def test_every_card_keeps_its_generated_blocks():
-    assert set(GENERATED_BLOCKS) == set(lab_module("generated_tables").DOCUMENTS)
+    documents = lab_module("generated_tables").DOCUMENTS  # the READMEs and every card of zoo/
+    with_blocks = set()
+    for document in documents:
+        with open(os.path.join(ROOT, document)) as f:
+            with_blocks |= {document} if "<!-- generated: " in f.read() else set()
+    assert set(GENERATED_BLOCKS) == with_blocks
     for document in GENERATED_BLOCKS:
         with open(os.path.join(ROOT, document)) as f:
             assert _missing_blocks(document, f.read()) == [], document

@@ -278,6 +278,7 @@ def figure(rows):
 
 COLOURS = {"post": "tab:red", "deescalate": "tab:blue", "pre": "tab:green"}
 TITLE = "KerasHub's BERT on Penn Treebank masked words: post-norm, de-escalated and pre-norm at 24 and 48 layers"
+CLAIM_METRIC = "test_loss"  # what a verdict claim about its arms is judged on (recipes/lab/verdict_claims.py)
 CARD = os.path.join(ROOT, "zoo", "bert_ptb.md")
 STUDY = engine.study_of(
     sys.modules[__name__], figure=lambda: figure(STUDY.read_rows()), families=lambda rows: [family(rows)]

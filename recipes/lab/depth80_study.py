@@ -85,7 +85,7 @@ CENTRAL_QUESTIONS = engine.questions("""
     deescalate  layerscale  de-escalation against LayerScale
     layerscale  post        LayerScale against post-norm
 """)
-CENTRAL_METRIC = "train_loss"
+CENTRAL_METRIC = CLAIM_METRIC = "train_loss"
 CARD_TABLES = {"depth80_central": lambda rows: vit_study_card.central_table(rows, sys.modules[__name__])}
 FIGURE = os.path.join(os.path.dirname(RESULTS), "loss_curves.png")
 FIGURE_TITLE = "ViT, depth 80, width 32, Fashion-MNIST 10k"

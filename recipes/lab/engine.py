@@ -298,6 +298,8 @@ class Study:
     families: object = None
     # the card's generated blocks this study draws: block name -> a function of the rows that gives its markdown
     tables: dict = dataclasses.field(default_factory=dict)
+    # the metric a verdict claim about the study's arms is judged on (`verdict_claims`); None: it has no claims
+    claim_metric: str = None
 
     def plan_of(self, arm):
         """The plan that runs `arm`; an unknown arm is one line naming the study's arms."""
@@ -343,17 +345,22 @@ def study_of(plan, **fields):
     """The study plan module `plan` (named NAME_study) defines by its constants: TITLE, CARD, RESULTS,
     FIELDS, `run_cell`, `markdown_table`, its PARTS ({part: (Plan, help)}) or its one PLAN, and
     CELL_ESTIMATE_S if a budget must cover a whole cell; `fields` add to them or replace them (the cell
-    runner, table and figure a card module gives its plans)."""
+    runner, table and figure a card module gives its plans). What the study's card shows it declares too: its
+    table is the card's block TABLE_BLOCK (default: the study's name), CARD_TABLES (and `fields["tables"]`) its
+    other blocks, CLAIM_METRIC the metric the card's verdict claims about it are judged on."""
     parts = getattr(plan, "PARTS", None) or {"all": (plan.PLAN, "every arm")}
     name = plan.__name__.rpartition(".")[2].removesuffix("_study")
     given = dict(name=name, title=plan.TITLE, card=plan.CARD, results=plan.RESULTS, parts=parts)
     given.update(fields=getattr(plan, "FIELDS", None), run_cell=getattr(plan, "run_cell", None))
-    given.update(table=getattr(plan, "markdown_table", None), tables=getattr(plan, "CARD_TABLES", {}))
+    given.update(table=getattr(plan, "markdown_table", None), claim_metric=getattr(plan, "CLAIM_METRIC", None))
     arms = {arm for part, _ in parts.values() for arm in part.arms}
     for a, b, question in getattr(plan, "QUESTIONS", ()):
         if not {a, b} <= arms:
             raise ValueError(f"{name}: the question {question!r} asks of an arm it does not have: {a!r} or {b!r}")
-    return Study(**{**given, "cell_estimate_s": getattr(plan, "CELL_ESTIMATE_S", 0.0), **fields})
+    tables = {**getattr(plan, "CARD_TABLES", {}), **fields.pop("tables", {})}
+    study = Study(**{**given, "cell_estimate_s": getattr(plan, "CELL_ESTIMATE_S", 0.0), **fields})
+    own = {getattr(plan, "TABLE_BLOCK", name): study.table} if study.table is not None else {}
+    return dataclasses.replace(study, tables={**own, **tables})
 
 
 class CellStopped(Exception):

@@ -43,4 +43,5 @@ QUESTIONS = engine.questions("""
 
 TITLE = "Fig. 7 at the paper's widths on a GPU: Transformer-XL-60 on Penn Treebank"
 CARD = os.path.join(ROOT, "zoo", "transformer_xl60_wt103.md")
+TABLE_BLOCK = "gpu_fig7"  # the card's block of this study's table
 STUDY = lm_study_card.study_of(sys.modules[__name__])

@@ -57,29 +57,13 @@ import sys
 from keras_tse.run_files import write_text
 from recipes.lab import ROOT  # noqa: E402
 
+# Every document of the project whose generated blocks are drawn here: the READMEs and every card of zoo/ (a new
+# card is one more, found here).
 DOCUMENTS = (
     "README.md",
     os.path.join("tests", "README.md"),
-    os.path.join("zoo", "README.md"),
-    os.path.join("zoo", "escalation.md"),
-    os.path.join("zoo", "speed.md"),
-    os.path.join("zoo", "depth_study.md"),
-    os.path.join("zoo", "vit24_digits.md"),
-    os.path.join("zoo", "fashion_mnist_vit.md"),
-    os.path.join("zoo", "ptb_transformer_xl16.md"),
-    os.path.join("zoo", "gpt8_small.md"),
-    os.path.join("zoo", "vit6_fashion_mnist.md"),
-    os.path.join("zoo", "gpt4_ptb.md"),
-    os.path.join("zoo", "vit6_digits.md"),
-    os.path.join("zoo", "depth80_fashion_mnist.md"),
-    os.path.join("zoo", "vit80_cifar10.md"),
-    os.path.join("zoo", "transformer_xl60_wt103.md"),
-    os.path.join("zoo", "bert_ptb.md"),
+    *sorted(os.path.join("zoo", name) for name in os.listdir(os.path.join(ROOT, "zoo")) if name.endswith(".md")),
 )
-# The ViT classifier studies whose cards `vit_study_card` draws: block "<study>_<kind>" -> its table.
-VIT_STUDIES = {"depth80": "depth80_study", "fig6_paper": "fig6_paper_study", "fine_tune": "fine_tune_study",
-               "depth_rates": "depth_rates_study", "depth_rates320": "depth_rates320_study",
-               "depth_remedies": "depth_remedies_study"}  # fmt: skip
 # The depth study's blocks, each a function of its rows: block name -> (module, function).
 DEPTH_STUDY_BLOCKS = {
     "depth_study": ("recipes.lab.sweep", "best_lr_table"),
@@ -90,13 +74,6 @@ DEPTH_STUDY_BLOCKS = {
     "depth_study_edges": ("recipes.lab.depth_study_card", "edges_summary"),
     "depth_study_init": ("recipes.lab.depth_study_card", "initial_profile"),
 }
-# Blocks that are a study's whole table: block name -> its plan module.
-STUDY_TABLES = {"tau_sweep": "tau_sweep_study", "ptb_warmup": "ptb_warmup_study", "gpu_fig7": "fig7_paper_study",
-                "gpu_speed": "speed_paper_study", "recipe_defaults": "recipe_defaults_study",
-                "depth_ladder": "depth_ladder_study", "depth_rates": "depth_rates_study",
-                "depth_rates320": "depth_rates320_study", "bert_ptb": "bert_ptb_study",
-                "depth_remedies": "depth_remedies_study", "vit6_selection": "vit6_selection_study"}  # fmt: skip
-VIT_STUDY_BLOCKS = {"results": "results_table", "grid": "grid_table", "verdicts": "verdicts_table"}
 # The benchmark studies: name -> the result file benchmark_results.py wrote from its run folders.
 BENCHMARKS = {
     "fmnist_vit24": os.path.join("zoo", "fashion_mnist_vit", "fmnist_vit24.json"),
@@ -219,17 +196,10 @@ def render(name):
     if name in TIMING_RECIPES:
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator(TIMING_RECIPES[name]).markdown_table(json.load(f))
-    if name.rpartition("_")[0] in VIT_STUDIES and name.rpartition("_")[2] in VIT_STUDY_BLOCKS:
-        study, _, block = name.rpartition("_")
-        module = _generator(VIT_STUDIES[study])
-        return getattr(_generator("vit_study_card"), VIT_STUDY_BLOCKS[block])(module.STUDY.read_rows(), module)
     if name == "shipped_presets":
         return _generator("ship_presets").markdown_table()
     if name.startswith("shipped_"):
         return _generator("ship_presets").markdown_table([name[len("shipped_") :]])
-    if name in STUDY_TABLES:
-        study = _generator(STUDY_TABLES[name]).STUDY
-        return study.table(study.read_rows())
     if name == "bert_ptb_pilot":
         return _generator("bert_ptb_study").pilot_table()
     if name == "bert_ptb_seeds":

@@ -68,5 +68,6 @@ QUESTIONS = engine.questions("""
 
 
 TITLE = "Penn Treebank language model: warmup against causal de-escalation, then 32 blocks"
+CLAIM_METRIC = "test_perplexity"  # what a verdict claim about its arms is judged on (recipes/lab/verdict_claims.py)
 CARD = os.path.join(ROOT, "zoo", "ptb_transformer_xl16.md")
 STUDY = lm_study_card.study_of(sys.modules[__name__])

@@ -48,4 +48,5 @@ def markdown_table(rows):
 
 TITLE = "The speed table at the paper's sizes on a GPU: keras-tse bench under JAX and PyTorch"
 CARD = os.path.join(ROOT, "zoo", "speed.md")
+TABLE_BLOCK = "gpu_speed"  # the card's block of this study's table
 STUDY = engine.study_of(sys.modules[__name__])

@@ -96,5 +96,6 @@ def markdown_table(rows):
 
 
 TITLE = "eq. (21)'s tau from 0 to 1 and learned, at depth 48 on 8x8 digits"
+CLAIM_METRIC = "train_loss"  # what a verdict claim about its arms is judged on (recipes/lab/verdict_claims.py)
 CARD = os.path.join(ROOT, "zoo", "depth_study.md")
 STUDY = engine.study_of(sys.modules[__name__])

@@ -28,6 +28,7 @@ judged as in its card, never in a family of one. A verdict other than "inconclus
     python -m recipes.lab.verdict_claims    # each claim and whether it holds; exit 1 if one fails
 """
 
+import functools
 import os
 import re
 import sys
@@ -117,28 +118,41 @@ def _cell_study_seeds(module):
     return seeds
 
 
-# source -> (its arms' seeds: (metric, arm, key, value) -> [(arm, {seed: value}), ...], the metric a claim
-# without one is judged on, its card's verdict family where the card decides one: () -> [(A, B, metric,
-# Comparison), ...], else None: the family is every claim about the source)
-SOURCES = {
-    "bert_ptb": (_cell_study_seeds("bert_ptb_study"), "test_loss", _cell_study_families("bert_ptb_study")),
+# The sources that are no study of the lab's registry: source -> (its arms' seeds: (metric, arm, key, value) ->
+# [(arm, {seed: value}), ...], the metric a claim without one is judged on, its card's verdict family where the
+# card decides one: () -> [(A, B, metric, Comparison), ...], else None: the family is every claim about the source)
+OTHER_SOURCES = {
     "depth_study": (_depth_study_seeds, "final_loss", None),
-    "depth80": (_cell_study_seeds("depth80_study"), "train_loss", _cell_study_families("depth80_study")),
     "gpu_fig6": (_gpu_seeds("fig6"), "train_loss", None),
     "gpu_fig6_stopped": (_gpu_seeds("fig6_stopped"), "train_loss", None),
-    "ptb_warmup": (_cell_study_seeds("ptb_warmup_study"), "test_perplexity", _cell_study_families("ptb_warmup_study")),
-    "tau_sweep": (_cell_study_seeds("tau_sweep_study"), "train_loss", None),
 }
+
+
+@functools.cache
+def sources():
+    """Every source a claim may name: each study that declares its claims' metric (`Study.claim_metric`), by
+    its name, with its card's families where it declares them; and `OTHER_SOURCES`."""
+    from recipes.lab import engine
+
+    declared = {
+        name: (_cell_study_seeds(f"{name}_study"), study.claim_metric, _cell_study_families(f"{name}_study"))
+        for name, study in engine.studies().items()
+        if study.claim_metric is not None
+    }
+    for name, study in engine.studies().items():
+        if study.claim_metric is not None and study.families is None:
+            declared[name] = (*declared[name][:2], None)
+    return {**declared, **OTHER_SOURCES}
 
 
 def metric_of(source, metric):
     """The metric a claim of `source` is judged on: `metric`, or the source's own where the claim names none."""
-    return metric or SOURCES[source][1]
+    return metric or sources()[source][1]
 
 
 def arm_seeds(source, metric, arm, key=None, value=None):
     """[(arm, {seed: value}), ...] of `arm` in `source`, on `metric_of(source, metric)`."""
-    return SOURCES[source][0](metric_of(source, metric), arm, key, value)
+    return sources()[source][0](metric_of(source, metric), arm, key, value)
 
 
 def claims(text):
@@ -148,8 +162,8 @@ def claims(text):
 
 def _pairs(source, metric, claim):
     """(expected verdict, [(where, name A, name B, seeds A, seeds B), ...]) of one claim, or a failure line."""
-    if source not in SOURCES:
-        return f"unknown source {source!r}: expected one of {sorted(SOURCES)}"
+    if source not in sources():
+        return f"unknown source {source!r}: expected one of {sorted(sources())}"
     parsed = SENTENCE.match(claim)
     if parsed is None:
         relations = "beats|is equivalent to|loses to|is inconclusive against"
@@ -199,7 +213,7 @@ def _family_verdicts(source, entries, every_claim):
     else one family of every claim about `source` in `every_claim`'s entries (each pair once)."""
     from recipes.lab import verdicts
 
-    card = SOURCES[source][2]
+    card = sources()[source][2]
     if card is not None:
         families = [[((a, b, "", metric), c) for a, b, metric, c in family] for family in card()]
     else:

@@ -33,13 +33,16 @@ CLASSES = 10  # every ViT study here classifies a balanced 10-class set (Fashion
 
 
 def study_of(plan):
-    """The engine's study of plan module `plan` (`engine.study_of`), its cells run and its figure drawn here."""
+    """The engine's study of plan module `plan` (`engine.study_of`), its cells run, its figure and its card's
+    blocks (`CARD_BLOCKS`, each named after the study) drawn here."""
+    name = plan.__name__.rpartition(".")[2].removesuffix("_study")
     study = engine.study_of(
         plan,
         run_cell=functools.partial(run_cell, plan),
         fields=FIELDS,
         figure=lambda: plot(study.read_rows(), plan),
         families=lambda rows: families(rows, plan),
+        tables={f"{name}_{block}": functools.partial(draw, study=plan) for block, draw in CARD_BLOCKS.items()},
     )
     return study
 
@@ -219,6 +222,10 @@ def verdicts_table(rows, study):
         f"table's {len(comparisons) or len(VERDICT_COLUMNS) * len(rest)} comparisons (Holm) it takes more.{rank_note}"
         + (f" The central questions ({len(central)}) are decided in their own family." if central else "")
     )
+
+
+# A ViT study card's generated blocks, each "<study>_<block>": block -> the function of (rows, plan) drawing it.
+CARD_BLOCKS = {"results": results_table, "grid": grid_table, "verdicts": verdicts_table}
 
 
 def _p(p):

@@ -64,9 +64,8 @@ INIT_HELP = "weight scheme (default: transformer_xl, the reference code's N(0, 0
 SMOKE_HELP = "small model, 60 steps; CPython docs as text for wikitext103, a real slice for ptb"
 
 
-def run(args):
-    """Train the chosen variants: the plan the flags describe (`training.Plan`), run by the one trainer."""
-    return flags.train_plan(TASK, args)
+# the plan the flags describe (`training.Plan`), run by the one trainer
+run = functools.partial(flags.train_plan, TASK)
 
 
 def parse_args(argv=None, prog="keras-tse train lm"):

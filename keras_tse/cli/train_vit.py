@@ -56,9 +56,8 @@ INIT_HELP = "weight scheme (default: the preset's, torch: the paper's code, nn.L
 SMOKE_HELP = "tiny model, 3 epochs; synthetic images for cifar10, a real slice otherwise"
 
 
-def run(args):
-    """Train the chosen variants: the plan the flags describe (`training.Plan`), run by the one trainer."""
-    return flags.train_plan(TASK, args)
+# the plan the flags describe (`training.Plan`), run by the one trainer
+run = functools.partial(flags.train_plan, TASK)
 
 
 def parse_args(argv=None, prog="keras-tse train vit"):

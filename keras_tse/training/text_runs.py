@@ -211,8 +211,10 @@ def check(settings, survey):
     for norm in settings.norm:
         model_keywords(settings, norm)  # each variant's layout takes every --layout-option
         _check_deescalation(settings, norm)
-    if settings.remat and not _accepts(settings, "remat"):  # Transformer-XL's blocks write their memory in the call
-        takers = [name for name in families if keras_tse.zoo.registry.accepts(name, "remat")]
+    # a builder that names `remat` (Transformer-XL's takes **kwargs, but its blocks write their memory in the call)
+    takes_remat = lambda name: "remat" in keras_tse.zoo.registry.family_config(name)  # noqa: E731
+    if settings.remat and not takes_remat(settings.model):
+        takers = [name for name in families if takes_remat(name)]
         raise InputError(
             "--remat", f"with --model {settings.model}", f"a family whose builder takes it: {', '.join(takers)}"
         )

@@ -13,6 +13,8 @@ from keras_tse.cli import train_lm, train_vit
 from keras_tse.training import Plan, image_runs, text_runs, train
 from tests.helpers import planned
 
+pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py (every backend trains: the recipes' tests)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 # the trainer and the task modules: where a run is planned and run
@@ -28,7 +30,6 @@ RUN_MODULES = (
 TINY = dict(dataset="digits", depth=1, hidden_dim=16, num_heads=2, epochs=1, seed=3)
 
 
-@pytest.mark.one_backend  # the plan's path; training on every backend is the recipes' tests'
 def test_python_builds_the_plan_the_command_line_builds_and_both_write_the_same_config(tmp_path):
     """`keras-tse train vit ...` and `train(Plan.build("images", ...))` with the same settings: the same
     config.json and the same numbers; a language model's plan is the same either way too."""
@@ -71,7 +72,6 @@ def test_a_setting_python_gives_that_no_run_takes_is_one_line():
         Plan.build("audio")
 
 
-@pytest.mark.one_backend
 def test_a_three_variant_folder_run_surveys_the_folder_claims_and_checks_once_and_wraps_the_edge_once(
     tmp_path, monkeypatch, capsys
 ):

@@ -17,6 +17,7 @@ import pytest
 
 from keras_tse import data, zoo
 from keras_tse.data import mnist, ptb
+from keras_tse.training import text_runs
 from tests.helpers import recipe_module, run_recipe_here
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
@@ -304,7 +305,7 @@ def test_txl_recipe_trains_on_a_ptb_slice_and_reports_test_perplexity(tmp_path, 
 
     model = keras.saving.load_model(str(tmp_path / "deescalate" / "checkpoints" / "last.keras"))
     ids, _ = penn
-    test = ids["test"][: txl.SMOKE_PTB_TOKENS[1]]
+    test = ids["test"][: text_runs.SMOKE_PTB_TOKENS[1]]
     np.testing.assert_allclose(evaluate_stream(model, test), summary["test_loss"], rtol=1e-5)
 
 

@@ -270,7 +270,7 @@ def installed_wheel(tmp_path_factory):
 @pytest.mark.starts_processes
 def test_the_wheel_holds_the_product_and_not_the_lab(installed_wheel):
     names, _ = installed_wheel
-    assert "keras_tse/cli/main.py" in names and "keras_tse/zoo/vit.py" in names
+    assert "keras_tse/cli/main.py" in names and "keras_tse/zoo/families/vit.py" in names
     moved = ("lab/", "sweep.py", "verdicts.py", "figures.py", "fresh_processes.py")  # the lab's, once the package's
     lab = [n for n in names if n.startswith("recipes/") or n.startswith(tuple(f"keras_tse/cli/{m}" for m in moved))]
     assert lab == []

@@ -5,6 +5,8 @@ folder claimed and each of its settings compared once, and no built-in family or
 import ast
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -149,6 +151,53 @@ def test_no_built_in_family_or_data_set_is_special_cased_where_a_run_is_planned_
     for path in RUN_MODULES:
         with open(os.path.join(ROOT, path)) as f:
             assert name_comparisons(f.read(), names) == [], path
+
+
+TOY_FAMILY = '''"""A family added as one module of keras_tse/zoo/families: its builder and its presets."""
+
+from keras_tse import zoo
+from keras_tse.zoo.registry import preset, register_family
+
+PRESETS = {"toy_vit_tiny": preset(dict(depth=1), "a one-block toy ViT", "none", "toy_vit_tiny")}
+
+
+@register_family("toy_vit", lambda config: f"{config['image_size']}px images", presets=PRESETS)
+def toy_vit(image_size=8, channels=1, num_classes=10, norm="deescalate", depth=2, name=None):
+    return zoo.vit(depth, norm, image_size=image_size, patch_size=2, channels=channels, num_classes=num_classes,
+                   hidden_dim=16, ffn_dim=32, num_heads=2, name=name)
+'''
+
+# the folder the family's file is dropped into, as keras_tse/zoo/families itself: the package's search path
+ADD_FAMILY = """
+import sys
+import keras_tse.zoo.families
+keras_tse.zoo.families.__path__.append(sys.argv[1])
+from keras_tse import zoo
+from keras_tse.cli import main
+print(zoo.list_models("toy*"), zoo.create_model("toy_vit_tiny").count_params())
+argv = ["train", "toy_vit", "--dataset", "digits", "--depth", "1", "--epochs", "1", "--verbose", "0"]
+sys.exit(main.main([*argv, "--out", sys.argv[2]]))
+"""
+
+
+@pytest.mark.starts_processes  # a fresh process: the families' folder is read once, when a family is first named
+def test_a_family_added_as_one_module_of_the_families_folder_is_found_and_trains_from_the_command_line(tmp_path):
+    """No list to edit: a module beside vit.py under keras_tse/zoo/families is found the first time a family is
+    named; its preset is listed and builds; `keras-tse train NAME` trains it on a registered data set."""
+    (tmp_path / "families").mkdir()
+    (tmp_path / "families" / "toy.py").write_text(TOY_FAMILY)
+    code = [sys.executable, "-c", ADD_FAMILY, str(tmp_path / "families"), str(tmp_path / "run")]
+    done = subprocess.run(code, capture_output=True, text=True, env={**os.environ, "KERAS_BACKEND": "jax"}, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = zoo.create_model("vit", depth=1, image_size=8, patch_size=2, channels=1, num_classes=10, hidden_dim=16,
+                              ffn_dim=32, num_heads=2).count_params()  # fmt: skip
+    assert done.stdout.splitlines()[0] == f"['toy_vit', 'toy_vit_tiny'] {listed}"
+    with open(tmp_path / "run" / "deescalate" / "config.json") as f:
+        config = json.load(f)
+    assert config["model"] == "toy_vit" and config["overrides"] == {"norm": "deescalate", "depth": 1}
+    with open(tmp_path / "run" / "deescalate" / "summary.json") as f:
+        assert json.load(f)["epochs"] == 1
+    assert "toy_vit" not in zoo.list_families()  # this process's folder holds the zoo's own
 
 
 TOY_STUDY = '''"""A study added as one file: two arms, its table and its claims' metric declared here."""

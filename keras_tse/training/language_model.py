@@ -25,7 +25,7 @@ from keras_tse.training import optimizers
 from keras_tse.training.configs import defaults_of
 from keras_tse.training.runner import run_config, summarize, train_in_folder
 from keras_tse.training.tasks import LANGUAGE_MODELLING
-from keras_tse.zoo.transformer_xl import check_token_ids
+from keras_tse.zoo.families.transformer_xl import check_token_ids
 
 
 def make_lm_optimizer(config, model=None):

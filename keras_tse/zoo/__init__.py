@@ -5,15 +5,15 @@ from keras_tse.zoo import (  # noqa: F401 (their loaders registered)
     deescalated_decoder,
     deescalated_task,
 )
+from keras_tse.zoo.families.gpt import gpt
+from keras_tse.zoo.families.transformer_xl import TransformerXL, transformer_xl
+from keras_tse.zoo.families.vit import vit
 from keras_tse.zoo.generate import generate
-from keras_tse.zoo.gpt import gpt
 from keras_tse.zoo.intermediates import forward_intermediates
 from keras_tse.zoo.preprocessing import classify
 from keras_tse.zoo.preset_folder import save_preset
 from keras_tse.zoo.presets import create_model, from_preset, full_config, list_models, presets
 from keras_tse.zoo.registry import get_family, list_families, register_family
-from keras_tse.zoo.transformer_xl import TransformerXL, transformer_xl
-from keras_tse.zoo.vit import vit
 
 __all__ = [
     "TransformerXL",

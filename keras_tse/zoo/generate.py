@@ -98,7 +98,7 @@ def _check_language_model(model):
 
 
 def _is_transformer_xl(model):
-    from keras_tse.zoo.transformer_xl import TransformerXL
+    from keras_tse.zoo.families.transformer_xl import TransformerXL
 
     return isinstance(model, TransformerXL)
 

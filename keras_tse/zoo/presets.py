@@ -16,9 +16,6 @@ import json
 import os
 import re
 
-import keras_tse.zoo.gpt  # noqa: F401  registers its family
-import keras_tse.zoo.transformer_xl  # noqa: F401  registers its family
-import keras_tse.zoo.vit  # noqa: F401  registers its family
 from keras_tse.zoo import fine_tune, hub, preprocessing
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES, family_config, list_families

@@ -2,7 +2,8 @@
 models take as input.
 
 A family is a builder of keywords (`vit`, `TransformerXL`) with its presets beside it (`vit_presets.py`:
-the family with settings and metadata, as KerasHub keeps a model's presets).
+the family with settings and metadata, as KerasHub keeps a model's presets), in a module of
+`keras_tse/zoo/families/`: a module added there is found, nothing else to edit.
 `keras_tse.zoo.create_model(name, **overrides)` builds either by name
 and `keras_tse.zoo.list_models(pattern)` lists both, as timm's `create_model` and `list_models` do.
 
@@ -69,7 +70,11 @@ def _registered(builder):
         raise ValueError(f"{builder!r} is no builder that keras_tse.zoo.registry.register_family registered")
 
 
-FAMILIES = Registry("model family", "family", entry_points=ENTRY_POINTS, on_entry_point=_registered)
+# Every module of `keras_tse.zoo.families` is imported when a family is first asked for: a module there that
+# decorates its builder is a family, with no list to edit (as `keras_tse.layouts` finds its layouts).
+FAMILIES = Registry(
+    "model family", "family", package="keras_tse.zoo.families", entry_points=ENTRY_POINTS, on_entry_point=_registered
+)
 
 
 def list_families(task=None):

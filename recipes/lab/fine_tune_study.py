@@ -34,7 +34,7 @@ EPOCHS = 3
 MODEL = ()  # each arm names its model: the preset's, trained or untrained
 ARMS = {
     "fine_tuned": ("--from-preset", PRESET, "--norm", "deescalate"),
-    # the preset's model (keras_tse/zoo/vit_presets.py), untrained
+    # the preset's model (keras_tse/zoo/families/vit_presets.py), untrained
     "scratch": (
         "--norm",
         "deescalate",

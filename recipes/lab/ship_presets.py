@@ -26,7 +26,7 @@ from keras_tse import run_files
 from recipes.lab import ROOT, engine  # noqa: E402
 
 WEIGHTS = os.path.join(ROOT, "keras_tse", "zoo", "weights")
-# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/vit_presets.py, `_shipped`), with a
+# The recipe's flags per shipped preset: the preset's model (keras_tse/zoo/families/vit_presets.py, `_shipped`), with a
 # learning rate, warmup and cosine schedule chosen for a small model trained in minutes, not the paper's.
 COMMANDS = {
     # the selection study's base command: its candidates replace the augmentation and the rate and add the
@@ -42,7 +42,7 @@ MODEL = (
     "--norm deescalate --depth 6 --hidden-dim 64 --num-heads 4 --init torch --no-download --verbose 2 "
     "--validation-fraction 0"
 )
-# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (zoo/gpt_presets.py)
+# The language models: `keras-tse train lm` at the Penn Treebank widths, the preset's depth (families/gpt_presets.py)
 LANGUAGE_MODELS = {
     "gpt4_ptb": "--model gpt --dataset ptb --norm deescalate --depth 4 --steps 3000 --eval-interval 500 --seed 0 "
     "--no-download --verbose 2",  # 3,000 steps of 16 x 64 tokens: 3.3 passes over the training text

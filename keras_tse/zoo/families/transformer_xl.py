@@ -12,8 +12,8 @@ from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.zoo.blocks import checked_layout_options, transformer_xl_block
+from keras_tse.zoo.families.transformer_xl_presets import PRESETS
 from keras_tse.zoo.registry import register_family
-from keras_tse.zoo.transformer_xl_presets import PRESETS
 
 
 def _token_ids(config):

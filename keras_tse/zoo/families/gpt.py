@@ -9,7 +9,7 @@ from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import checked_layout_options, stack_block
-from keras_tse.zoo.gpt_presets import PRESETS
+from keras_tse.zoo.families.gpt_presets import PRESETS
 from keras_tse.zoo.registry import register_family
 
 BLOCK_KEYS = ("num_heads", "head_dim", "ffn_dim", "activation", "dropout", "attention_dropout", "initializer")

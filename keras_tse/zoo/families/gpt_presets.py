@@ -1,7 +1,7 @@
 """The GPT family's presets (`keras_tse.zoo.gpt`), kept beside the family as KerasHub keeps a model's presets."""
 
+from keras_tse.zoo.families.transformer_xl_presets import SMALL_CORPUS, SMALL_TXL
 from keras_tse.zoo.registry import preset
-from keras_tse.zoo.transformer_xl_presets import SMALL_CORPUS, SMALL_TXL
 
 # The language-model task's Penn Treebank widths (keras_tse/cli/train_lm.py), 4 blocks: 2.09M parameters,
 # 8 MiB of float32 weights, under the 10 MiB a package's preset may take.

@@ -9,8 +9,8 @@ from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import checked_layout_options, stack_block
+from keras_tse.zoo.families.vit_presets import PRESETS
 from keras_tse.zoo.registry import register_family
-from keras_tse.zoo.vit_presets import PRESETS
 
 POOLS = ("cls", "mean")
 BLOCK_KEYS = ("num_heads", "ffn_dim", "alpha", "activation", "dropout", "initializer")

@@ -101,6 +101,10 @@ def _vit(t, *argv):
     return ["--out", str(t / "runs"), *argv]
 
 
+def _folder(t, root, *flags):
+    return _vit(t, "--dataset", "folder", "--data-dir", root, *flags)
+
+
 def _processes(coordinator, count, index):
     return ["--coordinator", coordinator, "--num-processes", str(count), "--process-id", str(index)]
 
@@ -149,42 +153,22 @@ CASES = [
     ("vit-distributed-and-id", VIT, lambda t: _vit(t, "--distributed", "auto", "--process-id", "0"), "or the other"),
     # the ViT recipe: a user's own images and arrays
     ("folder-no-data-dir", VIT, lambda t: _vit(t, "--dataset", "folder"), "--data-dir: received nothing"),
-    ("folder-missing", VIT, lambda t: _vit(t, "--dataset", "folder", "--data-dir", str(t / "nope")), "nope"),
+    ("folder-missing", VIT, lambda t: _folder(t, str(t / "nope")), "nope"),
     (
         "folder-image-size-30",
         VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img"), "--image-size", "30"),
+        lambda t: _folder(t, image_folder(t / "img"), "--image-size", "30"),
         "--image-size: received 30",
     ),
-    (
-        "folder-one-class",
-        VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", classes=("cat",))),
-        "cat",
-    ),
-    (
-        "folder-train-without-test",
-        VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", splits=("train",))),
-        "no test/",
-    ),
-    (
-        "folder-one-image-a-class",
-        VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img", per_class=1)),
-        "1 image",
-    ),
-    (
-        "folder-other-test-classes",
-        VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", _mismatched_splits(t / "img")),
-        "bird",
-    ),
-    ("folder-corrupt-png", VIT, lambda t: _vit(t, "--dataset", "folder", "--data-dir", _corrupt(t / "img")), "2.png"),
+    ("folder-one-class", VIT, lambda t: _folder(t, image_folder(t / "img", classes=("cat",))), "cat"),
+    ("folder-train-without-test", VIT, lambda t: _folder(t, image_folder(t / "img", splits=("train",))), "no test/"),
+    ("folder-one-image-a-class", VIT, lambda t: _folder(t, image_folder(t / "img", per_class=1)), "1 image"),
+    ("folder-other-test-classes", VIT, lambda t: _folder(t, _mismatched_splits(t / "img")), "bird"),
+    ("folder-corrupt-png", VIT, lambda t: _folder(t, _corrupt(t / "img")), "2.png"),
     (
         "folder-tfds-flag",
         VIT,
-        lambda t: _vit(t, "--dataset", "folder", "--data-dir", image_folder(t / "img"), "--data-source", "tfds"),
+        lambda t: _folder(t, image_folder(t / "img"), "--data-source", "tfds"),
         "--dataset folder",
     ),
     (

@@ -16,17 +16,8 @@ from tests.helpers import only_on
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
-SMALL = dict(
-    depth=2,
-    hidden_dim=32,
-    num_heads=2,
-    head_dim=16,
-    ffn_dim=64,
-    segment_len=16,
-    mem_len=16,
-    batch_size=4,
-    cutoffs=(100, 300),
-)
+SMALL = dict(depth=2, hidden_dim=32, num_heads=2, head_dim=16, ffn_dim=64, segment_len=16, mem_len=16, batch_size=4,
+             cutoffs=(100, 300))  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -228,16 +219,16 @@ def test_interrupted_run_resumes_reading_the_stream_where_it_stopped(corpus, tmp
     run_dir = str(tmp_path / "run")
     import keras_tse.training.language_model as lm
 
-    real_train = lm.train_in_folder
+    real_train = lm.train_run
 
     def interrupted(*args, extra_callbacks=(), **kwargs):
         return real_train(*args, extra_callbacks=[*extra_callbacks, _StopAt(2)], **kwargs)
 
-    monkeypatch.setattr(lm, "train_in_folder", interrupted)
+    monkeypatch.setattr(lm, "train_run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         fit_language_model(_model("post"), ids["train"], ids["valid"], run_dir, config, verbose=0)
     assert [int(e) for e in read_history(os.path.join(run_dir, "history.csv"))["epoch"]] == [0, 1]
-    monkeypatch.setattr(lm, "train_in_folder", real_train)
+    monkeypatch.setattr(lm, "train_run", real_train)
     seen = []
     original_getitem = data.SegmentStream.__getitem__
 

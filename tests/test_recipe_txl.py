@@ -43,14 +43,6 @@ def test_smoke_one_variant_on_this_backend(tmp_path, capsys):
 
 
 @pytest.mark.one_backend
-def test_no_data_stops_with_the_file_to_fetch(tmp_path, capsys):
-    argv = ["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")]
-    code, _, err = run_recipe_here("wikitext103_txl", argv, capsys)
-    assert code != 0
-    assert "wikitext-103-v1.zip" in err and str(tmp_path) in err
-
-
-@pytest.mark.one_backend
 @pytest.mark.parametrize(
     "argv, expected",
     [

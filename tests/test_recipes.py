@@ -122,11 +122,14 @@ def test_killed_run_resumes_from_its_last_saved_epoch_on_another_backend(tmp_pat
 
 
 @pytest.mark.one_backend
-def test_no_data_stops_with_the_file_to_fetch(tmp_path, capsys):
+@pytest.mark.parametrize(
+    "recipe, archive", [("cifar10_vit", "cifar-10-python.tar.gz"), ("wikitext103_txl", "wikitext-103-v1.zip")]
+)
+def test_no_data_stops_with_the_file_to_fetch(recipe, archive, tmp_path, capsys):
     argv = ["--data-dir", str(tmp_path), "--no-download", "--norm", "post", "--out", str(tmp_path / "r")]
-    code, _, err = run_recipe_here("cifar10_vit", argv, capsys)
+    code, _, err = run_recipe_here(recipe, argv, capsys)
     assert code != 0
-    assert "cifar-10-python.tar.gz" in err and str(tmp_path) in err
+    assert archive in err and str(tmp_path) in err
 
 
 @pytest.mark.one_backend

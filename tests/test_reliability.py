@@ -144,18 +144,8 @@ def test_a_last_row_cut_mid_number_is_cut_even_with_every_field_there(tmp_path):
 
 # --- 4: token ids are checked before they reach Transformer-XL --------------------------------------------
 
-TINY_XL = dict(
-    depth=1,
-    vocab_size=50,
-    hidden_dim=16,
-    num_heads=2,
-    head_dim=8,
-    ffn_dim=16,
-    cutoffs=(),
-    batch_size=2,
-    segment_len=4,
-    mem_len=4,
-)
+TINY_XL = dict(depth=1, vocab_size=50, hidden_dim=16, num_heads=2, head_dim=8, ffn_dim=16, cutoffs=(), batch_size=2,
+               segment_len=4, mem_len=4)  # fmt: skip
 
 
 @pytest.mark.every_backend

@@ -22,8 +22,7 @@ from keras_tse.callbacks.reset_memory import reset_memory
 from keras_tse.data.text import SegmentStream, lm_segments
 from keras_tse.processes import process
 from keras_tse.training import optimizers
-from keras_tse.training.configs import defaults_of
-from keras_tse.training.runner import run_config, summarize, train_in_folder
+from keras_tse.training.runner import summarize, train_run
 from keras_tse.training.tasks import LANGUAGE_MODELLING
 from keras_tse.zoo.families.transformer_xl import check_token_ids
 
@@ -35,17 +34,7 @@ def make_lm_optimizer(config, model=None):
 
 
 def fit_language_model(
-    model,
-    train_ids,
-    valid_ids,
-    run_dir,
-    config,
-    extra_config=None,
-    checkpoints=True,
-    verbose="auto",
-    test_ids=None,
-    causal_twin=None,
-    checked=None,
+    model, train_ids, valid_ids, run_dir, config, extra_config=None, test_ids=None, causal_twin=None, **options
 ):
     """Train language model `model` (a Transformer-XL, a GPT) on the token stream `train_ids` into
     `run_dir`; return its summary.
@@ -56,8 +45,8 @@ def fit_language_model(
     summary without training if the folder holds a finished run.
 
     `causal_twin`, a function building a model with the same weights' shapes (a leaky model's causal
-    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model. `checked`:
-    the settings already compared with the folder (`runner.train_in_folder`).
+    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model. `options`:
+    `runner.train_in_folder`'s (`checkpoints`, `verbose`, `checked`).
     """
     batch, segment = model.input.shape[0] or config.batch_size, model.input.shape[1]
     vocab_size = model.output.shape[-1]
@@ -93,21 +82,11 @@ def fit_language_model(
             summary["test_perplexity_causal"] = math.exp(min(summary["test_loss_causal"], 700.0))
         return summary
 
-    return train_in_folder(
-        model,
-        run_dir,
-        run_config(model.name, config, extra_config),
-        fit_kwargs,
-        x_probe[batch : 2 * batch],
-        summarize_with_test,
-        defaults=defaults_of(config),
-        similarity_every=config.similarity_every_n_batches,
-        checkpoints=checkpoints,
-        extra_callbacks=callbacks,
-        verbose=verbose,
-        probe_warmup=x_probe[:batch],
-        checked=checked,
-    )
+    probe, warmup = x_probe[batch : 2 * batch], x_probe[:batch]
+    return train_run(
+        model, run_dir, config, extra_config, fit_kwargs, probe, summarize_with_test, probe_warmup=warmup,
+        extra_callbacks=callbacks, **options,
+    )  # fmt: skip
 
 
 def _with_weights_of(model, twin):

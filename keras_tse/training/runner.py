@@ -49,20 +49,9 @@ def make_optimizer(config, steps_per_epoch, model=None):
 
 
 def fit_variant(
-    model,
-    train,
-    test,
-    run_dir,
-    config,
-    probe_inputs,
-    steps_per_epoch,
-    extra_config=None,
-    checkpoints=True,
-    verbose="auto",
-    before=None,
-    validation=None,
-    checked=None,
-):
+    model, train, test, run_dir, config, probe_inputs, steps_per_epoch, extra_config=None, before=None,
+    validation=None, **options,
+):  # fmt: skip
     """Train classifier `model` on `train` into `run_dir`; return its summary. Each epoch is scored on
     `validation`, which chooses the best checkpoint, and the test split `test` once, at the end; without a
     `validation` (the demo, a run made before the split existed), `test` is scored each epoch.
@@ -70,7 +59,8 @@ def fit_variant(
     Resumes from `run_dir/backup` if an earlier run was interrupted, and returns the stored summary
     without training if `run_dir/summary.json` exists. With `checkpoints=False` (short runs such as
     the demo, where writing three files per epoch would double the time) nothing is backed up during
-    training and only `checkpoints/last.keras` is written, at the end.
+    training and only `checkpoints/last.keras` is written, at the end. `options`: `train_in_folder`'s
+    (`checkpoints`, `verbose`, `checked`).
     """
     optimizer = make_optimizer(config, steps_per_epoch, model)
     mixed = bool(config.mixup or config.cutmix)
@@ -89,20 +79,11 @@ def fit_variant(
             summary.update({"test_loss": float(scores[0]), "test_accuracy": float(scores[1])})
         return summary
 
-    return train_in_folder(
-        model,
-        run_dir,
-        run_config(model.name, config, extra_config),
-        fit_kwargs,
-        probe_inputs,
-        summarize_with_test,
-        defaults=defaults_of(config, before),
-        similarity_every=config.similarity_every_n_batches,
-        checkpoints=checkpoints,
-        extra_callbacks=optimizers.ema_callbacks(config),
-        verbose=verbose,
-        checked=checked,
-    )
+    callbacks = optimizers.ema_callbacks(config)
+    return train_run(
+        model, run_dir, config, extra_config, fit_kwargs, probe_inputs, summarize_with_test, before,
+        extra_callbacks=callbacks, **options,
+    )  # fmt: skip
 
 
 def _epoch_order(train):
@@ -111,6 +92,25 @@ def _epoch_order(train):
     if not hasattr(train, "set_epoch"):
         return []
     return [keras.callbacks.LambdaCallback(on_epoch_begin=lambda epoch, logs=None: train.set_epoch(epoch))]
+
+
+def train_run(model, run_dir, config, extra_config, fit_kwargs, probe_inputs, summarize, before=None, **options):
+    """`train_in_folder` for a run of training settings `config` (a `TrainConfig` or `LMConfig`): the folder's
+    record is the model's name, `config` and `extra_config`; a setting an older folder lacks ran at its field's
+    default or what `before` says (`configs.defaults_of`); the similarity probe runs at `config`'s frequency."""
+    record, defaults = run_config(model.name, config, extra_config), defaults_of(config, before)
+    every = config.similarity_every_n_batches
+    return train_in_folder(
+        model,
+        run_dir,
+        record,
+        fit_kwargs,
+        probe_inputs,
+        summarize,
+        similarity_every=every,
+        defaults=defaults,
+        **options,
+    )
 
 
 def train_in_folder(

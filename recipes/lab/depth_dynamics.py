@@ -22,6 +22,7 @@ import os
 import numpy as np
 
 from keras_tse.run_files import new_figure, save_figure, write_json
+from recipes.lab import markdown
 
 CELLS = ((80, 1e-3), (160, 1e-3), (160, 3e-4))  # (blocks, learning rate), de-escalation at each
 MODEL = dict(norm="deescalate", image_size=28, patch_size=7, channels=1, num_classes=10, hidden_dim=32, ffn_dim=64,
@@ -149,20 +150,19 @@ def profile_table(results):
     """Per cell and profiled step: the gradient norm of the first, middle and last block, its median over the
     blocks and the largest over the smallest; the stream norm's range over the blocks; the largest token
     similarity of any block."""
-    lines = [
-        "| blocks | lr | before step | gradient norm, first / middle / last block | median block | largest / "
-        "smallest | stream norm, every block | largest similarity |",
-        "|---:|---:|---:|---|---:|---:|---|---:|",
-    ]
-    for cell in results["cells"]:
-        for p in cell["records"]["profiles"]:
-            g = p["gradient_norm"]
-            lines.append(
-                f"| {cell['depth']} | {cell['learning_rate']:g} | {p['step'] + 1} | "
-                f"{g[0]:.2e} / {g[len(g) // 2]:.2e} / {g[-1]:.2e} | {np.median(g):.3f} | {max(g) / min(g):.1f} | "
-                f"{min(p['stream_norm']):.2f}-{max(p['stream_norm']):.2f} | {max(p['similarity']):.1e} |"
-            )
-    return "\n".join(lines)
+    header = ("blocks", "lr", "before step", "gradient norm, first / middle / last block", "median block",
+              "largest / smallest", "stream norm, every block", "largest similarity")  # fmt: skip
+    rows = [_profile_row(cell, p) for cell in results["cells"] for p in cell["records"]["profiles"]]
+    return markdown.table(header, rows, right=(0, 1, 2, 4, 5, 7))
+
+
+def _profile_row(cell, profile):
+    g = profile["gradient_norm"]
+    return (
+        f"{cell['depth']}", f"{cell['learning_rate']:g}", f"{profile['step'] + 1}",
+        f"{g[0]:.2e} / {g[len(g) // 2]:.2e} / {g[-1]:.2e}", f"{np.median(g):.3f}", f"{max(g) / min(g):.1f}",
+        f"{min(profile['stream_norm']):.2f}-{max(profile['stream_norm']):.2f}", f"{max(profile['similarity']):.1e}",
+    )  # fmt: skip
 
 
 def _ratio(records, key):

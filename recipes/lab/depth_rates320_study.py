@@ -14,7 +14,9 @@ import os
 import sys
 
 from recipes.lab import ROOT, depth_ladder_study, depth_rates_study, engine, vit_study_card
-from recipes.lab.depth_rates_study import ARMS, DATA, EPOCHS, LAYOUTS, trains  # noqa: F401  (the plan's constants)
+
+# the plan's constants, the card and its pace are depth_rates'
+from recipes.lab.depth_rates_study import ARMS, CARD, CELLS_AT_ONCE, DATA, EPOCHS, LAYOUTS, trains  # noqa: F401
 
 RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "depth_rates320.csv")
 DEPTH = 320
@@ -27,8 +29,5 @@ def markdown_table(rows):
 
 
 FIGURE = os.path.join(os.path.dirname(RESULTS), "depth_rates320.png")
-FIGURE_TITLE = f"ViT, depth {DEPTH}, width 32, Fashion-MNIST 10k, remat, {EPOCHS} epochs, seed 0"
-CELLS_AT_ONCE = "two cells at once"
-TITLE = f"How deep each layout trains at its own rate: {DEPTH} blocks, a rate grid a layout, seed 0"
-CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+FIGURE_TITLE, TITLE = depth_rates_study.titles(DEPTH, "seed 0")
 STUDY = vit_study_card.study_of(sys.modules[__name__])

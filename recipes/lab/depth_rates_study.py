@@ -91,8 +91,17 @@ def _cell(row):
 
 
 FIGURE = os.path.join(os.path.dirname(RESULTS), "depth_rates.png")
-FIGURE_TITLE = f"ViT, depth {DEPTH}, width 32, Fashion-MNIST 10k, remat, {EPOCHS} epochs"
+
+
+def titles(depth, seeds):
+    """(the figure's title, the study's) of this study's cells at `depth` blocks; `seeds` says which seeds run."""
+    figure = f"ViT, depth {depth}, width 32, Fashion-MNIST 10k, remat, {EPOCHS} epochs" + (seeds and f", {seeds}")
+    return figure, f"How deep each layout trains at its own rate: {depth} blocks, a rate grid a layout, " + (
+        seeds or "verdict seeds"
+    )
+
+
+FIGURE_TITLE, TITLE = titles(DEPTH, "")
 CELLS_AT_ONCE = "two cells at once"
-TITLE = f"How deep each layout trains at its own rate: {DEPTH} blocks, a rate grid a layout, verdict seeds"
 CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
 STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -9,7 +9,7 @@ import glob
 import json
 import os
 
-from recipes.lab import ROOT, engine
+from recipes.lab import ROOT, engine, markdown
 
 ZOO = os.path.join(ROOT, "zoo", "gpu")
 FIG6_CELLS = 12  # the first Fig. 6 plan: post, pre, de-escalation x 3 seeds, then 3 arms x 1 seed
@@ -75,18 +75,15 @@ def _provenance(rows):
 def speed_table(results):
     """One row per timed case of bench results (`keras-tse bench --out`'s "results"): step time,
     throughput, compile, memory."""
-    lines = [
-        "| backend | case | device | dtype | batch | step (ms) | throughput | TFLOP/s | compile (s) "
-        "| peak memory (GB) |",
-        "|---|---|---|---|---:|---:|---:|---:|---:|---:|",
-    ]
-    for r in results:
-        lines.append(
-            f"| {r['backend']} | {r['case']} | {r['device']} | {r['dtype']} | {r['batch']} "
-            f"| {r['step_ms']:.1f} | {r['throughput']:,.0f} {r['unit']} | {r['train_tflops']:.3g} "
-            f"| {r['compile_s']:.1f} | {r['peak_memory_gb']:.2f} |"
-        )
-    return "\n".join(lines)
+    header = ("backend", "case", "device", "dtype", "batch", "step (ms)", "throughput", "TFLOP/s", "compile (s)",
+              "peak memory (GB)")  # fmt: skip
+    rows = [
+        (r["backend"], r["case"], r["device"], r["dtype"], f"{r['batch']}", f"{r['step_ms']:.1f}",
+         f"{r['throughput']:,.0f} {r['unit']}", f"{r['train_tflops']:.3g}", f"{r['compile_s']:.1f}",
+         f"{r['peak_memory_gb']:.2f}")
+        for r in results
+    ]  # fmt: skip
+    return markdown.table(header, rows, right=range(4, 10))
 
 
 def _returned(zoo, kind):

@@ -218,7 +218,9 @@ def check(settings, survey):
         raise InputError(
             "--remat", f"with --model {settings.model}", f"a family whose builder takes it: {', '.join(takers)}"
         )
-    if settings.data_parallel and keras_tse_backend() == "tensorflow":
+    import keras  # the backend: the one Keras imports with (Keras-free until here, for --help)
+
+    if settings.data_parallel and keras.backend.backend() == "tensorflow":
         raise InputError(
             "--data-parallel",
             "KERAS_BACKEND=tensorflow",
@@ -237,12 +239,6 @@ def check(settings, survey):
             raise InputError(
                 "--hidden-dim", settings.hidden_dim, f"a multiple of the {heads} heads (the width is split)"
             )
-
-
-def keras_tse_backend():
-    import keras
-
-    return keras.backend.backend()
 
 
 def _check_deescalation(settings, norm):
@@ -349,7 +345,9 @@ def fit(plan, variant, prepared):
     print(f"\n=== {variant.norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
     # the leaky model's causal counterpart: its weights read there show how much of its perplexity was the leak
     twin = functools.partial(build_model, settings, variant.preset, {**overrides, "norm": "deescalate"})
-    return runner_fit(
+    from keras_tse.training import language_model  # Keras: once a model is built
+
+    return language_model.fit_language_model(
         model,
         ids["train"],
         ids["valid"],
@@ -361,12 +359,6 @@ def fit(plan, variant, prepared):
         causal_twin=twin if variant.norm == LEAKY else None,
         checked=variant.known,
     )
-
-
-def runner_fit(*args, **kwargs):
-    from keras_tse.training import language_model  # Keras: once a model is built
-
-    return language_model.fit_language_model(*args, **kwargs)
 
 
 def finish(plan, summaries):

@@ -84,6 +84,13 @@ def user_files(root, *names):
     return str(root)
 
 
+def _cut_short(path):
+    """The first 2,000 bytes of a real .keras file: a download that stopped."""
+    with open(os.path.join(ROOT, "tests", "fixtures", "vit_deescalate.keras"), "rb") as f:
+        path.write_bytes(f.read()[:2000])
+    return str(path)
+
+
 def legacy_demo(root, depth):
     """A demo folder as keras-tse wrote it before manifests: demo.json of its settings and a seed's run."""
     user_files(root, "post/seed_0/history.csv")
@@ -113,6 +120,12 @@ CASES = [
     # the ViT recipe: flags alone and against each other
     ("vit-epochs-0", VIT, lambda t: _vit(t, "--epochs", "0"), "'0'"),
     ("vit-lr-negative", VIT, lambda t: _vit(t, "--learning-rate", "-1"), "'-1'"),
+    (
+        "vit-lr-negative-exponent",
+        VIT,
+        lambda t: _vit(t, "--learning-rate", "-1e-3"),
+        "--learning-rate: received '-1e-3'",
+    ),
     ("vit-lr-zero", VIT, lambda t: _vit(t, "--learning-rate", "0"), "'0'"),  # no step would change a weight
     ("vit-norm-unknown", VIT, lambda t: _vit(t, "--norm", "post,banana"), "'banana'"),
     ("vit-depth-huge", VIT, lambda t: _vit(t, "--depth", "100000"), "'100000'"),
@@ -354,7 +367,14 @@ CASES = [
     ("escalation-init", "cli", lambda t: ["escalation", "--init", "banana"], "'banana'"),
     ("escalation-csv-user-file", "cli", lambda t: ["escalation", "--csv", user_files(t, "t.csv") + "/t.csv"], "t.csv"),
     ("probe-missing", "cli", lambda t: ["probe", str(t / "missing.keras")], "missing.keras"),
-    ("probe-not-a-model", "cli", lambda t: ["probe", user_files(t, "m.keras") + "/m.keras"], "m.keras"),
+    ("probe-not-a-model", "cli", lambda t: ["probe", user_files(t, "m.keras") + "/m.keras"], "no zip archive"),
+    ("probe-cut-short", "cli", lambda t: ["probe", _cut_short(t / "cut.keras")], "cut.keras: received a file of 2,000"),
+    (
+        "export-cut-short",
+        "cli",
+        lambda t: ["export", _cut_short(t / "cut.keras"), "--out", str(t / "x.keras")],
+        "2,000",
+    ),
     ("probe-batch-negative", "cli", lambda t: ["probe", "m.keras", "--batch-size", "-3"], "'-3'"),
     (
         "presets-write-user-file",

@@ -101,15 +101,19 @@ def test_an_overridden_preset_is_named_after_the_change():
     assert zoo.from_preset("vit12_cifar10_small", depth=2, name="mine").name == "mine"
 
 
-def test_from_preset_loads_a_keras_file_and_refuses_overrides_for_it():
+def test_from_preset_loads_a_keras_file_and_refuses_overrides_for_it(tmp_path):
     path = os.path.join(ROOT, "tests", "fixtures", "vit_deescalate.keras")
     saved = np.load(path.replace(".keras", ".npz"))
     model = zoo.from_preset(path)
     np.testing.assert_allclose(np.asarray(model.predict(saved["inputs"], verbose=0)), saved["expected"], atol=1e-4)
     with pytest.raises(ValueError, match=r"overrides apply to presets. Received: \['depth'\]"):
         zoo.from_preset(path, depth=3)
-    with pytest.raises(ValueError, match="No such file. Received: preset='missing.keras'"):
+    with pytest.raises(ValueError, match="missing.keras: received no such file; expected a saved .keras file"):
         zoo.from_preset("missing.keras")
+    with open(path, "rb") as f:  # a download cut short: a file, but no archive (Keras says "File not found")
+        (tmp_path / "cut.keras").write_bytes(f.read()[:2000])
+    with pytest.raises(ValueError, match="cut.keras: received a file of 2,000 bytes that is no zip archive"):
+        zoo.from_preset(str(tmp_path / "cut.keras"))
 
 
 def test_create_model_and_list_models_cover_every_preset_and_family():

@@ -1,6 +1,7 @@
 """The README's commands are what CI runs, and its Python snippets (and the training reference's,
 recipes/README.md) run as written."""
 
+import json
 import pathlib
 import re
 
@@ -34,7 +35,7 @@ def test_readme_opens_with_two_commands_and_ci_runs_the_test_one():
 def test_python_snippets_run(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the snippets write blocks.keras, history.csv, plots/
     snippets = _blocks("python") + _blocks("python", TRAINING)
-    assert len(snippets) == 6  # the main API, the layers, the zoo and callbacks, the presets, KerasHub; fit_variant
+    assert len(snippets) == 7  # the main API, the layers, zoo, callbacks, presets, KerasHub; Plan; fit_variant
     namespaces = [{} for _ in snippets]
     for snippet, namespace in zip(snippets, namespaces):
         exec(compile(snippet, "README.md", "exec"), namespace)
@@ -47,6 +48,9 @@ def test_python_snippets_run(tmp_path, monkeypatch):
         assert "tsim_3" in f.readline()
     assert (tmp_path / "plots" / "token_similarity_heatmap.png").exists()
     assert (tmp_path / "my_run" / "deescalate" / "checkpoints" / "last.keras").exists()
+    assert [v.norm for v in namespaces[5]["plan"].variants] == ["post", "pre", "deescalate"]  # the Plan snippet
+    with open(tmp_path / "my_plan" / "deescalate" / "config.json") as f:
+        assert json.load(f)["overrides"]["depth"] == 1
 
 
 def test_cli_reports_bad_settings_without_a_traceback(capsys, tmp_path, monkeypatch):

@@ -64,7 +64,7 @@ class Parser(argparse.ArgumentParser):
         sys.exit(2)
 
     def parse_args(self, args=None, namespace=None):
-        parsed = super().parse_args(args, namespace)
+        parsed = super().parse_args(_negative_values_attached(sys.argv[1:] if args is None else args), namespace)
         if self.run_folder is not None and parsed.out is None:
             from keras_tse.training.plans import run_folder_of  # Keras-free
 
@@ -82,6 +82,26 @@ class Parser(argparse.ArgumentParser):
     def add_subparsers(self, **kwargs):
         kwargs.setdefault("parser_class", Parser)
         return super().add_subparsers(**kwargs)
+
+
+def _negative_values_attached(argv):
+    """`--flag -1e-3` as `--flag=-1e-3`: argparse takes a value that starts with "-" for another flag unless it
+    reads as a plain number (-1, -.5), so a negative value in exponent notation would be "received nothing"
+    instead of its own range's refusal."""
+    joined = []
+    for token in map(str, argv):
+        if joined and joined[-1].startswith("-") and "=" not in joined[-1] and _is_negative_number(token):
+            joined[-1] = f"{joined[-1]}={token}"
+        else:
+            joined.append(token)
+    return joined
+
+
+def _is_negative_number(token):
+    try:
+        return token.startswith("-") and math.isfinite(float(token)) or token in ("-inf", "-nan")
+    except ValueError:
+        return False
 
 
 # argparse's own errors, said as every other refusal is: `<flag>: received <value>; expected <what>`

@@ -16,7 +16,7 @@ import json
 import os
 import re
 
-from keras_tse.zoo import fine_tune, hub, preprocessing
+from keras_tse.zoo import fine_tune, hub, preprocessing, saved_file
 from keras_tse.zoo.preset_folder import folder_error, is_preset_folder, load_preset
 from keras_tse.zoo.registry import FAMILIES, family_config, list_families
 
@@ -238,9 +238,5 @@ def _no_overrides(overrides):
 
 
 def _load_file(path, overrides):
-    import keras
-
     _no_overrides(overrides)
-    if not os.path.exists(path):
-        raise ValueError(f"No such file. Received: preset={path!r}")
-    return keras.saving.load_model(path)
+    return saved_file.load_keras_file(path)

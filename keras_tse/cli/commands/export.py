@@ -61,11 +61,12 @@ def run(args):
     import keras
 
     from keras_tse import zoo
+    from keras_tse.zoo.saved_file import load_keras_file
 
     check(args, keras.backend.backend())
     source = model_path(args.source)
     if source.endswith(".keras"):
-        model = keras.saving.load_model(source, compile=False)  # the forward pass only: no optimizer state
+        model = load_keras_file(source, compile=False)  # the forward pass only: no optimizer state
     else:
         model = zoo.from_preset(source)
     if args.format == "keras":

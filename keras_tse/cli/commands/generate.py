@@ -36,6 +36,7 @@ def check(args):
     from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset
+    from keras_tse.zoo.saved_file import load_keras_file
 
     if args.top_p == 0:
         raise InputError("--top-p", 0, "a number in (0, 1]")
@@ -47,9 +48,7 @@ def check(args):
         if missing:
             expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
             raise InputError("RUN_OR_PRESET", args.source, expected)
-        import keras
-
-        return (lambda: keras.saving.load_model(checkpoint, compile=False)), WordTokenizer.load(args.source)
+        return (lambda: load_keras_file(checkpoint, compile=False)), WordTokenizer.load(args.source)
     if tokenizer_folder(folder) is None:  # a preset with weights: its words are an asset
         expected = f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
         raise InputError("RUN_OR_PRESET", args.source, expected)

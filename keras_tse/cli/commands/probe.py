@@ -50,9 +50,9 @@ def run(args):
 
 def _loaded(path):
     """The model saved at `path`: a preset folder (its weights checked by `load_preset`) or a `.keras` file."""
-    import keras
 
     from keras_tse.zoo.preset_folder import is_preset_folder, load_preset
+    from keras_tse.zoo.saved_file import load_keras_file
 
     if is_preset_folder(path):
         try:
@@ -61,8 +61,4 @@ def _loaded(path):
             raise InputError("MODEL", path, f"a whole preset folder ({error})") from None
     if not os.path.isfile(path):
         raise InputError("MODEL", path, "a saved .keras file or a preset folder")
-    try:
-        return keras.saving.load_model(path)
-    except Exception as error:  # noqa: BLE001 - a damaged file fails in zipfile, h5py, json or Keras
-        reason = f"a readable .keras model ({type(error).__name__}: {error})"
-        raise InputError(path, "a file Keras cannot load", reason) from None
+    return load_keras_file(path)

@@ -177,7 +177,12 @@ CASES = [
     ("folder-train-without-test", VIT, lambda t: _folder(t, image_folder(t / "img", splits=("train",))), "no test/"),
     ("folder-one-image-a-class", VIT, lambda t: _folder(t, image_folder(t / "img", per_class=1)), "1 image"),
     ("folder-other-test-classes", VIT, lambda t: _folder(t, _mismatched_splits(t / "img")), "bird"),
-    ("folder-corrupt-png", VIT, lambda t: _folder(t, _corrupt(t / "img")), "2.png"),
+    (
+        "folder-corrupt-png",
+        VIT,
+        lambda t: _folder(t, _corrupt(t / "img")),
+        "expected a BMP, GIF, JPEG, PNG or TIFF image",
+    ),
     (
         "folder-tfds-flag",
         VIT,
@@ -366,6 +371,18 @@ CASES = [
     ("escalation-kinds", "cli", lambda t: ["escalation", "--kinds", "post,banana"], "'banana'"),
     ("escalation-init", "cli", lambda t: ["escalation", "--init", "banana"], "'banana'"),
     ("escalation-csv-user-file", "cli", lambda t: ["escalation", "--csv", user_files(t, "t.csv") + "/t.csv"], "t.csv"),
+    (
+        "generate-top-p-0",
+        "cli",
+        lambda t: ["generate", "gpt4_ptb", "--top-p", "0"],
+        "--top-p: received '0'; expected a number in (0, 1]",
+    ),
+    (
+        "generate-top-p-1.5",
+        "cli",
+        lambda t: ["generate", "gpt4_ptb", "--top-p", "1.5"],
+        "received '1.5'; expected a number in (0, 1]",
+    ),
     ("probe-missing", "cli", lambda t: ["probe", str(t / "missing.keras")], "missing.keras"),
     ("probe-not-a-model", "cli", lambda t: ["probe", user_files(t, "m.keras") + "/m.keras"], "no zip archive"),
     ("probe-cut-short", "cli", lambda t: ["probe", _cut_short(t / "cut.keras")], "cut.keras: received a file of 2,000"),

@@ -150,6 +150,7 @@ positive_float = _checked(float, "a positive number", lambda v: 0 < v < _INF)
 non_negative_float = _checked(float, "a number >= 0", lambda v: 0 <= v < _INF)
 unit_interval = _checked(float, "a number in [0, 1]", lambda v: 0 <= v <= 1)
 dropout_rate = _checked(float, "a number in [0, 1)", lambda v: 0 <= v < 1)
+probability_mass = _checked(float, "a number in (0, 1]", lambda v: 0 < v <= 1)  # top-p: an empty nucleus draws nothing
 
 
 def tau(text):

@@ -1,6 +1,6 @@
 """A user's own data, read the same way on every backend, checked before any model is built.
 
-- `load_image_folder(path, image_size)`: one subfolder per class (BMP, GIF, JPEG or PNG files), read
+- `load_image_folder(path, image_size)`: one subfolder per class (BMP, GIF, JPEG, PNG or TIFF files), read
   with Pillow into uint8 RGB arrays (no TensorFlow needed); `path/train/` and `path/test/` when both
   are there (the same class folders in each), else `path` itself split per class with a seeded
   shuffle (`test_fraction` of each class, at least one image, for testing).
@@ -129,7 +129,7 @@ def _rgb(image, file):
             raise InputError(file, f"a {image.mode} image with values {grey.min():g}..{grey.max():g}", "8 or 16 bits")
         return Image.fromarray(np.round(grey / 257.0).astype("uint8"), "L").convert("RGB")
     if image.mode == "F":
-        raise InputError(file, "a 32-bit float image", "8- or 16-bit images (BMP, GIF, JPEG or PNG)")
+        raise InputError(file, "a 32-bit float image", "8- or 16-bit images (BMP, GIF, JPEG, PNG or TIFF)")
     if image.mode in WITH_ALPHA or (image.mode == "P" and "transparency" in image.info):
         rgba = image.convert("RGBA")
         return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
@@ -148,7 +148,7 @@ def _read_images(items, image_size):
             raise
         except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
             raise InputError(
-                file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG or PNG image"
+                file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG, PNG or TIFF image"
             ) from None
     return images, np.asarray([label for _, label in items], "int32")
 

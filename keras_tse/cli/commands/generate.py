@@ -25,7 +25,9 @@ def add_arguments(parser):
         "--temperature", type=flags.non_negative_float, default=1.0, help="0: the most likely word (default: 1.0)"
     )
     parser.add_argument("--top-k", type=flags.positive_int, default=None, help="sample among the K most likely")
-    parser.add_argument("--top-p", type=flags.unit_interval, default=None, help="sample within this probability mass")
+    parser.add_argument(
+        "--top-p", type=flags.probability_mass, default=None, help="sample within this probability mass"
+    )
     parser.add_argument("--seed", type=flags.non_negative_int, default=None, help="the sampler's seed")
 
 
@@ -38,8 +40,6 @@ def check(args):
     from keras_tse.zoo.presets import folder_of, from_preset
     from keras_tse.zoo.saved_file import load_keras_file
 
-    if args.top_p == 0:
-        raise InputError("--top-p", 0, "a number in (0, 1]")
     checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
     folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
     if folder is None:

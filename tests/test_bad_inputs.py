@@ -828,8 +828,10 @@ def test_a_sixteen_bit_tiff_is_an_image_and_other_files_are_said_to_be_skipped(t
     Image.fromarray(ramp).save(os.path.join(root, "cat", "scan.tif"))
     with open(os.path.join(root, "dog", "notes.txt"), "w") as f:
         f.write("not an image")
+    os.makedirs(os.path.join(root, "dog", "extra"))  # a folder inside a class: skipped as a folder, not a file
     (x_train, _), (x_test, _), _ = load_image_folder(root, 8)
     assert len(x_train) + len(x_test) == 11
     tiff = np.round(ramp / 257.0).astype("uint8")
     assert any((image[..., 0] == tiff).all() for image in np.concatenate([x_train, x_test]))
-    assert "skipping 1 file(s) that are no image (notes.txt)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "skipping 1 file(s) that are no image (notes.txt)" in printed and "skipping 1 folder(s) (extra)" in printed

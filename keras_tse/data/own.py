@@ -73,15 +73,18 @@ def _class_files(folder, minimum):
         raise InputError(folder, f"{len(names)} class folder(s) {names}", f"at least {MIN_CLASSES} class folders")
     files = []
     for label, name in enumerate(names):
-        entries = sorted(e for e in os.listdir(os.path.join(folder, name)) if not e.startswith("."))
+        entries = sorted(
+            (e for e in os.scandir(os.path.join(folder, name)) if not e.name.startswith(".")), key=lambda e: e.name
+        )
+        inner = [e.name for e in entries if e.is_dir()]  # a class is its own files: a folder inside it is not read
+        entries = [e.name for e in entries if not e.is_dir()]
         is_image = [os.path.splitext(f)[1].lower() in IMAGE_EXTENSIONS for f in entries]
         images = [f for f, image in zip(entries, is_image) if image]
         others = [f for f, image in zip(entries, is_image) if not image]  # one pass: a class may hold 50,000
-        if others:  # a file of another kind is left out, never silently
-            shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
-            print(
-                f"{os.path.join(folder, name)}: skipping {len(others)} file(s) that are no image ({shown})", flush=True
-            )
+        for kind, skipped in (("file(s) that are no image", others), ("folder(s)", inner)):
+            if skipped:  # left out, never silently
+                shown = ", ".join(skipped[:3]) + (", ..." if len(skipped) > 3 else "")
+                print(f"{os.path.join(folder, name)}: skipping {len(skipped)} {kind} ({shown})", flush=True)
         if len(images) < minimum:
             raise InputError(
                 os.path.join(folder, name),

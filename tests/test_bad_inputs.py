@@ -749,6 +749,21 @@ def test_ctrl_c_is_one_line_exit_130_and_the_same_command_resumes(tmp_path):
     assert not (out / "keras_tse.lock").exists()  # the folder is free for the rerun
 
 
+def test_ctrl_c_in_a_command_that_does_not_resume_does_not_say_it_resumes(monkeypatch, capsys):
+    from keras_tse.cli import main as cli
+    from keras_tse.zoo import presets
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(presets, "from_preset", interrupted)  # Ctrl-C while the model loads
+    assert cli.main(["generate", "gpt4_ptb", "--prompt", "the", "--max-new-tokens", "2"]) == 130
+    assert (
+        capsys.readouterr().err.strip().splitlines()[-1]
+        == "keras-tse generate: interrupted; every file it had saved is whole"
+    )
+
+
 def test_own_images_are_read_by_their_real_bit_depth_and_transparency(tmp_path):
     """16-bit grey scaled by its depth (Pillow's own convert clips it white), transparency over white,
     a palette through its colours; a float image refused naming the file."""

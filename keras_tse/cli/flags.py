@@ -224,18 +224,20 @@ def exit_code_of(prog, function, errors=EXPECTED_ERRORS):
     return result if isinstance(result, int) else 0
 
 
-def interrupted(prog):
+def interrupted(prog, resumes=True):
     """Ctrl-C, as one line and exit status 130 (the shell's for SIGINT): every file a command saves is
-    written whole (`run_files`), so what it had saved stays, and the same command resumes."""
+    written whole (`run_files`), so what it had saved stays; a command that `resumes` (its module's `RESUMES`)
+    goes on from there when run again, which the line says."""
     main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None  # a second Ctrl-C: not mid-line
-    print(f"{prog}: interrupted; every file it had saved is whole, and the same command resumes", file=sys.stderr)
+    again = ", and the same command resumes" if resumes else ""
+    print(f"{prog}: interrupted; every file it had saved is whole{again}", file=sys.stderr)
     if main:
         signal.signal(signal.SIGINT, previous)
     return 130
 
 
-def edge(prog, run, choose=True, trains=True):
+def edge(prog, run, choose=True, trains=True, resumes=True):
     """A command's whole edge, the one every command runs behind, once: the backend chosen
     (`choose_backend`, unless the command chooses it itself), then `run()`, every expected failure one line
     and exit status 2 (`exit_code_of`), Ctrl-C one line and 130; at the end the run's other processes told
@@ -250,7 +252,7 @@ def edge(prog, run, choose=True, trains=True):
             peers.finished()  # the run's other processes, if any, may see this one end
         return code
     except KeyboardInterrupt:
-        return interrupted(prog)
+        return interrupted(prog, resumes)
     except Exception:
         peers.settle()  # as in exit_code_of: the peer's end, not this process's traceback
         raise

@@ -38,6 +38,7 @@ def _parser():
         subparser.set_defaults(
             run=command.run,
             needs_backend=getattr(command, "NEEDS_BACKEND", True),
+            resumes=getattr(command, "RESUMES", False),  # a command whose rerun goes on from what it saved
             prog_of=getattr(command, "prog_of", lambda args, name=name: f"keras-tse {name}"),
         )
     return parser
@@ -51,7 +52,7 @@ def main(argv=None):
     # the backend before Keras is imported; `info` reports on any backend Keras knows; `study` runs its
     # cells in processes of their own; `train` chooses it once its task's flags are read
     trains = args.command != "info"
-    return flags.edge(prog, lambda: _run(args), choose=args.needs_backend, trains=trains)
+    return flags.edge(prog, lambda: _run(args), choose=args.needs_backend, trains=trains, resumes=args.resumes)
 
 
 def _run(args):

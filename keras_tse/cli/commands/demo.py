@@ -3,6 +3,7 @@
 from keras_tse.cli import flags
 
 HELP = "post vs pre vs de-escalated deep ViT on 8x8 digits (CPU, minutes)"
+RESUMES = True  # the same command goes on from the run folders it saved
 
 
 def add_arguments(parser):

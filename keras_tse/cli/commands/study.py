@@ -13,6 +13,7 @@ import os
 HELP = "the lab's studies, each a plan of cells run by one engine: list, run or resume, dry-run, card"
 # The cells run the recipes in processes of their own, under JAX; this process trains nothing.
 NEEDS_BACKEND = False
+RESUMES = True  # the same command goes on from the run folders it saved
 
 
 def studies():

@@ -9,6 +9,7 @@ from keras_tse.norms import BASELINE_NORMS, INITIALIZERS, PAPER_NORMS
 from keras_tse.run_files import claim_folder
 
 HELP = "resumable grid: depth x norm x tau x lr x seed, ViT on 8x8 digits (or --dataset)"
+RESUMES = True  # the same command goes on from the run folders it saved
 
 # The grid's axes: (flags, type of the comma-separated list, help); the first flag names the
 # SweepConfig field

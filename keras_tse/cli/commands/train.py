@@ -20,6 +20,7 @@ PAPER_NAMES = {"vit": "images", "lm": "text"}  # the paper's two, each its task'
 NEEDS_BACKEND = False
 # every word after `train` is the task's (a leading flag included, where NAME is left out): no option here
 PARSER = {"prefix_chars": "+", "add_help": False}
+RESUMES = True  # the same command goes on from the run folders it saved
 
 
 def add_arguments(parser):

@@ -166,6 +166,12 @@ CASES = [
     ("vit-distributed-and-id", VIT, lambda t: _vit(t, "--distributed", "auto", "--process-id", "0"), "or the other"),
     # the ViT recipe: a user's own images and arrays
     ("folder-no-data-dir", VIT, lambda t: _vit(t, "--dataset", "folder"), "--data-dir: received nothing"),
+    (
+        "folder-out-inside-the-data",
+        VIT,
+        lambda t: ["--dataset", "folder", "--data-dir", image_folder(t / "img"), "--out", str(t / "img" / "runs")],
+        "expected a folder outside --data-dir",
+    ),
     ("folder-missing", VIT, lambda t: _folder(t, str(t / "nope")), "nope"),
     (
         "folder-image-size-30",

@@ -166,6 +166,7 @@ def plan_of(kind, settings):
     spec = data.get_dataset(settings.dataset)
     survey = spec.surveyed(settings.data_dir, image_size=getattr(settings, "image_size", None), seed=settings.seed)
     kind.check(settings, survey)
+    _check_out_of_data(settings, survey)
     fingerprint = data.fingerprint(settings.data_dir, survey.files) if survey else None
 
     from keras_tse.training import scale  # Keras: after every check, so a bad setting answers at once
@@ -179,6 +180,17 @@ def plan_of(kind, settings):
     plan = Plan(kind, settings, out, survey, fingerprint, manifest)
     base = kind.base_config(settings, jit_compile)
     return dataclasses.replace(plan, variants=tuple(kind.variant(plan, norm, base) for norm in settings.norm))
+
+
+def _check_out_of_data(settings, survey):
+    """A run folder inside the user's data folder would be read as data by the next run (a class folder
+    named `runs`, a text file among the splits): refused before anything is written."""
+    if survey is None or not os.path.isdir(settings.data_dir):
+        return
+    data_dir, out = os.path.realpath(settings.data_dir), os.path.realpath(settings.out)
+    if os.path.commonpath([data_dir, out]) == data_dir:
+        where = f"a folder outside --data-dir {settings.data_dir} (a run folder inside it would be read as its data)"
+        raise InputError("--out", settings.out, where)
 
 
 def variant_folder(plan, variant):

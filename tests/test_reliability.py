@@ -227,6 +227,8 @@ def test_a_command_whose_loss_becomes_non_finite_exits_3_and_reports_no_finished
         assert cli.main(argv) == 3
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and err[0].startswith("keras-tse train vit: error: post stopped: the training loss is")
+        assert err[0].endswith("(after 0 finished epoch(s); no checkpoint)"), err[0]  # stopped in the first epoch
+    assert not (tmp_path / "run" / "post" / "checkpoints" / "last.keras").exists()
     summary = json.loads((tmp_path / "run" / "post" / "summary.json").read_text())
     assert summary["stopped"]["reason"] == "non-finite training loss" and summary["epochs"] == 0
     assert not {"train_loss", "test_loss", "test_accuracy", "best_test_accuracy"} & set(summary)

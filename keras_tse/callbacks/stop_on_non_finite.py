@@ -41,9 +41,7 @@ class StopOnNonFinite(keras.callbacks.Callback):
             "loss": str(float(loss)),
         }
         self.model.stop_training = True
-        self.log(
-            f"Stopped: the training loss is {float(loss)} at epoch {self._epoch}, batch {batch}; "
-            "the last finite epoch's checkpoint is kept."
-        )
+        kept = "the last finite epoch's checkpoint is kept" if self._epoch else "no epoch had finished to keep"
+        self.log(f"Stopped: the training loss is {float(loss)} at epoch {self._epoch}, batch {batch}; {kept}.")
         if self.run_dir:
             run_files.write_json(os.path.join(self.run_dir, "stopped.json"), self.stopped)

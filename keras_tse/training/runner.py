@@ -189,7 +189,8 @@ def train_in_folder(
             summary = summarize(history, similarity, time.perf_counter() - start)
         taus = learned_taus(model)
         summary = {"model": model.name, **summary, **({"learned_tau": taus} if taus else {})}
-        summary.update({"stopped": stop.stopped} if stop.stopped else {})
+        # what a stopped run's folder holds to go on from: an epoch's checkpoint, or none (stopped in the first)
+        summary.update({"stopped": stop.stopped, "kept_checkpoint": os.path.exists(last_path)} if stop.stopped else {})
         run_files.write_json(summary_path, summary)
         if checkpoints:
             shutil.rmtree(os.path.join(run_dir, "backup"), ignore_errors=True)  # finished: nothing to resume
@@ -335,9 +336,10 @@ def summarize(history, similarity, seconds, fields):
 def stopped_line(summary):
     """A stopped run's summary in words: where its loss became non-finite."""
     stop = summary["stopped"]
+    kept = "its folder keeps the last finite checkpoint" if summary.get("kept_checkpoint", True) else "no checkpoint"
     return (
         f"stopped: the training loss is {stop['loss']} at epoch {stop['epoch']}, batch {stop['batch']} "
-        f"(after {summary['epochs']} finished epoch(s); its folder keeps the last finite checkpoint)"
+        f"(after {summary['epochs']} finished epoch(s); {kept})"
     )
 
 

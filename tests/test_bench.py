@@ -163,7 +163,7 @@ def test_residual_stream_is_the_identity_in_value_and_gradient():
     block.fit(x, np.zeros((2, 5, 1), "float32"), verbose=0)  # differentiates through the gather
 
 
-def _gradient_cost(norm, depth=12):
+def _gradient_cost(norm, depth=6):
     """XLA's cost analysis of the compiled gradient of a tiny ViT's loss: (FLOPs, bytes accessed)."""
     import jax
 
@@ -187,15 +187,16 @@ def _gradient_cost(norm, depth=12):
 @pytest.mark.skipif(BACKEND != "jax", reason="the defect is XLA:CPU's; other backends never had it")
 def test_pre_norm_gradient_costs_what_post_norms_does_on_jax(monkeypatch):
     """Without `residual_stream` XLA:CPU re-adds the stream's gradient of every block above, a cost growing
-    with the square of the depth: the compiled pre-norm gradient at depth 12 then does 1.25x post-norm's FLOPs
-    and reads and writes 1.78x its bytes (depth 24: 1.49x and 2.55x); with it, 1.00x and 1.01x at either
-    depth. XLA's own count of the compiled program, not a clock: the same under any load. The second half
-    takes `residual_stream` out and sees the defect come back."""
+    with the square of the depth: the compiled pre-norm gradient then does 1.13x post-norm's FLOPs and reads
+    and writes 1.40x its bytes at depth 6 (depth 12: 1.25x and 1.78x; 24: 1.49x and 2.55x); with it, 1.00x and
+    1.02x at any of them. XLA's own count of the compiled program, not a clock: the same under any load. The
+    second half takes `residual_stream` out and sees the defect come back. Depth 6 (measured 4, 6, 8): where
+    both counts part clearly (13% and 40% more, against the fixed program's 0% and 1.5%) at half the compiling."""
     ratios = [p / q for p, q in zip(_gradient_cost("pre"), _gradient_cost("post"))]
-    assert max(ratios) < 1.1, ratios
+    assert max(ratios) < 1.05, ratios
     monkeypatch.setattr(transformer_block, "residual_stream", lambda x: x)
-    without = [p / q for p, q in zip(_gradient_cost("pre"), _gradient_cost("post"))]
-    assert min(without) > 1.2, without
+    flops, bytes_accessed = [p / q for p, q in zip(_gradient_cost("pre"), _gradient_cost("post"))]
+    assert flops > 1.1 and bytes_accessed > 1.3, (flops, bytes_accessed)
 
 
 @pytest.mark.large

@@ -175,8 +175,8 @@ keras_tse.zoo.families.__path__.append(sys.argv[1])
 from keras_tse import zoo
 from keras_tse.cli import main
 print(zoo.list_models("toy*"), zoo.create_model("toy_vit_tiny").count_params())
-argv = ["train", "toy_vit", "--dataset", "digits", "--depth", "1", "--epochs", "1", "--verbose", "0"]
-sys.exit(main.main([*argv, "--out", sys.argv[2]]))
+argv = ["train", "toy_vit", "--dataset", "digits", "--depth", "1", "--epochs", "1", "--train-size", "100"]
+sys.exit(main.main([*argv, "--verbose", "0", "--out", sys.argv[2]]))
 """
 
 

@@ -169,6 +169,8 @@ class Survey:
         files: the files it trains and tests on, whose fingerprint the run records (None: the file itself).
         class_names: what each label stands for (empty: the labels' numbers).
         load_keywords: what its loader takes to read the same data without looking at it again.
+        subfolders_are_data: whether a folder added inside it would be read as data (an image folder's class),
+            so that no run folder may go there.
     """
 
     geometry: tuple = None
@@ -176,6 +178,7 @@ class Survey:
     files: tuple = None
     class_names: tuple = ()
     load_keywords: dict = dataclasses.field(default_factory=dict)
+    subfolders_are_data: bool = False
 
 
 def survey_image_folder(path, image_size, seed=0):
@@ -183,7 +186,8 @@ def survey_image_folder(path, image_size, seed=0):
     layout, names = image_folder_layout(path, seed=seed)
     labels = tuple(np.array([label for _, label in layout[split]]) for split in ("train", "test"))
     files = tuple(sorted(file for split in layout.values() for file, _ in split))
-    return Survey((image_size, 3, len(names)), labels, files, tuple(names), {"layout": (layout, names)})
+    load = {"layout": (layout, names)}
+    return Survey((image_size, 3, len(names)), labels, files, tuple(names), load, subfolders_are_data=True)
 
 
 def survey_npz(path, image_size=None, seed=0):

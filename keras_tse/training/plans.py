@@ -183,9 +183,9 @@ def plan_of(kind, settings):
 
 
 def _check_out_of_data(settings, survey):
-    """A run folder inside the user's data folder would be read as data by the next run (a class folder
-    named `runs`, a text file among the splits): refused before anything is written."""
-    if survey is None or not os.path.isdir(settings.data_dir):
+    """A run folder inside a data folder whose every subfolder is data would be read as data by the next run
+    (an image folder's class named `runs`): refused before anything is written."""
+    if survey is None or not survey.subfolders_are_data:
         return
     data_dir, out = os.path.realpath(settings.data_dir), os.path.realpath(settings.out)
     if os.path.commonpath([data_dir, out]) == data_dir:

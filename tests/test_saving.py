@@ -137,3 +137,34 @@ def test_loads_and_predicts_the_same_on_another_backend(saved, tmp_path, other):
     assert run.stdout.strip().splitlines()[-1] == other
     for kind, (_, _, expected) in models.items():
         np.testing.assert_allclose(np.load(paths[kind][2]), expected, atol=1e-5, err_msg=kind)
+
+
+QUANTIZED = {  # the two families stacked of TransformerBlock, at their smallest
+    "vit": (
+        lambda: tiny_vit(depth=2, patch_size=4, hidden_dim=16, ffn_dim=32),
+        lambda rng: rng.normal(size=(4, 8, 8, 1)).astype("float32"),
+    ),
+    "gpt": (
+        lambda: keras_tse.zoo.gpt(depth=2, vocab_size=40, segment_len=6, hidden_dim=16, num_heads=2, ffn_dim=32),
+        lambda rng: rng.integers(0, 40, (4, 6)).astype("int32"),
+    ),
+}
+
+
+@pytest.mark.parametrize("family", sorted(QUANTIZED))
+def test_an_int8_quantized_model_saves_and_loads_with_its_int8_kernels(family, tmp_path):
+    """`model.quantize("int8")` on a zoo model, saved as `.keras`: it loads (the blocks' configs record their
+    quantized sublayers) with every block's Dense kernels int8 and the same outputs as before saving."""
+    build, inputs = QUANTIZED[family]
+    model, x = build(), inputs(np.random.default_rng(0))
+    model.quantize("int8")
+    expected = model.predict(x, verbose=0)
+    model.save(tmp_path / "int8.keras")
+    loaded = keras.saving.load_model(tmp_path / "int8.keras")
+    block = loaded.get_layer("block_00")
+    kernels = {name: getattr(block, name).kernel.dtype for name in ("ffn_inner", "ffn_outer")}
+    assert (
+        kernels == {"ffn_inner": "int8", "ffn_outer": "int8"}
+        and block.self_attention.query_dense.quantization_mode == "int8"
+    )
+    np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)

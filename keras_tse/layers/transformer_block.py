@@ -15,6 +15,7 @@ import keras
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
+from keras_tse.layers._quantized import config_dtype
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._sequence_layer import SequenceLayer
 from keras_tse.layers.de_escalation import DeEscalation
@@ -349,6 +350,7 @@ class TransformerBlock(SequenceLayer):
     def get_config(self):
         return {
             **super().get_config(),
+            "dtype": config_dtype(self, self._flatten_layers(include_self=False)),  # its quantized sublayers'
             "num_heads": self.num_heads,
             "ffn_dim": self.ffn_dim,
             "head_dim": self.head_dim,

@@ -15,10 +15,10 @@ import keras
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._quantized import config_dtype
 from keras_tse.layers._residual import residual_stream
 from keras_tse.layers._sequence_layer import SequenceLayer
 from keras_tse.layers.de_escalation import DeEscalation
+from keras_tse.layers.quantization import config_dtype
 from keras_tse.layers.self_attention import SelfAttention, resolve_head_dim
 from keras_tse.layers.stochastic_depth import StochasticDepth
 from keras_tse.layouts.layout import get_layout, split_options

@@ -9,6 +9,7 @@ from keras_tse import _checks
 from keras_tse.callbacks.reset_memory import ResetMemory, reset_memory
 from keras_tse.layers import initializers
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.quantization import config_dtype
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
 from keras_tse.zoo.blocks import checked_layout_options, transformer_xl_block
@@ -131,12 +132,15 @@ class TransformerXL(keras.Model):
         # get_config returns the builder's keywords as given (`name` is the layer's own)
         config = {key: value for key, value in locals().items() if key in _BUILDER_KEYS}
         config.update(cutoffs=tuple(cutoffs), initializer=initializers.check(initializer))
+        # a quantized model's policies by layer path (its config's `dtype`): each layer takes its own when built
+        dtype = {"dtype": kwargs.pop("dtype")} if "dtype" in kwargs else {}
         embedding = AdaptiveEmbedding(
-            vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding"
+            vocab_size, hidden_dim, cutoffs=cutoffs, div_val=div_val, initializer=initializer, name="embedding", **dtype
         )
         blocks = [
             transformer_xl_block(
-                layout, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, drop_path=rate, name=f"block_{i:02d}"
+                layout, depth, eq21, **{k: config[k] for k in BLOCK_KEYS}, drop_path=rate, name=f"block_{i:02d}",
+                **dtype,
             )
             for i, rate in enumerate(linear_rates(drop_path_rate, depth))
         ]
@@ -187,7 +191,11 @@ class TransformerXL(keras.Model):
             check_token_ids(name, np.asarray(array), config["vocab_size"], config["segment_len"])
 
     def get_config(self):
-        return {**self._builder_config, "cutoffs": list(self._builder_config["cutoffs"]), "name": self.name}
+        config = {**self._builder_config, "cutoffs": list(self._builder_config["cutoffs"]), "name": self.name}
+        sublayers = self._flatten_layers(include_self=False)
+        if any(layer.quantization_mode for layer in sublayers):  # `model.quantize(mode)`: its layers' policies
+            config["dtype"] = config_dtype(self, sublayers)
+        return config
 
     @classmethod
     def from_config(cls, config, custom_objects=None):

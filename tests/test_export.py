@@ -81,3 +81,19 @@ def test_onnx_without_its_packages_is_one_line_naming_them(run_folder, tmp_path,
     assert cli.main(["export", run, "--format", "onnx", "--out", str(tmp_path / "m.onnx")]) == 2
     expected = "expected onnx and tf2onnx installed (pip install onnx tf2onnx)"
     assert capsys.readouterr().err.strip().endswith(expected)
+
+
+def test_an_int8_export_of_a_shipped_preset_loads_and_scores_as_the_float_model(tmp_path, capsys):
+    """`--quantize int8`: every Dense kernel in 8 bits; on the digits test split the int8 model's accuracy is the
+    float one's within half a point (measured on JAX: 95.82% both, every label the same)."""
+    from keras_tse import data, zoo
+
+    out = str(tmp_path / "int8.keras")
+    assert cli.main(["export", "vit6_digits", "--quantize", "int8", "--out", out]) == 0
+    assert "as keras, int8 weights" in capsys.readouterr().out
+    quantized, model = keras.saving.load_model(out), zoo.from_preset("vit6_digits")
+    dense = [w for w in quantized.weights if w.name == "kernel" and len(w.shape) == 2]
+    assert len(dense) >= 36 and {w.dtype for w in dense} == {"int8"}  # 6 blocks x 6 projections, and the head
+    (_, _), (x, y) = data.load_digits()
+    accuracy = [float(np.mean(np.argmax(m.predict(x, verbose=0), -1) == y)) for m in (model, quantized)]
+    assert abs(accuracy[1] - accuracy[0]) <= 0.005, accuracy

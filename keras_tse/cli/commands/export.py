@@ -13,6 +13,9 @@ EXPORTED_FROM = {
     "tf_saved_model": ("tensorflow", "jax"),
     "onnx": ("tensorflow",),
 }
+# Keras's weight quantization (`model.quantize`) that the zoo's models save and load with: int8 kernels with
+# per-output-channel scales in every Dense (tests/test_saving.py, every family and backend)
+QUANTIZE_MODES = ("int8",)
 # what Keras's export imports for the format (a SavedModel is TensorFlow's, from any backend)
 NEEDS = {"tf_saved_model": ("tensorflow",), "onnx": ("tensorflow", "onnx", "tf2onnx")}
 
@@ -25,6 +28,13 @@ def add_arguments(parser):
     )
     parser.add_argument("--format", choices=FORMATS, default="keras", help="the artefact (default: keras)")
     parser.add_argument("--out", required=True, help="the artefact's path, new: nothing there is replaced")
+    parser.add_argument(
+        "--quantize",
+        choices=QUANTIZE_MODES,
+        default=None,
+        help="quantize the weights first (Keras's model.quantize): int8, every Dense kernel in 8 bits with a scale "
+        "per output channel (default: none)",
+    )
 
 
 def model_path(run):
@@ -69,6 +79,8 @@ def run(args):
         model = load_keras_file(source, compile=False)  # the forward pass only: no optimizer state
     else:
         model = zoo.from_preset(source)
+    if args.quantize:
+        quantize(model, args.quantize)
     if args.format == "keras":
         model.save(args.out)
     else:
@@ -76,5 +88,15 @@ def run(args):
             shape = zoo.preprocessing.core_of(model).input.shape[1:]
             model(keras.ops.zeros((1, *shape), model.input.dtype))
         model.export(args.out, format=args.format, verbose=False)
-    print(f"wrote {args.out}: {model.name} as {args.format}, exported on {keras.backend.backend()} from {source}")
+    kind = args.format + (f", {args.quantize} weights" if args.quantize else "")
+    print(f"wrote {args.out}: {model.name} as {kind}, exported on {keras.backend.backend()} from {source}")
     return 0
+
+
+def quantize(model, mode):
+    """`model.quantize(mode)`, without Keras's warning for each layer that has no weights to quantize."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"Layer .* does not have a `quantize` method implemented")
+        model.quantize(mode)

@@ -285,3 +285,15 @@ def test_an_epochs_batches_are_its_own_whatever_epochs_were_drawn_before(pipelin
     resumed, whole = epoch(1), epoch(1, after=(0,))
     assert len(whole) == 8 and all(map(np.array_equal, resumed, whole))
     assert not np.array_equal(epoch(0)[0], whole[0])
+
+
+def test_a_tf_data_epoch_has_a_known_number_of_batches_and_fit_never_says_the_input_ran_out(recwarn):
+    """Every image once an epoch, the last batch the rest: 20 images in batches of 8 are 3 batches, which tf.data
+    knows before a pass (else Keras warns at each epoch's end that the input ran out of data)."""
+    x, y = np.random.default_rng(0).integers(0, 255, (20, 8, 8, 1), dtype=np.uint8), np.arange(20) % 2
+    batches = data.image_dataset(x, y, 8, shuffle=True, seed=1, pipeline="tf")
+    assert int(batches.cardinality()) == 3 and len(list(batches)) == 3
+    model = keras.Sequential([keras.Input((8, 8, 1)), keras.layers.Flatten(), keras.layers.Dense(2)])
+    model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+    model.fit(batches, epochs=2, verbose=0)
+    assert not [w for w in recwarn if "ran out of data" in str(w.message)]

@@ -128,7 +128,10 @@ def _epoch_batches(tf, images, labels, batch_size, shuffle, seed, epoch):
         batches = tf.data.Dataset.from_tensor_slices(order).batch(batch_size).enumerate()
         return batches.map(lambda b, at: ((tf.gather(images, at), tf.gather(labels, at)), _fold(tf, key, b)))
 
-    return tf.data.Dataset.from_tensors(0).flat_map(one_epoch)
+    # flat_map leaves the count of batches unknown, and Keras then warns at the end of each pass over it that
+    # the input "ran out of data": every image once an epoch, the last batch the rest
+    count = tf.data.experimental.assert_cardinality(-(-len(labels) // batch_size))
+    return tf.data.Dataset.from_tensors(0).flat_map(one_epoch).apply(count)
 
 
 def _fold(tf, key, batch):

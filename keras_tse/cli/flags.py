@@ -98,10 +98,12 @@ def _negative_values_attached(argv):
 
 
 def _is_negative_number(token):
+    """Whether `token` is a number written with a minus sign (-1e-3, -inf)."""
     try:
-        return token.startswith("-") and math.isfinite(float(token)) or token in ("-inf", "-nan")
+        float(token)
     except ValueError:
         return False
+    return token.startswith("-")
 
 
 # argparse's own errors, said as every other refusal is: `<flag>: received <value>; expected <what>`

@@ -117,6 +117,14 @@ def test_the_shipped_digits_are_scikit_learns_and_are_standardised():
     (x, y), (xt, yt) = data.load_digits()
     assert x.shape == (1438, 8, 8, 1) and xt.shape == (359, 8, 8, 1)
     assert abs(x.mean()) < 1e-5 and abs(x.std() - 1) < 1e-5
+    # the registered set: the images as stored, which its constants make exactly those standardised images
+    spec = data.get_dataset("digits")
+    (raw, raw_y), (raw_t, raw_yt) = spec.load_data()
+    assert raw.dtype == np.uint8 and raw.max() == 16 and spec.value_range == (0, 16)
+    np.testing.assert_array_equal(raw_y, y)
+    np.testing.assert_array_equal(raw_yt, yt)
+    np.testing.assert_array_equal(data.normalized(raw, **spec.normalization()), x)
+    np.testing.assert_array_equal(data.normalized(raw_t, **spec.normalization()), xt)
 
 
 def test_pipeline_normalises_augments_and_batches():

@@ -66,6 +66,21 @@ def test_the_shipped_preset_takes_raw_images_of_any_size_and_mode_and_names_thei
     assert names == [spec.class_names[i] for i in logits.argmax(-1)]
 
 
+def test_floats_in_0_1_are_read_as_scaled_and_pixels_past_the_range_are_refused_in_one_line():
+    """`x / 255`, what most pipelines feed, gives the uint8 images' logits (read as stored they would be all
+    but black); an all-black image stays black; the digits' 0..16 model refuses 0-255 pixels in `classify`."""
+    model = zoo.from_preset("vit6_fashion_mnist")
+    raw = np.random.default_rng(4).integers(0, 256, (3, 28, 28, 1), dtype="uint8")
+    black = np.zeros((1, 28, 28, 1), "uint8")
+    as_stored = model.predict(np.concatenate([raw, black]), verbose=0)
+    scaled = model.predict(np.concatenate([raw, black]).astype("float32") / 255.0, verbose=0)
+    np.testing.assert_allclose(scaled, as_stored, atol=1e-4)
+    assert zoo.classify(model, raw.astype("float32") / 255.0) == zoo.classify(model, raw)
+    digits = zoo.from_preset("vit6_digits")
+    with pytest.raises(ValueError, match=r"values in \[0, 255\]; this model takes pixels in \[0, 16\]"):
+        zoo.classify(digits, [np.full((8, 8), 255, "uint8"), np.zeros((8, 8), "uint8")])
+
+
 def test_a_model_without_class_names_is_one_line_for_classify():
     with pytest.raises(ValueError, match="carries no class names"):
         zoo.classify(zoo.from_preset("vit6_fashion_mnist", load_weights=False), np.zeros((1, 28, 28, 1)))

@@ -13,7 +13,7 @@ from keras_tse._lazy import lazy_exports
 
 _EXPORTS = {
     "keras_tse.data.cifar10": ("load_cifar10", "synthetic_cifar10"),
-    "keras_tse.data.digits": ("load_digits",),
+    "keras_tse.data.digits": ("load_digit_splits", "load_digits"),
     "keras_tse.data.mnist": ("load_fashion_mnist", "load_mnist"),
     "keras_tse.data.own": (
         "contents",

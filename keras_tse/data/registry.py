@@ -16,7 +16,7 @@ import inspect
 
 from keras_tse import _checks, _lazy
 from keras_tse._registry import Registry
-from keras_tse.data import cifar10, mnist
+from keras_tse.data import cifar10, digits, mnist
 
 TASKS = ("images", "text")  # image classification, language modelling
 # a training set's augmentation (keras_tse.data.image_dataset): RandAugment (the paper's, for colour
@@ -83,6 +83,10 @@ class DatasetSpec:
         if self.task not in TASKS:
             raise ValueError(f"`task` must be one of {TASKS}. Received: task={self.task!r}")
         _checks.one_of("augment", self.augment, AUGMENTATIONS)
+
+    def normalization(self):
+        """The keywords `keras_tse.data.image_dataset` and `normalized` take for it: `mean`, `std`, `value_range`."""
+        return dict(mean=self.mean, std=self.std, value_range=self.value_range)
 
     def loader(self):
         if callable(self.load):
@@ -189,9 +193,8 @@ _grey_28x28(
 )  # fmt: skip
 register_dataset(
     DatasetSpec(
-        "digits", "images", "scikit-learn's 8x8 digits", "keras_tse.data.digits:load_digits", 8, 1, 10,
-        value_range=(0, 1), class_names=DIGIT_NAMES,
-        offline="inside keras_tse (already standardised: zero mean, unit variance)",
+        "digits", "images", "scikit-learn's 8x8 digits", "keras_tse.data.digits:load_digit_splits", 8, 1, 10,
+        (digits.MEAN,), (digits.STD,), digits.VALUE_RANGE, class_names=DIGIT_NAMES, offline="inside keras_tse",
     )
 )  # fmt: skip
 register_dataset(

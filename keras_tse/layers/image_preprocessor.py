@@ -17,6 +17,10 @@ class ImagePreprocessor(keras.layers.Layer):
     repeated; colour to grey by luma; RGBA's alpha dropped), resized bilinearly where the size differs, then
     `(x / value_range[1] - mean) / std` per channel (the training pipeline's formula, `keras_tse.data.normalized`).
 
+    Where `value_range` reaches past 1, an image whose largest value is at most 1 is read as one already scaled to
+    [0, 1] (`x / 255`, what most pipelines produce) and multiplied by `value_range[1]` first: as stored, such an
+    image would be all but black, and read as stored it would be classified as one (every such image as one class).
+
     It holds no weight: it is the model's record of what its inputs were, so the model takes images as
     they come, after `save`, `export` and `from_preset` alike.
 
@@ -45,7 +49,8 @@ class ImagePreprocessor(keras.layers.Layer):
         self.class_names = tuple(str(name) for name in class_names)
 
     def call(self, images):
-        x = _to_channels(ops.cast(images, "float32"), self.channels)
+        x = _in_value_range(ops.cast(images, "float32"), self.value_range[1])
+        x = _to_channels(x, self.channels)
         if tuple(x.shape[1:3]) != (self.image_size, self.image_size):
             # no antialiasing: TensorFlow's (ScaleAndTranslate) does not compile with XLA, and a model loaded
             # with its jit_compile predicts through XLA; at a whole factor, bilinear averages the pixels it spans
@@ -67,6 +72,14 @@ class ImagePreprocessor(keras.layers.Layer):
             "value_range": list(self.value_range),
             "class_names": list(self.class_names),
         }
+
+
+def _in_value_range(x, high):
+    """Each image of `x` in [0, high]: one whose values are all at most 1 scaled from [0, 1] (where high > 1)."""
+    if high <= 1:
+        return x
+    peak = ops.max(x, axis=(1, 2, 3), keepdims=True)
+    return ops.where(peak <= 1.0, x * high, x)
 
 
 def _per_channel(name, values, channels):

@@ -74,9 +74,11 @@ def run_demo(out="runs/demo", config=None, verbose=2):
         out, "demo", settings, writes=(*NORMS, "plots", "demo.json"), marker="demo.json", settings_before=_settings_in
     )
     start = time.perf_counter()
-    (x_train, y_train), (x_test, y_test) = data.get_dataset("digits").load_data(seed=config.split_seed)
-    test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy")
-    probe = x_test[: config.probe_size]
+    digits = data.get_dataset("digits")
+    (x_train, y_train), (x_test, y_test) = digits.load_data(seed=config.split_seed)
+    scale = digits.normalization()
+    test = data.image_dataset(x_test, y_test, config.batch_size, pipeline="numpy", **scale)
+    probe = data.normalized(x_test[: config.probe_size], **scale)
     # every weight decayed: the rule of the runs behind the committed demo.json, so the command reproduces them
     train_config = TrainConfig(
         epochs=config.epochs,
@@ -92,7 +94,9 @@ def run_demo(out="runs/demo", config=None, verbose=2):
             keras.utils.set_random_seed(seed)  # init, and any Keras-side randomness
             # NumPy batches whether or not TensorFlow is installed, a fresh stream per run: every
             # variant sees the same order for a seed.
-            train = data.image_dataset(x_train, y_train, config.batch_size, shuffle=True, seed=seed, pipeline="numpy")
+            train = data.image_dataset(
+                x_train, y_train, config.batch_size, shuffle=True, seed=seed, pipeline="numpy", **scale
+            )
             model = from_preset(config.preset, norm=norm, depth=config.depth, name=f"digits_vit{config.depth}_{norm}")
             profile = token_similarity_profile(model, probe)
             print(

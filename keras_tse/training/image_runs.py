@@ -346,9 +346,7 @@ def _subset(split, size, seed, flag):
 def normalization_of(plan, x_train):
     """The per-channel mean and std each model sees: the benchmark's constants, or a user's training images'."""
     if plan.survey is None:
-        spec = plan.spec
-        mean, std = np.asarray(spec.mean, "float32"), np.asarray(spec.std, "float32")
-        return dict(mean=mean, std=std, value_range=spec.value_range)
+        return plan.spec.normalization()
     pixels = x_train.reshape(-1, x_train.shape[-1]).astype("float64") / 255.0  # image_dataset's units
     return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
 

@@ -53,9 +53,8 @@ def dataset_preprocessor(dataset):
 
     spec = data.get_dataset(dataset)
     return ImagePreprocessor(
-        spec.image_size, spec.channels, spec.mean, spec.std, spec.value_range, spec.class_names,
-        name="image_preprocessor",
-    )  # fmt: skip
+        spec.image_size, spec.channels, **spec.normalization(), class_names=spec.class_names, name="image_preprocessor"
+    )
 
 
 def preprocessor_like(preprocessor, **changes):
@@ -79,9 +78,11 @@ def classify(model, images, batch_size=64):
             "layer); expected a trained preset or a model a `keras-tse train vit` run saved"
         )
     if isinstance(images, np.ndarray) and images.ndim in (3, 4):
+        check_value_range(preprocessor, [images])
         batches = [(range(len(images)), _with_channel_axis(images))]
     else:
         singles = [_with_channel_axis(np.asarray(image)[None]) for image in images]
+        check_value_range(preprocessor, singles)
         shapes = sorted({x.shape for x in singles})  # one prediction per image size: each compiles once
         batches = []
         for shape in shapes:
@@ -93,6 +94,22 @@ def classify(model, images, batch_size=64):
         for i, label in zip(indices, np.argmax(logits, axis=-1)):
             found[i] = preprocessor.class_names[label]
     return found
+
+
+def check_value_range(preprocessor, arrays):
+    """Refuse, in one line, pixels outside the range `preprocessor` records (0-255 images given to a model of
+    values 0..16, say), which it would read as brighter than anything it was trained on. Floats in [0, 1] are
+    taken: the preprocessor reads them as scaled (`ImagePreprocessor`)."""
+    low, high = preprocessor.value_range
+    arrays = [np.asarray(a) for a in arrays if np.size(a)]
+    if not arrays:
+        return
+    least, most = min(float(a.min()) for a in arrays), max(float(a.max()) for a in arrays)
+    if least < low or most > high:
+        raise ValueError(
+            f"The images hold values in [{least:g}, {most:g}]; this model takes pixels in "
+            f"[{low:g}, {high:g}] (its ImagePreprocessor's value_range), or floats in [0, 1]"
+        )
 
 
 def _with_channel_axis(batch):

@@ -173,13 +173,10 @@ def run_sweep(config, out, log=print):
 
 
 def _images(name):
-    """(x, y, x_val, y_val) of a registered image set, normalised as its spec says (the digits come
-    standardised already: their normalisation is the identity)."""
+    """(x, y, x_val, y_val) of a registered image set, normalised as its spec says."""
     spec = data.get_dataset(name)
     (x, y), (x_val, y_val) = spec.load_data()
-    scale = dict(
-        mean=np.asarray(spec.mean, "float32"), std=np.asarray(spec.std, "float32"), value_range=spec.value_range
-    )
+    scale = spec.normalization()
     return data.normalized(x, **scale), y, data.normalized(x_val, **scale), y_val
 
 

@@ -10,6 +10,7 @@ from keras_tse.zoo.registry import preset
 _PAPER_VIT = dict(image_size=32, patch_size=4, hidden_dim=192, ffn_dim=384, num_heads=8, num_classes=10)
 _PAPER_VIT.update(initializer="torch")
 _SMALL_VIT = dict(hidden_dim=64, ffn_dim=128, num_heads=4, num_classes=10, norm="deescalate", initializer="torch")
+_DIGITS = "pixels / 16, then the training split's mean and std (keras_tse.data.digits.MEAN / STD)"
 _CIFAR = "per-channel CIFAR-10 mean and std (keras_tse.data.cifar10.MEAN / STD), pixels first scaled to [0, 1]"
 # Trained on the 2-core CPU and shipped inside the package (the lab's `ship_presets` trains, evaluates and
 # writes each; its card gives the command and the test accuracy). Not the paper's sizes.
@@ -63,7 +64,7 @@ PRESETS = {
     "vit24_digits": preset(
         {**_SMALL_VIT, "depth": 24, "image_size": 8, "patch_size": 2, "channels": 1},
         "24-block ViT for scikit-learn's 8x8 digits: the `keras-tse demo` model (CPU, minutes).",
-        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
+        _DIGITS,
         "vit24_digits",
     ),
     "vit6_fashion_mnist": _shipped(
@@ -78,6 +79,6 @@ PRESETS = {
         "digits",
         dict(image_size=8, patch_size=2, channels=1),
         "A 6-block de-escalated ViT trained on scikit-learn's 8x8 digits (CPU, a minute): weights included.",
-        "zero mean, unit variance over the training pixels (keras_tse.data.load_digits)",
+        _DIGITS,
     ),
 }

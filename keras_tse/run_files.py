@@ -222,10 +222,18 @@ def copy_file(source, path):
 
 
 def save_model(model, path):
-    """`model.save(path)` (a `.keras` file) through a temporary `.keras` sibling, then renamed."""
+    """`model.save(path)` (a `.keras` file) through a temporary `.keras` sibling, then renamed; a language model's
+    `tokenizer` (`keras_tse.data.WordTokenizer`), where it has one, written into the archive with it."""
     if not path.endswith(".keras"):
         raise ValueError(f"A model file must end in .keras. Received: path={path!r}")
-    _through_temporary(path, ".keras", model.save)  # Keras insists on the suffix
+    tokenizer = getattr(model, "tokenizer", None)
+
+    def save(temporary):
+        model.save(temporary)
+        if tokenizer is not None:
+            tokenizer.write_into(temporary)
+
+    _through_temporary(path, ".keras", save)  # Keras insists on the suffix
 
 
 def save_weights(model, path):

@@ -247,6 +247,9 @@ def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_
     bare = zoo.save_preset(model, tmp_path / "bare")
     assert cli.main(["generate", bare, "--prompt", "w1"]) == 2
     assert "expected a language model's preset (it has no assets/tokenizer/vocabulary.txt)" in capsys.readouterr().err
+    model.save(tmp_path / "bare.keras")  # Keras's own file: no words inside
+    assert cli.main(["generate", str(tmp_path / "bare.keras"), "--prompt", "w1"]) == 2
+    assert "expected a language model's .keras file with its tokenizer inside" in capsys.readouterr().err
 
 
 def test_generation_from_an_image_model_is_one_line_naming_it():

@@ -120,6 +120,16 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     model = keras.saving.load_model(str(run / "checkpoints" / "last.keras"), compile=False)
     expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
     assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
+    # its words travel inside its checkpoints and its export: the file alone continues the text
+    from keras_tse.data.tokenizer import WordTokenizer
+
+    assert WordTokenizer.from_archive(str(run / "checkpoints" / "last.keras")).vocabulary.symbols == vocab.symbols
+    exported = str(tmp_path / "lm.keras")
+    assert cli.main(["export", str(run), "--out", exported]) == 0
+    capsys.readouterr()
+    assert cli.main(["generate", exported, "--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0"]) == 0
+    assert capsys.readouterr().out.strip().splitlines()[-1] == said
+    assert zoo.generate(zoo.from_preset(exported), "w1 w2 w3", 5, temperature=0) == said
     assert cli.main(["generate", str(tmp_path / "r"), "--prompt", "w1"]) == 2  # the top folder: one line
     assert "or a run's variant folder (it has no checkpoints/last.keras, vocabulary.txt)" in capsys.readouterr().err
     # the identical command again: the vocabulary is read from the text, then the finished run is found

@@ -5,12 +5,16 @@ its settings in `tokenizer.json`)."""
 import json
 import os
 import warnings
+import zipfile
 
 from keras_tse import run_files
 from keras_tse.data.text import UNK, Vocabulary
 
 VOCABULARY_FILE = "vocabulary.txt"
 CONFIG_FILE = "tokenizer.json"
+# Inside a `.keras` archive, where KerasHub's preset folders keep a tokenizer's assets: Keras's loader reads only
+# the entries of the objects it rebuilds, so `keras.saving.load_model` takes the file as it is.
+ARCHIVE_FOLDER = "assets/tokenizer/"
 
 
 class WordTokenizer:
@@ -61,6 +65,24 @@ class WordTokenizer:
             with open(config) as f:
                 settings = json.load(f)
         return cls(Vocabulary.load(os.path.join(folder, VOCABULARY_FILE)), **settings)
+
+    def write_into(self, archive):
+        """Add `vocabulary.txt` and `tokenizer.json` to the `.keras` zip `archive` (`ARCHIVE_FOLDER`): the file
+        alone then reads and writes text (`keras_tse.zoo.from_preset`, `keras-tse generate`)."""
+        with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as z:
+            z.writestr(ARCHIVE_FOLDER + VOCABULARY_FILE, "\n".join(self.vocabulary.symbols) + "\n")
+            z.writestr(ARCHIVE_FOLDER + CONFIG_FILE, json.dumps({"lowercase": self.lowercase}))
+
+    @classmethod
+    def from_archive(cls, archive):
+        """The tokenizer a `.keras` zip `archive` carries (`write_into`), or None where it carries none."""
+        with zipfile.ZipFile(archive) as z:
+            names = set(z.namelist())
+            if ARCHIVE_FOLDER + VOCABULARY_FILE not in names:
+                return None
+            symbols = z.read(ARCHIVE_FOLDER + VOCABULARY_FILE).decode("utf-8").split("\n")[:-1]
+            settings = json.loads(z.read(ARCHIVE_FOLDER + CONFIG_FILE)) if ARCHIVE_FOLDER + CONFIG_FILE in names else {}
+        return cls(Vocabulary(symbols), **settings)
 
     def __len__(self):
         return len(self.vocabulary)

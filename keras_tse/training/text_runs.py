@@ -339,8 +339,10 @@ def fit(plan, variant, prepared):
     overrides = {**variant.overrides, "vocab_size": len(vocab)}
     model = build_model(settings, variant.preset, overrides)
     run_dir = plans.variant_folder(plan, variant)
-    # the ids' words travel with the run, split and cased as the data set's: its model reads and writes text
-    data.WordTokenizer(vocab, lowercase=plan.spec.lowercase).save(run_dir)
+    # the ids' words travel with the run, split and cased as the data set's, and inside each checkpoint
+    # (`run_files.save_model`): its model reads and writes text
+    model.tokenizer = data.WordTokenizer(vocab, lowercase=plan.spec.lowercase)
+    model.tokenizer.save(run_dir)
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
     print(f"\n=== {variant.norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
     # the leaky model's causal counterpart: its weights read there show how much of its perplexity was the leak

@@ -49,6 +49,8 @@ def check(args, backend):
 
     if os.path.exists(args.out):
         raise InputError("--out", args.out, "a new path (export never replaces a file or folder)")
+    if args.format == "keras" and not args.out.endswith(".keras"):
+        raise InputError("--out", args.out, "a path ending in .keras (the format Keras saves)")
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder):
         raise InputError("--out", args.out, f"a new path in a folder that exists ({folder} does not)")
@@ -70,7 +72,8 @@ def check(args, backend):
 def run(args):
     import keras
 
-    from keras_tse import zoo
+    from keras_tse import run_files, zoo
+    from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
     from keras_tse.zoo.saved_file import load_keras_file
 
     check(args, keras.backend.backend())
@@ -79,10 +82,13 @@ def run(args):
         model = load_keras_file(source, compile=False)  # the forward pass only: no optimizer state
     else:
         model = zoo.from_preset(source)
+    run_words = os.path.join(args.source, VOCABULARY_FILE)
+    if getattr(model, "tokenizer", None) is None and os.path.isfile(run_words):  # a run's words, beside its model
+        model.tokenizer = WordTokenizer.load(args.source)
     if args.quantize:
         quantize(model, args.quantize)
     if args.format == "keras":
-        model.save(args.out)
+        run_files.save_model(model, args.out)  # a language model's tokenizer inside: the file alone generates
     else:
         if args.format == "onnx":  # Keras's ONNX export reads the shapes of a first call (images of the trained size)
             shape = zoo.preprocessing.core_of(model).input.shape[1:]

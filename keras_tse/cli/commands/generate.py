@@ -6,7 +6,7 @@ keras-tse generate runs/lm/deescalate --prompt "the company said" --top-k 40 --s
 
 import os
 
-HELP = "continue a text with a trained language model (a shipped preset, a preset folder, or a run's variant folder)"
+HELP = "continue a text with a trained language model (a shipped preset, a preset folder, a run folder, a .keras file)"
 
 
 def add_arguments(parser):
@@ -16,8 +16,8 @@ def add_arguments(parser):
         "source",
         metavar="RUN_OR_PRESET",
         help="a language model with its vocabulary: a preset that ships one (gpt4_ptb), a preset folder or "
-        "hf://owner/name (assets/tokenizer/vocabulary.txt), or a run's variant folder (checkpoints/last.keras, "
-        "vocabulary.txt)",
+        "hf://owner/name (assets/tokenizer/vocabulary.txt), a run's variant folder (checkpoints/last.keras, "
+        "vocabulary.txt), or a .keras file that carries its tokenizer (keras-tse export of such a model)",
     )
     parser.add_argument("--prompt", required=True, help="the text to continue, words split on whitespace")
     parser.add_argument("--max-new-tokens", type=flags.non_negative_int, default=50, help="words to add (default: 50)")
@@ -34,12 +34,18 @@ def add_arguments(parser):
 def check(args):
     """(a function that loads the model, its tokenizer); one line for a source that is not a trained language
     model with its words, before any model is read."""
+    import zipfile
+
     from keras_tse._checks import InputError
     from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset
     from keras_tse.zoo.saved_file import load_keras_file
 
+    if args.source.endswith(".keras") and os.path.isfile(args.source):  # an export or a checkpoint: words inside
+        if not zipfile.is_zipfile(args.source) or WordTokenizer.from_archive(args.source) is None:
+            raise InputError("RUN_OR_PRESET", args.source, "a language model's .keras file with its tokenizer inside")
+        return (lambda: load_keras_file(args.source, compile=False)), WordTokenizer.from_archive(args.source)
     checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
     folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
     if folder is None:

@@ -315,6 +315,22 @@ def read_logged_rows(path):
     return fields, whole, cut
 
 
+def chosen_checkpoint(run):
+    """(the `.keras` file of run folder `run` to use, why): `checkpoints/best.keras` where its finished run chose it
+    on a validation split (`summary.json`'s `best_chosen_on`), else `checkpoints/last.keras`, the final model (a
+    best checkpoint chosen on the test split would carry the test set into the choice)."""
+    best, last = (os.path.join(run, "checkpoints", name) for name in ("best.keras", "last.keras"))
+    summary = os.path.join(run, "summary.json")
+    chosen_on = None
+    if os.path.isfile(summary):
+        with open(summary) as f:
+            chosen_on = json.load(f).get("best_chosen_on")
+    if chosen_on == "validation" and os.path.isfile(best):
+        return best, "best.keras, the epoch of lowest validation loss"
+    on_test = " (its best.keras was chosen on the test split)" if chosen_on == "test" else ""
+    return last, f"last.keras, the final epoch's model{on_test}"
+
+
 def read_history(path):
     """`history.csv` as column -> list, one entry per epoch (a resumed run's repeats: last wins)."""
     if not os.path.exists(path):

@@ -97,3 +97,28 @@ def test_an_int8_export_of_a_shipped_preset_loads_and_scores_as_the_float_model(
     (_, _), (x, y) = data.load_digits()
     accuracy = [float(np.mean(np.argmax(m.predict(x, verbose=0), -1) == y)) for m in (model, quantized)]
     assert abs(accuracy[1] - accuracy[0]) <= 0.005, accuracy
+
+
+@pytest.mark.one_backend  # which file is taken: the folder's record, read before Keras loads anything
+@pytest.mark.parametrize("chosen_on", ["validation", "test", None])
+def test_a_run_is_exported_from_the_checkpoint_its_validation_split_chose_and_says_which(
+    run_folder, tmp_path, capsys, chosen_on
+):
+    """best.keras where the finished run chose it on a validation split, else last.keras (a best checkpoint
+    chosen on the test split is not shipped); the line says which."""
+    import json
+
+    run, _, _ = run_folder
+    shutil.copy(FIXTURE.replace("vit_deescalate", "vit_post"), os.path.join(run, "checkpoints", "best.keras"))
+    if chosen_on is not None:
+        with open(os.path.join(run, "summary.json"), "w") as f:
+            json.dump({"epochs": 2, "best_chosen_on": chosen_on}, f)
+    out = str(tmp_path / "model.keras")
+    assert cli.main(["export", run, "--out", out]) == 0
+    said = capsys.readouterr().out
+    best = chosen_on == "validation"
+    saved = np.load(FIXTURE.replace("vit_deescalate.keras", "vit_post.npz" if best else "vit_deescalate.npz"))
+    exported = keras.saving.load_model(out).predict(saved["inputs"], verbose=0)
+    np.testing.assert_allclose(exported, saved["expected"], atol=1e-4)  # the two fixtures' logits differ
+    assert ("(best.keras, the epoch of lowest validation loss)" in said) == best
+    assert ("chosen on the test split" in said) == (chosen_on == "test")

@@ -110,14 +110,16 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     kept = Vocabulary.load(str(tmp_path / "r" / "deescalate" / "vocabulary.txt"))
     assert kept.symbols == vocab.symbols and kept.decode(ids["test"][-2:]) == "<unk> <eos>"
     # `keras-tse generate` continues a text with the run's model, reading and writing its words
-    from keras_tse import zoo
+    from keras_tse import run_files, zoo
     from keras_tse.cli import main as cli
 
     run = tmp_path / "r" / "deescalate"
     capsys.readouterr()
     assert cli.main(["generate", str(run), "--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0"]) == 0
     said = capsys.readouterr().out.strip().splitlines()[-1]
-    model = keras.saving.load_model(str(run / "checkpoints" / "last.keras"), compile=False)
+    chosen, which = run_files.chosen_checkpoint(str(run))  # the language model's: chosen on its validation text
+    assert chosen == str(run / "checkpoints" / "best.keras") and which.startswith("best.keras")
+    model = keras.saving.load_model(chosen, compile=False)
     expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
     assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
     # its words travel inside its checkpoints and its export: the file alone continues the text

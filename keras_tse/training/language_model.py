@@ -74,6 +74,7 @@ def fit_language_model(
 
     def summarize_with_test(history, similarity, seconds):
         summary = summarize(history, similarity, seconds, LANGUAGE_MODELLING.summary)
+        summary["best_chosen_on"] = "validation"  # the corpus's own valid split (`run_files.chosen_checkpoint`)
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
             summary["test_loss"] = evaluate_stream(model, test_ids, batch)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))

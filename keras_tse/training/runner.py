@@ -77,7 +77,8 @@ def fit_variant(
         if validation is not None:  # once, at the end: chosen nothing
             scores = model.evaluate(test, verbose=0)
             summary.update({"test_loss": float(scores[0]), "test_accuracy": float(scores[1])})
-        return summary
+        # what chose best.keras (`run_files.chosen_checkpoint`): a model chosen on the test split is no model to ship
+        return {**summary, "best_chosen_on": "test" if validation is None else "validation"}
 
     callbacks = optimizers.ema_callbacks(config)
     return train_run(

@@ -24,7 +24,8 @@ def add_arguments(parser):
     parser.add_argument(
         "source",
         metavar="RUN",
-        help="a run's variant folder (its checkpoints/last.keras), a .keras file, or a preset folder",
+        help="a run's variant folder (its checkpoint chosen on the validation split, else its last), a .keras file, "
+        "or a preset folder",
     )
     parser.add_argument("--format", choices=FORMATS, default="keras", help="the artefact (default: keras)")
     parser.add_argument("--out", required=True, help="the artefact's path, new: nothing there is replaced")
@@ -38,9 +39,12 @@ def add_arguments(parser):
 
 
 def model_path(run):
-    """The file or preset folder behind `run`."""
-    checkpoint = os.path.join(run, "checkpoints", "last.keras")
-    return checkpoint if os.path.isdir(run) and os.path.exists(checkpoint) else run
+    """(the file or preset folder behind `run`, which of a run's checkpoints it is, or None): a run folder's
+    checkpoint chosen on its validation split, else its last (`run_files.chosen_checkpoint`)."""
+    from keras_tse.run_files import chosen_checkpoint
+
+    checkpoint, which = chosen_checkpoint(run)
+    return (checkpoint, which) if os.path.isdir(run) and os.path.exists(checkpoint) else (run, None)
 
 
 def check(args, backend):
@@ -77,7 +81,7 @@ def run(args):
     from keras_tse.zoo.saved_file import load_keras_file
 
     check(args, keras.backend.backend())
-    source = model_path(args.source)
+    source, which = model_path(args.source)
     if source.endswith(".keras"):
         model = load_keras_file(source, compile=False)  # the forward pass only: no optimizer state
     else:
@@ -95,7 +99,8 @@ def run(args):
             model(keras.ops.zeros((1, *shape), model.input.dtype))
         model.export(args.out, format=args.format, verbose=False)
     kind = args.format + (f", {args.quantize} weights" if args.quantize else "")
-    print(f"wrote {args.out}: {model.name} as {kind}, exported on {keras.backend.backend()} from {source}")
+    taken = f" ({which})" if which else ""
+    print(f"wrote {args.out}: {model.name} as {kind}, exported on {keras.backend.backend()} from {source}{taken}")
     return 0
 
 

@@ -16,8 +16,9 @@ def add_arguments(parser):
         "source",
         metavar="RUN_OR_PRESET",
         help="a language model with its vocabulary: a preset that ships one (gpt4_ptb), a preset folder or "
-        "hf://owner/name (assets/tokenizer/vocabulary.txt), a run's variant folder (checkpoints/last.keras, "
-        "vocabulary.txt), or a .keras file that carries its tokenizer (keras-tse export of such a model)",
+        "hf://owner/name (assets/tokenizer/vocabulary.txt), a run's variant folder (vocabulary.txt, and its "
+        "checkpoint chosen on the validation text, else checkpoints/last.keras), or a .keras file that carries "
+        "its tokenizer (a keras-tse export of such a model)",
     )
     parser.add_argument("--prompt", required=True, help="the text to continue, words split on whitespace")
     parser.add_argument("--max-new-tokens", type=flags.non_negative_int, default=50, help="words to add (default: 50)")
@@ -38,6 +39,7 @@ def check(args):
 
     from keras_tse._checks import InputError
     from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
+    from keras_tse.run_files import chosen_checkpoint
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset
     from keras_tse.zoo.saved_file import load_keras_file
@@ -46,11 +48,12 @@ def check(args):
         if not zipfile.is_zipfile(args.source) or WordTokenizer.from_archive(args.source) is None:
             raise InputError("RUN_OR_PRESET", args.source, "a language model's .keras file with its tokenizer inside")
         return (lambda: load_keras_file(args.source, compile=False)), WordTokenizer.from_archive(args.source)
-    checkpoint = os.path.join(args.source, "checkpoints", "last.keras")
+    checkpoint = chosen_checkpoint(args.source)[0]  # chosen on the validation text, else the last
     folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
     if folder is None:
         vocabulary = os.path.join(args.source, VOCABULARY_FILE)
-        missing = [os.path.relpath(p, args.source) for p in (checkpoint, vocabulary) if not os.path.isfile(p)]
+        last = os.path.join(args.source, "checkpoints", "last.keras")
+        missing = [os.path.relpath(p, args.source) for p in (last, vocabulary) if not os.path.isfile(p)]
         if missing:
             expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
             raise InputError("RUN_OR_PRESET", args.source, expected)

@@ -45,9 +45,10 @@ def check(args):
     from keras_tse.zoo.saved_file import load_keras_file
 
     if args.source.endswith(".keras") and os.path.isfile(args.source):  # an export or a checkpoint: words inside
-        if not zipfile.is_zipfile(args.source) or WordTokenizer.from_archive(args.source) is None:
+        tokenizer = WordTokenizer.from_archive(args.source) if zipfile.is_zipfile(args.source) else None
+        if tokenizer is None:
             raise InputError("RUN_OR_PRESET", args.source, "a language model's .keras file with its tokenizer inside")
-        return (lambda: load_keras_file(args.source, compile=False)), WordTokenizer.from_archive(args.source)
+        return (lambda: load_keras_file(args.source, compile=False)), tokenizer
     checkpoint = chosen_checkpoint(args.source)[0]  # chosen on the validation text, else the last
     folder = None if os.path.isfile(checkpoint) else folder_of(args.source)  # a run's config.json is not a preset's
     if folder is None:

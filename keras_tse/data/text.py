@@ -56,13 +56,21 @@ class Vocabulary:
     def decode(self, ids):
         return " ".join(self.symbols[int(i)] for i in ids)
 
+    def text(self):
+        """The vocabulary as `vocabulary.txt` holds it: one symbol a line, in id order."""
+        return "\n".join(self.symbols) + "\n"
+
+    @classmethod
+    def from_text(cls, text):
+        return cls(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
+
     def save(self, path):
-        run_files.write_text(path, "\n".join(self.symbols) + "\n")
+        run_files.write_text(path, self.text())
 
     @classmethod
     def load(cls, path):
         with open(path, encoding="utf-8") as f:
-            return cls(line.rstrip("\n") for line in f)
+            return cls.from_text(f.read())
 
 
 def lm_segments(ids, batch_size, segment_len, shard=(0, 1)):

@@ -49,40 +49,55 @@ class WordTokenizer:
     def detokenize(self, ids):
         return self.vocabulary.decode(ids)
 
+    def files(self):
+        """The tokenizer as the text of its files, by name: the vocabulary, and its settings as JSON."""
+        return {VOCABULARY_FILE: self.vocabulary.text(), CONFIG_FILE: json.dumps({"lowercase": self.lowercase})}
+
+    @classmethod
+    def from_files(cls, read):
+        """The tokenizer whose files `read(name)` gives (their text, None where absent), or None without a
+        vocabulary. Without settings (a folder from before they were written): split as written, no lower-casing."""
+        vocabulary, settings = read(VOCABULARY_FILE), read(CONFIG_FILE)
+        if vocabulary is None:
+            return None
+        return cls(Vocabulary.from_text(vocabulary), **(json.loads(settings) if settings else {}))
+
     def save(self, folder):
         """`vocabulary.txt` and `tokenizer.json` into `folder` (each written whole, then renamed into place)."""
         os.makedirs(folder, exist_ok=True)
-        self.vocabulary.save(os.path.join(folder, VOCABULARY_FILE))
-        run_files.write_json(os.path.join(folder, CONFIG_FILE), {"lowercase": self.lowercase})
+        for name, text in self.files().items():
+            run_files.write_text(os.path.join(folder, name), text)
 
     @classmethod
     def load(cls, folder):
-        """The tokenizer in `folder`: its `vocabulary.txt`, and `tokenizer.json` where there is one (a folder
-        from before it existed: split as written, no lower-casing)."""
-        config = os.path.join(folder, CONFIG_FILE)
-        settings = {}
-        if os.path.isfile(config):
-            with open(config) as f:
-                settings = json.load(f)
-        return cls(Vocabulary.load(os.path.join(folder, VOCABULARY_FILE)), **settings)
+        """The tokenizer `save` wrote into `folder`."""
+        tokenizer = cls.from_files(lambda name: _read_text(os.path.join(folder, name)))
+        if tokenizer is None:
+            raise FileNotFoundError(f"No {VOCABULARY_FILE} in {folder}: expected the tokenizer's files there.")
+        return tokenizer
 
     def write_into(self, archive):
-        """Add `vocabulary.txt` and `tokenizer.json` to the `.keras` zip `archive` (`ARCHIVE_FOLDER`): the file
-        alone then reads and writes text (`keras_tse.zoo.from_preset`, `keras-tse generate`)."""
+        """Add the tokenizer's files to the `.keras` zip `archive` (`ARCHIVE_FOLDER`): the file alone then reads
+        and writes text (`keras_tse.zoo.from_preset`, `keras-tse generate`)."""
         with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as z:
-            z.writestr(ARCHIVE_FOLDER + VOCABULARY_FILE, "\n".join(self.vocabulary.symbols) + "\n")
-            z.writestr(ARCHIVE_FOLDER + CONFIG_FILE, json.dumps({"lowercase": self.lowercase}))
+            for name, text in self.files().items():
+                z.writestr(ARCHIVE_FOLDER + name, text)
 
     @classmethod
     def from_archive(cls, archive):
         """The tokenizer a `.keras` zip `archive` carries (`write_into`), or None where it carries none."""
         with zipfile.ZipFile(archive) as z:
             names = set(z.namelist())
-            if ARCHIVE_FOLDER + VOCABULARY_FILE not in names:
-                return None
-            symbols = z.read(ARCHIVE_FOLDER + VOCABULARY_FILE).decode("utf-8").split("\n")[:-1]
-            settings = json.loads(z.read(ARCHIVE_FOLDER + CONFIG_FILE)) if ARCHIVE_FOLDER + CONFIG_FILE in names else {}
-        return cls(Vocabulary(symbols), **settings)
+            return cls.from_files(
+                lambda name: z.read(ARCHIVE_FOLDER + name).decode("utf-8") if ARCHIVE_FOLDER + name in names else None
+            )
 
     def __len__(self):
         return len(self.vocabulary)
+
+
+def _read_text(path):
+    if not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        return f.read()

@@ -156,7 +156,7 @@ def freeze_what_lives():
     full collection each time a layer drops a Variable (`Layer.__delattr__`, 13 times in one `quantize`),
     and a full collection walks every object the process holds: the imported backends and what earlier
     test files left (683,884 objects after tests/test_saving.py on JAX), so a depth-2 model's int8 round
-    trip took 20 to 52 s in a full run. Frozen, those objects are not walked; what a test file leaves
+    trip took 15 to 52 s in a full run. Frozen, those objects are not walked; what a test file leaves
     alive is frozen after it, so the next file's collections walk only what it makes."""
     gc.collect()
     gc.freeze()

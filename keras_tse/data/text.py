@@ -62,7 +62,7 @@ class Vocabulary:
 
     @classmethod
     def from_text(cls, text):
-        return cls(text.split("\n")[:-1] if text.endswith("\n") else text.split("\n"))
+        return cls(text.removesuffix("\n").split("\n"))
 
     def save(self, path):
         run_files.write_text(path, self.text())

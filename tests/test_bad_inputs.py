@@ -367,12 +367,12 @@ CASES = [
     ("demo-other-settings", "cli", lambda t: ["demo", "--depth", "2", "--out", legacy_demo(t / "X", 24)], "depth 24"),
     ("demo-compile-cache-file", "cli", lambda t: ["demo", "--compile-cache", user_files(t, "c") + "/c"], "a file"),
     ("escalation-tau-2", "cli", lambda t: ["escalation", "--tau", "2"], "'2'"),
-    # a language model's preset fine-tuned as an image classifier: refused naming the image presets
+    # a language model's preset fine-tuned as an image classifier: refused, naming the command that fine-tunes it
     (
         "train-vit-from-a-text-preset",
         "cli",
         lambda t: ["train", "vit", "--from-preset", "gpt4_ptb", "--dataset", "digits", "--out", str(t / "o")],
-        "an image preset with trained weights",
+        "an image classifier of the zoo's blocks (a language model: keras-tse train lm --from-preset)",
     ),
     ("escalation-kinds", "cli", lambda t: ["escalation", "--kinds", "post,banana"], "'banana'"),
     ("escalation-init", "cli", lambda t: ["escalation", "--init", "banana"], "'banana'"),

@@ -118,10 +118,12 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser.add_argument(
         "--from-preset",
         default=None,
-        metavar="PRESET",
-        help="fine-tune a preset with trained weights (keras-tse presets): every weight kept but the classifier "
-        "head, fresh for the data's classes; the position table resampled to the data's image size; the "
-        "model and its layout are the preset's",
+        metavar="MODEL",
+        help="fine-tune a trained image classifier: a preset with trained weights (keras-tse presets), a preset "
+        "folder or hf://owner/name, a run's variant folder (its checkpoint chosen on the validation split, else its "
+        "last) or a .keras file; every weight kept but the classifier head, fresh unless the data are the ones it "
+        "was trained on; a shipped preset's position table resampled to the data's image size (the others take "
+        "their own); the model and its layout are its own",
     )
     return parser.parse_args(argv)
 

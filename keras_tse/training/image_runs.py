@@ -70,28 +70,39 @@ def resolve(settings):
         )
     norm = settings.norm
     if settings.from_preset is not None:
-        norm = (_preset_layout(settings),)
+        norm = (_source_layout(settings),)
     elif norm is None:
         norm = PAPER_NORMS
     size = settings.image_size
     if size is None and spec.takes("image_size"):
-        size = FOLDER_IMAGE_SIZE
+        # a model without a builder to rebuild it at another size (a file, a folder, a run) takes its own size;
+        # a shipped preset adapts to any (`zoo.fine_tune`), and a folder's images come at CIFAR-10's
+        size = FOLDER_IMAGE_SIZE if not _fine_tunes_a_file(settings) else source(settings)[2][0]
     return settings.replace(norm=tuple(norm), image_size=size)
 
 
-def _preset_layout(settings):
-    """A preset with trained weights, whose layout becomes the run's one variant: one line for each other case."""
-    presets = keras_tse.zoo.presets()
-    shipped = sorted(
-        name
-        for name, entry in presets.items()
-        if entry["weights"] is not None and keras_tse.zoo.registry.get_family(entry["builder"]).task == "images"
-    )
-    if settings.from_preset not in shipped:
-        raise InputError(
-            "--from-preset", repr(settings.from_preset), f"an image preset with trained weights: {', '.join(shipped)}"
-        )
-    layout = keras_tse.zoo.full_config(settings.from_preset)["norm"]
+def source(settings):
+    """(the trained model --from-preset names (`zoo.trained`), its blocks' layout, its image geometry `(size,
+    channels, classes, class names)`): one line for a model that is no image classifier of the zoo's blocks."""
+    from keras_tse.zoo.trained import image_geometry, layout_of, trained
+
+    found = trained(settings.from_preset)
+    config = found.model_config()
+    layout, geometry = layout_of(config), image_geometry(config)
+    if layout is None or geometry is None or geometry[2] is None:
+        text = " (a language model: keras-tse train lm --from-preset)" if found.tokenizer() is not None else ""
+        raise InputError("--from-preset", settings.from_preset, f"an image classifier of the zoo's blocks{text}")
+    return found, layout, geometry
+
+
+def _fine_tunes_a_file(settings):
+    """Whether the run starts from a trained model that is not a shipped preset (its size and channels fixed)."""
+    return settings.from_preset is not None and source(settings)[0].kind != "preset"
+
+
+def _source_layout(settings):
+    """The layout of the trained model the run starts from, its one variant: one line for another --norm."""
+    _, layout, _ = source(settings)
     if settings.norm not in (None, (layout,)):
         given = ",".join(settings.norm)
         raise InputError("--norm", given, f"{layout} or no --norm (--from-preset {settings.from_preset}'s layout)")
@@ -148,6 +159,8 @@ def model_overrides(plan, norm):
 def fine_tune_overrides(plan):
     """The preset's keywords a fine-tuning run changes: the image size and the channels, where the data's
     differ (the patch kernel adapted, `zoo.fine_tune`)."""
+    if _fine_tunes_a_file(plan.settings):
+        return {}  # the data's geometry is the model's (`check`)
     size, channels, _ = geometry(plan)
     config = keras_tse.zoo.full_config(plan.settings.from_preset)
     given = {"image_size": size, "channels": channels}
@@ -189,6 +202,8 @@ def variant(plan, norm, base):
     settings = plan.settings
     chosen = variant_of(settings, norm)
     preset = chosen["preset"] if settings.from_preset is None else settings.from_preset
+    if _fine_tunes_a_file(settings):
+        preset = None  # no preset's builder: the model is the file's
     lr = chosen["learning_rate"] if not settings.smoke else base.learning_rate
     config = dataclasses.replace(
         base,
@@ -205,7 +220,7 @@ def variant(plan, norm, base):
     overrides = model_overrides(plan, norm) if settings.from_preset is None else fine_tune_overrides(plan)
     record = {
         "preset": preset,
-        **({"from_preset": settings.from_preset} if settings.from_preset else {}),
+        **({"from_preset": _source_name(settings)} if settings.from_preset else {}),
         **({"model": settings.model} if settings.model != DEFAULTS["model"] else {}),
         "overrides": overrides,
         "smoke": settings.smoke,
@@ -233,6 +248,8 @@ def check(settings, survey):
             value = getattr(settings, given[0])
             raise InputError(flag, value, "no model flag with --from-preset (its weights fix the model)")
     check_model(settings)
+    if _fine_tunes_a_file(settings):
+        _check_source_geometry(settings, survey)
     for norm in settings.norm:
         model_keywords(settings, norm)  # each variant's layout takes every --layout-option
     spec = data.get_dataset(settings.dataset)
@@ -257,8 +274,27 @@ def check(settings, survey):
     batch = settings.batch_size or (SMOKE_TRAIN if settings.smoke else TRAIN).batch_size
     if settings.num_processes and batch % settings.num_processes:
         raise InputError("--batch-size", batch, f"a multiple of --num-processes {settings.num_processes} (each a part)")
-    _check_shapes(settings, survey, spec)
+    if not _fine_tunes_a_file(settings):
+        _check_shapes(settings, survey, spec)
     _check_subsets(settings, survey)
+
+
+def _check_source_geometry(settings, survey):
+    """A trained model that is not a shipped preset takes images of its own size and channels only."""
+    size, channels, _ = geometry(settings, survey)
+    (own_size, own_channels, _, _) = source(settings)[2]
+    if (size, channels) != (own_size, own_channels):
+        raise InputError(
+            "--from-preset",
+            settings.from_preset,
+            f"a model of the data's images ({size}x{size}, {channels} channel(s)); it takes {own_size}x{own_size} "
+            f"with {own_channels} (only a shipped preset adapts to other images)",
+        )
+
+
+def _source_name(settings):
+    """What a run records it started from: a shipped preset's name, else the absolute path."""
+    return settings.from_preset if source(settings)[0].kind == "preset" else os.path.abspath(settings.from_preset)
 
 
 def _check_shapes(settings, survey, spec):
@@ -299,7 +335,7 @@ def check_model(settings):
         raise InputError("--model", settings.model, f"an image model family: {', '.join(families)}")
     if not all(keras_tse.zoo.registry.accepts(settings.model, keyword) for keyword in NEEDED):
         raise InputError("--model", settings.model, f"an image family whose builder takes {', '.join(NEEDED)}")
-    if settings.from_preset is not None:
+    if settings.from_preset is not None and not _fine_tunes_a_file(settings):
         family = keras_tse.zoo.presets()[settings.from_preset]["builder"]
         if settings.model != family:
             raise InputError(
@@ -433,9 +469,19 @@ def build_model(plan, variant):
     rule (`zoo.fine_tune`): kept on the preset's own data set, fresh for any other's classes."""
     settings, preset, overrides = plan.settings, variant.preset, variant.overrides
     if settings.from_preset is not None:
-        trained_on = keras_tse.zoo.presets()[preset].get("dataset")
-        other_classes = settings.dataset != trained_on  # the head rule's "said so"
-        return keras_tse.zoo.from_preset(preset, num_classes=geometry(plan)[2], new_head=other_classes, **overrides)
+        found, _, (_, _, classes, names) = source(settings)
+        # the head rule's "said so": the classes are the model's only on the data set it was trained on (a
+        # benchmark's, by name; a user's own, by its class names in order)
+        own = plan.spec.own and names and tuple(names) == tuple(class_names_of(plan))
+        other_classes = not (own or (not plan.spec.own and found.dataset == settings.dataset))
+        if found.kind == "preset":
+            return keras_tse.zoo.from_preset(preset, num_classes=geometry(plan)[2], new_head=other_classes, **overrides)
+        from keras_tse.zoo import fine_tune  # Keras: once the plan has chosen the backend
+
+        model = found.load()
+        if fine_tune.new_head(classes, geometry(plan)[2], other_classes):
+            return fine_tune.with_head(model, geometry(plan)[2])
+        return model
     if keras_tse.zoo.registry.has_training_presets(settings.model):
         return keras_tse.zoo.from_preset(preset, **overrides)
     name = f"{settings.model}_{preset or settings.dataset}_{overrides.get('norm')}"

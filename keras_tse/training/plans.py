@@ -57,7 +57,9 @@ class Settings:
 def run_folder_of(values):
     """A run's folder where none is given: `RUN_FOLDER`, `_smoke` after it for a smoke run (never the real
     run's folder, which would then refuse the real settings)."""
-    named = {**values, "name": values.get("from_preset") or values["model"]}
+    tuned = values.get("from_preset")  # a path: its last name, so the run's folder stays under runs/
+    tuned = tuned and os.path.basename(os.path.normpath(tuned)).removesuffix(".keras")
+    named = {**values, "name": tuned or values["model"]}
     return RUN_FOLDER.format(**named) + ("_smoke" if values.get("smoke") else "")
 
 

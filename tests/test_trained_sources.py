@@ -128,3 +128,72 @@ def test_the_training_command_fine_tunes_a_run_and_names_its_folder_after_it(tmp
     from keras_tse.training.plans import run_folder_of
 
     assert run_folder_of({"dataset": "digits", "model": "vit", "from_preset": source + "/"}) == "runs/digits_layerscale"
+
+
+# === A language model: the text read in its own words ===
+
+WORDS = ["<eos>", "<unk>", "the", "company", "said", "it", "would", "buy", "shares", "of", "stock"]
+
+
+def _language_model(tmp_path):
+    """A tiny GPT with its words, saved as `keras-tse export` writes one (its tokenizer inside the file)."""
+    from keras_tse import run_files
+    from keras_tse.data import WordTokenizer
+
+    model = zoo.gpt(depth=2, vocab_size=len(WORDS), hidden_dim=16, num_heads=2, ffn_dim=32, segment_len=8, norm="pre")
+    model.tokenizer = WordTokenizer(WORDS)
+    run_files.save_model(model, str(tmp_path / "lm.keras"))
+    return model
+
+
+def _corpus(root):
+    rng = np.random.default_rng(0)
+    text = [*WORDS[2:], "zebra", "giraffe"]  # two words the model lacks
+    os.makedirs(root)
+    for split, lines in (("train", 60), ("valid", 20), ("test", 20)):
+        with open(root / f"{split}.txt", "w") as f:
+            f.write("\n".join(" ".join(rng.choice(text, 10)) for _ in range(lines)) + "\n")
+    return str(root)
+
+
+def test_a_language_model_fine_tunes_on_a_users_text_read_in_its_own_words(tmp_path):
+    from keras_tse.data import WordTokenizer
+    from keras_tse.training import text_runs
+
+    source, data = _language_model(tmp_path), _corpus(tmp_path / "corpus")
+    plan = Plan.build(
+        "text", dataset="text", data_dir=data, from_preset=str(tmp_path / "lm.keras"), out=str(tmp_path / "o")
+    )
+    assert plan.settings.norm == ("pre",) and plan.variants[0].preset is None
+    ids, vocab = text_runs.load_data(plan)
+    assert vocab.symbols == WORDS
+    with open(os.path.join(data, "valid.txt")) as f:  # every word by the model's own ids, the two it lacks <unk>
+        expected = WordTokenizer(WORDS).vocabulary.encode(f.read().splitlines())
+    np.testing.assert_array_equal(ids["valid"], expected)
+    assert (ids["valid"] == 1).sum() > 0 and text_runs._stream_shape(plan) == (plan.variants[0].config.batch_size, 8)
+    loaded = text_runs.source(plan.settings).trained.load()
+    for got, expected in zip(loaded.get_weights(), source.get_weights()):  # it starts from every trained weight
+        np.testing.assert_array_equal(got, expected)
+
+    from keras_tse.cli import main as cli
+
+    argv = ["train", "lm", "--dataset", "text", "--data-dir", data, "--from-preset", str(tmp_path / "lm.keras")]
+    run = ["--steps", "1", "--eval-interval", "1", "--batch-size", "2", "--verbose", "0", "--out", str(tmp_path / "r")]
+    assert cli.main([*argv, *run]) == 0
+    tuned = tmp_path / "r" / "pre"
+    assert WordTokenizer.load(str(tuned)).vocabulary.symbols == WORDS  # the run keeps the model's words
+    with open(tuned / "config.json") as f:
+        assert json.load(f)["from_preset"] == str(tmp_path / "lm.keras")
+    image = _classifier(1, DIGIT_NAMES, 1)
+    image.save(tmp_path / "image.keras")
+    given = dict(dataset="text", data_dir=data, out=str(tmp_path / "x"), from_preset=str(tmp_path / "lm.keras"))
+    for change, expected in (
+        (dict(depth=3), "--depth: received 3; expected no model flag with --from-preset"),
+        (dict(norm=("post",)), "--norm: received post; expected pre or no --norm"),
+        (
+            dict(from_preset=str(tmp_path / "image.keras")),
+            "a language model .* \\(an image classifier: keras-tse train vit",
+        ),
+    ):
+        with pytest.raises(ValueError, match=expected):
+            Plan.build("text", **{**given, **change})

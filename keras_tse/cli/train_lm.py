@@ -109,6 +109,15 @@ def parse_args(argv=None, prog="keras-tse train lm"):
     parser.add_argument(
         "--eval-interval", type=flags.positive_int, default=None, help="steps between validations (default: 250 on PTB)"
     )
+    parser.add_argument(
+        "--from-preset",
+        default=None,
+        metavar="MODEL",
+        help="fine-tune a trained language model: a preset with trained weights (gpt4_ptb), a preset folder or "
+        "hf://owner/name, a run's variant folder (its checkpoint chosen on the validation text, else its last) or a "
+        ".keras file with its words; the text read in the model's words (a word it lacks is <unk>); the model, its "
+        "layout and its family are its own",
+    )
     flags.add_run_arguments(parser, HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
     flags.add_training_kit(parser, TRAIN)
     flags.add_distribution_arguments(parser, model_parallel=False)  # no layout of the language model is tested

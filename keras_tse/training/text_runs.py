@@ -19,6 +19,7 @@ import numpy as np
 import keras_tse
 from keras_tse import data
 from keras_tse._checks import InputError
+from keras_tse.data.text import UNK
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import PAPER_NORMS
 from keras_tse.training import configs, plans
@@ -73,8 +74,11 @@ DEFAULTS = {
     "layout_option": None, "mixed_precision": None, "jit_compile": False, "data_parallel": False,
     "compile_cache": None, "smoke": False, "verbose": None, "drop_path_rate": None, "remat": False,
     **{field.name: None for field in options_of(TRAIN)}, "coordinator": None, "num_processes": None,
-    "process_id": None, "join_timeout": 180, "distributed": None,
+    "process_id": None, "join_timeout": 180, "distributed": None, "from_preset": None,
 }  # fmt: skip
+# The flags that shape the model: a trained model's weights fix every one of them (`from_preset`).
+MODEL_SETTINGS = ("depth", "hidden_dim", "init", "tau", "learn_tau", "deescalate_at", "segment_mean",
+                  "drop_path_rate", "layout_option")  # fmt: skip
 DEESCALATION = ("tau", "learn_tau", "deescalate_at", "segment_mean")  # eq. (21)'s settings
 PLACEMENT = ("deescalate_at", "segment_mean")  # where it applies: measured at Sec. 3.4's place only
 
@@ -94,7 +98,50 @@ def resolve(settings):
             "'paper' with --dataset " + spec.name,
             f"a text set other than {spec.name} ({spec.title} trains the paper's size already)",
         )
+    if settings.from_preset is not None:
+        found = source(settings)
+        if tuple(settings.norm) not in (tuple(DEFAULTS["norm"]), (found.layout,)):
+            given = ",".join(settings.norm)
+            raise InputError(
+                "--norm", given, f"{found.layout} or no --norm (--from-preset {settings.from_preset}'s layout)"
+            )
+        if settings.model not in (DEFAULTS["model"], found.family):
+            raise InputError(
+                "--model", settings.model, f"{found.family} or no --model (--from-preset {settings.from_preset}'s)"
+            )
+        return settings.replace(norm=(found.layout,), model=found.family)
     return settings.replace(norm=tuple(settings.norm))
+
+
+@dataclasses.dataclass(frozen=True)
+class Source:
+    """A trained language model a run starts from: `trained` (`zoo.trained.Trained`), its blocks' `layout`, its
+    `family`, the `stream` it reads (`(batch or None, segment length)`) and its `tokenizer`."""
+
+    trained: object
+    layout: str
+    family: str
+    stream: tuple
+    tokenizer: object
+
+
+def source(settings):
+    """The trained language model --from-preset names, with what its files record; one line for anything else.
+    Its family is its preset's (a shipped preset, or the preset a run started from), else --model's."""
+    from keras_tse.zoo.trained import input_shape, layout_of, trained
+
+    found = trained(settings.from_preset)
+    config = found.model_config()
+    layout, shape, tokenizer = layout_of(config), input_shape(config), found.tokenizer()
+    if layout is None or tokenizer is None or not shape or len(shape) != 2:
+        text = " (an image classifier: keras-tse train vit --from-preset)" if shape and len(shape) == 4 else ""
+        raise InputError(
+            "--from-preset", settings.from_preset, f"a language model of the zoo's blocks with its words{text}"
+        )
+    preset = found.path if found.kind == "preset" else found.record.get("preset")
+    presets = keras_tse.zoo.presets()
+    family = presets[preset]["builder"] if preset in presets else settings.model
+    return Source(found, layout, family, tuple(shape), tokenizer)
 
 
 def own_preset(settings, norm):
@@ -151,6 +198,9 @@ def _own_family(settings):
 
 def model_overrides(plan, norm):
     settings, spec = plan.settings, plan.spec
+    if settings.from_preset is not None:  # its weights fix the model
+        found = source(settings).trained
+        return (found.path if found.kind == "preset" else None), {}
     preset, overrides, _ = base_model(settings, norm)
     overrides = {key: value for key, value in overrides.items() if _accepts(settings, key)}  # the task's sizes
     overrides["norm"] = norm
@@ -186,6 +236,7 @@ def variant(plan, norm, base):
         "processes": scale.process()[1],
         **({"data": plan.fingerprint} if plan.fingerprint else {}),
         **({"model": settings.model} if not _own_family(settings) else {}),
+        **({"from_preset": _source_name(settings)} if settings.from_preset else {}),
     }
     config = runner.as_started(os.path.join(plan.out, norm), base, kit_settings(settings, TRAIN))
     train = configs.recorded(config)
@@ -202,7 +253,24 @@ def before(settings):
 # === The checks, before any text is read ===
 
 
+def _source_name(settings):
+    """What a run records it started from: a shipped preset's name, else the absolute path."""
+    kind = source(settings).trained.kind
+    return settings.from_preset if kind == "preset" else os.path.abspath(settings.from_preset)
+
+
 def check(settings, survey):
+    if settings.from_preset is not None:
+        given = [name for name in MODEL_SETTINGS if getattr(settings, name) not in (None, False, ())]
+        if given or settings.size != "cpu":
+            flag = "--" + (given[0] if given else "size").replace("_", "-").replace("-rate", "")
+            value = getattr(settings, given[0]) if given else settings.size
+            raise InputError(flag, value, "no model flag with --from-preset (its weights fix the model)")
+        batch, _ = source(settings).stream
+        if batch is not None and settings.batch_size not in (None, batch):  # Transformer-XL's memory: one size
+            raise InputError(
+                "--batch-size", settings.batch_size, f"{batch} (--from-preset's memory is {batch} streams)"
+            )
     families = keras_tse.zoo.list_families("text")
     if settings.model not in families:
         raise InputError("--model", settings.model, f"a text model family: {', '.join(families)}")
@@ -279,13 +347,29 @@ def load_data(plan):
     if settings.smoke:
         train, held_out = SMOKE_PTB_TOKENS
         ids = {"train": ids["train"][:train], "valid": ids["valid"][:held_out], "test": ids["test"][:held_out]}
+    if settings.from_preset is not None:
+        return in_words_of(source(settings).tokenizer.vocabulary, ids, vocab)
     return ids, vocab
+
+
+def in_words_of(words, ids, vocab):
+    """(`ids`, read in `vocab`, as ids of vocabulary `words`, `words`): a trained model reads the text in its own
+    words, each of the text's words it lacks as `<unk>`; one line where it has no `<unk>` to read them as."""
+    unk = words.index.get(UNK)
+    table = np.asarray([words.index.get(symbol, -1 if unk is None else unk) for symbol in vocab.symbols], "int32")
+    if (table < 0).any():
+        missing = [vocab.symbols[i] for i in np.flatnonzero(table < 0)[:5]]
+        raise InputError("--from-preset", f"a vocabulary without {UNK}", f"every word of the text ({missing} lack ids)")
+    return {split: table[split_ids] for split, split_ids in ids.items()}, words
 
 
 def _stream_shape(plan):
     """(batch size, segment length) every variant's model is built for (a GPT without a fixed batch:
     the training batch)."""
     first = plan.variants[0]
+    if plan.settings.from_preset is not None:
+        batch, segment_len = source(plan.settings).stream
+        return batch or first.config.batch_size, segment_len
     built = {**keras_tse.zoo.full_config(first.preset or plan.settings.model), **first.overrides}
     return built.get("batch_size") or first.config.batch_size, built["segment_len"]
 
@@ -337,11 +421,14 @@ def fit(plan, variant, prepared):
     ids, vocab = prepared["ids"], prepared["vocab"]
     config = _with_steps(variant.config, prepared["steps"])
     overrides = {**variant.overrides, "vocab_size": len(vocab)}
-    model = build_model(settings, variant.preset, overrides)
     run_dir = plans.variant_folder(plan, variant)
-    # the ids' words travel with the run, split and cased as the data set's, and inside each checkpoint
-    # (`run_files.save_model`): its model reads and writes text
-    model.tokenizer = data.WordTokenizer(vocab, lowercase=plan.spec.lowercase)
+    if settings.from_preset is not None:  # the trained model, its words those it was trained with
+        model = source(settings).trained.load()
+    else:
+        model = build_model(settings, variant.preset, overrides)
+        # the ids' words travel with the run, split and cased as the data set's, and inside each checkpoint
+        # (`run_files.save_model`): its model reads and writes text
+        model.tokenizer = data.WordTokenizer(vocab, lowercase=plan.spec.lowercase)
     model.tokenizer.save(run_dir)
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
     print(f"\n=== {variant.norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
@@ -358,7 +445,7 @@ def fit(plan, variant, prepared):
         test_ids=ids["test"],
         verbose=settings.verbose or "auto",
         extra_config={"overrides": overrides, **variant.settings},
-        causal_twin=twin if variant.norm == LEAKY else None,
+        causal_twin=twin if variant.norm == LEAKY and settings.from_preset is None else None,  # a file: no builder
         checked=variant.known,
     )
 

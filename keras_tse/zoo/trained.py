@@ -172,6 +172,11 @@ def _layer(config, class_name=None, name=None):
     return None
 
 
+def input_shape(config):
+    """The stored model's input batch shape (a list, None where a size is free), or None."""
+    return (_layer(config, class_name="InputLayer") or {}).get("batch_shape")
+
+
 def image_geometry(config):
     """`(image size, channels, classes, class names)` of an image classifier's stored config: its
     preprocessor's size and channels where it has one (raw images in), else its input's; the classes of the
@@ -183,7 +188,7 @@ def image_geometry(config):
     if preprocessor is not None:
         names = tuple(preprocessor.get("class_names") or ())
         return preprocessor["image_size"], preprocessor["channels"], classes, names
-    shape = (_layer(config, class_name="InputLayer") or {}).get("batch_shape")
+    shape = input_shape(config)
     if not shape or len(shape) != 4 or shape[1] != shape[2]:
         return None
     return shape[1], shape[3], classes, ()

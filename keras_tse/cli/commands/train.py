@@ -1,10 +1,11 @@
 """`keras-tse train [NAME] ...`: train a zoo model into a run folder that resumes. NAME is a model family
-(the zoo's or another package's), an image preset with trained weights (fine-tuned), or `vit` and `lm`, the
+(the zoo's or another package's), a preset with trained weights (fine-tuned), or `vit` and `lm`, the
 paper's two; without it, `vit`.
 
     keras-tse train --dataset digits --depth 12 --epochs 3               # a ViT (keras_tse.cli.train_vit)
     keras-tse train gpt --dataset text --data-dir my_text/                # a language model (train_lm)
     keras-tse train vit6_fashion_mnist --dataset mnist --epochs 3         # fine-tune a preset
+    keras-tse train gpt4_ptb --dataset text --data-dir ~/corpus --steps 200  # a language model too
 
 `keras-tse train NAME --help` lists its flags. The paper's two recipes (recipes/) are these commands with
 their defaults.
@@ -63,10 +64,10 @@ def prog_of(args):
 
 
 def names():
-    """What NAME may be: the paper's two, every family, every image preset with trained weights."""
+    """What NAME may be: the paper's two, every family, every preset with trained weights (an image or a text one)."""
     from keras_tse import zoo
 
-    trained = [name for name, entry in zoo.presets().items() if entry["weights"] and _task_of(entry) == "images"]
+    trained = [name for name, entry in zoo.presets().items() if entry["weights"]]
     return (*PAPER_NAMES, *(f for f in zoo.list_families() if f not in PAPER_NAMES), *trained)
 
 
@@ -84,9 +85,9 @@ def resolve(name):
     if name in zoo.list_families():
         return zoo.get_family(name).task, ["--model", name]
     entry = zoo.presets().get(name)
-    if entry is not None and entry["weights"] and _task_of(entry) == "images":
-        return "images", ["--from-preset", name]
-    raise InputError("NAME", name, f"a model family, an image preset with weights, vit or lm: {', '.join(names())}")
+    if entry is not None and entry["weights"]:
+        return _task_of(entry), ["--from-preset", name]
+    raise InputError("NAME", name, f"a model family, a preset with weights, vit or lm: {', '.join(names())}")
 
 
 def _task_of(entry):

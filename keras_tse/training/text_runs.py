@@ -19,7 +19,6 @@ import numpy as np
 import keras_tse
 from keras_tse import data
 from keras_tse._checks import InputError
-from keras_tse.data.text import UNK
 from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import PAPER_NORMS
 from keras_tse.training import configs, plans
@@ -355,6 +354,8 @@ def load_data(plan):
 def in_words_of(words, ids, vocab):
     """(`ids`, read in `vocab`, as ids of vocabulary `words`, `words`): a trained model reads the text in its own
     words, each of the text's words it lacks as `<unk>`; one line where it has no `<unk>` to read them as."""
+    from keras_tse.data.text import UNK  # Keras: once the plan has chosen the backend
+
     unk = words.index.get(UNK)
     table = np.asarray([words.index.get(symbol, -1 if unk is None else unk) for symbol in vocab.symbols], "int32")
     if (table < 0).any():

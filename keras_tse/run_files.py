@@ -233,12 +233,19 @@ def save_model(model, path):
         if tokenizer is not None:
             tokenizer.write_into(temporary)
 
-    _through_temporary(path, ".keras", save)  # Keras insists on the suffix
+    save_through_temporary(path, ".keras", save)  # Keras insists on the suffix
 
 
-def save_weights(model, path):
-    """`model.save_weights(path)` (a `.weights.h5` file) through a temporary sibling, then renamed."""
-    _through_temporary(path, ".weights.h5", model.save_weights)
+def save_weights(model, path, also=None):
+    """`model.save_weights(path)` (a `.weights.h5` file) through a temporary sibling, then renamed; `also(model,
+    temporary)` adds to the file before the rename."""
+
+    def save(temporary):
+        model.save_weights(temporary)
+        if also is not None:
+            also(model, temporary)
+
+    save_through_temporary(path, ".weights.h5", save)
 
 
 def new_figure(figsize, ncols=1):
@@ -257,7 +264,8 @@ def save_figure(fig, path, dpi=100):
         fig.savefig(f, format="png", dpi=dpi)
 
 
-def _through_temporary(path, suffix, save):
+def save_through_temporary(path, suffix, save):
+    """`save(temporary)` writes a file ending in `suffix` beside `path`, which is then fsynced and renamed to `path`."""
     temporary = f"{path[: -len(suffix)]}.partial{suffix}"
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:

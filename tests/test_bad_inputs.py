@@ -374,6 +374,18 @@ CASES = [
         lambda t: ["train", "vit", "--from-preset", "gpt4_ptb", "--dataset", "digits", "--out", str(t / "o")],
         "an image classifier of the zoo's blocks (a language model: keras-tse train lm --from-preset)",
     ),
+    (
+        "train-lm-lora-without-a-trained-model",
+        "cli",
+        lambda t: ["train", "lm", "--smoke", "--lora-rank", "2", "--out", str(t / "o")],
+        "--lora-rank: received 2; expected --from-preset MODEL too (adapters train on a trained model)",
+    ),
+    (
+        "train-vit-lora-rank-0",
+        "cli",
+        lambda t: ["train", "vit", "--from-preset", "vit6_digits", "--lora-rank", "0", "--out", str(t / "o")],
+        "--lora-rank: received '0'",
+    ),
     ("escalation-kinds", "cli", lambda t: ["escalation", "--kinds", "post,banana"], "'banana'"),
     ("escalation-init", "cli", lambda t: ["escalation", "--init", "banana"], "'banana'"),
     ("escalation-csv-user-file", "cli", lambda t: ["escalation", "--csv", user_files(t, "t.csv") + "/t.csv"], "t.csv"),

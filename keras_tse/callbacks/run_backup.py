@@ -30,7 +30,7 @@ import warnings
 
 import keras
 
-from keras_tse import run_files
+from keras_tse import lora, run_files
 from keras_tse.run_files import read_logged_rows
 
 PATTERN = re.compile(r"epoch_(\d{5})\.weights\.h5$")
@@ -84,6 +84,7 @@ class RunBackup(keras.callbacks.Callback):
         for epoch, path in backups:
             try:
                 self.model.load_weights(path)
+                lora.restore_state(self.model, path)
             except Exception as error:  # noqa: BLE001 - h5py and Keras raise several kinds for a bad file
                 os.replace(path, f"{path}.unreadable")
                 self.log(f"RunBackup: {path} cannot be read ({type(error).__name__}: {gist(error)}); set aside as "
@@ -98,7 +99,8 @@ class RunBackup(keras.callbacks.Callback):
     def save(self, epoch, logs):
         if not finite_logs(logs):
             return  # a non-finite epoch is never a state to resume from
-        run_files.save_weights(self.model, os.path.join(self.backup_dir, f"epoch_{epoch + 1:05d}.weights.h5"))
+        run_files.save_weights(self.model, os.path.join(self.backup_dir, f"epoch_{epoch + 1:05d}.weights.h5"),
+                               also=lora.add_state)  # fmt: skip
         for _, old in self.backups()[2:]:  # keep the newest and one fallback
             os.remove(old)
 

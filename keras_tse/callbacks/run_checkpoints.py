@@ -10,7 +10,7 @@ import math
 
 import keras
 
-from keras_tse import run_files
+from keras_tse import lora, run_files
 from keras_tse.callbacks.run_backup import finite_logs
 from keras_tse.run_files import read_history
 
@@ -41,8 +41,14 @@ class RunCheckpoints(keras.callbacks.Callback):
         if not finite_logs(logs):
             return
         if self.last_path:
-            run_files.save_model(self.model, self.last_path)
+            self._save(self.last_path)
         value = (logs or {}).get(self.monitor)
         if self.best_path and value is not None and math.isfinite(float(value)) and float(value) < self.best:
             self.best = float(value)
-            run_files.save_model(self.model, self.best_path)
+            self._save(self.best_path)
+
+    def _save(self, path):
+        """The model (its adapters merged, `zoo.lora`), and where it has adapters, them beside it, as `.lora.h5`."""
+        run_files.save_model(self.model, path)
+        if lora.lora_layers(self.model):
+            lora.save_lora_weights(self.model, path.removesuffix(".keras") + lora.SUFFIX)

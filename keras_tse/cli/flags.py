@@ -590,6 +590,20 @@ def add_tau_arguments(parser):
     )
 
 
+def add_lora_argument(parser, trained_whole=""):
+    """`--lora-rank R`: fine-tune a --from-preset model through low-rank adapters (`keras_tse.zoo.enable_lora`),
+    alike on both tasks; `trained_whole` names what trains whole beside them."""
+    parser.add_argument(
+        "--lora-rank",
+        type=positive_int,
+        default=None,
+        metavar="R",
+        help=f"with --from-preset: train rank-R LoRA adapters on every block's attention and FFN projections"
+        f"{trained_whole}, every other weight frozen (keras_tse.zoo.enable_lora); the checkpoints are the merged "
+        "models, each with its adapters beside it (checkpoints/best.lora.h5, last.lora.h5: zoo.load_lora_weights)",
+    )
+
+
 def add_task_arguments(parser, task, model, dataset, dataset_help, norms, default_norms, norm_note=""):
     """The flags every task of `keras-tse train` takes, declared once: `--norm` (of `norms`; `all`, the paper's
     three), `--model` (a family of `task`, `model` by default), `--dataset` (a data set of `task`, `dataset` by

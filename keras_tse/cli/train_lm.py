@@ -118,6 +118,7 @@ def parse_args(argv=None, prog="keras-tse train lm"):
         ".keras file with its words; the text read in the model's words (a word it lacks is <unk>); the model, its "
         "layout and its family are its own",
     )
+    flags.add_lora_argument(parser)
     flags.add_run_arguments(parser, HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)
     flags.add_training_kit(parser, TRAIN)
     flags.add_distribution_arguments(parser, model_parallel=False)  # no layout of the language model is tested

@@ -125,6 +125,7 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         "was trained on; a shipped preset's position table resampled to the data's image size (the others take "
         "their own); the model and its layout are its own",
     )
+    flags.add_lora_argument(parser, " (and a fresh head)")
     return parser.parse_args(argv)
 
 

@@ -9,6 +9,7 @@ and 90% of training; batch 128; RandAugment; 150 epochs. A family's presets hold
 
 import dataclasses
 import functools
+import math
 import os
 import time
 
@@ -22,7 +23,7 @@ from keras_tse.norms import PAPER_NORMS
 from keras_tse.run_files import read_history
 from keras_tse.training import configs, plans
 from keras_tse.training.configs import TrainConfig, options_of
-from keras_tse.training.run_settings import check_updates, kit_settings, model_keywords, taken_by
+from keras_tse.training.run_settings import check_lora, check_updates, kit_settings, model_keywords, taken_by
 
 # The name a run folder's manifest records: the name of the recipe that first wrote such folders, kept so
 # that they resume under `keras-tse train vit` too.
@@ -53,7 +54,7 @@ DEFAULTS = {
     **{field.name: None for field in options_of(TRAIN)}, "model_parallel": 1, "coordinator": None,
     "num_processes": None, "process_id": None, "join_timeout": 180, "distributed": None, "data_source": "auto",
     "tfds_dir": None, "scan": False, "tau": None, "learn_tau": False, "train_size": None, "test_size": None,
-    "from_preset": None,
+    "from_preset": None, "lora_rank": None,
 }  # fmt: skip
 
 
@@ -221,6 +222,7 @@ def variant(plan, norm, base):
     record = {
         "preset": preset,
         **({"from_preset": _source_name(settings)} if settings.from_preset else {}),
+        **({"lora_rank": settings.lora_rank} if settings.lora_rank else {}),
         **({"model": settings.model} if settings.model != DEFAULTS["model"] else {}),
         "overrides": overrides,
         "smoke": settings.smoke,
@@ -247,6 +249,7 @@ def check(settings, survey):
             flag = "--" + given[0].replace("_", "-").replace("-rate", "")
             value = getattr(settings, given[0])
             raise InputError(flag, value, "no model flag with --from-preset (its weights fix the model)")
+    check_lora(settings)
     check_model(settings)
     if _fine_tunes_a_file(settings):
         _check_source_geometry(settings, survey)
@@ -469,24 +472,41 @@ def build_model(plan, variant):
     rule (`zoo.fine_tune`): kept on the preset's own data set, fresh for any other's classes."""
     settings, preset, overrides = plan.settings, variant.preset, variant.overrides
     if settings.from_preset is not None:
-        found, _, (_, _, classes, names) = source(settings)
-        # the head rule's "said so": the classes are the model's only on the data set it was trained on (a
-        # benchmark's, by name; a user's own, by its class names in order)
-        own = plan.spec.own and names and tuple(names) == tuple(class_names_of(plan))
-        other_classes = not (own or (not plan.spec.own and found.dataset == settings.dataset))
+        found, fresh = source(settings)[0], _fresh_head(plan)
         if found.kind == "preset":
-            return keras_tse.zoo.from_preset(preset, num_classes=geometry(plan)[2], new_head=other_classes, **overrides)
+            return keras_tse.zoo.from_preset(preset, num_classes=geometry(plan)[2], new_head=fresh, **overrides)
         from keras_tse.zoo import fine_tune  # Keras: once the plan has chosen the backend
 
         model = found.load()
-        if fine_tune.new_head(classes, geometry(plan)[2], other_classes):
-            return fine_tune.with_head(model, geometry(plan)[2])
-        return model
+        return fine_tune.with_head(model, geometry(plan)[2]) if fresh else model
     if keras_tse.zoo.registry.has_training_presets(settings.model):
         return keras_tse.zoo.from_preset(preset, **overrides)
     name = f"{settings.model}_{preset or settings.dataset}_{overrides.get('norm')}"
     named = {"name": name} if keras_tse.zoo.registry.accepts(settings.model, "name") else {}
     return keras_tse.zoo.create_model(settings.model, **{**named, **overrides})
+
+
+def _fresh_head(plan):
+    """Whether a fine-tuned model gets a fresh head: the head rule, whose "said so" is that the classes are the
+    model's only on the data set it was trained on (a benchmark's, by name; a user's own, by its class names in
+    order)."""
+    from keras_tse.zoo import fine_tune
+
+    found, _, (_, _, classes, names) = source(plan.settings)
+    own = plan.spec.own and names and tuple(names) == tuple(class_names_of(plan))
+    other_classes = not (own or (not plan.spec.own and found.dataset == plan.settings.dataset))
+    return fine_tune.new_head(classes, geometry(plan)[2], other_classes)
+
+
+def with_lora(plan, model):
+    """`model` with LoRA adapters of rank --lora-rank on its blocks' projections and the rest frozen but a fresh
+    head, which trains whole (`zoo.lora`); `model` as it is without the flag."""
+    if plan.settings.lora_rank is None:
+        return model
+    from keras_tse import lora
+
+    lora.enable_lora(model, plan.settings.lora_rank, train=["head"] if _fresh_head(plan) else [])
+    return model
 
 
 def with_preprocessor(model, preprocessing):
@@ -510,8 +530,12 @@ def fit(plan, variant, prepared):
         model = build_model(plan, variant)
         if prepared["preprocessing"] is not None:
             model = with_preprocessor(model, prepared["preprocessing"])
+        model = with_lora(plan, model)
         run_dir = plans.variant_folder(plan, variant)
         size = f"{model.count_params():,} parameters"
+        if plan.settings.lora_rank:
+            trainable = sum(math.prod(variable.shape) for variable in model.trainable_weights)
+            size += f", {trainable:,} of them trained (LoRA rank {plan.settings.lora_rank})"
         print(f"\n=== {variant.norm}: {model.name}, {size}, lr {config.learning_rate:g} -> {run_dir}")
         return runner.fit_variant(
             model,

@@ -85,3 +85,12 @@ def check_updates(config, batches):
             f"at most the run's {batches} batches (one update per {config.grad_accum} batches: the weights "
             "would never change)",
         )
+
+
+def check_lora(settings):
+    """`--lora-rank` adapts a trained model (--from-preset), on one device."""
+    if settings.lora_rank is not None and settings.from_preset is None:
+        expected = "--from-preset MODEL too (adapters train on a trained model)"
+        raise InputError("--lora-rank", settings.lora_rank, expected)
+    if settings.lora_rank is not None and settings.data_parallel:
+        raise InputError("--lora-rank", settings.lora_rank, "no --data-parallel with it")

@@ -23,7 +23,7 @@ from keras_tse.layouts import get_layout, layout_names
 from keras_tse.norms import PAPER_NORMS
 from keras_tse.training import configs, plans
 from keras_tse.training.configs import LMTrainConfig, options_of
-from keras_tse.training.run_settings import check_updates, kit_settings, model_keywords, taken_by
+from keras_tse.training.run_settings import check_lora, check_updates, kit_settings, model_keywords, taken_by
 
 # The name a run folder's manifest records: the name of the recipe that first wrote such folders, kept so
 # that they resume under `keras-tse train lm` too.
@@ -73,7 +73,7 @@ DEFAULTS = {
     "layout_option": None, "mixed_precision": None, "jit_compile": False, "data_parallel": False,
     "compile_cache": None, "smoke": False, "verbose": None, "drop_path_rate": None, "remat": False,
     **{field.name: None for field in options_of(TRAIN)}, "coordinator": None, "num_processes": None,
-    "process_id": None, "join_timeout": 180, "distributed": None, "from_preset": None,
+    "process_id": None, "join_timeout": 180, "distributed": None, "from_preset": None, "lora_rank": None,
 }  # fmt: skip
 # The flags that shape the model: a trained model's weights fix every one of them (`from_preset`).
 MODEL_SETTINGS = ("depth", "hidden_dim", "init", "tau", "learn_tau", "deescalate_at", "segment_mean",
@@ -236,6 +236,7 @@ def variant(plan, norm, base):
         **({"data": plan.fingerprint} if plan.fingerprint else {}),
         **({"model": settings.model} if not _own_family(settings) else {}),
         **({"from_preset": _source_name(settings)} if settings.from_preset else {}),
+        **({"lora_rank": settings.lora_rank} if settings.lora_rank else {}),
     }
     config = runner.as_started(os.path.join(plan.out, norm), base, kit_settings(settings, TRAIN))
     train = configs.recorded(config)
@@ -259,6 +260,7 @@ def _source_name(settings):
 
 
 def check(settings, survey):
+    check_lora(settings)
     if settings.from_preset is not None:
         given = [name for name in MODEL_SETTINGS if getattr(settings, name) not in (None, False, ())]
         if given or settings.size != "cpu":
@@ -431,8 +433,13 @@ def fit(plan, variant, prepared):
         # (`run_files.save_model`): its model reads and writes text
         model.tokenizer = data.WordTokenizer(vocab, lowercase=plan.spec.lowercase)
     model.tokenizer.save(run_dir)
+    if settings.lora_rank:
+        from keras_tse import lora
+
+        lora.enable_lora(model, settings.lora_rank)  # the output layer tied to the embedding: frozen with it
     trainable = sum(int(np.prod(w.shape)) for w in model.trainable_weights)  # count_params adds the memory
-    print(f"\n=== {variant.norm}: {model.name}, {trainable:,} parameters, {config.steps} steps -> {run_dir}")
+    trained = f" trained (LoRA rank {settings.lora_rank})" if settings.lora_rank else ""
+    print(f"\n=== {variant.norm}: {model.name}, {trainable:,} parameters{trained}, {config.steps} steps -> {run_dir}")
     # the leaky model's causal counterpart: its weights read there show how much of its perplexity was the leak
     twin = functools.partial(build_model, settings, variant.preset, {**overrides, "norm": "deescalate"})
     from keras_tse.training import language_model  # Keras: once a model is built

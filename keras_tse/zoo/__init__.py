@@ -1,5 +1,6 @@
 """Model builders, their families (`registry`) and the preset registry."""
 
+from keras_tse.lora import enable_lora, load_lora_weights, save_lora_weights
 from keras_tse.zoo import (  # noqa: F401 (their loaders registered)
     deescalated_backbone,
     deescalated_decoder,
@@ -19,6 +20,7 @@ __all__ = [
     "TransformerXL",
     "classify",
     "create_model",
+    "enable_lora",
     "forward_intermediates",
     "from_preset",
     "full_config",
@@ -27,7 +29,9 @@ __all__ = [
     "gpt",
     "list_families",
     "list_models",
+    "load_lora_weights",
     "presets",
+    "save_lora_weights",
     "save_preset",
     "register_family",
     "transformer_xl",

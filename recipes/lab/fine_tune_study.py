@@ -1,6 +1,7 @@
 """Fine-tuning a shipped preset against training its model from scratch: the Fashion-MNIST ViT
 (`vit6_fashion_mnist`) on MNIST, the same model, data and steps both ways, a learning-rate grid per arm on
-the selection seed, then verdict seeds 1-5 at each arm's best rate. Resumable cell by cell.
+the selection seed, then verdict seeds 1-5 at each arm's best rate; and the preset fine-tuned through rank-4
+LoRA adapters against every weight trained. Resumable cell by cell.
 
     nice -n 19 keras-tse study fine_tune [--jobs 2]
     keras-tse study fine_tune --card       # the tables of zoo/vit6_fashion_mnist.md, from the rows
@@ -34,6 +35,9 @@ EPOCHS = 3
 MODEL = ()  # each arm names its model: the preset's, trained or untrained
 ARMS = {
     "fine_tuned": ("--from-preset", PRESET, "--norm", "deescalate"),
+    # rank-4 LoRA adapters on every block's attention and FFN projections, the fresh head trained whole, every
+    # other weight as shipped (keras_tse.zoo.enable_lora)
+    "lora_4": ("--from-preset", PRESET, "--norm", "deescalate", "--lora-rank", "4"),
     # the preset's model (keras_tse/zoo/families/vit_presets.py), untrained
     "scratch": (
         "--norm",
@@ -51,7 +55,10 @@ ARMS = {
     ),  # fmt: skip
 }
 PLAN = engine.Plan(arms=tuple(ARMS), grid=(3e-4, 1e-3, 3e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
-QUESTIONS = (("fine_tuned", "scratch", f"does starting from {PRESET}'s weights help on MNIST?"),)
+QUESTIONS = (
+    ("fine_tuned", "scratch", f"does starting from {PRESET}'s weights help on MNIST?"),
+    ("lora_4", "fine_tuned", "do rank-4 adapters match training every weight?"),
+)
 FIGURE_TITLE = f"ViT-6 on 6,000 MNIST images: {PRESET} fine-tuned against scratch"
 CELLS_AT_ONCE = "one or two cells at once"
 TITLE = f"{PRESET} fine-tuned on 6,000 MNIST images against the same model from scratch"

@@ -139,20 +139,28 @@ def _rgb(image, file):
     return image.convert("RGB")
 
 
+def read_image(file):
+    """One image file as 8-bit RGB pixels `[height, width, 3]`, at its own size (`_rgb`'s conversions); one line
+    for a file that is no readable image."""
+    from PIL import Image
+
+    try:
+        with Image.open(file) as image:
+            return np.asarray(_rgb(image, file))
+    except InputError:
+        raise
+    except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
+        raise InputError(
+            file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG, PNG or TIFF image"
+        ) from None
+
+
 def _read_images(items, image_size):
     from PIL import Image  # Pillow comes with keras_tse (and with matplotlib)
 
     images = np.empty((len(items), image_size, image_size, 3), "uint8")
     for row, (file, _) in enumerate(items):
-        try:
-            with Image.open(file) as image:
-                images[row] = np.asarray(_rgb(image, file).resize((image_size, image_size), Image.BILINEAR))
-        except InputError:
-            raise
-        except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
-            raise InputError(
-                file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG, PNG or TIFF image"
-            ) from None
+        images[row] = np.asarray(Image.fromarray(read_image(file)).resize((image_size, image_size), Image.BILINEAR))
     return images, np.asarray([label for _, label in items], "int32")
 
 

@@ -71,28 +71,44 @@ def classify(model, images, batch_size=64):
     """The class name the model gives each image: `images` one array `[batch, height, width(, c)]` or a list
     of images `[height, width(, c)]` of any sizes (raw pixels, as `ImagePreprocessor` takes them). Needs a
     model that carries its class names (a trained preset, a run's checkpoint or export)."""
+    names = class_names_of(model)
+    return [names[i] for i in np.argmax(probabilities(model, images, batch_size), axis=-1)]
+
+
+def class_names_of(model):
+    """The class names `model` carries (its `ImagePreprocessor`'s); one line for a model without them."""
     preprocessor = preprocessor_of(model)
     if preprocessor is None or not preprocessor.class_names:
         raise ValueError(
             f"Model {model.name!r} carries no class names (no ImagePreprocessor with class_names as its first "
             "layer); expected a trained preset or a model a `keras-tse train vit` run saved"
         )
+    return list(preprocessor.class_names)
+
+
+def probabilities(model, images, batch_size=64, progress=None):
+    """The softmax of `model`'s logits (the zoo's heads give logits), `[n, classes]` float64, for `images` as
+    `classify` takes them; `progress(done, total)` after each batch, where given."""
+    preprocessor = preprocessor_of(model)
     if isinstance(images, np.ndarray) and images.ndim in (3, 4):
-        check_value_range(preprocessor, [images])
-        batches = [(range(len(images)), _with_channel_axis(images))]
+        arrays = [_with_channel_axis(images)]
+        groups = [np.arange(len(images))]
     else:
         singles = [_with_channel_axis(np.asarray(image)[None]) for image in images]
-        check_value_range(preprocessor, singles)
         shapes = sorted({x.shape for x in singles})  # one prediction per image size: each compiles once
-        batches = []
-        for shape in shapes:
-            indices = [i for i, x in enumerate(singles) if x.shape == shape]
-            batches.append((indices, np.concatenate([singles[i] for i in indices])))
-    found = [None] * sum(len(indices) for indices, _ in batches)
-    for indices, batch in batches:
-        logits = model.predict(batch, batch_size=batch_size, verbose=0)
-        for i, label in zip(indices, np.argmax(logits, axis=-1)):
-            found[i] = preprocessor.class_names[label]
+        groups = [np.asarray([i for i, x in enumerate(singles) if x.shape == shape], "int64") for shape in shapes]
+        arrays = [np.concatenate([singles[i] for i in group]) for group in groups]
+    if preprocessor is not None:
+        check_value_range(preprocessor, arrays)
+    found, done, total = np.zeros((sum(map(len, groups)), model.output.shape[-1])), 0, sum(map(len, groups))
+    for group, array in zip(groups, arrays):
+        for start in range(0, len(array), batch_size):
+            logits = np.asarray(model.predict(array[start : start + batch_size], verbose=0), "float64")
+            shifted = logits - logits.max(axis=-1, keepdims=True)
+            found[group[start : start + batch_size]] = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+            done += len(logits)
+            if progress is not None:
+                progress(done, total)
     return found
 
 

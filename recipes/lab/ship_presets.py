@@ -62,10 +62,11 @@ def evaluate_test_set(model, dataset):
     """(accuracy, images) of `model` (its `ImagePreprocessor` first) on the registry data set's whole test split,
     the raw images as they load."""
     from keras_tse import data
+    from keras_tse.zoo import scoring  # keras-tse evaluate's arithmetic
 
     _, (x_test, y_test) = data.get_dataset(dataset).load_data(None, download=False)
-    predicted = np.argmax(model.predict(x_test, batch_size=500, verbose=0), axis=-1)
-    return float(np.mean(predicted == np.asarray(y_test).reshape(-1))), int(len(y_test))
+    result = scoring.score(model, x_test, y_test, batch_size=500)
+    return result["accuracy"], result["images"]
 
 
 def evaluate_text_test_set(model, dataset):

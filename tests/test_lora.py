@@ -2,6 +2,7 @@
 back on a fresh copy of the base model, the saved `.keras` is the merged model, a run resumes its adapters exactly,
 and `keras-tse train vit --from-preset ... --lora-rank R` fine-tunes that way."""
 
+import json
 import os
 
 import keras
@@ -10,7 +11,7 @@ import pytest
 
 from keras_tse import lora, zoo
 from keras_tse.callbacks import RunBackup
-from tests.helpers import tiny_transformer_xl, tiny_vit
+from tests.helpers import lab_module, tiny_transformer_xl, tiny_vit
 
 pytestmark = pytest.mark.every_backend  # Keras's adapters and the file's reading on each backend; the command's once
 
@@ -173,3 +174,16 @@ def test_lora_on_the_fashion_mnist_preset_trains_the_adapters_and_its_run_keeps_
     base = zoo.from_preset("vit6_fashion_mnist").predict(images, verbose=0)
     assert not np.allclose(merged.predict(images, verbose=0), base)  # the adapters trained
     assert main.main(["train", "vit", "--lora-rank", "4", "--smoke", "--out", str(tmp_path / "no")]) == 2
+
+
+@pytest.mark.one_backend
+def test_the_cards_footprint_is_what_the_rank_4_arm_trains_and_writes(tmp_path):
+    """zoo/vit6_fashion_mnist.md's LoRA footprint, measured again: 36 adapted layers, each `r (in + out)` adapter
+    parameters, the fresh head's 650, the adapter file's bytes."""
+    study = lab_module("fine_tune_study")
+    with open(study.FOOTPRINT) as f:
+        recorded = json.load(f)
+    measured = study.footprint(str(tmp_path))
+    assert measured == recorded
+    assert measured["adapter_parameters"] == 6 * 4 * (4 * (64 + 64) + (64 + 128) + (128 + 64))  # 6 blocks, width 64
+    assert measured["trained_parameters"] - measured["adapter_parameters"] == 64 * 10 + 10

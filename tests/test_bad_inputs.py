@@ -375,6 +375,12 @@ CASES = [
         "an image classifier of the zoo's blocks (a language model: keras-tse train lm --from-preset)",
     ),
     (
+        "export-openvino-to-another-suffix",
+        "cli",
+        lambda t: ["export", "vit6_digits", "--format", "openvino", "--out", str(t / "model.onnx")],
+        "expected a path ending in .xml (what Keras writes as openvino)",
+    ),
+    (
         "train-lm-lora-without-a-trained-model",
         "cli",
         lambda t: ["train", "lm", "--smoke", "--lora-rank", "2", "--out", str(t / "o")],

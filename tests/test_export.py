@@ -122,3 +122,55 @@ def test_a_run_is_exported_from_the_checkpoint_its_validation_split_chose_and_sa
     np.testing.assert_allclose(exported, saved["expected"], atol=1e-4)  # the two fixtures' logits differ
     assert ("(best.keras, the epoch of lowest validation loss)" in said) == best
     assert ("chosen on the test split" in said) == (chosen_on == "test")
+
+
+RUNTIMES = {  # a fresh process: the artefact, its runtime and NumPy, no Keras; the logits it gives, to a .npy file
+    "openvino": (
+        "model.xml",
+        "import openvino\n"
+        "compiled = openvino.Core().compile_model(openvino.Core().read_model(ARTEFACT), 'CPU')\n"
+        "logits = compiled(images.astype(compiled.inputs[0].get_element_type().to_dtype()))[0]\n",
+    ),
+    "litert": (
+        "model.tflite",
+        "from ai_edge_litert.interpreter import Interpreter\n"
+        "interpreter = Interpreter(ARTEFACT)\n"
+        "(given,) = interpreter.get_input_details()\n"
+        "interpreter.resize_tensor_input(given['index'], images.shape)\n"
+        "interpreter.allocate_tensors()\n"
+        "interpreter.set_tensor(given['index'], images.astype(given['dtype']))\n"
+        "interpreter.invoke()\n"
+        "logits = interpreter.get_tensor(interpreter.get_output_details()[0]['index'])\n",
+    ),
+}
+
+
+@pytest.mark.parametrize("format", sorted(RUNTIMES))
+def test_openvino_and_litert_give_the_keras_logits_on_raw_images_in_their_own_runtime(format, tmp_path, capsys):
+    """The shipped Fashion-MNIST preset (its preprocessor inside) exported where this backend exports the format,
+    run on raw uint8 pixels by OpenVINO or the LiteRT interpreter in a fresh process: Keras's logits to 1e-4; one
+    line naming the backend elsewhere."""
+    import subprocess
+    import sys
+
+    from keras_tse import zoo
+    from keras_tse.cli.commands import export
+
+    name, runner = RUNTIMES[format]
+    out = str(tmp_path / name)
+    code = cli.main(["export", "vit6_fashion_mnist", "--format", format, "--out", out])
+    if BACKEND not in export.EXPORTED_FROM[format]:
+        assert code == 2 and not os.path.exists(out)
+        assert capsys.readouterr().err.strip().endswith(f"run it with KERAS_BACKEND={export.EXPORTED_FROM[format][-1]}")
+        return
+    assert code == 0
+    pytest.importorskip({"openvino": "openvino", "litert": "ai_edge_litert"}[format])
+    images = np.random.default_rng(0).integers(0, 256, (5, 28, 28, 1)).astype("uint8")
+    np.save(tmp_path / "images.npy", images)
+    script = (
+        f"import numpy as np\nARTEFACT = {out!r}\nimages = np.load({str(tmp_path / 'images.npy')!r})\n{runner}"
+        f"np.save({str(tmp_path / 'served.npy')!r}, np.asarray(logits))\n"
+    )
+    subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, timeout=300)
+    expected = zoo.from_preset("vit6_fashion_mnist").predict(images.astype("float32"), verbose=0)
+    np.testing.assert_allclose(np.load(tmp_path / "served.npy"), expected, atol=1e-4)

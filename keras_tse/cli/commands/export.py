@@ -2,22 +2,33 @@
 
 import os
 
-HELP = "a trained model (run folder, .keras file or preset folder) as a .keras file, a TF SavedModel or ONNX"
-FORMATS = ("keras", "tf_saved_model", "onnx")
+HELP = "a trained model (run folder, .keras file or preset folder) as .keras, TF SavedModel, ONNX, OpenVINO or LiteRT"
+FORMATS = ("keras", "tf_saved_model", "onnx", "openvino", "litert")
 # The backends this command exports each format from, the last one named in the one-line answer
 # elsewhere: the .keras file loads on any backend, so the artefact can come from another. Measured with
 # Keras 3.15: PyTorch's export (torch.export, torch 2.13) fails on these models for both formats; JAX's
-# ONNX export needs jax2onnx, which brings flax, optax and orbax; TensorFlow's goes through tf2onnx.
+# ONNX export needs jax2onnx, which brings flax, optax and orbax, and PyTorch's fails on an index op (onnx::Gather);
+# TensorFlow's goes through tf2onnx. OpenVINO's converter reads TensorFlow's and PyTorch's graphs, not JAX's
+# (no rule for XlaCallModule); LiteRT's comes from TensorFlow (PyTorch's needs the litert-torch package).
 EXPORTED_FROM = {
     "keras": ("tensorflow", "jax", "torch"),
     "tf_saved_model": ("tensorflow", "jax"),
     "onnx": ("tensorflow",),
+    "openvino": ("torch", "tensorflow"),
+    "litert": ("tensorflow",),
 }
+SUFFIXES = {"keras": ".keras", "onnx": ".onnx", "openvino": ".xml", "litert": ".tflite"}  # what Keras's export asks
 # Keras's weight quantization (`model.quantize`) that the zoo's models save and load with: int8 kernels with
 # per-output-channel scales in every Dense (tests/test_saving.py, every family and backend)
 QUANTIZE_MODES = ("int8",)
 # what Keras's export imports for the format (a SavedModel is TensorFlow's, from any backend)
-NEEDS = {"tf_saved_model": ("tensorflow",), "onnx": ("tensorflow", "onnx", "tf2onnx")}
+NEEDS = {
+    "tf_saved_model": ("tensorflow",),
+    "onnx": ("tensorflow", "onnx", "tf2onnx"),
+    "openvino": ("openvino",),
+    "litert": ("tensorflow", "ai_edge_litert"),
+}
+PACKAGES = {"ai_edge_litert": "ai-edge-litert"}  # a module's pip name, where it differs
 
 
 def add_arguments(parser):
@@ -53,8 +64,9 @@ def check(args, backend):
 
     if os.path.exists(args.out):
         raise InputError("--out", args.out, "a new path (export never replaces a file or folder)")
-    if args.format == "keras" and not args.out.endswith(".keras"):
-        raise InputError("--out", args.out, "a path ending in .keras (the format Keras saves)")
+    suffix = SUFFIXES.get(args.format)
+    if suffix and not args.out.endswith(suffix):
+        raise InputError("--out", args.out, f"a path ending in {suffix} (what Keras writes as {args.format})")
     folder = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(folder):
         raise InputError("--out", args.out, f"a new path in a folder that exists ({folder} does not)")
@@ -70,7 +82,8 @@ def check(args, backend):
     missing = [module for module in NEEDS.get(args.format, ()) if not installed(module)]
     if missing:
         needed = " and ".join(missing)
-        raise InputError("--format", args.format, f"{needed} installed (pip install {' '.join(missing)})")
+        pip = " ".join(PACKAGES.get(module, module) for module in missing)
+        raise InputError("--format", args.format, f"{needed} installed (pip install {pip})")
 
 
 def run(args):

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 import keras_tse
+from keras_tse import lora
 from keras_tse.layers import DeEscalation, PostNormBlock, PreNormBlock
-from tests.helpers import full_float32_matmuls, randomise_weights, tiny_transformer_xl, tiny_vit
+from tests.helpers import full_float32_matmuls, only_on, randomise_weights, tiny_transformer_xl, tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -155,17 +156,30 @@ QUANTIZED = {  # every family, at its smallest
 }
 
 
-@pytest.mark.parametrize("family", sorted(QUANTIZED))
-def test_an_int8_quantized_model_saves_and_loads_with_its_int8_kernels(family, tmp_path):
-    """`model.quantize("int8")` on a zoo model, saved as `.keras`: it loads (the blocks' configs record their
-    quantized sublayers; Transformer-XL's, the model's) with every kernel of a block int8 and the same outputs
-    as before saving."""
+# int8 on every backend; int4 (two kernel entries a byte) and float8 (float32 kernels, e4m3 casts with scales in the
+# matmuls) on one backend each, a family at a time, so each backend runs some of them
+MODES = [("int8", family) for family in sorted(QUANTIZED)] + [
+    pytest.param(mode, family, marks=only_on(None, backend).marks)
+    for (mode, family), backend in zip(
+        [(mode, family) for mode in ("int4", "float8") for family in sorted(QUANTIZED)],
+        ["jax", "torch", "tensorflow"] * 2,
+    )
+]
+
+
+@pytest.mark.parametrize("mode, family", MODES)
+def test_a_quantized_model_saves_and_loads_with_its_quantized_kernels(mode, family, tmp_path):
+    """`model.quantize(mode)` on a zoo model, saved as `.keras`: it loads (the blocks' configs record their
+    quantized sublayers; Transformer-XL's, the model's) with every Dense of a block in `mode` (int8's and int4's
+    kernels stored in int8) and the same outputs as before saving."""
     build, inputs = QUANTIZED[family]
     model, x = build(), inputs(np.random.default_rng(0))
-    model.quantize("int8")
+    model.quantize(mode)
     expected = model.predict(x, verbose=0)
-    model.save(tmp_path / "int8.keras")
-    loaded = keras.saving.load_model(tmp_path / "int8.keras")
-    kernels = [w for w in loaded.get_layer("block_00").weights if w.name == "kernel"]
-    assert len(kernels) >= 4 and {w.dtype for w in kernels} == {"int8"}  # attention's and the FFN's
+    model.save(tmp_path / f"{mode}.keras")
+    loaded = keras.saving.load_model(tmp_path / f"{mode}.keras")
+    dense = [layer for layer in lora.sublayers(loaded.get_layer("block_00")) if isinstance(layer, keras.layers.Dense)]
+    assert len(dense) >= 4 and {layer.quantization_mode for layer in dense} == {mode}  # attention's and the FFN's
+    if mode != "float8":
+        assert {w.dtype for w in loaded.get_layer("block_00").weights if w.name == "kernel"} == {"int8"}
     np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)

@@ -18,9 +18,10 @@ EXPORTED_FROM = {
     "litert": ("tensorflow",),
 }
 SUFFIXES = {"keras": ".keras", "onnx": ".onnx", "openvino": ".xml", "litert": ".tflite"}  # what Keras's export asks
-# Keras's weight quantization (`model.quantize`) that the zoo's models save and load with: int8 kernels with
-# per-output-channel scales in every Dense (tests/test_saving.py, every family and backend)
-QUANTIZE_MODES = ("int8",)
+# Keras's weight quantization (`model.quantize`) that shrinks the file and that the zoo's models save and load with
+# (tests/test_saving.py, every family): int8 or int4 kernels with per-output-channel scales in every Dense (int4's
+# two to a byte). Keras's float8 keeps float32 kernels (its casts are for training on FP8 hardware): not offered.
+QUANTIZE_MODES = ("int8", "int4")
 # what Keras's export imports for the format (a SavedModel is TensorFlow's, from any backend)
 NEEDS = {
     "tf_saved_model": ("tensorflow",),
@@ -44,7 +45,7 @@ def add_arguments(parser):
         "--quantize",
         choices=QUANTIZE_MODES,
         default=None,
-        help="quantize the weights first (Keras's model.quantize): int8, every Dense kernel in 8 bits with a scale "
+        help="quantize the weights first (Keras's model.quantize): every Dense kernel in 8 or 4 bits with a scale "
         "per output channel (default: none)",
     )
 

@@ -171,7 +171,7 @@ MODES = [("int8", family) for family in sorted(QUANTIZED)] + [
 def test_a_quantized_model_saves_and_loads_with_its_quantized_kernels(mode, family, tmp_path):
     """`model.quantize(mode)` on a zoo model, saved as `.keras`: it loads (the blocks' configs record their
     quantized sublayers; Transformer-XL's, the model's) with every Dense of a block in `mode` (int8's and int4's
-    kernels stored in int8) and the same outputs as before saving."""
+    kernels stored in int8) and the same outputs as before saving; as a preset folder too."""
     build, inputs = QUANTIZED[family]
     model, x = build(), inputs(np.random.default_rng(0))
     model.quantize(mode)
@@ -183,3 +183,7 @@ def test_a_quantized_model_saves_and_loads_with_its_quantized_kernels(mode, fami
     if mode != "float8":
         assert {w.dtype for w in loaded.get_layer("block_00").weights if w.name == "kernel"} == {"int8"}
     np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)
+    keras_tse.zoo.save_preset(model, tmp_path / "preset")  # a preset folder too (KerasHub's layout)
+    np.testing.assert_allclose(
+        keras_tse.zoo.from_preset(str(tmp_path / "preset")).predict(x, verbose=0), expected, atol=1e-6
+    )

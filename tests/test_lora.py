@@ -187,3 +187,29 @@ def test_the_cards_footprint_is_what_the_rank_4_arm_trains_and_writes(tmp_path):
     assert measured == recorded
     assert measured["adapter_parameters"] == 6 * 4 * (4 * (64 + 64) + (64 + 128) + (128 + 64))  # 6 blocks, width 64
     assert measured["trained_parameters"] - measured["adapter_parameters"] == 64 * 10 + 10
+
+
+@pytest.mark.one_backend
+def test_the_cards_lora_sentence_gives_the_result_files_verdict_seed_means():
+    """zoo/vit6_fashion_mnist.md's LoRA numbers: seeds 1-5 of each arm at its chosen rate, from fine_tune.csv."""
+    import csv
+
+    study = lab_module("fine_tune_study")
+    with open(study.RESULTS, newline="") as f:
+        rows = list(csv.DictReader(f))
+
+    def mean(arm, rate, column):
+        values = [float(r[column]) for r in rows if (r["arm"], r["learning_rate"]) == (arm, rate) and r["seed"] != "0"]
+        assert len(values) == 5
+        return sum(values) / 5
+
+    with open(study.CARD) as f:
+        card = " ".join(f.read().split())
+    accuracy = [100 * mean(arm, rate, "test_accuracy") for arm, rate in (("lora_4", "0.009"), ("all_weights", "0.003"))]
+    loss = [mean(arm, rate, "train_loss") for arm, rate in (("lora_4", "0.009"), ("all_weights", "0.003"))]
+    assert f"reach {accuracy[0]:.1f}% test accuracy against {accuracy[1]:.1f}%" in card
+    assert f"final training loss ({loss[0]:.3f} against {loss[1]:.3f})" in card
+    assert (
+        "| do rank-4 adapters match training every weight? | lora_4 | all_weights | inconclusive | A loses to B |"
+        in card
+    )

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from keras_tse.cli import main as cli
+from tests.helpers import only_on
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -83,7 +84,7 @@ def test_onnx_without_its_packages_is_one_line_naming_them(run_folder, tmp_path,
     assert capsys.readouterr().err.strip().endswith(expected)
 
 
-@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("mode", ["int8", only_on("int4", "torch")])  # int4's save and load: tests/test_saving.py
 def test_a_quantized_export_of_a_shipped_preset_scores_as_the_float_model(mode, tmp_path, capsys):
     """`--quantize int8|int4`: every Dense kernel in 8 or 4 bits (int4's two output columns to a byte); on the digits
     test split's raw images the float preset scores the card's 344 of 359 and the quantized file within half a

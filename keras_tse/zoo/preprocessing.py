@@ -100,12 +100,13 @@ def probabilities(model, images, batch_size=64, progress=None):
         arrays = [np.concatenate([singles[i] for i in group]) for group in groups]
     if preprocessor is not None:
         check_value_range(preprocessor, arrays)
-    found, done, total = np.zeros((sum(map(len, groups)), model.output.shape[-1])), 0, sum(map(len, groups))
+    total = sum(map(len, groups))
+    found, done = np.zeros((total, model.output.shape[-1])), 0
     for group, array in zip(groups, arrays):
         for start in range(0, len(array), batch_size):
             logits = np.asarray(model.predict(array[start : start + batch_size], verbose=0), "float64")
-            shifted = logits - logits.max(axis=-1, keepdims=True)
-            found[group[start : start + batch_size]] = np.exp(shifted) / np.exp(shifted).sum(axis=-1, keepdims=True)
+            exp = np.exp(logits - logits.max(axis=-1, keepdims=True))
+            found[group[start : start + batch_size]] = exp / exp.sum(axis=-1, keepdims=True)
             done += len(logits)
             if progress is not None:
                 progress(done, total)

@@ -66,7 +66,7 @@ def run(args):
     from keras_tse import run_files
     from keras_tse._checks import InputError
     from keras_tse.data.own import read_image
-    from keras_tse.zoo.preprocessing import class_names_of, probabilities
+    from keras_tse.zoo.preprocessing import probabilities
     from keras_tse.zoo.trained import image_geometry, trained
 
     files = check(args)
@@ -74,8 +74,7 @@ def run(args):
     geometry = image_geometry(found.model_config())
     if geometry is None or not geometry[3]:
         raise InputError("MODEL", args.source, "an image classifier that carries its class names")
-    model = found.load()
-    names = class_names_of(model)
+    model, names = found.load(), list(geometry[3])
     taken = f" ({found.which})" if found.which else ""
     print(f"classifying {len(files):,} image(s) with {model.name} from {found.path}{taken}", flush=True)
     images = [read_image(file) for file in files]

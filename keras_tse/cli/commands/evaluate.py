@@ -45,7 +45,6 @@ def run(args):
     from keras_tse import data, run_files
     from keras_tse._checks import InputError
     from keras_tse.zoo import scoring
-    from keras_tse.zoo.preprocessing import class_names_of, preprocessor_of
     from keras_tse.zoo.trained import image_geometry, trained
 
     check(args)
@@ -64,7 +63,7 @@ def run(args):
             "--data-dir", "nothing", f"the {spec.title.removeprefix('an ')} that --dataset {dataset} reads"
         )
     model = found.load()
-    names = class_names_of(model) if preprocessor_of(model) is not None and preprocessor_of(model).class_names else []
+    names = list(geometry[3])  # the class names its preprocessor records, read with its config
     x_test, y_test, classes = _test_split(spec, args.data_dir, geometry[0])
     _check_classes(names, geometry[2], list(classes or spec.class_names), y_test, dataset)
     taken = f" ({found.which})" if found.which else ""

@@ -140,28 +140,37 @@ def test_loads_and_predicts_the_same_on_another_backend(saved, tmp_path, other):
         np.testing.assert_allclose(np.load(paths[kind][2]), expected, atol=1e-5, err_msg=kind)
 
 
-QUANTIZED = {  # every family, at its smallest
+QUANTIZED = {  # every family, at its smallest, and its first block's name
     "vit": (
         lambda: tiny_vit(depth=2, patch_size=4, hidden_dim=16, ffn_dim=32),
         lambda rng: rng.normal(size=(4, 8, 8, 1)).astype("float32"),
+        "block_00",
     ),
     "gpt": (
         lambda: keras_tse.zoo.gpt(depth=2, vocab_size=40, segment_len=6, hidden_dim=16, num_heads=2, ffn_dim=32),
         lambda rng: rng.integers(0, 40, (4, 6)).astype("int32"),
+        "block_00",
     ),
     "transformer_xl": (
         lambda: tiny_transformer_xl(),
         lambda rng: rng.integers(0, 40, (2, 6)).astype("int32"),
+        "block_00",
+    ),
+    "deescalated_kerashub_vit": (
+        _deescalated_kerashub_vit,
+        lambda rng: rng.normal(size=(2, 8, 8, 3)).astype("float32"),
+        "transformer_block_1_deescalated",
     ),
 }
 
 
 # int8 on every backend; int4 (two kernel entries a byte) and float8 (float32 kernels, e4m3 casts with scales in the
-# matmuls) on one backend each, a family at a time, so each backend runs some of them
+# matmuls) on one backend each, a zoo family at a time, so each backend runs some of them
+ZOO_FAMILIES = ("gpt", "transformer_xl", "vit")
 MODES = [("int8", family) for family in sorted(QUANTIZED)] + [
     pytest.param(mode, family, marks=only_on(None, backend).marks)
     for (mode, family), backend in zip(
-        [(mode, family) for mode in ("int4", "float8") for family in sorted(QUANTIZED)],
+        [(mode, family) for mode in ("int4", "float8") for family in ZOO_FAMILIES],
         ["jax", "torch", "tensorflow"] * 2,
     )
 ]
@@ -170,18 +179,20 @@ MODES = [("int8", family) for family in sorted(QUANTIZED)] + [
 @pytest.mark.parametrize("mode, family", MODES)
 def test_a_quantized_model_saves_and_loads_with_its_quantized_kernels(mode, family, tmp_path):
     """`model.quantize(mode)` on a zoo model, saved as `.keras`: it loads (the blocks' configs record their
-    quantized sublayers; Transformer-XL's, the model's) with every Dense of a block in `mode` (int8's and int4's
-    kernels stored in int8) and the same outputs as before saving; as a preset folder too."""
-    build, inputs = QUANTIZED[family]
+    quantized sublayers; Transformer-XL's, the model's; a de-escalated KerasHub backbone's, KerasHub's map of layer
+    paths to their policies) with every Dense of a block in `mode` (int8's and int4's kernels stored in int8) and the
+    same outputs as before saving; as a preset folder too."""
+    build, inputs, first_block = QUANTIZED[family]
     model, x = build(), inputs(np.random.default_rng(0))
     model.quantize(mode)
     expected = model.predict(x, verbose=0)
     model.save(tmp_path / f"{mode}.keras")
     loaded = keras.saving.load_model(tmp_path / f"{mode}.keras")
-    dense = [layer for layer in lora.sublayers(loaded.get_layer("block_00")) if isinstance(layer, keras.layers.Dense)]
+    block = loaded.get_layer(first_block)
+    dense = [layer for layer in lora.sublayers(block) if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))]
     assert len(dense) >= 4 and {layer.quantization_mode for layer in dense} == {mode}  # attention's and the FFN's
     if mode != "float8":
-        assert {w.dtype for w in loaded.get_layer("block_00").weights if w.name == "kernel"} == {"int8"}
+        assert {w.dtype for w in block.weights if w.name == "kernel"} == {"int8"}
     np.testing.assert_allclose(loaded.predict(x, verbose=0), expected, atol=1e-6)
     keras_tse.zoo.save_preset(model, tmp_path / "preset")  # a preset folder too (KerasHub's layout)
     np.testing.assert_allclose(

@@ -42,8 +42,15 @@ def _define():
                 setattr(self, name, keras.tree.map_structure(lambda v: rewritten.get(id(v), v), value))
 
         def get_config(self):
+            # KerasHub's `Backbone.get_config` records a quantized model's layers in a `DTypePolicyMap` keyed by
+            # layer path; the paths are those the original's constructor gives, so the map goes into the
+            # original's configuration, which then builds its layers quantized before the rewrite.
+            backbone = self.backbone_config
+            dtype = super().get_config()["dtype"]
+            if isinstance(dtype, dict) and dtype.get("class_name") == "DTypePolicyMap":
+                backbone = {**backbone, "config": {**backbone["config"], "dtype": dtype}}
             return {
-                "backbone": self.backbone_config,
+                "backbone": backbone,
                 "tau": self.tau,
                 "trainable_tau": self.trainable_tau,
                 "name": self.name,

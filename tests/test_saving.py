@@ -167,6 +167,7 @@ QUANTIZED = {  # every family, at its smallest, and its first block's name
 # int8 on every backend; int4 (two kernel entries a byte) and float8 (float32 kernels, e4m3 casts with scales in the
 # matmuls) on one backend each, a zoo family at a time, so each backend runs some of them
 ZOO_FAMILIES = ("gpt", "transformer_xl", "vit")
+DENSE = (keras.layers.Dense, keras.layers.EinsumDense)
 MODES = [("int8", family) for family in sorted(QUANTIZED)] + [
     pytest.param(mode, family, marks=only_on(None, backend).marks)
     for (mode, family), backend in zip(
@@ -189,7 +190,7 @@ def test_a_quantized_model_saves_and_loads_with_its_quantized_kernels(mode, fami
     model.save(tmp_path / f"{mode}.keras")
     loaded = keras.saving.load_model(tmp_path / f"{mode}.keras")
     block = loaded.get_layer(first_block)
-    dense = [layer for layer in lora.sublayers(block) if isinstance(layer, (keras.layers.Dense, keras.layers.EinsumDense))]
+    dense = [layer for layer in lora.sublayers(block) if isinstance(layer, DENSE)]
     assert len(dense) >= 4 and {layer.quantization_mode for layer in dense} == {mode}  # attention's and the FFN's
     if mode != "float8":
         assert {w.dtype for w in block.weights if w.name == "kernel"} == {"int8"}

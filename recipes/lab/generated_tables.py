@@ -45,6 +45,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | generation_speed | zoo/figures/generation_speed.json | `KERAS_BACKEND=jax python -m recipes.lab.generation_speed --out zoo/figures/generation_speed.json` |
 | generation_gpt4_ptb | zoo/figures/generation_gpt4_ptb.json | `KERAS_BACKEND=jax python -m recipes.lab.generation_speed --preset gpt4_ptb --out zoo/figures/generation_gpt4_ptb.json` |
 | remat_ladder | zoo/figures/remat_ladder.json | `KERAS_BACKEND=jax python -m recipes.lab.remat_memory --depths 320,640,1000 --out zoo/figures/remat_ladder.json` |
+| quantized_PRESET | zoo/figures/quantized_presets.json | `KERAS_BACKEND=jax python -m recipes.lab.quantized_presets --out zoo/figures/quantized_presets.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
 """
 
@@ -229,6 +230,9 @@ def render(name):
     if name == "verdict_rates":
         with open(_path("zoo", "figures", "verdict_rates.json")) as f:
             return _generator("verdict_rates").markdown_table(json.load(f)["rates"])
+    if name.startswith("quantized_"):
+        with open(_path("zoo", "figures", "quantized_presets.json")) as f:
+            return _generator("quantized_presets").markdown_table(json.load(f), [name[len("quantized_") :]])
     if name == "ci":
         ci_times = _generator("ci_times")
         records = ci_times.read()

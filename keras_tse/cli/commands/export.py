@@ -2,6 +2,8 @@
 
 import os
 
+from keras_tse import quantization
+
 HELP = "a trained model (run folder, .keras file or preset folder) as .keras, TF SavedModel, ONNX, OpenVINO or LiteRT"
 FORMATS = ("keras", "tf_saved_model", "onnx", "openvino", "litert")
 # The backends this command exports each format from, the last one named in the one-line answer
@@ -18,10 +20,6 @@ EXPORTED_FROM = {
     "litert": ("tensorflow",),
 }
 SUFFIXES = {"keras": ".keras", "onnx": ".onnx", "openvino": ".xml", "litert": ".tflite"}  # what Keras's export asks
-# Keras's weight quantization (`model.quantize`) that shrinks the file and that the zoo's models save and load with
-# (tests/test_saving.py, every family): int8 or int4 kernels with per-output-channel scales in every Dense (int4's
-# two to a byte). Keras's float8 keeps float32 kernels (its casts are for training on FP8 hardware): not offered.
-QUANTIZE_MODES = ("int8", "int4")
 # what Keras's export imports for the format (a SavedModel is TensorFlow's, from any backend)
 NEEDS = {
     "tf_saved_model": ("tensorflow",),
@@ -43,7 +41,7 @@ def add_arguments(parser):
     parser.add_argument("--out", required=True, help="the artefact's path, new: nothing there is replaced")
     parser.add_argument(
         "--quantize",
-        choices=QUANTIZE_MODES,
+        choices=quantization.MODES,
         default=None,
         help="quantize the weights first (Keras's model.quantize): every Dense kernel in 8 or 4 bits with a scale "
         "per output channel (default: none)",
@@ -104,7 +102,7 @@ def run(args):
     if getattr(model, "tokenizer", None) is None and os.path.isfile(run_words):  # a run's words, beside its model
         model.tokenizer = WordTokenizer.load(args.source)
     if args.quantize:
-        quantize(model, args.quantize)
+        quantization.quantize(model, args.quantize)
     if args.format == "keras":
         run_files.save_model(model, args.out)  # a language model's tokenizer inside: the file alone generates
     else:
@@ -116,12 +114,3 @@ def run(args):
     taken = f" ({which})" if which else ""
     print(f"wrote {args.out}: {model.name} as {kind}, exported on {keras.backend.backend()} from {source}{taken}")
     return 0
-
-
-def quantize(model, mode):
-    """`model.quantize(mode)`, without Keras's warning for each layer that has no weights to quantize."""
-    import warnings
-
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message=r"Layer .* does not have a `quantize` method implemented")
-        model.quantize(mode)

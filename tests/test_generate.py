@@ -62,7 +62,7 @@ def test_the_gpts_key_value_cache_gives_the_whole_models_log_probabilities_one_p
 
 @pytest.mark.usefixtures("float32_matmuls")
 def test_the_eager_readers_give_the_compiled_ones_log_probabilities_without_dropout():
-    """`compiled=False` (every step eager, kept to measure against) reads as the compiled reader does, from the
+    """`jit_compile=False` (every step eager, kept to measure against) reads as the compiled reader does, from the
     cache and past the window, in float64, with the model's dropout off."""
     import importlib
 
@@ -70,7 +70,7 @@ def test_the_eager_readers_give_the_compiled_ones_log_probabilities_without_drop
     keras.utils.set_random_seed(3)
     model = zoo.gpt(norm="deescalate", **{**GPT, "dropout": 0.5})
     ids = np.random.default_rng(2).integers(0, GPT["vocab_size"], (2, 11)).astype("int32")
-    compiled, eager = generation.gpt_reader(model), generation.gpt_reader(model, compiled=False)
+    compiled, eager = generation.gpt_reader(model), generation.gpt_reader(model, jit_compile=False)
     for t in (3, 8, 11):  # the cache, its last position, the window sliding
         got = eager(ids[:, :t])
         expected = compiled(ids[:, :t])
@@ -93,8 +93,8 @@ def test_the_gpt_reads_each_id_once_from_its_cache_while_the_ids_fit_its_window(
 
     window_reader = generation.window_reader
 
-    def watched(model, compiled=True):
-        reread = window_reader(model, compiled)
+    def watched(model, jit_compile="auto"):
+        reread = window_reader(model, jit_compile)
         return lambda ids: rereads.append(ids.shape[1]) or reread(ids)
 
     monkeypatch.setattr(generation, "_runner", counted)
@@ -156,7 +156,7 @@ def test_the_transformer_xls_reader_gives_one_passs_log_probabilities_at_every_s
     for weight in whole.trainable_weights:
         weight.assign(trained[weight.path.split("/", 1)[-1]])
     expected = keras.ops.convert_to_numpy(whole(ids, training=False))
-    reader = generation._transformer_xl_reader(model, ids[:, :4])
+    reader = generation._transformer_xl_reader(model, 3)
     for t in (4, 5, 8, total):
         got = reader(ids[:, :t])
         assert got.dtype == np.float64 and got.shape == (3, config["vocab_size"])
@@ -230,8 +230,13 @@ def test_a_bad_argument_is_one_line(kwargs, message):
 def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_path, capsys):
     """A language model saved as a preset with its words (`save_preset(assets=...)`, KerasHub's
     assets/tokenizer/vocabulary.txt): `keras-tse generate FOLDER` prints the greedy continuation in
-    words, the one `zoo.generate` gives; a preset folder without the asset is one line."""
+    words, the one `zoo.generate` gives (to `<eos>`, hidden); the sampler flags reach it; a preset folder without
+    the asset is one line."""
+    import importlib
+
     from keras_tse.cli import main as cli
+    from keras_tse.cli.commands import generate as generate_command
+    from keras_tse.data import WordTokenizer
     from keras_tse.data.text import Vocabulary
 
     words = tmp_path / "vocabulary.txt"
@@ -242,8 +247,19 @@ def test_keras_tse_generate_reads_a_preset_folder_with_its_vocabulary_asset(tmp_
     capsys.readouterr()
     assert cli.main(["generate", folder, "--prompt", "w1 w2", "--max-new-tokens", "4", "--temperature", "0"]) == 0
     vocab = Vocabulary.load(str(words))
-    expected = vocab.decode(zoo.generate(model, vocab.encode(["w1 w2"])[:-1], 4, temperature=0))
-    assert capsys.readouterr().out.strip().splitlines()[-1] == expected and len(expected.split()) == 6
+    tokenizer = WordTokenizer(vocab)
+    expected = zoo.generate(model, "w1 w2", 4, temperature=0, tokenizer=tokenizer)  # to <eos>, which is not shown
+    assert capsys.readouterr().out.strip().splitlines()[-1] == expected and expected.startswith("w1 w2")
+    # the samplers by name, beam search's width, no stop at <eos>; a bad combination is one line before any text
+    flags = ["--prompt", "w1 w2", "--max-new-tokens", "5", "--sampler", "beam", "--num-beams", "2", "--no-stop"]
+    assert cli.main(["generate", folder, *flags, "--show-special"]) == 0
+    beams = zoo.generate(model, "w1 w2", 5, sampler="beam", num_beams=2, stop_token_ids=None, tokenizer=tokenizer,
+                         skip_special_tokens=False)  # fmt: skip
+    assert capsys.readouterr().out.strip().splitlines()[-1] == beams and len(beams.split()) == 7
+    assert cli.main(["generate", folder, "--prompt", "w1", "--sampler", "top_k", "--num-beams", "3"]) == 2
+    said = capsys.readouterr()
+    assert said.out == "" and "`num_beams` is beam search's width; sampler='top_k' keeps no beams" in said.err
+    assert generate_command.SAMPLERS == importlib.import_module("keras_tse.zoo.sampling").NAMES
     bare = zoo.save_preset(model, tmp_path / "bare")
     assert cli.main(["generate", bare, "--prompt", "w1"]) == 2
     assert "expected a language model's preset (it has no assets/tokenizer/vocabulary.txt)" in capsys.readouterr().err
@@ -299,7 +315,7 @@ def test_sampling_draws_from_the_tempered_restricted_distribution(temperature, t
     each frequency within 0.01 of its probability (about four standard deviations)."""
     import importlib
 
-    sample = importlib.import_module("keras_tse.zoo.generate")._sample
+    sample = importlib.import_module("keras_tse.zoo.sampling").sample
     log_probs = np.log(np.tile([0.5, 0.25, 0.15, 0.1], (40_000, 1)))
     picks = sample(log_probs, temperature, top_k, top_p, np.random.default_rng(0))
     np.testing.assert_allclose(np.bincount(picks, minlength=4) / len(picks), expected, atol=0.01)
@@ -310,7 +326,7 @@ def test_a_near_zero_temperature_draws_each_rows_most_likely_token_whatever_the_
     row's softmax is taken from its own maximum, so neither row underflows to nothing."""
     import importlib
 
-    sample = importlib.import_module("keras_tse.zoo.generate")._sample
+    sample = importlib.import_module("keras_tse.zoo.sampling").sample
     log_probs = np.log([[0.1, 0.5, 0.25, 0.15], [0.01, 0.01, 0.01, 0.97]])
     assert sample(log_probs, 0.0005, None, None, np.random.default_rng(0)).tolist() == [1, 3]
 
@@ -354,4 +370,148 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
     assert zoo.generate(lm, "the company", 4, top_p=1e-6, seed=3) == greedy
     seen = []
     zoo.generate(lm, "the company", 3, temperature=0, on_token=seen.append)
-    assert [int(new[0]) for new in seen] == list(tokenizer.tokenize(greedy)[2:5])
+    assert [int(new[0]) for new in seen] == zoo.generate(lm, tokenizer.tokenize("the company"), 3, temperature=0)[
+        2:
+    ].tolist()
+
+
+def _randomised_gpt():
+    from tests.helpers import randomise_weights
+
+    model = _gpt()
+    randomise_weights(model, seed=4, scale=0.3)  # peaked enough that greedy rows differ and stop tokens recur
+    return model
+
+
+RAGGED = [[5], [1, 2, 3, 4], [7, 6, 5, 4, 3, 2, 1, 0, 9]]  # lengths 1, 4 and 9: the last past the window of 8
+
+
+@pytest.mark.parametrize("family", ["gpt", "transformer_xl"])
+def test_a_batch_of_prompts_of_different_lengths_gives_each_row_what_it_gives_alone(family):
+    """Prompts of 1, 4 and 9 ids in one call, greedy: each row the ids it gets alone (its own positions, cache or
+    memory, the GPT's window sliding for the long one), returned as a list of rows; `strip_prompt` keeps the
+    new ids alone; each step's streamed ids are -1 for the rows still reading their prompt."""
+    keras.utils.set_random_seed(4)
+    model = _randomised_gpt() if family == "gpt" else tiny_transformer_xl(norm="deescalate", batch_size=1)
+    seen = []
+    together = zoo.generate(model, RAGGED, 5, temperature=0, on_token=lambda new: seen.append(np.array(new)))
+    assert isinstance(together, list) and [len(row) for row in together] == [6, 9, 14]
+    for prompt, row in zip(RAGGED, together):
+        assert row.dtype == np.int32 and row.tolist() == zoo.generate(model, prompt, 5, temperature=0).tolist()
+    new = zoo.generate(model, RAGGED, 5, temperature=0, strip_prompt=True)
+    assert [row.tolist() for row in new] == [row[len(prompt) :].tolist() for prompt, row in zip(RAGGED, together)]
+    streamed = np.stack(seen, axis=1)  # [3, steps]: positions 1 to 13 for every row
+    assert streamed.shape == (3, 13) and streamed[1, :3].tolist() == [-1] * 3 and streamed[0, 5:].tolist() == [-1] * 8
+    assert [row[row >= 0].tolist() for row in streamed] == [row.tolist() for row in new]
+
+
+def test_generation_stops_at_a_stop_token_and_a_stopped_row_repeats_it():
+    """A later id of the greedy continuation as the stop token: one prompt ends there (kept as its last id), not
+    drawing on; in a batch, the other row draws on, the stopped one repeats its stop token, and the array ends when
+    every row has stopped; a ragged batch trims each row after its stop; `None` stops nowhere."""
+    model = _randomised_gpt()
+    greedy = zoo.generate(model, [1, 2, 3], 6, temperature=0).tolist()
+    at = next(k for k in range(4, 9) if greedy[k] not in greedy[3:k])  # not the first new id, first drawn there
+    stop = greedy[at]
+    assert zoo.generate(model, [1, 2, 3], 6, temperature=0, stop_token_ids=[stop]).tolist() == greedy[: at + 1]
+    assert zoo.generate(model, [1, 2, 3], 6, temperature=0, stop_token_ids=None).tolist() == greedy
+    other = zoo.generate(model, [3, 2, 1], 6, temperature=0).tolist()
+    batch = zoo.generate(model, [[1, 2, 3], [3, 2, 1]], 6, temperature=0, stop_token_ids=(stop, 39))
+    ends = [next((i for i in range(3, 9) if row[i] in (stop, 39)), 8) for row in (greedy, other)]
+    assert batch.shape == (2, max(ends) + 1)
+    for row, alone, end in zip(batch.tolist(), (greedy, other), ends):
+        assert row[: end + 1] == alone[: end + 1] and set(row[end:]) == {alone[end]}
+    ragged = zoo.generate(model, [[1, 2, 3], [4]], 6, temperature=0, stop_token_ids=[stop])
+    assert ragged[0].tolist() == greedy[: at + 1]
+
+
+@pytest.mark.parametrize("family", ["gpt", "transformer_xl"])
+def test_beam_search_of_width_1_is_greedy_and_of_the_whole_vocabulary_finds_the_most_likely_pair(family, monkeypatch):
+    """Width 1 keeps greedy's ids (for ragged prompts too); for two new ids a width of the vocabulary's size keeps
+    every first id, so its best beam is the most likely pair of all vocab^2, found here by brute force (each
+    first id's continuation read on its own); over more ids, the beams' caches (or memories) follow the beams kept."""
+    keras.utils.set_random_seed(4)
+    model = _randomised_gpt() if family == "gpt" else tiny_transformer_xl(norm="deescalate", batch_size=1)
+    for prompt in ([1, 2, 3], RAGGED):
+        beams = zoo.generate(model, prompt, 5, sampler="beam", num_beams=1, stop_token_ids=None)
+        greedy = zoo.generate(model, prompt, 5, temperature=0, stop_token_ids=None)
+        assert [np.asarray(r).tolist() for r in beams] == [np.asarray(r).tolist() for r in greedy]
+    vocab = 40
+    prompt = np.array([2, 7, 1], "int32")
+    import importlib
+
+    generation = importlib.import_module("keras_tse.zoo.generate")
+    reader = generation.gpt_reader if family == "gpt" else generation._transformer_xl_reader
+    first = reader(model) if family == "gpt" else reader(model, 1)
+    firsts = first(prompt[None])[0]
+    pairs = np.concatenate([np.tile(prompt, (vocab, 1)), np.arange(vocab, dtype="int32")[:, None]], axis=1)
+    second = (reader(model) if family == "gpt" else reader(model, vocab))(pairs)
+    totals = firsts[:, None] + second  # [first id, second id]
+    best = np.unravel_index(np.argmax(totals), totals.shape)
+    found = zoo.generate(model, prompt, 2, sampler="beam", num_beams=vocab)
+    assert found.tolist() == [*prompt, *map(int, best)]
+    assert found.tolist() != zoo.generate(model, prompt, 2, temperature=0).tolist() or np.argmax(firsts) == best[0]
+    # past two ids the beams' histories differ: each beam's cache (memory) must be the one of the beam it continues,
+    # as a reader holding nothing (every call reading each beam's ids afresh) finds
+    kept = [np.asarray(r).tolist() for r in zoo.generate(model, RAGGED, 6, sampler="beam", num_beams=3)]
+    monkeypatch.setattr(generation, "gpt_reader", lambda model, jit_compile: generation.window_reader(model))
+    afresh = generation.Reader(lambda ids: reader(model, ids.shape[0])(ids)) if family != "gpt" else None
+    monkeypatch.setattr(generation, "_transformer_xl_reader", lambda model, batch: afresh)
+    assert [np.asarray(r).tolist() for r in zoo.generate(model, RAGGED, 6, sampler="beam", num_beams=3)] == kept
+
+
+def test_the_samplers_by_name_are_keras_hubs_and_its_objects_draw_as_it_does():
+    """ "greedy" is temperature 0, "top_k" with k 1 and "top_p" with a tiny nucleus are greedy, "random" draws as
+    the settings alone do; a keras_hub GreedySampler and TopKSampler(k=1) give greedy's ids, a BeamSampler beam
+    search of its width; its ContrastiveSampler is one line."""
+    keras_hub = pytest.importorskip("keras_hub")
+    model = _randomised_gpt()
+    greedy = zoo.generate(model, [1, 2], 6, temperature=0).tolist()
+    assert zoo.generate(model, [1, 2], 6, sampler="greedy").tolist() == greedy
+    assert zoo.generate(model, [1, 2], 6, sampler="top_k", top_k=1, seed=2).tolist() == greedy
+    assert zoo.generate(model, [1, 2], 6, sampler="top_p", top_p=1e-6, seed=2).tolist() == greedy
+    drawn = zoo.generate(model, [1, 2], 6, sampler="random", temperature=2.0, seed=2).tolist()
+    assert drawn == zoo.generate(model, [1, 2], 6, temperature=2.0, seed=2).tolist() != greedy
+    assert zoo.generate(model, [1, 2], 6, sampler=keras_hub.samplers.GreedySampler()).tolist() == greedy
+    assert zoo.generate(model, [1, 2], 6, sampler=keras_hub.samplers.TopKSampler(k=1, seed=1)).tolist() == greedy
+    beams = zoo.generate(model, [1, 2], 6, sampler="beam", num_beams=3).tolist()
+    assert zoo.generate(model, [1, 2], 6, sampler=keras_hub.samplers.BeamSampler(num_beams=3)).tolist() == beams
+    with pytest.raises(ValueError, match=r"^`sampler`: keras_hub.samplers.ContrastiveSampler is not supported: it "):
+        zoo.generate(model, [1, 2], 6, sampler=keras_hub.samplers.ContrastiveSampler())
+
+
+@pytest.mark.parametrize("jit_compile", [True, False])
+def test_the_compiled_decode_step_runs_its_python_only_to_compile_on_every_backend(jit_compile, monkeypatch):
+    """A count, not a clock: the decode step's Python `call` runs while the backend traces it (once or twice:
+    Keras's symbolic build, then JAX's jit or TensorFlow's function) and never again however many tokens follow;
+    eager (`jit_compile=False`), once an id read. PyTorch's dynamo replays a traced call's Python side effects, so
+    there the count skips the calls made while it compiles, and none is left outside it (`torch.compile`, its graph
+    run by dynamo's eager backend: the same capture without Inductor's C++ build, 28 s against 37-47 s for this
+    one-block step on the 2-core CI machine)."""
+    import importlib
+
+    generation = importlib.import_module("keras_tse.zoo.generate")
+    if keras.backend.backend() == "torch":
+        import torch
+
+        compile_ = torch.compile
+        monkeypatch.setattr(torch, "compile", lambda function, **kw: compile_(function, **{**kw, "backend": "eager"}))
+        compiling = torch.compiler.is_compiling
+    else:
+        compiling = lambda: False  # noqa: E731
+    calls, call = [], generation.DecodeStep.call
+
+    def counted(self, inputs):
+        if not compiling():
+            calls.append(1)
+        return call(self, inputs)
+
+    monkeypatch.setattr(generation.DecodeStep, "call", counted)
+    keras.utils.set_random_seed(3)
+    model = zoo.gpt(norm="deescalate", **{**GPT, "depth": 1})
+    ids = zoo.generate(model, [1, 2], 5, temperature=0, jit_compile=jit_compile)
+    assert ids.tolist() == _argmax_steps(model, [1, 2], 5)
+    if jit_compile:  # PyTorch: none, every run of it inside dynamo's trace or its compiled graph
+        assert len(calls) in ((0,) if keras.backend.backend() == "torch" else (1, 2)), calls
+    else:
+        assert len(calls) == 2 + 5 - 1  # every id read: the prompt's 2, then each new one but the last

@@ -115,7 +115,8 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
 
     run = tmp_path / "r" / "deescalate"
     capsys.readouterr()
-    assert cli.main(["generate", str(run), "--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0"]) == 0
+    every_word = ["--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0", "--no-stop", "--show-special"]
+    assert cli.main(["generate", str(run), *every_word]) == 0
     said = capsys.readouterr().out.strip().splitlines()[-1]
     chosen, which = run_files.chosen_checkpoint(str(run))  # the language model's: chosen on its validation text
     assert chosen == str(run / "checkpoints" / "best.keras") and which.startswith("best.keras")
@@ -129,9 +130,10 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     exported = str(tmp_path / "lm.keras")
     assert cli.main(["export", str(run), "--out", exported]) == 0
     capsys.readouterr()
-    assert cli.main(["generate", exported, "--prompt", "w1 w2 w3", "--max-new-tokens", "5", "--temperature", "0"]) == 0
+    assert cli.main(["generate", exported, *every_word]) == 0
     assert capsys.readouterr().out.strip().splitlines()[-1] == said
-    assert zoo.generate(zoo.from_preset(exported), "w1 w2 w3", 5, temperature=0) == said
+    every_id = dict(temperature=0, stop_token_ids=None, skip_special_tokens=False)
+    assert zoo.generate(zoo.from_preset(exported), "w1 w2 w3", 5, **every_id) == said
     assert cli.main(["generate", str(tmp_path / "r"), "--prompt", "w1"]) == 2  # the top folder: one line
     assert "or a run's variant folder (it has no checkpoints/last.keras, vocabulary.txt)" in capsys.readouterr().err
     # the identical command again: the vocabulary is read from the text, then the finished run is found

@@ -34,3 +34,13 @@ def reset_memory(model):
             layer.reset_memory()
             count += 1
     return count
+
+
+def reorder_memory(model, rows):
+    """Make each sequence's memory in every layer of `model` that has one what sequence `rows[i]`'s was (beam
+    search continues some beams twice and drops others)."""
+    for layer in model.layers:
+        if isinstance(layer, keras.Model):
+            reorder_memory(layer, rows)
+        elif hasattr(layer, "reorder_memory"):
+            layer.reorder_memory(rows)

@@ -8,7 +8,7 @@ import warnings
 import zipfile
 
 from keras_tse import run_files
-from keras_tse.data.text import UNK, Vocabulary
+from keras_tse.data.text import EOS, UNK, Vocabulary
 
 VOCABULARY_FILE = "vocabulary.txt"
 CONFIG_FILE = "tokenizer.json"
@@ -46,8 +46,20 @@ class WordTokenizer:
             warnings.warn(f"{len(unknown)} word(s) not in the vocabulary, read as {UNK}: {shown}", stacklevel=2)
         return self.vocabulary.encode([" ".join(self.words(text))])[:-1]
 
-    def detokenize(self, ids):
-        return self.vocabulary.decode(ids)
+    @property
+    def end_token_id(self):
+        """The id of `<eos>`, the end of a line (of a sentence, in Penn Treebank): generation's default stop."""
+        return self.vocabulary.index.get(EOS)
+
+    @property
+    def special_token_ids(self):
+        """The ids text leaves out by default (KerasHub's special tokens): `<eos>`. `<unk>` is kept: Penn
+        Treebank and WikiText write it in their text, where it stands for a rare word."""
+        return [] if self.end_token_id is None else [self.end_token_id]
+
+    def detokenize(self, ids, skip_special_tokens=False):
+        special = set(self.special_token_ids) if skip_special_tokens else set()
+        return self.vocabulary.decode([i for i in ids if int(i) not in special])
 
     def files(self):
         """The tokenizer as the text of its files, by name: the vocabulary, and its settings as JSON."""

@@ -176,6 +176,13 @@ class TransformerXLBlock(TransformerBlock):
             for variable in self._memory_variables():
                 variable.assign(ops.zeros(variable.shape, variable.dtype))
 
+    def reorder_memory(self, rows):
+        """Sequence `i`'s cached states become sequence `rows[i]`'s (the filled length is every sequence's)."""
+        if self.mem_len:
+            for variable in self._memory_variables():
+                if len(variable.shape):
+                    variable.assign(ops.take(variable, ops.convert_to_tensor(rows, "int32"), axis=0))
+
     def _memory_variables(self):
         variables = [self.memory, self.memory_length]
         return variables + ([self.deescalation_memory] if self.deescalation_memory is not None else [])

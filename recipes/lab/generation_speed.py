@@ -15,11 +15,20 @@ positions. JAX unless KERAS_BACKEND says otherwise.
 The second times the shipped `gpt4_ptb` at 200 and 1,000 tokens three ways: the compiled cache (what
 `zoo.generate` does), a compiled re-read of the window for every token, and the eager steps generation
 took before.
+
+    for b in jax tensorflow torch; do KERAS_BACKEND=$b python -m recipes.lab.generation_speed --batches \
+        --out zoo/figures/generation_batches.json; done
+
+The third times `zoo.generate` itself on `gpt4_ptb` at batch 1 and 8, each backend adding its rows to the file:
+greedy, no stop token, `BATCH_TOKENS` new tokens from a 3-word prompt (inside the 64-position window: the cached
+step alone), with `jit_compile="auto"` and `True` (the same program on JAX and TensorFlow; `torch.compile` on
+PyTorch); its first call (compiling) and a second, warm one.
 """
 
 import argparse
 import importlib
 import json
+import os
 import time
 
 import numpy as np
@@ -37,7 +46,7 @@ def token_times(model, cached):
     generation = importlib.import_module("keras_tse.zoo.generate")
     ids = np.zeros((1, 1), "int32")
     if cached:
-        read = generation.DecodeStep(model).reader(compiled=False)  # eager, as this figure was measured
+        read = generation.DecodeStep(model, eager=True).reader()  # eager, as this figure was measured
     else:
         window = model.input.shape[1]
 
@@ -98,7 +107,9 @@ def continuation_seconds(model, prompt, length, way):
     """Seconds to continue `prompt` greedily by `length` tokens, reading the ids by `way` (WAYS)."""
     generation = importlib.import_module("keras_tse.zoo.generate")
     kind, compiled = WAYS[way]
-    read = generation.gpt_reader(model, compiled) if kind == "cache" else generation.window_reader(model, compiled)
+    jit_compile = "auto" if compiled else False
+    reader = generation.gpt_reader if kind == "cache" else generation.window_reader
+    read = reader(model, jit_compile)
     ids = np.asarray(prompt, "int32")[None]
     start = time.perf_counter()
     for _ in range(length):
@@ -146,17 +157,79 @@ def preset_table(results):
     )
 
 
+BATCH_TOKENS = 60
+BATCHES = (1, 8)
+
+
+def measure_batches(name="gpt4_ptb"):
+    """[{"jit_compile", "batch", "cold_s", "warm_s", "tokens_per_s"}] for `zoo.generate` on preset `name`,
+    each setting on a model of its own (nothing another compiled)."""
+    import keras
+
+    from keras_tse import zoo
+
+    rows = []
+    for jit_compile in ("auto", True):
+        if jit_compile is True and keras.backend.backend() != "torch":
+            continue  # JAX and TensorFlow compile the same program either way
+        for batch in BATCHES:
+            model = zoo.from_preset(name)
+            prompt = [list(model.tokenizer.tokenize(PROMPT))] * batch
+            options = dict(temperature=0, stop_token_ids=None, jit_compile=jit_compile)
+            seconds = []
+            for _ in range(2):
+                start = time.perf_counter()
+                ids = zoo.generate(model, prompt, BATCH_TOKENS, **options)
+                seconds.append(time.perf_counter() - start)
+            assert ids.shape == (batch, len(prompt[0]) + BATCH_TOKENS)
+            rows.append({"jit_compile": jit_compile, "batch": batch, "cold_s": seconds[0], "warm_s": seconds[1],
+                         "tokens_per_s": batch * BATCH_TOKENS / seconds[1]})  # fmt: skip
+    return rows
+
+
+def batches_table(results):
+    """Tokens a second (all rows together) by backend, `jit_compile` and batch, and the first call's seconds."""
+    header = " | ".join(f"batch {b}: tokens/s" for b in BATCHES) + " | " + " | ".join(f"batch {b}: first call"
+                                                                                     for b in BATCHES)  # fmt: skip
+    lines = [f"| backend | jit_compile | {header} |", "|---|---|" + "---:|" * (2 * len(BATCHES))]
+    for backend in ("jax", "tensorflow", "torch"):
+        if backend not in results["backends"]:
+            continue
+        run = results["backends"][backend]
+        for jit_compile in dict.fromkeys(row["jit_compile"] for row in run["rows"]):
+            cells = {row["batch"]: row for row in run["rows"] if row["jit_compile"] == jit_compile}
+            rates = [f"{cells[b]['tokens_per_s']:.0f}" for b in BATCHES]
+            firsts = [f"{cells[b]['cold_s']:.1f} s" for b in BATCHES]
+            lines.append(f"| {backend} | {jit_compile} | {' | '.join(rates)} | {' | '.join(firsts)} |")
+    machines = sorted({run["machine"] for run in results["backends"].values()})
+    kerases = sorted({run["keras"] for run in results["backends"].values()})
+    return "\n".join(lines) + (
+        f'\n\n`{results["preset"]}`, `zoo.generate` greedy from "{PROMPT}", {BATCH_TOKENS} new tokens a row, no stop '
+        f"token, float32; tokens/s from a second, warm call (all rows' tokens); {', '.join(machines)}, Keras "
+        f"{', '.join(kerases)}."
+    )
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=None, help="the JSON file to write")
     parser.add_argument("--preset", default=None, help="time a shipped language model's continuations instead")
+    parser.add_argument("--batches", action="store_true", help="time zoo.generate at batch 1 and 8 (adds this "
+                        "backend's rows to --out)")  # fmt: skip
     args = parser.parse_args(argv)
     import keras
 
     from keras_tse.machine import machine_name
 
     about = {"machine": machine_name(), "keras": keras.__version__, "backend": keras.backend.backend()}
-    if args.preset:
+    if args.batches:
+        results = {"preset": "gpt4_ptb", "backends": {}}
+        if args.out and os.path.isfile(args.out):
+            with open(args.out) as f:
+                results = json.load(f)
+        results["backends"][about["backend"]] = {**about, "rows": measure_batches(results["preset"])}
+        print(batches_table(results))
+    elif args.preset:
         results = json.loads(json.dumps({**about, **measure_preset(args.preset)}))  # lengths as the file keeps them
         print(preset_table(results))
     else:

@@ -386,7 +386,7 @@ GENERATED_BLOCKS = {
         "fine_tune_verdicts",
         "fine_tune_grid",
     },
-    "zoo/gpt4_ptb.md": {"shipped_gpt4_ptb", "generation_gpt4_ptb"},
+    "zoo/gpt4_ptb.md": {"shipped_gpt4_ptb", "generation_gpt4_ptb", "generation_batches"},
     "zoo/vit6_digits.md": {"shipped_vit6_digits"},
     "zoo/depth80_fashion_mnist.md": {
         "depth80_results",
@@ -676,6 +676,38 @@ def test_the_compiled_generation_is_ten_times_the_eager_one_in_its_result_file()
     with open(os.path.join(ROOT, "zoo", "gpt4_ptb.md")) as f:
         text = " ".join(f.read().split())
     assert f"200 tokens at {ratios[0]:.1f}x the eager steps' speed and 1,000 tokens at {ratios[1]:.1f}x" in text
+
+
+def test_the_batch_generation_prose_holds_in_its_result_file():
+    """zoo/gpt4_ptb.md: eight rows' tokens a second over one row's on each backend, torch.compile's speed-up
+    over eager PyTorch at batch 1 and 8, its first calls, the milliseconds it saves a token at batch 1 and the
+    tokens after which that repays the first call, all from zoo/figures/generation_batches.json."""
+    with open(os.path.join(ROOT, "zoo", "figures", "generation_batches.json")) as f:
+        backends = json.load(f)["backends"]
+
+    def rate(backend, jit_compile, batch):
+        rows = backends[backend]["rows"]
+        return next(r for r in rows if r["jit_compile"] == jit_compile and r["batch"] == batch)
+
+    def gain(backend, jit_compile="auto"):
+        return rate(backend, jit_compile, 8)["tokens_per_s"] / rate(backend, jit_compile, 1)["tokens_per_s"]
+
+    eager, compiled = rate("torch", "auto", 1), rate("torch", True, 1)
+    saved_ms = 1000 * (1 / eager["tokens_per_s"] - 1 / compiled["tokens_per_s"])
+    firsts = sorted(rate("torch", True, b)["cold_s"] for b in (1, 8))
+    with open(os.path.join(ROOT, "zoo", "gpt4_ptb.md")) as f:
+        text = " ".join(f.read().split())
+    assert (
+        f"(JAX {gain('jax'):.1f}x the tokens a second, TensorFlow {gain('tensorflow'):.1f}x, PyTorch "
+        f"{gain('torch'):.1f}x eager)" in text
+    )
+    speedup = compiled["tokens_per_s"] / eager["tokens_per_s"]
+    assert (
+        f"{speedup:.1f}x faster at batch 1 ({compiled['tokens_per_s']:.0f} against {eager['tokens_per_s']:.0f} tokens "
+        f"a second) and {rate('torch', True, 8)['tokens_per_s'] / rate('torch', 'auto', 8)['tokens_per_s']:.1f}x at "
+        f"batch 8, after a first call of {firsts[0]:.0f}-{firsts[1]:.0f} s: about {saved_ms:.0f} ms saved a token"
+    ) in text
+    assert 3_500 <= max(firsts) / (saved_ms / 1000) <= 4_500 and "pays after some 4,000 tokens" in text
 
 
 def test_the_320_block_grids_prose_holds_in_its_rows():

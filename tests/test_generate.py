@@ -335,7 +335,7 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
     """`generate(lm, "The Company Said")`: gpt4_ptb's words are Penn Treebank's, lower case, so the prompt is
     lower-cased and read as the three known words (none `<unk>`), continued as `generate` continues their ids;
     a word the vocabulary lacks is read as `<unk>` and named in a warning; the tokenizer saves and loads."""
-    from keras_tse.data import WordTokenizer
+    from keras_tse.data import WordTokenizer, load_tokenizer
 
     lm = zoo.from_preset("gpt4_ptb")
     tokenizer = lm.tokenizer
@@ -348,7 +348,7 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
         unknown = tokenizer.tokenize("the zyzzyva said")
     assert unknown[1] == tokenizer.vocabulary.index["<unk>"]
     tokenizer.save(tmp_path / "words")
-    again = WordTokenizer.load(str(tmp_path / "words"))
+    again = load_tokenizer(str(tmp_path / "words"))
     assert again.lowercase and again.vocabulary.symbols == tokenizer.vocabulary.symbols
     cased = WordTokenizer(tokenizer.vocabulary)  # as written: "The" is no Penn Treebank word
     assert cased.unknown_words("The company") == ["The"]
@@ -356,7 +356,7 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
         zoo.generate(_gpt(), "w1", 2)
     assert str(error.value) == (
         "A text prompt needs the model's words: load it with zoo.from_preset, or pass tokenizer="
-        "keras_tse.data.WordTokenizer.load(run folder), or give token ids. Received: a model without one"
+        "keras_tse.data.load_tokenizer(run folder), or give token ids. Received: a model without one"
     )
     with pytest.raises(ValueError, match="A text prompt needs at least one word. Received: prompt='  '"):
         zoo.generate(lm, "  ", 2)

@@ -124,9 +124,9 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
     assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
     # its words travel inside its checkpoints and its export: the file alone continues the text
-    from keras_tse.data.tokenizer import WordTokenizer
+    from keras_tse.data.tokenizer import tokenizer_from_archive
 
-    assert WordTokenizer.from_archive(str(run / "checkpoints" / "last.keras")).vocabulary.symbols == vocab.symbols
+    assert tokenizer_from_archive(str(run / "checkpoints" / "last.keras")).vocabulary.symbols == vocab.symbols
     exported = str(tmp_path / "lm.keras")
     assert cli.main(["export", str(run), "--out", exported]) == 0
     capsys.readouterr()

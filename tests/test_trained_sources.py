@@ -157,7 +157,7 @@ def _corpus(root):
 
 
 def test_a_language_model_fine_tunes_on_a_users_text_read_in_its_own_words(tmp_path):
-    from keras_tse.data import WordTokenizer
+    from keras_tse.data import WordTokenizer, load_tokenizer
     from keras_tse.training import text_runs
 
     source, data = _language_model(tmp_path), _corpus(tmp_path / "corpus")
@@ -181,7 +181,7 @@ def test_a_language_model_fine_tunes_on_a_users_text_read_in_its_own_words(tmp_p
     run = ["--steps", "1", "--eval-interval", "1", "--batch-size", "2", "--verbose", "0", "--out", str(tmp_path / "r")]
     assert cli.main([*argv, *run]) == 0
     tuned = tmp_path / "r" / "pre"
-    assert WordTokenizer.load(str(tuned)).vocabulary.symbols == WORDS  # the run keeps the model's words
+    assert load_tokenizer(str(tuned)).vocabulary.symbols == WORDS  # the run keeps the model's words
     with open(tuned / "config.json") as f:
         assert json.load(f)["from_preset"] == str(tmp_path / "lm.keras")
     image = _classifier(1, DIGIT_NAMES, 1)

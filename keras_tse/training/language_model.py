@@ -34,8 +34,9 @@ def make_lm_optimizer(config, model=None):
 
 
 def fit_language_model(
-    model, train_ids, valid_ids, run_dir, config, extra_config=None, test_ids=None, causal_twin=None, **options
-):
+    model, train_ids, valid_ids, run_dir, config, extra_config=None, test_ids=None, causal_twin=None, test_words=None,
+    **options,
+):  # fmt: skip
     """Train language model `model` (a Transformer-XL, a GPT) on the token stream `train_ids` into
     `run_dir`; return its summary.
 
@@ -45,7 +46,8 @@ def fit_language_model(
     summary without training if the folder holds a finished run.
 
     `causal_twin`, a function building a model with the same weights' shapes (a leaky model's causal
-    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model. `options`:
+    counterpart), adds `test_perplexity_causal`: the trained weights evaluated in that model. `test_words`, the
+    test split's words where its tokens are subwords, adds `test_perplexity_per_word` (`per_word`). `options`:
     `runner.train_in_folder`'s (`checkpoints`, `verbose`, `checked`).
     """
     batch, segment = model.input.shape[0] or config.batch_size, model.input.shape[1]
@@ -78,6 +80,8 @@ def fit_language_model(
         if test_ids is not None:  # once, at the end, with the memory: the number a paper reports
             summary["test_loss"] = evaluate_stream(model, test_ids, batch)
             summary["test_perplexity"] = math.exp(min(summary["test_loss"], 700.0))
+        if test_ids is not None and test_words is not None:
+            summary.update(per_word(summary["test_loss"], len(test_ids), test_words))
         if test_ids is not None and causal_twin is not None:
             summary["test_loss_causal"] = evaluate_stream(_with_weights_of(model, causal_twin()), test_ids, batch)
             summary["test_perplexity_causal"] = math.exp(min(summary["test_loss_causal"], 700.0))
@@ -88,6 +92,16 @@ def fit_language_model(
         model, run_dir, config, extra_config, fit_kwargs, probe, summarize_with_test, probe_warmup=warmup,
         extra_callbacks=callbacks, **options,
     )  # fmt: skip
+
+
+def per_word(token_loss, tokens, words):
+    """A subword model's test perplexity per word: its mean loss a token times the split's tokens a word, so
+    `exp(loss * tokens / words)`, the same total log-likelihood spread over the words (each line's end counted
+    as one, as word-level runs count `<eos>`); the ratio is the whole split's, the loss the evaluated streams'."""
+    return {
+        "test_tokens": tokens, "test_words": words,
+        "test_perplexity_per_word": math.exp(min(token_loss * tokens / words, 700.0)),
+    }  # fmt: skip
 
 
 def _with_weights_of(model, twin):
@@ -157,6 +171,7 @@ def summary_line(variant, s):
         f"{variant:>11}: {s['epochs']} evaluations, train loss {s['train_loss']:.4f}, valid loss "
         f"{s['valid_loss']:.4f}, valid ppl {s['valid_perplexity']:.2f} (best {s['best_valid_perplexity']:.2f}), "
         + (f"test ppl {s['test_perplexity']:.2f}, " if "test_perplexity" in s else "")
+        + (f"{s['test_perplexity_per_word']:.2f} a word, " if "test_perplexity_per_word" in s else "")
         + (f"read causally {s['test_perplexity_causal']:.2f}, " if "test_perplexity_causal" in s else "")
         + f"t_sim last block {s['last_block_similarity_start']:.3f} -> {s['last_block_similarity_end']:.3f}"
     )

@@ -74,7 +74,9 @@ DEFAULTS = {
     "compile_cache": None, "smoke": False, "verbose": None, "drop_path_rate": None, "remat": False,
     **{field.name: None for field in options_of(TRAIN)}, "coordinator": None, "num_processes": None,
     "process_id": None, "join_timeout": 180, "distributed": None, "from_preset": None, "lora_rank": None,
+    "tokenizer": "word", "vocab_size": None,
 }  # fmt: skip
+TOKENIZERS = ("word", "bpe")  # word: the set's own words (the paper's); bpe: byte-level BPE learned from train.txt
 # The flags that shape the model: a trained model's weights fix every one of them (`from_preset`).
 MODEL_SETTINGS = ("depth", "hidden_dim", "init", "tau", "learn_tau", "deescalate_at", "segment_mean",
                   "drop_path_rate", "layout_option")  # fmt: skip
@@ -91,6 +93,7 @@ def resolve(settings):
         raise InputError(
             "--data-dir", "nothing", f"the folder of train.txt, valid.txt and test.txt (--dataset {spec.name})"
         )
+    _check_tokenizer(settings, spec)
     if settings.size == "paper" and spec.paper_size:
         raise InputError(
             "--size",
@@ -110,6 +113,24 @@ def resolve(settings):
             )
         return settings.replace(norm=(found.layout,), model=found.family)
     return settings.replace(norm=tuple(settings.norm))
+
+
+def _check_tokenizer(settings, spec):
+    """A byte-pair vocabulary is learned from a text folder's train.txt; the named sets keep their words."""
+    if settings.tokenizer not in TOKENIZERS:
+        raise InputError("--tokenizer", settings.tokenizer, f"one of {', '.join(TOKENIZERS)}")
+    if settings.tokenizer == "bpe" and not spec.own:
+        raise InputError(
+            "--tokenizer", f"bpe with --dataset {spec.name}",
+            f"--dataset text for bpe (a folder of your text; {spec.name} keeps its word-level vocabulary, the "
+            "paper's setting)",
+        )  # fmt: skip
+    if settings.vocab_size is not None and settings.tokenizer != "bpe":
+        raise InputError("--vocab-size", settings.vocab_size, "--tokenizer bpe beside it (word: the text's words)")
+    if settings.vocab_size is not None and settings.vocab_size < 258:
+        raise InputError("--vocab-size", settings.vocab_size, "at least 258 (<eos>, the 256 bytes and one merge)")
+    if settings.tokenizer == "bpe" and settings.from_preset is not None:
+        raise InputError("--tokenizer", "bpe with --from-preset", "no --tokenizer (the trained model's reads the text)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,6 +258,7 @@ def variant(plan, norm, base):
         **({"model": settings.model} if not _own_family(settings) else {}),
         **({"from_preset": _source_name(settings)} if settings.from_preset else {}),
         **({"lora_rank": settings.lora_rank} if settings.lora_rank else {}),
+        **({"tokenizer": "bpe", "vocab_size": settings.vocab_size} if settings.tokenizer == "bpe" else {}),
     }
     config = runner.as_started(os.path.join(plan.out, norm), base, kit_settings(settings, TRAIN))
     train = configs.recorded(config)
@@ -344,7 +366,14 @@ def load_data(plan):
     settings, spec = plan.settings, plan.spec
     if settings.smoke and spec.smoke is not None:
         return spec.smoke_data(seed=settings.seed)
-    ids, vocab = spec.load_data(settings.data_dir, download=not settings.no_download)
+    given = source(settings).tokenizer if settings.from_preset is not None else None
+    if isinstance(given, data.BytePairTokenizer):  # a byte-pair model reads the text itself, with its merges
+        if not spec.own:
+            raise InputError("--from-preset", settings.from_preset, f"a word-level model for --dataset {spec.name} (a "
+                             "byte-pair model reads a folder of text: --dataset text)")  # fmt: skip
+        return spec.load_data(settings.data_dir, tokenizer=given)
+    words = dict(tokenizer=settings.tokenizer, vocab_size=settings.vocab_size)  # a text folder's loader takes them
+    ids, vocab = spec.load_data(settings.data_dir, download=not settings.no_download, **words)
     if settings.smoke:
         train, held_out = SMOKE_PTB_TOKENS
         ids = {"train": ids["train"][:train], "valid": ids["valid"][:held_out], "test": ids["test"][:held_out]}
@@ -431,8 +460,11 @@ def fit(plan, variant, prepared):
         model = build_model(settings, variant.preset, overrides)
         # the ids' words travel with the run, split and cased as the data set's, and inside each checkpoint
         # (`run_files.save_model`): its model reads and writes text
-        model.tokenizer = data.WordTokenizer(vocab, lowercase=plan.spec.lowercase)
+        model.tokenizer = data.as_tokenizer(vocab, lowercase=plan.spec.lowercase)
     model.tokenizer.save(run_dir)
+    # a subword model's perplexity per word too, so that runs of either tokenizer compare (`fit_language_model`)
+    subwords = not isinstance(model.tokenizer, data.WordTokenizer)
+    test_words = len(model.tokenizer.detokenize(ids["test"]).split()) if subwords else None
     if settings.lora_rank:
         from keras_tse import lora
 
@@ -451,6 +483,7 @@ def fit(plan, variant, prepared):
         run_dir,
         config,
         test_ids=ids["test"],
+        test_words=test_words,
         verbose=settings.verbose or "auto",
         extra_config={"overrides": overrides, **variant.settings},
         causal_twin=twin if variant.norm == LEAKY and settings.from_preset is None else None,  # a file: no builder

@@ -110,7 +110,7 @@ def _generate_text(model, prompts, max_new_tokens, tokenizer, options, skip_spec
     if tokenizer is None:
         raise ValueError(
             "A text prompt needs the model's words: load it with zoo.from_preset, or pass tokenizer="
-            "keras_tse.data.WordTokenizer.load(run folder), or give token ids. Received: a model without one"
+            "keras_tse.data.load_tokenizer(run folder), or give token ids. Received: a model without one"
         )
     texts = [prompts] if isinstance(prompts, str) else list(prompts)
     rows = [tokenizer.tokenize(text) for text in texts]

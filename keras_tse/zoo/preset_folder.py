@@ -21,7 +21,8 @@ METADATA_FILE = "metadata.json"
 TASK_CONFIG_FILE = "task.json"  # KerasHub's `Task.save_to_preset`: the task's config beside its backbone's files
 TASK_WEIGHTS_FILE = "task.weights.h5"  # the weights of its layers outside the backbone (a head)
 ASSETS = "assets"
-VOCABULARY_ASSET = os.path.join("tokenizer", "vocabulary.txt")  # KerasHub's place for a word-level vocabulary
+TOKENIZER_ASSETS = "tokenizer"  # KerasHub's place for a tokenizer's files
+VOCABULARY_ASSET = os.path.join(TOKENIZER_ASSETS, "vocabulary.txt")
 
 
 def is_preset_folder(path):
@@ -30,8 +31,9 @@ def is_preset_folder(path):
 
 
 def save_preset(model, folder, metadata=None, assets=None):
-    """Write `model` to the new folder `folder`: its config, its weights, `metadata` (a dict of JSON
-    values) and `assets` ({path under assets/: the file to copy there}). A folder that exists and holds
+    """Write `model` to the new folder `folder`: its config, its weights, its `tokenizer` where it has one (a
+    language model's, as KerasHub keeps a preprocessor's: its files under assets/tokenizer/), `metadata` (a dict
+    of JSON values) and `assets` ({path under assets/: the file to copy there}). A folder that exists and holds
     anything is left as it is (a ValueError); the files are written beside it and renamed into place, so
     an interrupted save leaves no half a preset."""
     folder = os.fspath(folder)
@@ -47,6 +49,9 @@ def save_preset(model, folder, metadata=None, assets=None):
         run_files.write_json(os.path.join(staging, CONFIG_FILE), keras.saving.serialize_keras_object(model))
         model.save_weights(os.path.join(staging, WEIGHTS_FILE))
         run_files.write_json(os.path.join(staging, METADATA_FILE), {**_versions(model), **(metadata or {})})
+        tokenizer = getattr(model, "tokenizer", None)
+        for name, text in (tokenizer.files() if hasattr(tokenizer, "files") else {}).items():
+            run_files.write_text(os.path.join(staging, ASSETS, TOKENIZER_ASSETS, name), text)
         for name, source in (assets or {}).items():
             run_files.copy_file(source, os.path.join(staging, ASSETS, name))
         if os.path.isdir(folder):
@@ -72,9 +77,9 @@ def load_preset(folder):
         )
     _load_weights(model.load_weights, weights)
     if tokenizer_folder(folder) is not None:  # a language model's words travel with it
-        from keras_tse.data.tokenizer import WordTokenizer
+        from keras_tse.data.tokenizer import load_tokenizer
 
-        model.tokenizer = WordTokenizer.load(tokenizer_folder(folder))
+        model.tokenizer = load_tokenizer(tokenizer_folder(folder))
     return model
 
 
@@ -123,7 +128,7 @@ def folder_error(path):
 
 
 def tokenizer_folder(folder):
-    """The preset folder's tokenizer assets (`keras_tse.data.WordTokenizer.load` reads them), or None."""
+    """The preset folder's tokenizer assets (`keras_tse.data.load_tokenizer` reads them), or None."""
     return os.path.dirname(vocabulary_file(folder)) if vocabulary_file(folder) else None
 
 

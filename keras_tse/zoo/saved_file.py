@@ -5,7 +5,7 @@ found", which sends the user looking for a path that is there."""
 import os
 import zipfile
 
-from keras_tse.data.tokenizer import WordTokenizer
+from keras_tse.data.tokenizer import tokenizer_from_archive
 
 
 def load_keras_file(path, compile=True):
@@ -27,7 +27,7 @@ def load_keras_file(path, compile=True):
     except Exception as error:  # noqa: BLE001 - a damaged archive fails in zipfile, h5py, json or Keras
         held = f"an archive Keras cannot load ({type(error).__name__}: {error})"
         raise InputError(path, held, "a whole .keras file") from None
-    tokenizer = WordTokenizer.from_archive(path)
+    tokenizer = tokenizer_from_archive(path)
     if tokenizer is not None:  # a language model's words, saved inside (keras_tse.run_files.save_model)
         model.tokenizer = tokenizer
     return model

@@ -58,14 +58,14 @@ class Trained:
     def tokenizer(self):
         """The words of a language model (`keras_tse.data.WordTokenizer`): inside its `.keras` file, beside a
         run's model, or among a preset's assets; None where it has none."""
-        from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
+        from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer, tokenizer_from_archive
 
         if self.folder is not None:
             words = tokenizer_folder(self.folder)
-            return WordTokenizer.load(words) if words else None
-        inside = WordTokenizer.from_archive(self.path)
+            return load_tokenizer(words) if words else None
+        inside = tokenizer_from_archive(self.path)
         if inside is None and self.kind == "run" and os.path.isfile(os.path.join(self.given, VOCABULARY_FILE)):
-            return WordTokenizer.load(self.given)
+            return load_tokenizer(self.given)
         return inside
 
     def load(self, compile=False):

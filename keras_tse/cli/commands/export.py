@@ -89,7 +89,7 @@ def run(args):
     import keras
 
     from keras_tse import run_files, zoo
-    from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
+    from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer
     from keras_tse.zoo.saved_file import load_keras_file
 
     check(args, keras.backend.backend())
@@ -100,7 +100,7 @@ def run(args):
         model = zoo.from_preset(source)
     run_words = os.path.join(args.source, VOCABULARY_FILE)
     if getattr(model, "tokenizer", None) is None and os.path.isfile(run_words):  # a run's words, beside its model
-        model.tokenizer = WordTokenizer.load(args.source)
+        model.tokenizer = load_tokenizer(args.source)
     if args.quantize:
         quantization.quantize(model, args.quantize)
     if args.format == "keras":

@@ -58,14 +58,14 @@ def check(args):
     import zipfile
 
     from keras_tse._checks import InputError
-    from keras_tse.data.tokenizer import VOCABULARY_FILE, WordTokenizer
+    from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer, tokenizer_from_archive
     from keras_tse.run_files import chosen_checkpoint
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset
     from keras_tse.zoo.saved_file import load_keras_file
 
     if args.source.endswith(".keras") and os.path.isfile(args.source):  # an export or a checkpoint: words inside
-        tokenizer = WordTokenizer.from_archive(args.source) if zipfile.is_zipfile(args.source) else None
+        tokenizer = tokenizer_from_archive(args.source) if zipfile.is_zipfile(args.source) else None
         if tokenizer is None:
             raise InputError("RUN_OR_PRESET", args.source, "a language model's .keras file with its tokenizer inside")
         return (lambda: load_keras_file(args.source, compile=False)), tokenizer
@@ -78,11 +78,11 @@ def check(args):
         if missing:
             expected = f"a shipped language model's preset or a run's variant folder (it has no {', '.join(missing)})"
             raise InputError("RUN_OR_PRESET", args.source, expected)
-        return (lambda: load_keras_file(checkpoint, compile=False)), WordTokenizer.load(args.source)
+        return (lambda: load_keras_file(checkpoint, compile=False)), load_tokenizer(args.source)
     if tokenizer_folder(folder) is None:  # a preset with weights: its words are an asset
         expected = f"a language model's preset (it has no assets/{VOCABULARY_ASSET})"
         raise InputError("RUN_OR_PRESET", args.source, expected)
-    return (lambda: from_preset(args.source)), WordTokenizer.load(tokenizer_folder(folder))
+    return (lambda: from_preset(args.source)), load_tokenizer(tokenizer_folder(folder))
 
 
 def run(args):

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from keras_tse.data import BytePairTokenizer, load_tokenizer, tokenizer_from_archive
-from keras_tse.data.tokenizer import tokenizer_from_files
+from keras_tse.data.tokenizers import tokenizer_from_files
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py; the text's ids depend on no backend
 

@@ -124,7 +124,7 @@ def test_own_text_folder_trains_the_language_model_recipes_smoke_run(tmp_path, c
     expected = zoo.generate(model, kept.encode(["w1 w2 w3"])[:-1], 5, temperature=0)
     assert said == kept.decode(expected) and said.startswith("w1 w2 w3 ") and len(said.split()) == 8
     # its words travel inside its checkpoints and its export: the file alone continues the text
-    from keras_tse.data.tokenizer import tokenizer_from_archive
+    from keras_tse.data.tokenizers import tokenizer_from_archive
 
     assert tokenizer_from_archive(str(run / "checkpoints" / "last.keras")).vocabulary.symbols == vocab.symbols
     exported = str(tmp_path / "lm.keras")

@@ -125,6 +125,12 @@ def parse_args(argv=None, prog="keras-tse train vit"):
         "was trained on; a shipped preset's position table resampled to the data's image size (the others take "
         "their own); the model and its layout are its own",
     )
+    parser.add_argument(
+        "--stream",
+        action="store_true",
+        help="--dataset folder: read the image files batch by batch (decoded, resized and augmented as they come) "
+        "instead of decoding the folder into memory first; the same numbers",
+    )
     flags.add_lora_argument(parser, " (and a fresh head)")
     return parser.parse_args(argv)
 

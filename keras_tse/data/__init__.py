@@ -31,7 +31,9 @@ _EXPORTS = {
     "keras_tse.data.registry": ("DatasetSpec", "get_dataset", "list_datasets", "register_dataset"),
     "keras_tse.data.text": ("SegmentStream", "Vocabulary", "lm_segments"),
     "keras_tse.data.byte_pair": ("BytePairTokenizer",),
-    "keras_tse.data.tokenizer": ("WordTokenizer", "as_tokenizer", "load_tokenizer", "tokenizer_from_archive"),
+    "keras_tse.data.image_files": ("ImageFiles", "channel_statistics"),
+    "keras_tse.data.tokenizer": ("WordTokenizer",),
+    "keras_tse.data.tokenizers": ("as_tokenizer", "load_tokenizer", "tokenizer_from_archive"),
     "keras_tse.data.wikitext": ("load_python_docs", "load_wikitext103"),
 }
 

@@ -25,6 +25,7 @@ import zipfile
 import numpy as np
 
 from keras_tse._checks import InputError
+from keras_tse.data.image_files import ImageFiles, read_image, read_resized  # noqa: F401 (read_image: own's API)
 from keras_tse.data.text import Vocabulary
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -108,60 +109,25 @@ def _split_per_class(files, num_classes, seed, test_fraction):
     return split
 
 
-def load_image_folder(path, image_size, seed=0, test_fraction=0.2, layout=None):
+def load_image_folder(path, image_size, seed=0, test_fraction=0.2, layout=None, stream=False):
     """`((x, y), (x_test, y_test), class_names)`: uint8 RGB images `[N, image_size, image_size, 3]`
     (resized bilinearly, as Keras resizes), int32 labels in the order of the sorted class folder names.
-    `layout`: the folder's `image_folder_layout`, where it was read already (`survey_image_folder`)."""
+    `layout`: the folder's `image_folder_layout`, where it was read already (`survey_image_folder`).
+    `stream`: the images as `ImageFiles`, each decoded when a batch reads it, never all at once."""
     layout, names = layout or image_folder_layout(path, seed, test_fraction)
-    return (*(_read_images(layout[split], image_size) for split in ("train", "test")), names)
-
-
-SIXTEEN_BIT = ("I;16", "I;16L", "I;16B", "I;16N", "I")  # Pillow's modes of a 16-bit grey file
-WITH_ALPHA = ("RGBA", "RGBa", "LA", "La", "PA")
-
-
-def _rgb(image, file):
-    """`image` as 8-bit RGB by what its pixels mean: 16-bit grey scaled by its bit depth (Pillow's own
-    conversion clips it at 255, turning most pixels white), transparency laid over white (a transparent
-    pixel's hidden colour is often black), palettes through their colours; float images are refused."""
-    from PIL import Image
-
-    if image.mode in SIXTEEN_BIT:
-        grey = np.asarray(image).astype("float64")
-        if grey.min() < 0 or grey.max() > 65535:
-            raise InputError(file, f"a {image.mode} image with values {grey.min():g}..{grey.max():g}", "8 or 16 bits")
-        return Image.fromarray(np.round(grey / 257.0).astype("uint8"), "L").convert("RGB")
-    if image.mode == "F":
-        raise InputError(file, "a 32-bit float image", "8- or 16-bit images (BMP, GIF, JPEG, PNG or TIFF)")
-    if image.mode in WITH_ALPHA or (image.mode == "P" and "transparency" in image.info):
-        rgba = image.convert("RGBA")
-        return Image.alpha_composite(Image.new("RGBA", rgba.size, (255, 255, 255, 255)), rgba).convert("RGB")
-    return image.convert("RGB")
-
-
-def read_image(file):
-    """One image file as 8-bit RGB pixels `[height, width, 3]`, at its own size (`_rgb`'s conversions); one line
-    for a file that is no readable image."""
-    from PIL import Image
-
-    try:
-        with Image.open(file) as image:
-            return np.asarray(_rgb(image, file))
-    except InputError:
-        raise
-    except (OSError, ValueError) as error:  # Pillow's UnidentifiedImageError is an OSError
-        raise InputError(
-            file, f"a file that is not a readable image ({error})", "a BMP, GIF, JPEG, PNG or TIFF image"
-        ) from None
+    read = _image_files if stream else _read_images
+    return (*(read(layout[split], image_size) for split in ("train", "test")), names)
 
 
 def _read_images(items, image_size):
-    from PIL import Image  # Pillow comes with keras_tse (and with matplotlib)
-
     images = np.empty((len(items), image_size, image_size, 3), "uint8")
     for row, (file, _) in enumerate(items):
-        images[row] = np.asarray(Image.fromarray(read_image(file)).resize((image_size, image_size), Image.BILINEAR))
+        images[row] = read_resized(file, image_size)
     return images, np.asarray([label for _, label in items], "int32")
+
+
+def _image_files(items, image_size):
+    return ImageFiles([file for file, _ in items], image_size), np.asarray([label for _, label in items], "int32")
 
 
 # === What a user's data holds, read once and without its images ===

@@ -1,8 +1,8 @@
-"""A language model's text, as ids and back, saved beside the model: `WordTokenizer` (the vocabulary with the
-splitting and lower-casing its data set was made with) and `keras_tse.data.BytePairTokenizer` (byte-level BPE
-learned from a training text). KerasHub keeps a tokenizer's vocabulary as an asset and its settings in
-`tokenizer.json`; here `tokenizer.json` also names the kind (`"type"`), and `load_tokenizer`,
-`tokenizer_from_archive` and `tokenizer_from_files` read either kind back."""
+"""A language model's text, as ids and back, saved beside the model: `Tokenizer`, what every kind shares, and
+`WordTokenizer` (the vocabulary with the splitting and lower-casing its data set was made with); the byte-level
+BPE learned from a training text is `keras_tse.data.BytePairTokenizer`. KerasHub keeps a tokenizer's vocabulary as
+an asset and its settings in `tokenizer.json`; here `tokenizer.json` also names the kind (`"type"`), and
+`keras_tse.data.tokenizers` reads either kind back."""
 
 import json
 import os
@@ -107,55 +107,3 @@ class WordTokenizer(Tokenizer):
 
     def __len__(self):
         return len(self.vocabulary)
-
-
-def as_tokenizer(vocabulary, lowercase=False):
-    """A data set's vocabulary as its tokenizer (a word-level `Vocabulary`, split and cased as the set was); a
-    tokenizer (a byte-pair one the loader learned) as itself."""
-    return vocabulary if isinstance(vocabulary, Tokenizer) else WordTokenizer(vocabulary, lowercase=lowercase)
-
-
-def tokenizer_kinds():
-    """{tokenizer.json's "type": the class that reads it}."""
-    from keras_tse.data.byte_pair import BytePairTokenizer
-
-    return {WordTokenizer.kind: WordTokenizer, BytePairTokenizer.kind: BytePairTokenizer}
-
-
-def tokenizer_from_files(read):
-    """The tokenizer whose files `read(name)` gives (their text, None where absent), or None without a
-    vocabulary. Without settings, or settings without a "type" (written before there were kinds): a word-level
-    vocabulary split as written."""
-    vocabulary, settings = read(VOCABULARY_FILE), read(CONFIG_FILE)
-    if vocabulary is None:
-        return None
-    settings = json.loads(settings) if settings else {}
-    kind = settings.get("type", DEFAULT_KIND)
-    kinds = tokenizer_kinds()
-    if kind not in kinds:
-        raise ValueError(f"{CONFIG_FILE}'s type must be one of {', '.join(kinds)}. Received: {kind!r}")
-    return kinds[kind].from_settings(read, settings)
-
-
-def load_tokenizer(folder):
-    """The tokenizer `save` wrote into `folder`, of either kind."""
-    tokenizer = tokenizer_from_files(lambda name: _read_text(os.path.join(folder, name)))
-    if tokenizer is None:
-        raise FileNotFoundError(f"No {VOCABULARY_FILE} in {folder}: expected the tokenizer's files there.")
-    return tokenizer
-
-
-def tokenizer_from_archive(archive):
-    """The tokenizer a `.keras` zip `archive` carries (`write_into`), or None where it carries none."""
-    with zipfile.ZipFile(archive) as z:
-        names = set(z.namelist())
-        return tokenizer_from_files(
-            lambda name: z.read(ARCHIVE_FOLDER + name).decode("utf-8") if ARCHIVE_FOLDER + name in names else None
-        )
-
-
-def _read_text(path):
-    if not os.path.isfile(path):
-        return None
-    with open(path, encoding="utf-8") as f:
-        return f.read()

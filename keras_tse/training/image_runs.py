@@ -54,7 +54,7 @@ DEFAULTS = {
     **{field.name: None for field in options_of(TRAIN)}, "model_parallel": 1, "coordinator": None,
     "num_processes": None, "process_id": None, "join_timeout": 180, "distributed": None, "data_source": "auto",
     "tfds_dir": None, "scan": False, "tau": None, "learn_tau": False, "train_size": None, "test_size": None,
-    "from_preset": None, "lora_rank": None,
+    "from_preset": None, "lora_rank": None, "stream": False,
 }  # fmt: skip
 
 
@@ -69,6 +69,8 @@ def resolve(settings):
         raise InputError(
             "--data-dir", "nothing", f"the {spec.title.removeprefix('an ')} that --dataset {spec.name} reads"
         )
+    if settings.stream and not spec.takes("stream"):
+        raise InputError("--stream", f"with --dataset {spec.name}", "--dataset folder (its files read batch by batch)")
     norm = settings.norm
     if settings.from_preset is not None:
         norm = (_source_layout(settings),)
@@ -177,13 +179,14 @@ def augment_before(settings):
     return {"augment": "randaugment" if augment == "randaugment" else "none", "data_pipeline": pipeline}
 
 
-def pipeline_of(config):
+def pipeline_of(config, stream=False):
     """A new run's input pipeline: NumPy's where it draws nothing but each epoch's order (the two pipelines then
-    give the same batches, so the numbers are the same whatever is installed, and the run resumes anywhere);
-    tf.data where it draws augmentation or mixing and TensorFlow is installed (its map runs them in
-    TensorFlow's graph, faster), its draws then tf.data's own, recorded with the run."""
+    give the same batches, so the numbers are the same whatever is installed, and the run resumes anywhere) or
+    where it streams files (`--stream`: the pipeline that reads them batch by batch); tf.data where it draws
+    augmentation or mixing and TensorFlow is installed (its map runs them in TensorFlow's graph, faster), its
+    draws then tf.data's own, recorded with the run."""
     draws = config.augment != "none" or config.mixup or config.cutmix
-    return "tf" if draws and data.tensorflow_if_installed() is not None else "numpy"
+    return "tf" if draws and not stream and data.tensorflow_if_installed() is not None else "numpy"
 
 
 def base_config(settings, jit_compile):
@@ -217,7 +220,7 @@ def variant(plan, norm, base):
     if config.augment is None:  # a new run: the data set's own augmentation
         config = dataclasses.replace(config, augment=plan.spec.augment)
     if config.data_pipeline is None:
-        config = dataclasses.replace(config, data_pipeline=pipeline_of(config))
+        config = dataclasses.replace(config, data_pipeline=pipeline_of(config, settings.stream))
     overrides = model_overrides(plan, norm) if settings.from_preset is None else fine_tune_overrides(plan)
     record = {
         "preset": preset,
@@ -355,6 +358,7 @@ def load_data(plan):
     settings, spec = plan.settings, plan.spec
     if plan.survey is not None:
         keywords = dict(image_size=settings.image_size, seed=settings.seed, **plan.survey.load_keywords)
+        keywords.update({"stream": True} if settings.stream else {})
         train, test = spec.load_data(settings.data_dir, **keywords)
     elif settings.smoke and spec.smoke is not None:  # a set that cannot be read offline: its stand-in
         return spec.smoke_data(seed=settings.seed)
@@ -386,8 +390,8 @@ def normalization_of(plan, x_train):
     """The per-channel mean and std each model sees: the benchmark's constants, or a user's training images'."""
     if plan.survey is None:
         return plan.spec.normalization()
-    pixels = x_train.reshape(-1, x_train.shape[-1]).astype("float64") / 255.0  # image_dataset's units
-    return dict(mean=tuple(pixels.mean(0)), std=tuple(np.maximum(pixels.std(0), 1e-6)))
+    mean, std = data.channel_statistics(x_train)  # image_dataset's units; one pass, in chunks, streamed or not
+    return dict(mean=tuple(mean), std=tuple(np.maximum(std, 1e-6)))
 
 
 def class_names_of(plan):
@@ -422,6 +426,8 @@ def prepare(plan):
             "tf (given, or the pipeline the run in --out trained with)",
             "numpy, or TensorFlow installed: tf.data draws its own augmentation, so the run cannot go on without it",
         )
+    if pipeline == "tf" and settings.stream:
+        raise InputError("--data-pipeline", "tf with --stream", "numpy (the pipeline that reads files batch by batch)")
     print(f"loading {settings.dataset}{' (smoke slice)' if settings.smoke else ''} ...", flush=True)
     (x_train, y_train), (x_test, y_test) = load_data(plan)
     fraction = one_setting(plan, "validation_fraction")

@@ -77,7 +77,7 @@ def load_preset(folder):
         )
     _load_weights(model.load_weights, weights)
     if tokenizer_folder(folder) is not None:  # a language model's words travel with it
-        from keras_tse.data.tokenizer import load_tokenizer
+        from keras_tse.data.tokenizers import load_tokenizer
 
         model.tokenizer = load_tokenizer(tokenizer_folder(folder))
     return model

@@ -5,7 +5,7 @@ found", which sends the user looking for a path that is there."""
 import os
 import zipfile
 
-from keras_tse.data.tokenizer import tokenizer_from_archive
+from keras_tse.data.tokenizers import tokenizer_from_archive
 
 
 def load_keras_file(path, compile=True):

@@ -58,7 +58,8 @@ class Trained:
     def tokenizer(self):
         """The words of a language model (`keras_tse.data.WordTokenizer`): inside its `.keras` file, beside a
         run's model, or among a preset's assets; None where it has none."""
-        from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer, tokenizer_from_archive
+        from keras_tse.data.tokenizer import VOCABULARY_FILE
+        from keras_tse.data.tokenizers import load_tokenizer, tokenizer_from_archive
 
         if self.folder is not None:
             words = tokenizer_folder(self.folder)

@@ -65,7 +65,7 @@ def check(args):
 def run(args):
     from keras_tse import run_files
     from keras_tse._checks import InputError
-    from keras_tse.data.own import read_image
+    from keras_tse.data.image_files import read_image
     from keras_tse.zoo.preprocessing import probabilities
     from keras_tse.zoo.trained import image_geometry, trained
 

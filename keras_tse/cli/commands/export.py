@@ -89,7 +89,8 @@ def run(args):
     import keras
 
     from keras_tse import run_files, zoo
-    from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer
+    from keras_tse.data.tokenizer import VOCABULARY_FILE
+    from keras_tse.data.tokenizers import load_tokenizer
     from keras_tse.zoo.saved_file import load_keras_file
 
     check(args, keras.backend.backend())

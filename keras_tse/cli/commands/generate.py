@@ -58,7 +58,8 @@ def check(args):
     import zipfile
 
     from keras_tse._checks import InputError
-    from keras_tse.data.tokenizer import VOCABULARY_FILE, load_tokenizer, tokenizer_from_archive
+    from keras_tse.data.tokenizer import VOCABULARY_FILE
+    from keras_tse.data.tokenizers import load_tokenizer, tokenizer_from_archive
     from keras_tse.run_files import chosen_checkpoint
     from keras_tse.zoo.preset_folder import VOCABULARY_ASSET, tokenizer_folder
     from keras_tse.zoo.presets import folder_of, from_preset

@@ -370,9 +370,15 @@ def test_a_text_prompt_is_read_by_the_models_tokenizer_and_its_unknown_words_are
     assert zoo.generate(lm, "the company", 4, top_p=1e-6, seed=3) == greedy
     seen = []
     zoo.generate(lm, "the company", 3, temperature=0, on_token=seen.append)
-    assert [int(new[0]) for new in seen] == zoo.generate(lm, tokenizer.tokenize("the company"), 3, temperature=0)[
-        2:
-    ].tolist()
+    drawn = zoo.generate(lm, tokenizer.tokenize("the company"), 3, temperature=0)[2:]
+    assert [int(new[0]) for new in seen] == drawn.tolist()
+    # a batch of texts of equal length: each continued as alone, to its own <eos> (shown once, where asked)
+    texts = ["the company", "stocks fell"]
+    both = zoo.generate(lm, texts, 12, temperature=0)
+    assert both == [zoo.generate(lm, text, 12, temperature=0) for text in texts]
+    shown = zoo.generate(lm, texts, 12, temperature=0, skip_special_tokens=False)
+    assert [text.replace(" <eos>", "") for text in shown] == both and [t.count("<eos>") for t in shown] == [1, 1]
+    assert zoo.generate(lm, texts, 12, temperature=0, strip_prompt=True) == [b.split(" ", 2)[2] for b in both]
 
 
 def _randomised_gpt():

@@ -410,6 +410,7 @@ GENERATED_BLOCKS = {
     "zoo/bert_ptb.md": {"bert_ptb_pilot", "bert_ptb", "bert_ptb_seeds", "bert_ptb_verdicts"},
     "zoo/speed.md": {
         "bench",
+        "stream_memory",
         "scan_compile",
         "remat_memory",
         "remat_ladder",
@@ -708,6 +709,22 @@ def test_the_batch_generation_prose_holds_in_its_result_file():
         f"batch 8, after a first call of {firsts[0]:.0f}-{firsts[1]:.0f} s: about {saved_ms:.0f} ms saved a token"
     ) in text
     assert 3_500 <= max(firsts) / (saved_ms / 1000) <= 4_500 and "pays after some 4,000 tokens" in text
+
+
+def test_the_streaming_prose_holds_in_its_result_file():
+    """zoo/speed.md: the streamed and in-memory peaks, the decoded size and the streamed share of it, from
+    zoo/figures/stream_memory.json; streaming under half the decoded size."""
+    with open(os.path.join(ROOT, "zoo", "figures", "stream_memory.json")) as f:
+        results = json.load(f)
+    decoded = results["images"] * results["image_size"] ** 2 * 3 / 2**20
+    streamed, memory = (results["runs"][way]["peak_rss_mib"] for way in ("streamed", "in memory"))
+    assert streamed < decoded / 2 < memory
+    with open(os.path.join(ROOT, "zoo", "speed.md")) as f:
+        text = " ".join(f.read().split())
+    assert (
+        f"Streamed, the process peaked at {streamed:,.0f} MiB, {streamed / decoded:.2f}x of the {decoded:,.0f} MiB the "
+        f"decoded images take, against {memory:,.0f} MiB in memory"
+    ) in text
 
 
 def test_the_320_block_grids_prose_holds_in_its_rows():

@@ -14,7 +14,9 @@ Run (one folder per variant under --out; rerun the same command to resume after 
 CIFAR-10 comes from --data-dir (cifar-10-python.tar.gz or its extracted cifar-10-batches-py/), or is
 downloaded there and checked against its MD5. Your own images (`--dataset folder`, read with Pillow)
 or arrays (`--dataset npz`) are checked before any model is built, and their fingerprint is part of
-the run's settings: a rerun on other data into the same --out is refused.
+the run's settings: a rerun on other data into the same --out is refused. `--stream` reads a folder's files batch
+by batch instead of decoding them all first (the same numbers; NumPy's pipeline, one thread decoding): for a
+folder whose decoded images do not fit in memory. An `.npz` file is read whole.
 
 Other data sets: `--dataset fashion_mnist` or `--dataset mnist` (28x28 grey: image size 28,
 one channel, the same 4x4 patches, so 49 patches + class token; normalised by the data set's own

@@ -96,9 +96,10 @@ class ImageFiles:
         return f"ImageFiles({len(self.files)} files, {self.image_size}x{self.image_size})"
 
 
-def channel_statistics(images, chunk=2048):
+def channel_statistics(images, chunk=256):
     """Per-channel mean and standard deviation of `images` (an array or `ImageFiles`) in [0, 1] units, summed in
-    float64 over chunks of `chunk` images: one pass, never the whole set decoded at once."""
+    float64 over chunks of `chunk` images: one pass, never the whole set decoded at once (a chunk of 256 images of
+    128 x 128 is 100 MiB in float64; 2,048 took 0.8 GiB more at the peak of a streamed run)."""
     total = squares = 0.0
     for start in range(0, len(images), chunk):
         pixels = np.asarray(images[start : start + chunk]).reshape(-1, images.shape[-1]).astype("float64") / 255.0

@@ -117,8 +117,7 @@ def _generate_text(model, prompts, max_new_tokens, tokenizer, options, skip_spec
     for text, row in zip(texts, rows):
         if not len(row):
             raise ValueError(f"A text prompt needs at least one word. Received: prompt={text!r}")
-    ids = generate(model, [list(row) for row in rows], max_new_tokens, tokenizer=tokenizer, **options)
-    ids = [ids] if isinstance(ids, np.ndarray) and ids.ndim == 1 else list(ids)
+    ids = generate(model, _Rows(rows), max_new_tokens, tokenizer=tokenizer, **options)
     written = [tokenizer.detokenize(row, skip_special_tokens=skip_special_tokens) for row in ids]
     return written[0] if isinstance(prompts, str) else written
 
@@ -147,17 +146,21 @@ def _vocab_size(model):
     return model.get_config()["vocab_size"] if shape is None else shape[-1]
 
 
+class _Rows(list):
+    """Prompts returned as rows, each trimmed to its own ids, whatever their lengths (text prompts' ids)."""
+
+
 def _rows(prompt_ids, vocab_size):
     """(each prompt's ids as a 1-D int32 array, the prompts' form: "flat", "array" or "ragged"), checked."""
-    if isinstance(prompt_ids, (list, tuple)) and len(prompt_ids) > 1 and all(np.ndim(p) == 1 for p in prompt_ids):
-        if len({len(p) for p in prompt_ids}) > 1:
-            rows = [np.asarray(p) for p in prompt_ids]
-            for i, row in enumerate(rows):
-                if not len(row) or not np.issubdtype(row.dtype, np.integer):
-                    raise ValueError(f"`prompt_ids` rows must be ints, at least one each. Received: row {i} of "
-                                     f"shape {row.shape}, dtype {row.dtype}")  # fmt: skip
-            _check_range(np.concatenate(rows), vocab_size)
-            return [row.astype("int32") for row in rows], "ragged"
+    listed = isinstance(prompt_ids, (list, tuple)) and len(prompt_ids) and all(np.ndim(p) == 1 for p in prompt_ids)
+    if listed and (len({len(p) for p in prompt_ids}) > 1 or isinstance(prompt_ids, _Rows)):
+        rows = [np.asarray(p) for p in prompt_ids]
+        for i, row in enumerate(rows):
+            if not len(row) or not np.issubdtype(row.dtype, np.integer):
+                raise ValueError(f"`prompt_ids` rows must be ints, at least one each. Received: row {i} of shape "
+                                 f"{row.shape}, dtype {row.dtype}")  # fmt: skip
+        _check_range(np.concatenate(rows), vocab_size)
+        return [row.astype("int32") for row in rows], "ragged"
     prompt = np.asarray(prompt_ids)
     flat = prompt.ndim == 1
     prompt = prompt[None] if flat else prompt

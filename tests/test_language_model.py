@@ -67,6 +67,28 @@ def test_segment_stream_reads_on_across_epochs_and_wraps():
 
 
 @pytest.mark.one_backend
+def test_a_stream_read_from_the_ids_gives_lm_segments_batches_as_views_of_a_memory_mapped_file(tmp_path):
+    """`SegmentStream.from_ids` over a memory-mapped token file: for several batch sizes, segment lengths and shards,
+    every batch of three epochs (wrapping around) equals the one the copied `lm_segments` arrays give, and is a view
+    of the file's map, not a copy of the corpus."""
+    ids = np.arange(1_003, dtype="int32")
+    np.save(tmp_path / "ids.npy", ids)
+    mapped = np.load(tmp_path / "ids.npy", mmap_mode="r")
+    for batch, segment, shard in ((4, 7, (0, 1)), (6, 5, (1, 3)), (2, 3, (1, 2))):
+        x, y = data.lm_segments(ids, batch, segment, shard)
+        copied = data.SegmentStream(x, y, batch // shard[1], steps_per_epoch=5)
+        read = data.SegmentStream.from_ids(mapped, batch, segment, steps_per_epoch=5, shard=shard)
+        assert read.windows == copied.windows and len(read) == 5
+        for epoch in range(3):
+            copied.set_epoch(epoch)
+            read.set_epoch(epoch)
+            for i in range(5):
+                for expected, got in zip(copied[i], read[i]):
+                    np.testing.assert_array_equal(got, expected)
+                    assert np.shares_memory(got, mapped)
+
+
+@pytest.mark.one_backend
 def test_python_docs_corpus_is_real_text_split_in_three(corpus):
     ids, vocab = corpus
     assert len(vocab) == 600 and vocab.symbols[:3] == ["<eos>", "<unk>", "the"]

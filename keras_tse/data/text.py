@@ -43,15 +43,17 @@ class Vocabulary:
     def encode(self, lines):
         """int32 ids of all `lines`, each followed by `<eos>`; unknown words become `<unk>`."""
         eos, unk = self.index[EOS], self.index.get(UNK)
-        ids = []
-        for line in lines:
+
+        def ids_of(line):
             for word in line.split():
                 i = self.index.get(word, unk)
                 if i is None:
                     raise ValueError(f"Word {word!r} is not in the vocabulary, which has no {UNK} symbol.")
-                ids.append(i)
-            ids.append(eos)
-        return np.asarray(ids, "int32")
+                yield i
+            yield eos
+
+        # straight into an int32 array, 4 bytes a token (a list of Python ints took about 36)
+        return np.fromiter((i for line in lines for i in ids_of(line)), "int32")
 
     def decode(self, ids):
         return " ".join(self.symbols[int(i)] for i in ids)
@@ -87,6 +89,18 @@ def lm_segments(ids, batch_size, segment_len, shard=(0, 1)):
     streams `[index * b / count, (index + 1) * b / count)` of the `b = batch_size` (rows of `b / count`
     a window): together the processes feed exactly the batches of one.
     """
+    segment_len = _checks.positive_int("segment_len", segment_len)
+    streams, windows = _streams(ids, batch_size, segment_len, shard)
+    part = len(streams)
+    used = windows * segment_len
+    x = streams[:, :used].reshape(part, windows, segment_len)
+    y = streams[:, 1 : used + 1].reshape(part, windows, segment_len)
+    return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))
+
+
+def _streams(ids, batch_size, segment_len, shard):
+    """(this process's streams, `[batch_size / count, steps]`, a view of `ids` (of a memory-mapped file's too: no
+    copy), how many windows of `segment_len` each holds), checked."""
     batch_size = _checks.positive_int("batch_size", batch_size)
     index, count = shard
     if not 0 <= index < count or batch_size % count:
@@ -94,8 +108,7 @@ def lm_segments(ids, batch_size, segment_len, shard=(0, 1)):
             f"`shard` must be (index, count) with 0 <= index < count, count dividing batch_size {batch_size}. "
             f"Received: shard={shard!r}"
         )
-    segment_len = _checks.positive_int("segment_len", segment_len)
-    ids = np.asarray(ids)
+    ids = ids if isinstance(ids, np.ndarray) else np.asarray(ids)
     steps = len(ids) // batch_size
     windows = (steps - 1) // segment_len
     if windows < 1:
@@ -104,11 +117,7 @@ def lm_segments(ids, batch_size, segment_len, shard=(0, 1)):
             f"need at least segment_len + 1 = {segment_len + 1} per stream."
         )
     part = batch_size // count
-    streams = ids[: steps * batch_size].reshape(batch_size, steps)[index * part : (index + 1) * part]
-    used = windows * segment_len
-    x = streams[:, :used].reshape(part, windows, segment_len)
-    y = streams[:, 1 : used + 1].reshape(part, windows, segment_len)
-    return (x.transpose(1, 0, 2).reshape(-1, segment_len), y.transpose(1, 0, 2).reshape(-1, segment_len))
+    return ids[: steps * batch_size].reshape(batch_size, steps)[index * part : (index + 1) * part], windows
 
 
 class SegmentStream(keras.utils.PyDataset):
@@ -127,17 +136,31 @@ class SegmentStream(keras.utils.PyDataset):
             raise ValueError(
                 f"x and y must hold whole batches of {batch_size} rows. Received: len(x)={len(x)}, len(y)={len(y)}"
             )
-        self.x, self.y, self.batch_size, self.steps_per_epoch = x, y, batch_size, steps_per_epoch
+        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
         self.windows = len(x) // batch_size
         self.epoch = 0
+        self._window = lambda k: (x[k * batch_size : (k + 1) * batch_size], y[k * batch_size : (k + 1) * batch_size])
+
+    @classmethod
+    def from_ids(cls, ids, batch_size, segment_len, steps_per_epoch, shard=(0, 1)):
+        """The stream of `lm_segments(ids, batch_size, segment_len, shard)`'s batches, read from `ids` itself: each
+        batch two slices of the `[streams, steps]` view of `ids`, so no copy of the corpus is made (a memory-mapped
+        token file stays on disk but for the batch read). Its batches hold this process's `batch_size / count`
+        rows."""
+        streams, windows = _streams(ids, batch_size, _checks.positive_int("segment_len", segment_len), shard)
+        stream = cls(np.empty((len(streams), 0)), np.empty((len(streams), 0)), len(streams), steps_per_epoch)
+        stream.windows = windows
+        stream._window = lambda k: (
+            streams[:, k * segment_len : (k + 1) * segment_len],
+            streams[:, k * segment_len + 1 : (k + 1) * segment_len + 1],
+        )
+        return stream
 
     def __len__(self):
         return self.steps_per_epoch
 
     def __getitem__(self, index):
-        window = (self.epoch * self.steps_per_epoch + index) % self.windows
-        rows = slice(window * self.batch_size, (window + 1) * self.batch_size)
-        return self.x[rows], self.y[rows]
+        return self._window((self.epoch * self.steps_per_epoch + index) % self.windows)
 
     def set_epoch(self, epoch):
         self.epoch = epoch

@@ -59,7 +59,7 @@ def fit_language_model(
         raise ValueError(f"The model was built for batch size {batch}. Received: config.batch_size={config.batch_size}")
     # several processes training together: each feeds its part of every batch (its streams)
     shard, local = process(), batch // process()[1]
-    stream = SegmentStream(*lm_segments(train_ids, batch, segment, shard), local, config.eval_interval)
+    stream = SegmentStream.from_ids(train_ids, batch, segment, config.eval_interval, shard)  # the ids, not a copy
     x_valid, y_valid = lm_segments(valid_ids, batch, segment, shard)
     x_probe = lm_segments(valid_ids, batch, segment)[0]  # whole batches: the probe runs on this process alone
     LANGUAGE_MODELLING.compile(model, make_lm_optimizer(config, model), config.jit_compile)

@@ -305,3 +305,32 @@ def test_a_tf_data_epoch_has_a_known_number_of_batches_and_fit_never_says_the_in
     model.compile("sgd", keras.losses.SparseCategoricalCrossentropy(from_logits=True))
     model.fit(batches, epochs=2, verbose=0)
     assert not [w for w in recwarn if "ran out of data" in str(w.message)]
+
+
+def test_a_text_file_is_read_line_by_line_as_its_whole_text_splits_and_a_bad_byte_is_named_where_it_is(tmp_path):
+    """`own.TextLines` over chunks of 1 to 7 characters (cutting CRLF pairs, multi-byte characters and lines) gives
+    the non-empty lines `read().splitlines()` gives, again at each pass; `own._check_utf8` over chunks of 1 to 7
+    bytes names the same offset as decoding the whole file does."""
+    from keras_tse._checks import InputError
+    from keras_tse.data import own
+
+    text = "caf\u00e9 au lait\r\n\r\n  two  words \rthird\x0cform feed\u2028sep \u65e5\u672c\n\n last"
+    path = tmp_path / "t.txt"
+    path.write_bytes(text.encode("utf-8"))
+    expected = [line for line in text.splitlines() if line.strip()]
+    for chunk in range(1, 8):
+        lines = own.TextLines(str(path), chunk=chunk)
+        assert list(lines) == expected and list(lines) == expected  # a second pass reads the file again
+    bad = tmp_path / "bad.txt"
+    raw = "ab\u00e9c\n".encode() * 3 + b"x\xe9y\n"
+    bad.write_bytes(raw)
+    with pytest.raises(UnicodeDecodeError) as whole:
+        raw.decode("utf-8")
+    for chunk in range(1, 8):
+        with pytest.raises(InputError, match=rf"bytes that are not UTF-8 \(at byte {whole.value.start}\)"):
+            own._check_utf8(str(bad), chunk=chunk)
+    cut = tmp_path / "cut.txt"
+    cut.write_bytes("ab\u00e9".encode()[:-1])  # a character cut at the end of the file
+    with pytest.raises(InputError, match=r"at byte 2\)"):
+        own._check_utf8(str(cut), chunk=2)
+    own._check_utf8(str(path), chunk=3)  # valid text: no complaint

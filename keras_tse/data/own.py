@@ -5,7 +5,7 @@
   are there (the same class folders in each), else `path` itself split per class with a seeded
   shuffle (`test_fraction` of each class, at least one image, for testing).
 - `load_npz(path)`: NumPy arrays `x_train`, `y_train`, `x_test`, `y_test` in one `.npz` file.
-- `load_text_folder(path)`: `train.txt`, `valid.txt`, `test.txt` (UTF-8), one line a sentence (or a
+- `load_text_folder(path)`: `train.txt`, `valid.txt`, `test.txt` (UTF-8, read line by line), one line a sentence (or a
   paragraph), words split on whitespace; the vocabulary is the training file's, `<unk>` for the
   other words.
 - `fingerprint(path)`: a digest of the files a loader reads, so that a run folder records which data
@@ -17,6 +17,7 @@ The minimums: two classes; in a single folder, two images per class (one to trai
 with train/ and test/ one image per class in each.
 """
 
+import codecs
 import dataclasses
 import hashlib
 import os
@@ -287,13 +288,10 @@ def load_text_folder(path, tokenizer="word", vocab_size=None):
     trained model's own)."""
     from keras_tse.data.byte_pair import BytePairTokenizer
 
-    lines = {}
-    for split, file in text_files(path).items():
-        try:
-            with open(file, encoding="utf-8") as f:
-                lines[split] = [line for line in f.read().splitlines() if line.strip()]
-        except UnicodeDecodeError as error:
-            raise InputError(file, f"bytes that are not UTF-8 (at byte {error.start})", "UTF-8 text") from None
+    files = text_files(path)
+    for file in files.values():  # every file checked before any is read for its words
+        _check_utf8(file)
+    lines = {split: TextLines(file) for split, file in files.items()}
     if tokenizer == "bpe":
         tokenizer = BytePairTokenizer.train(lines["train"], vocab_size or BPE_VOCAB_SIZE)
     if not isinstance(tokenizer, str):
@@ -303,6 +301,46 @@ def load_text_folder(path, tokenizer="word", vocab_size=None):
     train_words = {word for line in lines["train"] for word in line.split()}
     vocab = Vocabulary.build(lines["train"], max_size=len(train_words) + 2)  # every training word, and <unk>
     return {split: vocab.encode(lines[split]) for split in TEXT_SPLITS}, vocab
+
+
+class TextLines:
+    """The non-empty lines of a UTF-8 text file, as `read().splitlines()` splits them, read again from the file at
+    each pass over them: a corpus is counted and encoded line by line, never held whole."""
+
+    def __init__(self, file, chunk=1 << 20):
+        self.file, self.chunk = file, chunk
+
+    def __iter__(self):
+        pending = ""
+        with open(self.file, encoding="utf-8", newline="") as f:
+            for text in iter(lambda: f.read(self.chunk), ""):
+                pieces = (pending + text).splitlines(keepends=True)
+                pending = pieces.pop() if pieces and pieces[-1].splitlines() == [pieces[-1]] else ""
+                yield from (line.rstrip(LINE_BREAKS) for line in pieces if line.strip())
+        if pending.strip():
+            yield pending
+
+
+LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines breaks at
+
+
+def _check_utf8(file, chunk=1 << 20):
+    """One line naming the file and the offset of its first byte that is not UTF-8, reading it in chunks."""
+    decoder, offset = codecs.getincrementaldecoder("utf-8")(), 0
+    with open(file, "rb") as f:
+        for block in iter(lambda: f.read(chunk), b""):
+            held = len(decoder.getstate()[0])  # the bytes of a character the last block cut
+            try:
+                decoder.decode(block)
+            except UnicodeDecodeError as error:
+                at = offset - held + error.start
+                raise InputError(file, f"bytes that are not UTF-8 (at byte {at})", "UTF-8 text") from None
+            offset += len(block)
+        try:
+            decoder.decode(b"", final=True)
+        except UnicodeDecodeError as error:
+            at = offset - len(decoder.getstate()[0]) + error.start
+            raise InputError(file, f"bytes that are not UTF-8 (at byte {at})", "UTF-8 text") from None
 
 
 # === Identity ===

@@ -120,6 +120,25 @@ def _streams(ids, batch_size, segment_len, shard):
     return ids[: steps * batch_size].reshape(batch_size, steps)[index * part : (index + 1) * part], windows
 
 
+class _Windows:
+    """`lm_segments`' inputs (`shift=0`) or targets (`shift=1`) as rows read from the streams when sliced: rows
+    `[k * b, (k + 1) * b)` (window `k` of the `b` streams) are columns `[k * segment_len + shift, ...)` of the
+    `[b, steps]` view, a view again."""
+
+    def __init__(self, streams, segment_len, windows, shift):
+        self.streams, self.segment_len, self.windows, self.shift = streams, segment_len, windows, shift
+
+    def __len__(self):
+        return self.windows * len(self.streams)
+
+    def __getitem__(self, rows):
+        window, start = divmod(rows.start, len(self.streams))
+        if start or rows.stop - rows.start != len(self.streams):
+            raise ValueError(f"Rows are read a window at a time, {len(self.streams)} rows. Received: {rows!r}")
+        first = window * self.segment_len + self.shift
+        return self.streams[:, first : first + self.segment_len]
+
+
 class SegmentStream(keras.utils.PyDataset):
     """An endless ordered stream of `lm_segments` batches, read `steps_per_epoch` batches per epoch.
 
@@ -136,10 +155,9 @@ class SegmentStream(keras.utils.PyDataset):
             raise ValueError(
                 f"x and y must hold whole batches of {batch_size} rows. Received: len(x)={len(x)}, len(y)={len(y)}"
             )
-        self.batch_size, self.steps_per_epoch = batch_size, steps_per_epoch
+        self.x, self.y, self.batch_size, self.steps_per_epoch = x, y, batch_size, steps_per_epoch
         self.windows = len(x) // batch_size
         self.epoch = 0
-        self._window = lambda k: (x[k * batch_size : (k + 1) * batch_size], y[k * batch_size : (k + 1) * batch_size])
 
     @classmethod
     def from_ids(cls, ids, batch_size, segment_len, steps_per_epoch, shard=(0, 1)):
@@ -148,19 +166,16 @@ class SegmentStream(keras.utils.PyDataset):
         token file stays on disk but for the batch read). Its batches hold this process's `batch_size / count`
         rows."""
         streams, windows = _streams(ids, batch_size, _checks.positive_int("segment_len", segment_len), shard)
-        stream = cls(np.empty((len(streams), 0)), np.empty((len(streams), 0)), len(streams), steps_per_epoch)
-        stream.windows = windows
-        stream._window = lambda k: (
-            streams[:, k * segment_len : (k + 1) * segment_len],
-            streams[:, k * segment_len + 1 : (k + 1) * segment_len + 1],
-        )
-        return stream
+        x, y = (_Windows(streams, segment_len, windows, shift) for shift in (0, 1))
+        return cls(x, y, len(streams), steps_per_epoch)
 
     def __len__(self):
         return self.steps_per_epoch
 
     def __getitem__(self, index):
-        return self._window((self.epoch * self.steps_per_epoch + index) % self.windows)
+        window = (self.epoch * self.steps_per_epoch + index) % self.windows
+        rows = slice(window * self.batch_size, (window + 1) * self.batch_size)
+        return self.x[rows], self.y[rows]
 
     def set_epoch(self, epoch):
         self.epoch = epoch

@@ -2,6 +2,7 @@
 
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
+from keras_tse.layers.contra_norm import ContraNorm
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
 from keras_tse.layers.deescalated_block import DeEscalatedBlock
@@ -24,6 +25,7 @@ from keras_tse.layouts.layerscale import cait_layer_scale_init
 __all__ = [
     "AdaptiveEmbedding",
     "ClassTokenPooling",
+    "ContraNorm",
     "DeEscalatedBlock",
     "DeEscalation",
     "DeepNormBlock",

@@ -12,6 +12,7 @@ import pytest
 
 from keras_tse import data
 from keras_tse.data import own
+from tests.test_kill_resume import STOP_AFTER  # Ctrl-C once an epoch is backed up
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py; the pixels depend on no backend
 
@@ -53,22 +54,6 @@ def test_image_files_read_as_the_loaded_arrays_and_index_as_arrays_do(tmp_path):
     np.testing.assert_allclose(std, pixels.std(0), rtol=1e-12)
     streamed = data.channel_statistics(files, chunk=5)
     assert streamed[0].tolist() == mean.tolist() and streamed[1].tolist() == std.tolist()
-
-
-STOP_AFTER = """
-import os, signal, sys
-from keras_tse.callbacks import run_backup
-stop_after, real = int(sys.argv[1]), run_backup.RunBackup.on_epoch_end
-
-def on_epoch_end(self, epoch, logs=None):  # Ctrl-C once epoch `stop_after` is backed up: the next one stops early
-    real(self, epoch, logs)
-    if epoch + 1 == stop_after:
-        os.kill(os.getpid(), signal.SIGINT)
-
-run_backup.RunBackup.on_epoch_end = on_epoch_end
-from keras_tse.cli import main
-sys.exit(main.main(sys.argv[2:]))
-"""
 
 
 @pytest.mark.starts_processes

@@ -108,6 +108,8 @@ def test_a_gpt_trains_on_byte_pairs_and_its_tokenizer_travels_with_the_run_and_t
         lines = (tmp_path / f"{split}.txt").read_text().splitlines()
         ids = tokenizer.encode(lines)
         assert tokenizer.detokenize(ids, skip_special_tokens=True) == " ".join(" ".join(lines).split())
+        # the run trained from the split's token file, read memory-mapped: the same ids
+        np.testing.assert_array_equal(np.load(tmp_path / "r" / "tokens" / f"{split}.npy", mmap_mode="r"), ids)
     test = lines
     with open(run / "summary.json") as f:
         summary = json.load(f)

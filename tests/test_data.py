@@ -321,6 +321,12 @@ def test_a_text_file_is_read_line_by_line_as_its_whole_text_splits_and_a_bad_byt
     for chunk in range(1, 8):
         lines = own.TextLines(str(path), chunk=chunk)
         assert list(lines) == expected and list(lines) == expected  # a second pass reads the file again
+    # with its empty lines (WikiText's <eos>-only lines), a "\r\n" cut between chunks still one line break
+    for ending in ("", "\r", "\r\n\n", "\n\r"):
+        (tmp_path / "e.txt").write_bytes((text + ending).encode("utf-8"))
+        for chunk in range(1, 8):
+            lines = own.TextLines(str(tmp_path / "e.txt"), chunk=chunk, keep_empty=True)
+            assert list(lines) == (text + ending).splitlines(), (ending, chunk)
     bad = tmp_path / "bad.txt"
     raw = "ab\u00e9c\n".encode() * 3 + b"x\xe9y\n"
     bad.write_bytes(raw)

@@ -109,7 +109,8 @@ def test_wikitext_from_the_standard_layout_and_then_from_its_cache(tmp_path):
     ids, vocab = data.load_wikitext103(str(tmp_path), download=False)
     assert vocab.symbols[:2] == ["<eos>", "the"]
     assert vocab.decode(ids["valid"]) == "the cat <eos>"
-    assert (tmp_path / "wikitext-103" / wikitext.CACHE).exists()
+    assert all((tmp_path / "wikitext-103" / wikitext.CACHE.format(split=s)).exists() for s in wikitext.SPLITS)
+    assert isinstance(ids["train"], np.memmap)  # a token file, read memory-mapped
     os.remove(tmp_path / "wikitext-103" / "wiki.train.tokens")  # the cache alone must do now
     again, vocab_again = data.load_wikitext103(str(tmp_path), download=False)
     assert vocab_again.symbols == vocab.symbols

@@ -411,6 +411,7 @@ GENERATED_BLOCKS = {
     "zoo/speed.md": {
         "bench",
         "stream_memory",
+        "text_memory",
         "scan_compile",
         "remat_memory",
         "remat_ladder",
@@ -724,6 +725,29 @@ def test_the_streaming_prose_holds_in_its_result_file():
     assert (
         f"Streamed, the process peaked at {streamed:,.0f} MiB, {streamed / decoded:.2f}x of the {decoded:,.0f} MiB the "
         f"decoded images take, against {memory:,.0f} MiB in memory"
+    ) in text
+
+
+def test_the_token_files_prose_holds_in_its_result_files():
+    """zoo/speed.md: each way's own memory at 1M and 100M tokens and what the hundredfold corpus added, from
+    zoo/figures/text_memory_1m.json and text_memory.json; with token files it added under a tenth of the ids'
+    size, in memory more than the ids."""
+    sizes = []
+    for file in ("text_memory_1m.json", "text_memory.json"):
+        with open(os.path.join(ROOT, "zoo", "figures", file)) as f:
+            sizes.append(json.load(f))
+    small, large = ({way: run["peak_own_mib"] for way, run in r["runs"].items()} for r in sizes)
+    ids = sizes[1]["train_tokens"] * 4 / 2**20
+    added = {way: large[way] - small[way] for way in large}
+    assert added["token files"] < ids / 10 < ids < added["in memory"]
+    with open(os.path.join(ROOT, "zoo", "speed.md")) as f:
+        text = " ".join(f.read().split())
+    token, memory = "token files", "in memory"
+    assert (
+        f"A hundred times the corpus added {added[token]:.0f} MiB to the process's own memory with token files "
+        f"({small[token]:,.0f} to {large[token]:,.0f} MiB), against {added[memory]:,.0f} MiB in memory "
+        f"({small[memory]:,.0f} to {large[memory]:,.0f} MiB, {added[memory] / ids:.2f}x the {ids:,.0f} MiB of ids). "
+        f"The resident peak with token files ({sizes[1]['runs'][token]['peak_rss_mib']:,.0f} MiB)"
     ) in text
 
 

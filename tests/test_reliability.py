@@ -282,13 +282,15 @@ def test_a_damaged_wikitext_id_cache_is_named_and_rebuilt(tmp_path):
     for split in wikitext.SPLITS:
         (folder / f"wiki.{split}.tokens").write_text(" = Title = \n the cat sat \n")
     ids, vocab = data.load_wikitext103(str(tmp_path), download=False)
-    (folder / wikitext.CACHE).write_bytes(b"not an npz")
+    ids = {split: np.array(split_ids) for split, split_ids in ids.items()}  # read before the file is damaged
+    damaged = folder / wikitext.CACHE.format(split="valid")
+    damaged.write_bytes(b"not a token file")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         again, _ = data.load_wikitext103(str(tmp_path), download=False)
-    assert any(str(folder / wikitext.CACHE) in str(w.message) and "rebuilding" in str(w.message) for w in caught)
+    assert any(str(damaged) in str(w.message) and "rebuilding" in str(w.message) for w in caught)
     assert all(np.array_equal(again[s], ids[s]) for s in wikitext.SPLITS)
-    np.load(folder / wikitext.CACHE)  # rewritten whole
+    assert np.load(damaged).shape == ids["valid"].shape  # rewritten whole
 
 
 def test_a_cifar_archive_with_the_wrong_checksum_stops_the_recipe_in_one_line(tmp_path, capsys):

@@ -26,6 +26,7 @@ import zipfile
 import numpy as np
 
 from keras_tse._checks import InputError
+from keras_tse.data import token_file
 from keras_tse.data.image_files import ImageFiles, read_image, read_resized  # noqa: F401 (read_image: own's API)
 from keras_tse.data.text import Vocabulary
 
@@ -279,13 +280,16 @@ def text_files(path):
     return files
 
 
-def load_text_folder(path, tokenizer="word", vocab_size=None):
+def load_text_folder(path, tokenizer="word", vocab_size=None, token_dir=None):
     """`({"train", "valid", "test"}: int32 ids, vocabulary)` from `path/{train,valid,test}.txt`.
 
     `tokenizer="word"`: a `Vocabulary` of every training word and `<unk>` (a valid or test word the training text
     lacks); `"bpe"`: a `BytePairTokenizer` of at most `vocab_size` ids (default `BPE_VOCAB_SIZE`) learned from
     train.txt alone, which reads every split with no unknown id; a tokenizer object: the splits read by it (a
-    trained model's own)."""
+    trained model's own).
+
+    `token_dir`: each split encoded into a token file there (`token_file.encode_splits`) and its ids read
+    memory-mapped, so a corpus larger than memory trains; None: the ids in memory."""
     from keras_tse.data.byte_pair import BytePairTokenizer
 
     files = text_files(path)
@@ -294,31 +298,39 @@ def load_text_folder(path, tokenizer="word", vocab_size=None):
     lines = {split: TextLines(file) for split, file in files.items()}
     if tokenizer == "bpe":
         tokenizer = BytePairTokenizer.train(lines["train"], vocab_size or BPE_VOCAB_SIZE)
-    if not isinstance(tokenizer, str):
-        return {split: tokenizer.encode(lines[split]) for split in TEXT_SPLITS}, tokenizer
-    if tokenizer != "word":
+    if tokenizer == "word":
+        train_words = {word for line in lines["train"] for word in line.split()}
+        tokenizer = Vocabulary.build(lines["train"], max_size=len(train_words) + 2)  # every training word, and <unk>
+    elif isinstance(tokenizer, str):
         raise ValueError(f"`tokenizer` must be 'word', 'bpe' or a tokenizer. Received: tokenizer={tokenizer!r}")
-    train_words = {word for line in lines["train"] for word in line.split()}
-    vocab = Vocabulary.build(lines["train"], max_size=len(train_words) + 2)  # every training word, and <unk>
-    return {split: vocab.encode(lines[split]) for split in TEXT_SPLITS}, vocab
+    if token_dir is not None:
+        return token_file.encode_splits(token_dir, tokenizer, lines), tokenizer
+    return {split: tokenizer.encode(lines[split]) for split in TEXT_SPLITS}, tokenizer
 
 
 class TextLines:
-    """The non-empty lines of a UTF-8 text file, as `read().splitlines()` splits them, read again from the file at
-    each pass over them: a corpus is counted and encoded line by line, never held whole."""
+    """The lines of a UTF-8 text file as `read().splitlines()` splits them (the non-empty ones, or with
+    `keep_empty` every one), read again from the file at each pass over them: a corpus is counted and encoded
+    line by line, never held whole."""
 
-    def __init__(self, file, chunk=1 << 20):
-        self.file, self.chunk = file, chunk
+    def __init__(self, file, chunk=1 << 20, keep_empty=False):
+        self.file, self.chunk, self.keep_empty = file, chunk, keep_empty
 
     def __iter__(self):
         pending = ""
         with open(self.file, encoding="utf-8", newline="") as f:
             for text in iter(lambda: f.read(self.chunk), ""):
                 pieces = (pending + text).splitlines(keepends=True)
-                pending = pieces.pop() if pieces and pieces[-1].splitlines() == [pieces[-1]] else ""
-                yield from (line.rstrip(LINE_BREAKS) for line in pieces if line.strip())
-        if pending.strip():
-            yield pending
+                last = pieces[-1] if pieces else ""
+                # a last piece without its line break, or whose "\r" may be the first half of "\r\n", waits
+                unfinished = last.splitlines() == [last] or last.endswith("\r")
+                pending = pieces.pop() if pieces and unfinished else ""
+                yield from (line.rstrip(LINE_BREAKS) for line in pieces if self._kept(line))
+        if self._kept(pending):
+            yield pending.rstrip(LINE_BREAKS)
+
+    def _kept(self, line):
+        return bool(line.strip()) or (self.keep_empty and bool(line))
 
 
 LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"  # what str.splitlines breaks at

@@ -4,7 +4,8 @@
 (the standard layout), `data_dir/wikitext-103-v1.zip` (fetched by hand), then downloads the zip into
 `data_dir` and checks its MD5. Offline with neither, it stops with a message naming the file and
 where to put it. The encoded ids and the vocabulary are cached next to the text
-(`keras_tse_ids.npz`, `keras_tse_vocab.txt`): building them reads 540 MB of text once.
+(`keras_tse_{train,valid,test}.npy`, token files read memory-mapped, and `keras_tse_vocab.txt`): building
+them reads its 540 MB of text once, a slice of lines at a time, and training holds neither text nor ids.
 
 `load_python_docs()` is real English prose that ships with every CPython: the reference-manual
 topics of `pydoc_data` (about 65,000 words), for tests and `--smoke` runs without a download.
@@ -15,11 +16,9 @@ import os
 import warnings
 import zipfile
 
-import numpy as np
-
-from keras_tse import run_files
-from keras_tse.data import _download
+from keras_tse.data import _download, token_file
 from keras_tse.data._image_set import default_data_dir
+from keras_tse.data.own import TextLines
 from keras_tse.data.text import Vocabulary
 
 URLS = (
@@ -30,30 +29,29 @@ ARCHIVE = "wikitext-103-v1.zip"
 MD5 = "9ddaacaf6af0710eda8c456decff7832"
 FOLDER = "wikitext-103"
 SPLITS = ("train", "valid", "test")
-CACHE, VOCAB = "keras_tse_ids.npz", "keras_tse_vocab.txt"
+CACHE, VOCAB = "keras_tse_{split}.npy", "keras_tse_vocab.txt"  # token files (`token_file`), then the words
 
 
 def load_wikitext103(data_dir=None, download=True):
-    """`({"train", "valid", "test"}: int32 ids, Vocabulary)`; 267,735 symbols incl. `<eos>`."""
+    """`({"train", "valid", "test"}: int32 ids, memory-mapped, Vocabulary)`; 267,735 symbols incl. `<eos>`."""
     data_dir = data_dir or default_data_dir()
     folder = os.path.join(data_dir, FOLDER)
-    cache, vocab_path = os.path.join(folder, CACHE), os.path.join(folder, VOCAB)
-    if os.path.exists(cache) and os.path.exists(vocab_path):
+    caches = {split: os.path.join(folder, CACHE.format(split=split)) for split in SPLITS}
+    vocab_path = os.path.join(folder, VOCAB)
+    if os.path.exists(vocab_path):  # written last: the token files before it are whole
         try:
-            with np.load(cache) as stored:
-                return {split: stored[split] for split in SPLITS}, Vocabulary.load(vocab_path)
-        except (OSError, ValueError, KeyError, EOFError) as error:  # damaged: rebuild it from the text
-            warnings.warn(
-                f"The id cache {cache} cannot be read ({type(error).__name__}: {error}); rebuilding it from the text.",
-                stacklevel=2,
-            )
-            os.remove(cache)
+            ids = {split: token_file.read_token_file(path) for split, path in caches.items()}
+            return ids, Vocabulary.load(vocab_path)
+        except (OSError, ValueError) as error:  # damaged or missing: rebuilt from the text
+            warnings.warn(f"{error} ({type(error).__name__}); rebuilding WikiText-103's token files from the text.",
+                          stacklevel=2)  # fmt: skip
+            os.remove(vocab_path)
     if not all(os.path.exists(_split_path(folder, s)) for s in SPLITS):
         _fetch(data_dir, download)
-    lines = {split: _read_lines(folder, split) for split in SPLITS}
+    # every line, the empty ones too: each is an <eos> in Transformer-XL's stream
+    lines = {split: TextLines(_split_path(folder, split), keep_empty=True) for split in SPLITS}
     vocab = Vocabulary.build(lines["train"])
-    ids = {split: vocab.encode(lines[split]) for split in SPLITS}
-    run_files.save_arrays(cache, **ids)  # complete files only: an interrupted build starts over
+    ids = token_file.encode_splits(folder, vocab, lines, name=CACHE)
     vocab.save(vocab_path)
     return ids, vocab
 
@@ -72,11 +70,6 @@ def _fetch(data_dir, download):
 
 def _split_path(folder, split):
     return os.path.join(folder, f"wiki.{split}.tokens")
-
-
-def _read_lines(folder, split):
-    with open(_split_path(folder, split), encoding="utf-8") as f:
-        return f.read().splitlines()
 
 
 def _missing_message(data_dir, why):

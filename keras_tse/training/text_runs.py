@@ -76,6 +76,7 @@ DEFAULTS = {
     "process_id": None, "join_timeout": 180, "distributed": None, "from_preset": None, "lora_rank": None,
     "tokenizer": "word", "vocab_size": None,
 }  # fmt: skip
+TOKENS = "tokens"  # the run folder's token files of a text folder (`token_folder`)
 TOKENIZERS = ("word", "bpe")  # word: the set's own words (the paper's); bpe: byte-level BPE learned from train.txt
 # The flags that shape the model: a trained model's weights fix every one of them (`from_preset`).
 MODEL_SETTINGS = ("depth", "hidden_dim", "init", "tau", "learn_tau", "deescalate_at", "segment_mean",
@@ -371,8 +372,9 @@ def load_data(plan):
         if not spec.own:
             raise InputError("--from-preset", settings.from_preset, f"a word-level model for --dataset {spec.name} (a "
                              "byte-pair model reads a folder of text: --dataset text)")  # fmt: skip
-        return spec.load_data(settings.data_dir, tokenizer=given)
-    words = dict(tokenizer=settings.tokenizer, vocab_size=settings.vocab_size)  # a text folder's loader takes them
+        return spec.load_data(settings.data_dir, tokenizer=given, token_dir=token_folder(plan))
+    # a text folder's loader takes them: its words, and where its token files go (read memory-mapped)
+    words = dict(tokenizer=settings.tokenizer, vocab_size=settings.vocab_size, token_dir=token_folder(plan))
     ids, vocab = spec.load_data(settings.data_dir, download=not settings.no_download, **words)
     if settings.smoke:
         train, held_out = SMOKE_PTB_TOKENS
@@ -380,6 +382,12 @@ def load_data(plan):
     if settings.from_preset is not None:
         return in_words_of(source(settings).tokenizer.vocabulary, ids, vocab)
     return ids, vocab
+
+
+def token_folder(plan):
+    """Where a text folder's splits are encoded (`data.token_file`): the run folder's `tokens/`, encoded again
+    whenever the run starts or resumes, from the text its fingerprint checked."""
+    return os.path.join(plan.out, TOKENS)
 
 
 def in_words_of(words, ids, vocab):

@@ -46,6 +46,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | generation_gpt4_ptb | zoo/figures/generation_gpt4_ptb.json | `KERAS_BACKEND=jax python -m recipes.lab.generation_speed --preset gpt4_ptb --out zoo/figures/generation_gpt4_ptb.json` |
 | generation_batches | zoo/figures/generation_batches.json | `for b in jax tensorflow torch; do KERAS_BACKEND=$b python -m recipes.lab.generation_speed --batches --out zoo/figures/generation_batches.json; done` |
 | stream_memory | zoo/figures/stream_memory.json | `KERAS_BACKEND=jax python -m recipes.lab.stream_memory --images 50000 --image-size 192 --out zoo/figures/stream_memory.json` |
+| text_memory | zoo/figures/text_memory_1m.json, text_memory.json | `KERAS_BACKEND=jax python -m recipes.lab.text_memory --tokens N --out F` for N = 1,000,000 and 100,000,000 |
 | remat_ladder | zoo/figures/remat_ladder.json | `KERAS_BACKEND=jax python -m recipes.lab.remat_memory --depths 320,640,1000 --out zoo/figures/remat_ladder.json` |
 | quantized_PRESET | zoo/figures/quantized_presets.json | `KERAS_BACKEND=jax python -m recipes.lab.quantized_presets --out zoo/figures/quantized_presets.json` |
 | ci | tests/ci_times.json | `CI=true bash .ci/run > ci.log 2>&1`, then `python tests/ci_times.py ci.log ...` |
@@ -232,6 +233,12 @@ def render(name):
     if name == "stream_memory":
         with open(_path("zoo", "figures", "stream_memory.json")) as f:
             return _generator("stream_memory").markdown_table(json.load(f))
+    if name == "text_memory":
+        sizes = []
+        for file in ("text_memory_1m.json", "text_memory.json"):
+            with open(_path("zoo", "figures", file)) as f:
+                sizes.append(json.load(f))
+        return _generator("text_memory").markdown_table(sizes)
     if name in ("remat_memory", "remat_ladder"):
         with open(_path("zoo", "figures", f"{name}.json")) as f:
             return _generator("remat_memory").markdown_table(json.load(f))

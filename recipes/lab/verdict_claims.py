@@ -49,12 +49,11 @@ LOWER_IS_BETTER = ("loss", "perplexity")  # every other metric (accuracy) is bet
 def _depth_study_seeds(metric, arm, key, value):
     """(arm, {seed: value}) of the depth study's cells (torch init) of `arm` at `depth`, each at the rate
     its selection seed chose."""
-    from recipes.lab import engine, generated_tables, sweep
+    from recipes.lab import engine, sweep
 
     if key != "depth":
         raise ValueError(f"depth_study claims are made at a depth, got 'at {key}'")
-    rows = generated_tables.depth_study_rows()
-    best = sweep.rates_chosen_by_seed(rows, engine.SELECTION_SEED)
+    rows, best = _depth_study_rates()
     norm, _, tau = arm.partition("(")
     tau = tau.rstrip(")")
     taus = sorted({k[1] for k in best if k[0] == norm}) if tau == "*" else [tau]
@@ -67,6 +66,16 @@ def _depth_study_seeds(metric, arm, key, value):
         cell = sweep.cell_rows(rows, (norm, tau, "torch"), value, lr)
         arms.append((label, engine.verdict_seeds(cell, metric)))
     return arms
+
+
+@functools.lru_cache(maxsize=1)
+def _depth_study_rates():
+    """(the depth study's rows, the rate its selection seed chose for each arm and depth), read once a process:
+    a card's claims ask for them arm by arm (1,419 times for the cards in one check)."""
+    from recipes.lab import engine, generated_tables, sweep
+
+    rows = generated_tables.depth_study_rows()
+    return rows, sweep.rates_chosen_by_seed(rows, engine.SELECTION_SEED)
 
 
 def _gpu_seeds(figure):

@@ -94,8 +94,60 @@ def test_stream_reads_only_an_image_folder_with_the_numpy_pipeline(tmp_path, cap
     folder = _folder(tmp_path / "images", per_class=2)
     code = cli.main(["train", "vit", "--dataset", "digits", "--stream", "--out", str(tmp_path / "a")])
     assert (
-        code == 2 and "--stream: received with --dataset digits; expected --dataset folder" in capsys.readouterr().err
+        code == 2
+        and "--stream: received with --dataset digits; expected --dataset folder or npz (read batch by batch)"
+        in capsys.readouterr().err
     )
     argv = ["train", "vit", "--dataset", "folder", "--data-dir", folder, "--stream", "--data-pipeline", "tf"]
     assert cli.main([*argv, "--depth", "1", "--out", str(tmp_path / "b")]) == 2
     assert "--data-pipeline: received tf with --stream; expected numpy" in capsys.readouterr().err
+
+
+def _arrays(path, compressed=False, grey=True):
+    rng = np.random.default_rng(0)
+    shape = (30, 8, 8) if grey else (30, 8, 8, 3)
+    save = np.savez_compressed if compressed else np.savez
+    x, x_test = rng.uniform(0, 255, shape).astype("float32"), rng.integers(0, 256, (9, *shape[1:]), dtype="uint8")
+    save(path, x_train=x, y_train=np.arange(30) % 3, x_test=x_test, y_test=np.arange(9) % 3)
+    return str(path)
+
+
+def test_an_npz_streamed_reads_the_arrays_numpy_loads_row_for_row(tmp_path):
+    """`load_npz(path, stream=True)`: each split memory-mapped where numpy.savez stored it, indexed as an array is
+    (an int, a slice, an int array, a mask; subsets of subsets), a grey image's channel added; its conversion the
+    array `numpy.load` gives; a compressed file's arrays, which cannot be read in place, refused in one line."""
+    from keras_tse._checks import InputError
+
+    path = _arrays(tmp_path / "d.npz")
+    (x, y), (x_test, _) = own.load_npz(path)
+    (sx, sy), (sx_test, _) = own.load_npz(path, stream=True)
+    assert isinstance(sx, own.StoredRows) and isinstance(sx.array, np.memmap)
+    assert sx.shape == x.shape == (30, 8, 8, 1) and sx.dtype == x.dtype and sx_test.dtype == np.uint8
+    np.testing.assert_array_equal(np.asarray(sx), x)
+    np.testing.assert_array_equal(np.asarray(sx_test), x_test)
+    np.testing.assert_array_equal(sy, y)
+    rows = np.array([5, 0, 29, 5])
+    np.testing.assert_array_equal(sx[7], x[7])
+    for key in (slice(3, 11), rows, np.arange(30) % 4 == 1):
+        np.testing.assert_array_equal(np.asarray(sx[key]), x[key])
+    np.testing.assert_array_equal(np.asarray(sx[rows][1:3]), x[rows][1:3])
+    with pytest.raises(InputError, match=r"x_train: received a compressed array \(numpy.savez_compressed\); expected"):
+        own.load_npz(_arrays(tmp_path / "c.npz", compressed=True), stream=True)
+
+
+def test_an_npz_streamed_trains_as_in_memory_digit_for_digit(tmp_path, capsys):
+    """`keras-tse train vit --dataset npz --stream`: every epoch's losses and accuracies are the in-memory run's, to
+    the last digit (the same arrays, statistics, order and crop-and-flip draws)."""
+    from keras_tse.cli import main as cli
+
+    path = _arrays(tmp_path / "d.npz", grey=False)
+    argv = ["train", "vit", "--dataset", "npz", "--data-dir", path, "--patch-size", "4", "--depth", "1"]
+    argv += ["--hidden-dim", "8", "--num-heads", "2", "--epochs", "2", "--batch-size", "8", "--augment", "crop_flip"]
+    argv += ["--data-pipeline", "numpy", "--norm", "deescalate", "--verbose", "0"]
+    histories = []
+    for out, more in (("memory", []), ("streamed", ["--stream"])):
+        assert cli.main([*argv, *more, "--out", str(tmp_path / out)]) == 0, capsys.readouterr().err[-2000:]
+        with open(tmp_path / out / "deescalate" / "history.csv", newline="") as f:
+            histories.append([{k: v for k, v in row.items() if k.split("_")[0] in ("epoch", "loss", "accuracy", "val")}
+                              for row in csv.DictReader(f)])  # fmt: skip
+    assert len(histories[0]) == 2 and histories[1] == histories[0]

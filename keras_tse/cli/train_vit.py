@@ -130,8 +130,8 @@ def parse_args(argv=None, prog="keras-tse train vit"):
     parser.add_argument(
         "--stream",
         action="store_true",
-        help="--dataset folder: read the image files batch by batch (decoded, resized and augmented as they come) "
-        "instead of decoding the folder into memory first; the same numbers",
+        help="--dataset folder or npz: read the images batch by batch (a folder's decoded, resized and augmented "
+        "as they come; an .npz's arrays where numpy.savez stored them) instead of into memory first; the same numbers",
     )
     flags.add_lora_argument(parser, " (and a fresh head)")
     return parser.parse_args(argv)

@@ -28,6 +28,7 @@ import numpy as np
 from keras_tse._checks import InputError
 from keras_tse.data import token_file
 from keras_tse.data.image_files import ImageFiles, read_image, read_resized  # noqa: F401 (read_image: own's API)
+from keras_tse.data.stored_arrays import StoredRows, stored_array
 from keras_tse.data.text import Vocabulary
 
 NPZ_KEYS = ("x_train", "y_train", "x_test", "y_test")
@@ -246,19 +247,36 @@ def _check_arrays(path, shapes, labels):
     return int(shape[1]), int(shape[3]) if len(shape) == 4 else 1, classes
 
 
-def load_npz(path):
+def load_npz(path, stream=False):
     """`((x_train, y_train), (x_test, y_test))` from an `.npz` file, checked (`npz_description`); grey
-    images `[N, H, W]` get a channel."""
+    images `[N, H, W]` get a channel. `stream`: the images as `StoredRows` of the arrays memory-mapped where
+    they lie in the file (`numpy.savez` stores them uncompressed), each batch read when it is used."""
     npz_description(path)
     with np.load(path) as arrays:
-        x, y, x_test, y_test = (arrays[key] for key in NPZ_KEYS)
+        y, y_test = arrays["y_train"], arrays["y_test"]
+        if not stream:
+            x, x_test = arrays["x_train"], arrays["x_test"]
+    if stream:
+        x, x_test = stored_array(path, "x_train"), stored_array(path, "x_test")
     for key, images in (("x_train", x), ("x_test", x_test)):
-        bad = np.argwhere(~np.isfinite(images)) if np.issubdtype(images.dtype, np.floating) else []
-        if len(bad):  # training would only find it as a nan loss, after the data had been read and the model built
-            first = tuple(int(i) for i in bad[0])
+        first = _first_not_finite(images)
+        if first is not None:  # training would only find it as a nan loss, after the data had been read
             raise InputError(f"{path}: {key}", f"{images[first]} at index {first}", "finite pixel values")
     x, x_test = (a[..., None] if a.ndim == 3 else a for a in (x, x_test))
+    if stream:
+        x, x_test = StoredRows(x), StoredRows(x_test)
     return (x, y.astype("int32").reshape(-1)), (x_test, y_test.astype("int32").reshape(-1))
+
+
+def _first_not_finite(images, chunk=256):
+    """The index of the first pixel of `images` that is not finite, or None; read `chunk` images at a time."""
+    if not np.issubdtype(images.dtype, np.floating):
+        return None
+    for start in range(0, len(images), chunk):
+        bad = np.argwhere(~np.isfinite(np.asarray(images[start : start + chunk])))
+        if len(bad):
+            return (start + int(bad[0][0]), *(int(i) for i in bad[0][1:]))
+    return None
 
 
 # === Text ===

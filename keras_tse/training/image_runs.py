@@ -70,7 +70,8 @@ def resolve(settings):
             "--data-dir", "nothing", f"the {spec.title.removeprefix('an ')} that --dataset {spec.name} reads"
         )
     if settings.stream and not spec.takes("stream"):
-        raise InputError("--stream", f"with --dataset {spec.name}", "--dataset folder (its files read batch by batch)")
+        streamed = " or ".join(name for name in data.list_datasets("images") if data.get_dataset(name).takes("stream"))
+        raise InputError("--stream", f"with --dataset {spec.name}", f"--dataset {streamed} (read batch by batch)")
     norm = settings.norm
     if settings.from_preset is not None:
         norm = (_source_layout(settings),)

@@ -12,6 +12,7 @@ import dataclasses
 import functools
 import math
 import os
+import shutil
 import time
 
 import numpy as np
@@ -416,7 +417,15 @@ def _stream_shape(plan):
 
 def prepare(plan):
     """The text read once, checked against the stream every variant is built for; the training settings with
-    the step count `epochs` gives."""
+    the step count `epochs` gives. A text refused (or a read stopped) leaves no token files behind."""
+    try:
+        return _prepare(plan)
+    except (Exception, KeyboardInterrupt):
+        shutil.rmtree(token_folder(plan), ignore_errors=True)
+        raise
+
+
+def _prepare(plan):
     from keras_tse.training import scale  # Keras: once the plan has chosen the backend
 
     settings = plan.settings

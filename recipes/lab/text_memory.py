@@ -15,7 +15,6 @@ largest `RssAnon` of /proc/self/status sampled every 20 ms. The ids take 4 bytes
 """
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -24,7 +23,8 @@ import time
 
 import numpy as np
 
-from keras_tse.run_files import replacing, write_json
+from keras_tse.run_files import replacing
+from recipes.lab import fresh_processes
 
 WORDS_A_LINE = 20
 WAYS = ("in memory", "token files")
@@ -107,28 +107,30 @@ def markdown_table(sizes):
     )
 
 
+def run(args):
+    """The corpus written to a scratch folder, both ways measured on it; the result file's record."""
+    import keras
+
+    from keras_tse.machine import machine_name
+
+    with tempfile.TemporaryDirectory(prefix="text_memory_") as scratch:
+        folder, start = os.path.join(scratch, "text"), time.perf_counter()
+        train_tokens = write_corpus(folder, args.tokens, args.words)
+        text_mib = os.path.getsize(os.path.join(folder, "train.txt")) / 2**20
+        print(f"wrote {train_tokens:,} training tokens in {time.perf_counter() - start:.0f} s", flush=True)
+        runs = measure(folder, os.path.join(scratch, "runs"))
+    provenance = {"machine": machine_name(), "keras": keras.__version__, "backend": keras.backend.backend()}
+    return {**provenance, "train_tokens": train_tokens, "words": args.words, "text_mib": text_mib, "runs": runs}
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tokens", type=int, default=100_000_000)
     parser.add_argument("--words", type=int, default=10_000)
     parser.add_argument("--out", default=None, help="the JSON file to write")
     args = parser.parse_args(argv)
-    import keras
-
-    from keras_tse.machine import machine_name
-
-    with tempfile.TemporaryDirectory(prefix="text_memory_") as scratch:
-        folder = os.path.join(scratch, "text")
-        start = time.perf_counter()
-        train_tokens = write_corpus(folder, args.tokens, args.words)
-        text_mib = os.path.getsize(os.path.join(folder, "train.txt")) / 2**20
-        print(f"wrote {train_tokens:,} training tokens in {time.perf_counter() - start:.0f} s", flush=True)
-        runs = measure(folder, os.path.join(scratch, "runs"))
-    results = {"machine": machine_name(), "keras": keras.__version__, "backend": keras.backend.backend(),
-               "train_tokens": train_tokens, "words": args.words, "text_mib": text_mib, "runs": runs}  # fmt: skip
-    print(markdown_table([json.loads(json.dumps(results))]))
-    if args.out:
-        write_json(args.out, results, indent=1)
+    result = run(args)
+    return fresh_processes.report(result, markdown_table([result]), args.out)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ _EXPORTS = {
     "keras_tse.data.text": ("SegmentStream", "Vocabulary", "lm_segments"),
     "keras_tse.data.byte_pair": ("BytePairTokenizer",),
     "keras_tse.data.image_files": ("ImageFiles", "channel_statistics"),
+    "keras_tse.data.stored_arrays": ("StoredRows", "stored_array"),
+    "keras_tse.data.token_file": ("read_token_file", "write_token_file"),
     "keras_tse.data.tokenizer": ("WordTokenizer",),
     "keras_tse.data.tokenizers": ("as_tokenizer", "load_tokenizer", "tokenizer_from_archive"),
     "keras_tse.data.wikitext": ("load_python_docs", "load_wikitext103"),

@@ -73,9 +73,15 @@ def read_token_file(path):
 def encode_splits(folder, tokenizer, lines, name="{split}.npy"):
     """`{split: memory-mapped ids}` of `lines` (`{split: iterable of lines}`), each split encoded into the
     token file `folder/name` (`name` formatted with the split)."""
-    ids = {}
     for split, split_lines in lines.items():
-        path = os.path.join(folder, name.format(split=split))
-        write_token_file(path, tokenizer, split_lines)
-        ids[split] = read_token_file(path)
-    return ids
+        write_token_file(_split_file(folder, name, split), tokenizer, split_lines)
+    return read_splits(folder, lines, name)
+
+
+def read_splits(folder, splits, name="{split}.npy"):
+    """`{split: memory-mapped ids}` of the token files `encode_splits` wrote for `splits`."""
+    return {split: read_token_file(_split_file(folder, name, split)) for split in splits}
+
+
+def _split_file(folder, name, split):
+    return os.path.join(folder, name.format(split=split))

@@ -36,12 +36,10 @@ def load_wikitext103(data_dir=None, download=True):
     """`({"train", "valid", "test"}: int32 ids, memory-mapped, Vocabulary)`; 267,735 symbols incl. `<eos>`."""
     data_dir = data_dir or default_data_dir()
     folder = os.path.join(data_dir, FOLDER)
-    caches = {split: os.path.join(folder, CACHE.format(split=split)) for split in SPLITS}
     vocab_path = os.path.join(folder, VOCAB)
     if os.path.exists(vocab_path):  # written last: the token files before it are whole
         try:
-            ids = {split: token_file.read_token_file(path) for split, path in caches.items()}
-            return ids, Vocabulary.load(vocab_path)
+            return token_file.read_splits(folder, SPLITS, name=CACHE), Vocabulary.load(vocab_path)
         except (OSError, ValueError) as error:  # damaged or missing: rebuilt from the text
             warnings.warn(f"{error} ({type(error).__name__}); rebuilding WikiText-103's token files from the text.",
                           stacklevel=2)  # fmt: skip

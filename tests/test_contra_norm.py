@@ -1,12 +1,17 @@
 """`keras_tse.layers.ContraNorm`: the formula by hand in NumPy with every option of the authors' forward
 (PKU-ML/ContraNorm's `ContraNorm` module), eq. (21)'s de-escalation as the temperature grows, its learned scale and
-its `.keras` round trip, on every backend."""
+its `.keras` round trip, on every backend; `norm="contranorm"`, the layout that places it at a block's
+`deescalate_at`: where it acts, its refusals, a ViT's `.keras` round trip and a training from the command line."""
+
+import json
 
 import keras
 import numpy as np
 import pytest
 
-from keras_tse.layers import ContraNorm, DeEscalation
+from keras_tse import zoo
+from keras_tse.layers import ContraNorm, DeEscalation, TransformerBlock
+from tests.helpers import randomise_weights, tiny_transformer_xl
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -21,9 +26,10 @@ def _softmax(z, axis):
     return e / e.sum(axis, keepdims=True)
 
 
-def _by_hand(x, s=0.1, t=1.0, dual_norm=False, pre_norm=False, identity=False, scale=None):
+def _by_hand(x, s=0.1, t=1.0, dual_norm=False, pre_norm=False, identity=False, scale=None, gamma=1.0, beta=0.0):
     """The authors' forward in float64: unit rows, their softmax similarities (row-, or row- and column-normalised),
-    the step away from them, then LayerNorm; `scale`, a per-channel learned scale where given."""
+    the step away from them, then LayerNorm (`gamma`, `beta` its own); `scale`, a per-channel learned scale where
+    given."""
     unit = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
     base = unit if pre_norm else x
     similarity = unit @ unit.transpose(0, 2, 1) / t
@@ -31,7 +37,7 @@ def _by_hand(x, s=0.1, t=1.0, dual_norm=False, pre_norm=False, identity=False, s
     negatives = weights @ base
     step = s if scale is None else scale
     stepped = (step if scale is not None else 1 + s) * base - step * negatives if identity else base - step * negatives
-    return _layer_norm(stepped)
+    return _layer_norm(stepped) * gamma + beta
 
 
 X = np.random.default_rng(0).normal(size=(2, 5, 6))
@@ -87,3 +93,79 @@ def test_a_learned_scale_is_one_weight_a_channel_and_saves_with_the_layer(tmp_pa
 def test_a_bad_option_is_one_line(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ContraNorm(**kwargs)
+
+
+VIT = dict(image_size=8, patch_size=4, hidden_dim=16, num_heads=2, ffn_dim=32, num_classes=3, channels=1)
+
+
+@pytest.mark.parametrize("place, step", [("output", "y4"), ("pre_ffn", "y2")])
+def test_the_contranorm_layout_applies_contranorm_at_the_blocks_deescalation_place(place, step):
+    """`norm="contranorm"`: Algorithm 1 with ContraNorm(s, t) on what eq. (21) would read at `deescalate_at` (the
+    block output `y4`, or the FFN input `y2`), every weight random, against the NumPy forward of the block's own
+    step (at most 2e-5 apart); nothing else of the block changes (its steps before that place are the post-norm
+    block's on the same weights)."""
+    tokens = keras.ops.convert_to_tensor(np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32"))
+    options = dict(contranorm_scale=0.3, contranorm_temperature=0.7)
+    block = TransformerBlock(2, 16, norm="contranorm", deescalate_at=place, **options)
+    block.build(tokens.shape)
+    randomise_weights(block)
+    names = ("y2", "y4", "ffn_input", "outputs")
+    steps = {k: keras.ops.convert_to_numpy(v) for k, v in block.steps(tokens).items() if k in names}
+    placed = block.placed
+    assert isinstance(placed, ContraNorm) and (placed.scale, placed.temperature) == (0.3, 0.7)
+    gamma, beta = (keras.ops.convert_to_numpy(w) for w in (placed.norm.gamma, placed.norm.beta))
+    expected = _by_hand(steps[step].astype("float64"), 0.3, 0.7, gamma=gamma, beta=beta)
+    np.testing.assert_allclose(steps["outputs" if place == "output" else "ffn_input"], expected, atol=2e-5)
+    post = TransformerBlock(2, 16, norm="post")
+    post.build(tokens.shape)
+    post.set_weights(block.get_weights()[: len(post.weights)])  # the placed ContraNorm's weights come last
+    assert keras.ops.convert_to_numpy(post.steps(tokens)["y2"]) == pytest.approx(steps["y2"], abs=1e-6)
+
+
+def test_causal_blocks_and_padding_masks_refuse_contranorm_in_one_line():
+    """Its softmax reads every token: the GPT, Transformer-XL and a causal block refuse the layout, a padding mask
+    is refused by the block, each naming the value."""
+    refusal = r"norm='contranorm' reads every position, later ones included, which a causal block may not"
+    for build in (lambda: TransformerBlock(2, 16, norm="contranorm", causal=True),
+                  lambda: zoo.gpt(depth=1, vocab_size=10, segment_len=4, hidden_dim=8, num_heads=2, ffn_dim=16,
+                                  norm="contranorm"),
+                  lambda: tiny_transformer_xl(norm="contranorm")):  # fmt: skip
+        with pytest.raises(ValueError, match=refusal):
+            build()
+    block = TransformerBlock(2, 16, norm="contranorm")
+    with pytest.raises(ValueError, match="norm='contranorm' reads every token and takes no padding mask"):
+        block(np.zeros((1, 3, 8), "float32"), mask=np.array([[True, True, False]]))
+    with pytest.raises(ValueError, match="`contranorm_temperature` must be a positive number. Received: "):
+        TransformerBlock(2, 16, norm="contranorm", contranorm_temperature=0)
+    with pytest.raises(ValueError, match=r"tau set\(s\) de-escalation \(eq. 21\), which norm='contranorm' does not"):
+        zoo.vit(depth=1, norm="contranorm", tau=0.5, **VIT)
+
+
+def test_a_contranorm_vit_saves_and_loads_with_its_options_and_mean_pools_after_it(tmp_path):
+    """Every block places ContraNorm, the last one too under mean pooling (it ends in a LayerNorm, so the mean of
+    its tokens is no zero vector, unlike eq. (21) at tau 1); the `.keras` file gives the same logits."""
+    images = np.random.default_rng(2).uniform(0, 255, (2, 8, 8, 1)).astype("float32")
+    model = zoo.vit(depth=2, norm="contranorm", pool="mean", layout_options={"contranorm_scale": 0.4}, **VIT)
+    assert [model.get_layer(f"block_{i:02d}").placed.scale for i in range(2)] == [0.4, 0.4]
+    model.save(tmp_path / "m.keras")
+    again = keras.saving.load_model(tmp_path / "m.keras")
+    assert again.get_layer("block_01").layout_options == {"contranorm_scale": 0.4, "contranorm_temperature": 1.0}
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(again(images)), keras.ops.convert_to_numpy(model(images)),
+                               atol=1e-6)  # fmt: skip
+
+
+@pytest.mark.one_backend
+def test_keras_tse_train_trains_a_contranorm_vit_with_its_options(tmp_path, capsys):
+    from keras_tse.cli import main as cli
+
+    rng = np.random.default_rng(0)
+    arrays = {f"x_{s}": rng.integers(0, 255, (n, 8, 8), dtype=np.uint8) for s, n in (("train", 48), ("test", 12))}
+    np.savez(tmp_path / "d.npz", **arrays, y_train=np.arange(48) % 3, y_test=np.arange(12) % 3)
+    argv = ["train", "vit", "--dataset", "npz", "--data-dir", str(tmp_path / "d.npz"), "--depth", "1"]
+    argv += ["--hidden-dim", "16", "--num-heads", "2", "--epochs", "1", "--batch-size", "16", "--norm", "contranorm"]
+    code = cli.main([*argv, "--layout-option", "contranorm_scale=0.2", "--verbose", "0", "--out", str(tmp_path / "r")])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    with open(tmp_path / "r" / "contranorm" / "summary.json") as f:
+        assert np.isfinite(json.load(f)["train_loss"])
+    model = keras.saving.load_model(tmp_path / "r" / "contranorm" / "checkpoints" / "last.keras")
+    assert model.get_layer("block_00").placed.scale == 0.2

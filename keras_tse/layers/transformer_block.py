@@ -120,6 +120,11 @@ class TransformerBlock(SequenceLayer):
         self.drop_path = _checks.dropout_rate("drop_path", drop_path)
         if self.layout.deescalates and not self.layout.causal_mean and not self.causal:
             raise ValueError(f"norm={self.norm!r} measures a causal model's leak. Received: causal={causal!r}")
+        if self.causal and not self.layout.causal:
+            raise ValueError(
+                f"norm={self.norm!r} reads every position, later ones included, which a causal block may not. "
+                f"Received: norm={self.norm!r}, causal=True"
+            )
 
     @property
     def uses_layer_norm(self):
@@ -170,6 +175,9 @@ class TransformerBlock(SequenceLayer):
                 name="de_escalation",
             )
             self.de_escalation.build(input_shape)
+        self.placed = self.layout.placed_layer(self.layout_options, policy) if self.layout.places else None
+        if self.placed is not None:  # the layout's own transform at eq. (21)'s place (`Layout.placed_layer`)
+            self.placed.build(input_shape)
         self._redraw_kernels(self.layout.kernel_gains(self.layout_options))
         self.layout_state = self.layout.add_weights(self, hidden, self.layout_options)
         self._residual_factor = self.layout.residual_factor(self.layout_options)
@@ -260,7 +268,9 @@ class TransformerBlock(SequenceLayer):
         """The block's body step by step (Fig. 2 and Fig. 4 read it): Algorithm 1's `y1` ... `y4` or
         eq. (19)'s `x_hat`, `attention_branch`, `y`; with `ffn_input`, `outputs`, `scores` and
         `eq21_inputs` in both. De-escalated where the layout says, at `deescalate_at`."""
-        deescalate = functools.partial(self.de_escalation, mask=mask) if self.de_escalation is not None else None
+        if self.placed is not None and mask is not None:  # its softmax would weigh the padding's tokens
+            raise ValueError(f"norm={self.norm!r} reads every token and takes no padding mask. Received: a mask")
+        deescalate = self.placed if self.de_escalation is None else functools.partial(self.de_escalation, mask=mask)
         return self._body_steps(inputs, training, return_attention_scores, deescalate, mask=mask)
 
     def _body_steps(self, inputs, training, return_attention_scores, deescalate, **attend):

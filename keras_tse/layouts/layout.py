@@ -36,6 +36,8 @@ class Layout:
     deescalates = False  # True: eq. (21) at the block's `deescalate_at`
     causal_mean = True  # in a causal block, eq. (21)'s mean over positions <= t; False: over all (leaks)
     branch_norm = False  # True: a LayerNorm on each branch's output before it joins the stream (sandwich)
+    places = False  # True: a layer of the layout's own (`placed_layer`) at the block's `deescalate_at`
+    causal = True  # False: what the layout places reads every position, so a causal block refuses it
     without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
     measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
     defaults = {}  # the layout's own block keywords and their defaults
@@ -67,6 +69,12 @@ class Layout:
     def add_weights(self, block, hidden, options):
         """Weights of the layout's own, added to the built block with `block.add_weight`; returns
         what `branch_scale` reads."""
+        return None
+
+    def placed_layer(self, options, dtype):
+        """The layer a block of a layout that `places` applies at its `deescalate_at`, eq. (21)'s place, where
+        the layout's transform of the tokens is compared with eq. (21) itself. Built by the block; imports
+        Keras when called, never when the layout is listed."""
         return None
 
     def branch_scale(self, state, index):

@@ -7,6 +7,7 @@ from keras_tse.layers import PatchEmbedding, ScannedBlocks, initializers
 from keras_tse.layers.self_attention import resolve_head_dim
 from keras_tse.layers.stochastic_depth import linear_rates
 from keras_tse.layouts import get_layout
+from keras_tse.layouts.layout import EQ21_DEFAULTS
 from keras_tse.norms import DEESCALATE_AT
 from keras_tse.zoo.blocks import checked_layout_options, stack_block
 from keras_tse.zoo.families.vit_presets import PRESETS
@@ -64,8 +65,9 @@ def vit(
 
     Args:
         depth: int, number of blocks. Defaults to `80` (Table 1).
-        norm: `"post"`, `"pre"`, `"deescalate"`, `"deepnorm"`, `"rezero"` or
-            `"layerscale"`. Defaults to `"deescalate"`.
+        norm: `"post"`, `"pre"`, `"deescalate"`, `"deepnorm"`, `"rezero"`,
+            `"layerscale"`, `"contranorm"` or another registered layout.
+            Defaults to `"deescalate"`.
         image_size: int, side of the square input images. Defaults to `32`.
         patch_size: int, side of a patch. Defaults to `4` (Sec. 3.3).
         channels: int, image channels. Defaults to `3`.
@@ -127,8 +129,9 @@ def vit(
     _checks.one_of("pool", pool, POOLS)
     _checks.one_of("deescalate_at", deescalate_at, DEESCALATE_AT)
     given = dict(tau=tau, trainable_tau=trainable_tau, deescalate_at=deescalate_at)
-    deescalating = (norm,) if layout.deescalates else ()
-    _checks.unused_options(norm, deescalating, given, dict(tau=1.0, trainable_tau=False, deescalate_at="output"))
+    used = (*EQ21_DEFAULTS, "deescalate_at") if layout.deescalates else ("deescalate_at",) if layout.places else ()
+    ignored = {key: value for key, value in given.items() if key not in used}  # `deescalate_at`: where it places
+    _checks.unused_options(norm, (), ignored, {**EQ21_DEFAULTS, "deescalate_at": "output"})
     _checks.non_negative_int("num_classes", num_classes)
     _checks.positive_int("channels", channels)
     resolve_head_dim(hidden_dim, num_heads)  # a hidden size that does not divide fails up front
@@ -200,7 +203,7 @@ def _scan_obstacle(dropout, drop_path_rate):
 
 def _deescalate_places(layout, depth, deescalate_at, pool):
     """Where each block de-escalates; see `vit`'s docstring for the last block under mean pooling."""
-    places = [deescalate_at if layout.deescalates else None] * depth
-    if pool == "mean" and places[-1] == "output":
+    places = [deescalate_at if layout.deescalates or layout.places else None] * depth
+    if pool == "mean" and places[-1] == "output" and layout.deescalates:
         places[-1] = None
     return places

@@ -155,8 +155,15 @@ def test_a_contranorm_vit_saves_and_loads_with_its_options_and_mean_pools_after_
 
 
 @pytest.mark.one_backend
-def test_keras_tse_train_trains_a_contranorm_vit_with_its_options(tmp_path, capsys):
+def test_keras_tse_train_trains_a_contranorm_vit_with_its_options_and_a_language_model_refuses_it(tmp_path, capsys):
+    """`keras-tse train vit --norm contranorm --layout-option ...` trains and keeps the option in its checkpoint;
+    `keras-tse train lm --norm contranorm` is one line and exit 2 before any data is read or folder made."""
     from keras_tse.cli import main as cli
+
+    assert cli.main(["train", "lm", "--smoke", "--norm", "contranorm", "--out", str(tmp_path / "lm")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--norm: received contranorm; expected a layout a causal block takes: post," in err
+    assert not (tmp_path / "lm").exists()
 
     rng = np.random.default_rng(0)
     arrays = {f"x_{s}": rng.integers(0, 255, (n, 8, 8), dtype=np.uint8) for s, n in (("train", 48), ("test", 12))}

@@ -49,6 +49,13 @@ def test_a_layout_is_registered_once_under_its_name():
     with pytest.raises(ValueError, match="named by an identifier"):
         layouts.register_layout(layouts.Layout())
 
+    class Both(layouts.Layout):  # two layers at one place: the block would apply only eq. (21)
+        name, deescalates, places = "both", True, True
+
+    with pytest.raises(ValueError, match=r"eq. \(21\) \(`deescalates`\) or a layer of its own \(`places`\), not both"):
+        layouts.register_layout(Both)
+    assert "both" not in layouts.layout_names(measurement=True)
+
 
 @pytest.mark.parametrize("norm", layouts.layout_names(measurement=True))
 def test_every_layout_s_block_rebuilds_from_its_config_with_its_depth_constants(norm):

@@ -97,6 +97,9 @@ def register_layout(layout):
     instance = layout() if isinstance(layout, type) else layout
     if not isinstance(instance, Layout) or not isinstance(instance.name, str) or not instance.name.isidentifier():
         raise ValueError(f"A layout must be a keras_tse.layouts.Layout named by an identifier. Received: {layout!r}")
+    if instance.deescalates and instance.places:  # one layer at `deescalate_at`: eq. (21), or the layout's own
+        raise ValueError(f"A layout places eq. (21) (`deescalates`) or a layer of its own (`places`), not both. "
+                         f"Received: {layout!r}")  # fmt: skip
     LAYOUTS.register(instance.name, instance, same=lambda old, new: type(old).__qualname__ == type(new).__qualname__)
     return layout
 

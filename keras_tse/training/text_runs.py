@@ -301,7 +301,10 @@ def check(settings, survey):
         raise InputError("--model", settings.model, f"a text model family: {', '.join(families)}")
     if not all(_accepts(settings, keyword) for keyword in NEEDED):
         raise InputError("--model", settings.model, f"a text family whose builder takes {' and '.join(NEEDED)}")
+    causal = [name for name in layout_names(measurement=True) if get_layout(name).causal]
     for norm in settings.norm:
+        if norm not in causal:  # a language model's blocks read no later position
+            raise InputError("--norm", norm, f"a layout a causal block takes: {', '.join(causal)}")
         model_keywords(settings, norm)  # each variant's layout takes every --layout-option
         _check_deescalation(settings, norm)
     # a builder that names `remat` (Transformer-XL's takes **kwargs, but its blocks write their memory in the call)

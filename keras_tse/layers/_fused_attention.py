@@ -38,3 +38,18 @@ def fused_attention_takes(dtype):
     float16: JAX's attention asks for float32 accumulation of float16 inputs, a dot XLA's CPU compiler
     refuses; the layers then compute eq. (2) with their explicit softmax, its logits in float32."""
     return not (keras.backend.standardize_dtype(dtype) == "float16" and xla_cpu())
+
+
+def centred_context(context, values, allowed=None):
+    """`(P - U) V` from `P V` (`context`, `[B, T, N, H]`) and `V` (`values`, `[B, S, N, H]`): each head's attention
+    matrix without its leading eigenspace ("Mind the Gap", Naderi, Nait Saada and Tanner 2024): `P 1 = 1`, so
+    subtracting `U`, the uniform distribution over the keys each query may read (`allowed`, boolean, broadcastable
+    to `[B, 1, T, S]`; `None`: all `S`), removes the eigenvalue 1 and the spectral gap behind eq. (8). A causal
+    query reads the mean of the values at positions `<= t`, so no position reads a later one."""
+    if allowed is None:
+        return context - ops.mean(values, axis=1, keepdims=True)
+    batch, tokens, heads = ops.shape(context)[0], ops.shape(context)[1], ops.shape(context)[2]
+    weights = ops.cast(allowed, values.dtype)
+    weights = weights / ops.maximum(ops.sum(weights, axis=-1, keepdims=True), 1)
+    weights = ops.broadcast_to(weights, (batch, heads, tokens, ops.shape(values)[1]))
+    return context - ops.einsum("bnts,bsnh->btnh", weights, values)

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import fused_attention, fused_attention_takes
+from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -46,6 +46,9 @@ class RelativeAttention(keras.layers.Layer):
             `"transformer_xl"`, `N(0, 0.02)`, the reference's.
         kernel_initializer: optional Keras initializer overriding the
             scheme's. Defaults to `None`.
+        centred: bool, `(P - U) V`, `U` uniform over the filled memory and
+            segment positions a query reads (`SelfAttention`'s). Defaults to
+            `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -72,12 +75,14 @@ class RelativeAttention(keras.layers.Layer):
         attention_dropout=0.0,
         initializer="transformer_xl",
         kernel_initializer=None,
+        centred=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
         self.num_heads = _checks.positive_int("num_heads", num_heads)
         self.head_dim = _checks.positive_int("head_dim", head_dim)
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
+        self.centred = bool(centred)  # `(P - U) V`, U uniform over the memory and segment a query reads
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
@@ -144,6 +149,8 @@ class RelativeAttention(keras.layers.Layer):
         else:
             scores = None
             attended = fused_attention(query, k, v, bias=ops.cast(bias, q.dtype), scale=scale)
+        if self.centred:
+            attended = centred_context(attended, v, allowed[None, None])
         batch = ops.shape(inputs)[0]
         outputs = self.output_dense(ops.reshape(attended, (batch, segment, self.num_heads * self.head_dim)))
         return (outputs, scores) if return_attention_scores else outputs
@@ -169,6 +176,7 @@ class RelativeAttention(keras.layers.Layer):
             "attention_dropout": self.attention_dropout,
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
+            "centred": self.centred,
         }
 
 

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import fused_attention, fused_attention_takes
+from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes
 from keras_tse.layers._sequence_layer import SequenceLayer
 
 
@@ -46,6 +46,9 @@ class SelfAttention(SequenceLayer):
         kernel_initializer: optional Keras initializer for the four kernels,
             overriding the scheme's kernels (the bias keeps the scheme's).
             Defaults to `None`.
+        centred: bool, `(P - U) V` instead of `P V`, `U` uniform over the
+            keys a query may read (`_fused_attention.centred_context`); the
+            scores returned stay P. Defaults to `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -76,6 +79,7 @@ class SelfAttention(SequenceLayer):
         causal=False,
         initializer="glorot",
         kernel_initializer=None,
+        centred=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -83,6 +87,7 @@ class SelfAttention(SequenceLayer):
         self.head_dim = _checks.positive_int("head_dim", head_dim, allow_none=True)
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
+        self.centred = bool(centred)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
@@ -124,6 +129,8 @@ class SelfAttention(SequenceLayer):
         else:
             context = fused_attention(q, k, v, mask=key_mask, is_causal=self.causal)
             scores = None
+        if self.centred:
+            context = centred_context(context, v, attention_mask(key_mask, ops.shape(q)[1], self.causal))
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
         outputs = self.output_dense(ops.reshape(context, (batch, tokens, -1)))
         return (outputs, scores) if return_attention_scores else outputs
@@ -163,6 +170,8 @@ class SelfAttention(SequenceLayer):
         logits = ops.where(allowed[None, None], logits, ops.full_like(logits, -1e9))
         weights = ops.cast(ops.softmax(logits, axis=-1), cache.values.dtype)
         context = ops.einsum("bnts,bsnh->btnh", weights, cache.values)
+        if self.centred:
+            context = centred_context(context, cache.values, allowed[None, None])
         return self.output_dense(ops.reshape(context, (batch, new, -1)))
 
     def get_config(self):
@@ -172,6 +181,7 @@ class SelfAttention(SequenceLayer):
             "head_dim": self.head_dim,
             "attention_dropout": self.attention_dropout,
             "causal": self.causal,
+            "centred": self.centred,
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }

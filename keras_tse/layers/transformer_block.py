@@ -336,6 +336,7 @@ class TransformerBlock(SequenceLayer):
             causal=self.causal,
             initializer=self.initializer,
             kernel_initializer=initializers.clone(self.kernel_initializer),
+            centred=self.layout.centred_attention,
             dtype=self.dtype_policy,
             name="self_attention",
         )

@@ -139,6 +139,7 @@ class TransformerXLBlock(TransformerBlock):
             attention_dropout=self.attention_dropout,
             initializer=self.initializer,
             kernel_initializer=self.kernel_initializer,
+            centred=self.layout.centred_attention,
             dtype=self.dtype_policy,
             name="self_attention",
         )

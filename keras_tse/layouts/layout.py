@@ -38,6 +38,7 @@ class Layout:
     branch_norm = False  # True: a LayerNorm on each branch's output before it joins the stream (sandwich)
     places = False  # True: a layer of the layout's own (`placed_layer`) at the block's `deescalate_at`
     causal = True  # False: what the layout places reads every position, so a causal block refuses it
+    centred_attention = False  # True: each head's attention is `(P - U) V`, its leading eigenspace removed
     without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
     measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
     defaults = {}  # the layout's own block keywords and their defaults

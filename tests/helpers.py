@@ -200,6 +200,21 @@ def text_folder(root, lines=(1500, 200, 200)):
     return root
 
 
+def train_tiny_vit(tmp_path, norm, *flags):
+    """`keras-tse train vit --norm NORM` in this process on 48 random 8x8 images of 3 classes (an `.npz`), one epoch
+    of two blocks, `flags` added; (its exit code, its variant's folder)."""
+    import numpy as np
+
+    from keras_tse.cli import main as cli
+
+    rng = np.random.default_rng(0)
+    arrays = {f"x_{s}": rng.integers(0, 255, (n, 8, 8), dtype=np.uint8) for s, n in (("train", 48), ("test", 12))}
+    np.savez(tmp_path / "d.npz", **arrays, y_train=np.arange(48) % 3, y_test=np.arange(12) % 3)
+    argv = ["train", "vit", "--dataset", "npz", "--data-dir", str(tmp_path / "d.npz"), "--depth", "2", "--epochs", "1"]
+    argv += ["--hidden-dim", "16", "--num-heads", "2", "--batch-size", "16", "--norm", norm, "--verbose", "0"]
+    return cli.main([*argv, *flags, "--out", str(tmp_path / "run")]), tmp_path / "run" / norm
+
+
 def pyproject_floors(extras=("tensorflow", "jax", "torch")):
     """{name: the lowest version `pyproject.toml` allows}: Python's, each dependency's and each named extra's."""
     import tomllib

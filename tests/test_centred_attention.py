@@ -1,10 +1,8 @@
 """`norm="centred_attention"` ("Mind the Gap"'s `(P - U) V`): the attention against NumPy with `P` the layer's own
 scores, for a bidirectional, a causal and a padded query, Transformer-XL's over a partly filled memory; tokens all
-alike get nothing from attention; a ViT's `.keras` round trip, on every backend, and a training from the command
-line. Its causal forms are in the every-layout tests: no later position read (tests/test_gpt.py), the key-value
-cache (tests/test_generate.py), a config round trip (tests/test_layouts.py)."""
-
-import json
+alike get nothing from attention; a ViT's `.keras` round trip, on every backend. Its causal forms, its config round
+trip and its training from the command line are in the every-layout tests (tests/test_gpt.py, tests/test_generate.py,
+tests/test_layouts.py)."""
 
 import keras
 import numpy as np
@@ -103,17 +101,3 @@ def test_a_centred_attention_vit_saves_and_loads(tmp_path):
     assert again.get_layer("block_01").self_attention.centred
     expected = keras.ops.convert_to_numpy(model(images))
     np.testing.assert_allclose(keras.ops.convert_to_numpy(again(images)), expected, atol=1e-6)
-
-
-@pytest.mark.one_backend
-def test_keras_tse_train_trains_a_centred_attention_vit(tmp_path, capsys):
-    from keras_tse.cli import main as cli
-
-    rng = np.random.default_rng(0)
-    arrays = {f"x_{s}": rng.integers(0, 255, (n, 8, 8), dtype=np.uint8) for s, n in (("train", 48), ("test", 12))}
-    np.savez(tmp_path / "d.npz", **arrays, y_train=np.arange(48) % 3, y_test=np.arange(12) % 3)
-    argv = ["train", "vit", "--dataset", "npz", "--data-dir", str(tmp_path / "d.npz"), "--depth", "1", "--epochs", "1"]
-    argv += ["--hidden-dim", "16", "--num-heads", "2", "--batch-size", "16", "--norm", "centred_attention"]
-    assert cli.main([*argv, "--verbose", "0", "--out", str(tmp_path / "r")]) == 0, capsys.readouterr().err[-2000:]
-    with open(tmp_path / "r" / "centred_attention" / "summary.json") as f:
-        assert np.isfinite(json.load(f)["train_loss"])

@@ -1,9 +1,7 @@
 """`keras_tse.layers.ContraNorm`: the formula by hand in NumPy with every option of the authors' forward
 (PKU-ML/ContraNorm's `ContraNorm` module), eq. (21)'s de-escalation as the temperature grows, its learned scale and
 its `.keras` round trip, on every backend; `norm="contranorm"`, the layout that places it at a block's
-`deescalate_at`: where it acts, its refusals, a ViT's `.keras` round trip and a training from the command line."""
-
-import json
+`deescalate_at`: where it acts, its refusals, a ViT's `.keras` round trip, the language model's refusal."""
 
 import keras
 import numpy as np
@@ -155,24 +153,12 @@ def test_a_contranorm_vit_saves_and_loads_with_its_options_and_mean_pools_after_
 
 
 @pytest.mark.one_backend
-def test_keras_tse_train_trains_a_contranorm_vit_with_its_options_and_a_language_model_refuses_it(tmp_path, capsys):
-    """`keras-tse train vit --norm contranorm --layout-option ...` trains and keeps the option in its checkpoint;
-    `keras-tse train lm --norm contranorm` is one line and exit 2 before any data is read or folder made."""
+def test_keras_tse_train_lm_refuses_contranorm_in_one_line(tmp_path, capsys):
+    """`keras-tse train lm --norm contranorm`: one line and exit 2 before any data is read or folder made (the ViT
+    trains from the command line: tests/test_layouts.py)."""
     from keras_tse.cli import main as cli
 
     assert cli.main(["train", "lm", "--smoke", "--norm", "contranorm", "--out", str(tmp_path / "lm")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--norm: received contranorm; expected a layout a causal block takes: post," in err
     assert not (tmp_path / "lm").exists()
-
-    rng = np.random.default_rng(0)
-    arrays = {f"x_{s}": rng.integers(0, 255, (n, 8, 8), dtype=np.uint8) for s, n in (("train", 48), ("test", 12))}
-    np.savez(tmp_path / "d.npz", **arrays, y_train=np.arange(48) % 3, y_test=np.arange(12) % 3)
-    argv = ["train", "vit", "--dataset", "npz", "--data-dir", str(tmp_path / "d.npz"), "--depth", "1"]
-    argv += ["--hidden-dim", "16", "--num-heads", "2", "--epochs", "1", "--batch-size", "16", "--norm", "contranorm"]
-    code = cli.main([*argv, "--layout-option", "contranorm_scale=0.2", "--verbose", "0", "--out", str(tmp_path / "r")])
-    assert code == 0, capsys.readouterr().err[-2000:]
-    with open(tmp_path / "r" / "contranorm" / "summary.json") as f:
-        assert np.isfinite(json.load(f)["train_loss"])
-    model = keras.saving.load_model(tmp_path / "r" / "contranorm" / "checkpoints" / "last.keras")
-    assert model.get_layer("block_00").placed.scale == 0.2

@@ -2,6 +2,8 @@
 rebuild each layout's block."""
 
 import argparse
+import json
+import math
 import os
 import subprocess
 import sys
@@ -13,6 +15,7 @@ import pytest
 
 from keras_tse import layouts
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
+from tests.helpers import train_tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
@@ -164,3 +167,21 @@ def test_a_layout_may_normalise_each_branch_s_output_sandwich_norm():
         np.testing.assert_allclose(keras.ops.convert_to_numpy(twin(tokens)), outputs, rtol=1e-6, atol=1e-6)
     finally:
         layouts.layout.LAYOUTS.unregister("sandwich_test")
+
+
+@pytest.mark.one_backend
+@pytest.mark.parametrize(
+    "norm, flags, kept",
+    [("contranorm", ("--layout-option", "contranorm_scale=0.2"), lambda block: block.placed.scale == 0.2),
+     ("centred_attention", (), lambda block: block.self_attention.centred),
+     ("subln", (), lambda block: block.layout_options["subln_gain"] == pytest.approx(math.sqrt(math.log(4))))],
+)  # fmt: skip
+def test_the_literatures_depth_fixes_train_from_the_command_line(norm, flags, kept, tmp_path, capsys):
+    """`keras-tse train vit --norm NAME` for the layouts of the depth-fix comparison: the run ends, its loss finite,
+    and its checkpoint's blocks hold the layout's own part (the option given, the depth's constant)."""
+    code, run = train_tiny_vit(tmp_path, norm, *flags)
+    assert code == 0, capsys.readouterr().err[-2000:]
+    with open(run / "summary.json") as f:
+        assert np.isfinite(json.load(f)["train_loss"])
+    model = keras.saving.load_model(run / "checkpoints" / "last.keras")
+    assert all(kept(model.get_layer(f"block_{i:02d}")) for i in range(2))

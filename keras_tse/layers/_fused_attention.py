@@ -53,3 +53,15 @@ def centred_context(context, values, allowed=None):
     weights = weights / ops.maximum(ops.sum(weights, axis=-1, keepdims=True), 1)
     weights = ops.broadcast_to(weights, (batch, heads, tokens, ops.shape(values)[1]))
     return context - ops.einsum("bnts,bsnh->btnh", weights, values)
+
+
+def sub_layer_norm(attention, shape):
+    """Sub-LN's LayerNorm before the output projection of `attention` (built for `shape`), or `None` where its
+    `sub_norm` is off: the attention layers' one place for it."""
+    if not attention.sub_norm:
+        return None
+    norm = keras.layers.LayerNormalization(
+        epsilon=attention.layer_norm_epsilon, dtype=attention.dtype_policy, name="sub_norm"
+    )
+    norm.build(shape)
+    return norm

@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes
+from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes, sub_layer_norm
 
 
 @keras.saving.register_keras_serializable(package="keras_tse")
@@ -76,6 +76,8 @@ class RelativeAttention(keras.layers.Layer):
         initializer="transformer_xl",
         kernel_initializer=None,
         centred=False,
+        sub_norm=False,
+        layer_norm_epsilon=1e-5,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -83,6 +85,8 @@ class RelativeAttention(keras.layers.Layer):
         self.head_dim = _checks.positive_int("head_dim", head_dim)
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.centred = bool(centred)  # `(P - U) V`, U uniform over the memory and segment a query reads
+        self.sub_norm = bool(sub_norm)  # Sub-LN: a LayerNorm before W_O (`SelfAttention`'s)
+        self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
@@ -102,6 +106,7 @@ class RelativeAttention(keras.layers.Layer):
         self.qkv_dense.build(input_shape)
         self.position_dense.build((None, hidden))
         self.output_dense.build((*input_shape[:-1], inner))
+        self.sub_layer_norm = sub_layer_norm(self, (*input_shape[:-1], inner))
         bias = dict(shape=(self.num_heads, self.head_dim), trainable=True)
         self.content_bias = self.add_weight(
             name="r_w_bias", initializer=initializers.clone(self.kernel_initializer), **bias
@@ -152,7 +157,8 @@ class RelativeAttention(keras.layers.Layer):
         if self.centred:
             attended = centred_context(attended, v, allowed[None, None])
         batch = ops.shape(inputs)[0]
-        outputs = self.output_dense(ops.reshape(attended, (batch, segment, self.num_heads * self.head_dim)))
+        heads = ops.reshape(attended, (batch, segment, self.num_heads * self.head_dim))
+        outputs = self.output_dense(heads if self.sub_layer_norm is None else self.sub_layer_norm(heads))
         return (outputs, scores) if return_attention_scores else outputs
 
     def _heads(self, x):
@@ -177,6 +183,8 @@ class RelativeAttention(keras.layers.Layer):
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "centred": self.centred,
+            "sub_norm": self.sub_norm,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
         }
 
 

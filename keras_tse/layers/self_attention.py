@@ -5,7 +5,7 @@ from keras import ops
 
 from keras_tse import _checks
 from keras_tse.layers import initializers
-from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes
+from keras_tse.layers._fused_attention import centred_context, fused_attention, fused_attention_takes, sub_layer_norm
 from keras_tse.layers._sequence_layer import SequenceLayer
 
 
@@ -49,6 +49,9 @@ class SelfAttention(SequenceLayer):
         centred: bool, `(P - U) V` instead of `P V`, `U` uniform over the
             keys a query may read (`_fused_attention.centred_context`); the
             scores returned stay P. Defaults to `False`.
+        sub_norm: bool, a LayerNorm (epsilon `layer_norm_epsilon`) on the
+            heads' output before the output projection (Sub-LN, Wang et al.
+            2022). Defaults to `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -80,6 +83,8 @@ class SelfAttention(SequenceLayer):
         initializer="glorot",
         kernel_initializer=None,
         centred=False,
+        sub_norm=False,
+        layer_norm_epsilon=1e-5,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -88,6 +93,8 @@ class SelfAttention(SequenceLayer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.causal = bool(causal)
         self.centred = bool(centred)
+        self.sub_norm = bool(sub_norm)
+        self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
 
@@ -105,6 +112,7 @@ class SelfAttention(SequenceLayer):
         for dense in (self.query_dense, self.key_dense, self.value_dense):
             dense.build(input_shape)
         self.output_dense.build((*input_shape[:-1], inner))
+        self.sub_layer_norm = sub_layer_norm(self, (*input_shape[:-1], inner))
         self.dropout = keras.layers.Dropout(self.attention_dropout, dtype=self.dtype_policy)
         self.built = True
 
@@ -132,7 +140,7 @@ class SelfAttention(SequenceLayer):
         if self.centred:
             context = centred_context(context, v, attention_mask(key_mask, ops.shape(q)[1], self.causal))
         batch, tokens = ops.shape(inputs)[0], ops.shape(inputs)[1]
-        outputs = self.output_dense(ops.reshape(context, (batch, tokens, -1)))
+        outputs = self._output(ops.reshape(context, (batch, tokens, self.num_heads * self._head_dim)))
         return (outputs, scores) if return_attention_scores else outputs
 
     def _split_heads(self, x):
@@ -172,7 +180,11 @@ class SelfAttention(SequenceLayer):
         context = ops.einsum("bnts,bsnh->btnh", weights, cache.values)
         if self.centred:
             context = centred_context(context, cache.values, allowed[None, None])
-        return self.output_dense(ops.reshape(context, (batch, new, -1)))
+        return self._output(ops.reshape(context, (batch, new, self.num_heads * self._head_dim)))
+
+    def _output(self, heads):
+        """`W_O` on the heads' concatenated output, after Sub-LN's LayerNorm where `sub_norm` asks for it."""
+        return self.output_dense(heads if self.sub_layer_norm is None else self.sub_layer_norm(heads))
 
     def get_config(self):
         return {
@@ -182,6 +194,8 @@ class SelfAttention(SequenceLayer):
             "attention_dropout": self.attention_dropout,
             "causal": self.causal,
             "centred": self.centred,
+            "sub_norm": self.sub_norm,
+            "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
         }

@@ -165,6 +165,12 @@ class TransformerBlock(SequenceLayer):
             if layer is not None:
                 layer.build(input_shape)
         self.ffn_outer.build((*input_shape[:-1], self.ffn_dim))
+        self.ffn_sub_norm = None
+        if self.layout.sub_norm:  # Sub-LN's LayerNorm before W_2 (its attention's is the attention layer's)
+            self.ffn_sub_norm = keras.layers.LayerNormalization(
+                epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_sub_norm"
+            )
+            self.ffn_sub_norm.build((*input_shape[:-1], self.ffn_dim))
         self.de_escalation = None
         if self.layout.deescalates:
             self.de_escalation = DeEscalation(
@@ -337,6 +343,8 @@ class TransformerBlock(SequenceLayer):
             initializer=self.initializer,
             kernel_initializer=initializers.clone(self.kernel_initializer),
             centred=self.layout.centred_attention,
+            sub_norm=self.layout.sub_norm,
+            layer_norm_epsilon=self.layer_norm_epsilon,
             dtype=self.dtype_policy,
             name="self_attention",
         )
@@ -354,8 +362,9 @@ class TransformerBlock(SequenceLayer):
         return self.alpha * self.attention_output_dropout(outputs, training=training), scores
 
     def _feed_forward(self, x, training):
-        """The FFN branch `phi(X W_1) W_2` (Algorithm 1, step 3), dropout as in vit-pytorch."""
-        hidden = self.ffn_inner_dropout(self.ffn_inner(x), training=training)
+        """The FFN branch `phi(X W_1) W_2` (Algorithm 1, step 3), dropout as in vit-pytorch; Sub-LN's
+        `LN(phi(X W_1)) W_2` where the layout says."""
+        hidden = self._normalize(self.ffn_sub_norm, self.ffn_inner_dropout(self.ffn_inner(x), training=training))
         return self.ffn_output_dropout(self.ffn_outer(hidden), training=training)
 
     def get_config(self):

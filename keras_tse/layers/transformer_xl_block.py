@@ -140,6 +140,8 @@ class TransformerXLBlock(TransformerBlock):
             initializer=self.initializer,
             kernel_initializer=self.kernel_initializer,
             centred=self.layout.centred_attention,
+            sub_norm=self.layout.sub_norm,
+            layer_norm_epsilon=self.layer_norm_epsilon,
             dtype=self.dtype_policy,
             name="self_attention",
         )

@@ -39,6 +39,7 @@ class Layout:
     places = False  # True: a layer of the layout's own (`placed_layer`) at the block's `deescalate_at`
     causal = True  # False: what the layout places reads every position, so a causal block refuses it
     centred_attention = False  # True: each head's attention is `(P - U) V`, its leading eigenspace removed
+    sub_norm = False  # True: a LayerNorm inside each branch before its last projection (Sub-LN)
     without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
     measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
     defaults = {}  # the layout's own block keywords and their defaults

@@ -30,13 +30,11 @@ class ContraNorm(keras.layers.Layer):
     def __init__(self, scale=0.1, temperature=1.0, dual_norm=False, pre_norm=False, identity=False,
                  learnable=False, positive=False, epsilon=1e-6, **kwargs):  # fmt: skip
         super().__init__(**kwargs)
-        if not _checks.is_real(scale) or not 0 <= scale < math.inf:
-            raise ValueError(f"`scale` must be a number >= 0. Received: scale={scale!r}")
-        if not _checks.is_real(temperature) or not 0 < temperature < math.inf:
-            raise ValueError(f"`temperature` must be a positive number. Received: temperature={temperature!r}")
+        scale = _checks.non_negative_float("scale", scale)
+        temperature = _checks.positive_float("temperature", temperature)
         if positive and learnable and scale == 0:
             raise ValueError("`positive` learns log(scale): `scale` must be > 0. Received: scale=0")
-        self.scale, self.temperature, self.epsilon = float(scale), float(temperature), float(epsilon)
+        self.scale, self.temperature, self.epsilon = scale, temperature, float(epsilon)
         self.dual_norm, self.pre_norm, self.identity = bool(dual_norm), bool(pre_norm), bool(identity)
         self.learnable, self.positive = bool(learnable), bool(positive)
         self.norm = keras.layers.LayerNormalization(epsilon=self.epsilon, name="layernorm")

@@ -49,6 +49,9 @@ class RelativeAttention(keras.layers.Layer):
         centred: bool, `(P - U) V`, `U` uniform over the filled memory and
             segment positions a query reads (`SelfAttention`'s). Defaults to
             `False`.
+        sub_norm: bool, Sub-LN's LayerNorm (epsilon `layer_norm_epsilon`) on
+            the heads' output before `W_O` (`SelfAttention`'s). Defaults to
+            `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:

@@ -8,8 +8,6 @@ the attention's Add & Norm. The authors' defaults: `s = 0.1`, `t = 1`. Its softm
 ones included, so a causal block (the GPT, Transformer-XL) refuses it.
 """
 
-import math
-
 from keras_tse import _checks
 from keras_tse.layouts.layout import Layout, register_layout
 
@@ -24,13 +22,10 @@ class ContraNormLayout(Layout):
 
     def check(self, options):
         scale, temperature = options["contranorm_scale"], options["contranorm_temperature"]
-        if not _checks.is_real(scale) or not 0 <= scale < math.inf:
-            raise ValueError(f"`contranorm_scale` must be a number >= 0. Received: contranorm_scale={scale!r}")
-        if not _checks.is_real(temperature) or not 0 < temperature < math.inf:
-            raise ValueError(
-                f"`contranorm_temperature` must be a positive number. Received: contranorm_temperature={temperature!r}"
-            )
-        return {"contranorm_scale": float(scale), "contranorm_temperature": float(temperature)}
+        return {
+            "contranorm_scale": _checks.non_negative_float("contranorm_scale", scale),
+            "contranorm_temperature": _checks.positive_float("contranorm_temperature", temperature),
+        }
 
     def placed_layer(self, options, dtype):
         from keras_tse.layers.contra_norm import ContraNorm

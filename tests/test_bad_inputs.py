@@ -643,24 +643,38 @@ def _history(folder):
     return [{k: v for k, v in row.items() if "time" not in k and "seconds" not in k} for row in rows]
 
 
+# the command line's module run as `python -m` runs it, saying at exit whether TensorFlow was imported
+TELLS_TENSORFLOW = """
+import atexit, runpy, sys
+atexit.register(lambda: print("tensorflow imported:", "tensorflow" in sys.modules, file=sys.stderr))
+sys.argv = ["keras-tse", *sys.argv[1:]]
+runpy.run_module("keras_tse.cli.main", run_name="__main__")
+"""
+
+
 @pytest.mark.starts_processes
 def test_a_training_gives_the_same_history_with_tensorflow_installed_or_not(tmp_path):
     """A run that draws nothing but its order trains on the NumPy pipeline, whatever is installed: the same
     command (JAX, shuffled epochs) in a process that can import TensorFlow and one that cannot writes the same
-    history digit for digit; a run that trained on tf.data (its augmentation drawn there) refuses, in one line,
-    to go on where TensorFlow is missing."""
+    history digit for digit, and where it can, TensorFlow is not imported (Keras would, to seed it and at each
+    save); a run that trained on tf.data (its augmentation drawn there) refuses, in one line, to go on where
+    TensorFlow is missing."""
     runs = {}
     for hidden in (False, True):
         out = tmp_path / f"hidden_{hidden}"
-        result = fresh([*CLI, *SAME_RUN, "--out", str(out)], tmp_path, backend="jax", hide_tensorflow=hidden)
+        argv = [*SAME_RUN, "--out", str(out)]
+        result = fresh(["-c", TELLS_TENSORFLOW, *argv] if not hidden else [*CLI, *argv], tmp_path, "jax", hidden)
         assert result.returncode == 0, result.stderr[-3000:]
+        assert hidden or "tensorflow imported: False" in result.stderr
         runs[hidden] = _history(out)
     assert len(runs[True]) == 2 and runs[True] == runs[False]
     with open(tmp_path / "hidden_True" / "post" / "config.json") as f:
         assert json.load(f)["train"]["data_pipeline"] == "numpy"
     # augmented, a run takes tf.data where TensorFlow is installed: its draws are tf.data's, so it says so
-    tf_run = [*CLI, *SAME_RUN[:-6], "--epochs", "1", "--augment", "crop_flip", "--out", str(tmp_path / "tf")]
-    assert fresh(tf_run, tmp_path, backend="jax").returncode == 0
+    tf_run = [*SAME_RUN[:-6], "--epochs", "1", "--augment", "crop_flip", "--out", str(tmp_path / "tf")]
+    done = fresh(["-c", TELLS_TENSORFLOW, *tf_run], tmp_path, backend="jax")
+    assert done.returncode == 0 and "tensorflow imported: True" in done.stderr, done.stderr[-3000:]
+    tf_run = [*CLI, *tf_run]
     with open(tmp_path / "tf" / "post" / "config.json") as f:
         assert json.load(f)["train"]["data_pipeline"] == "tf"
     refused = fresh(tf_run, tmp_path, backend="jax", hide_tensorflow=True)

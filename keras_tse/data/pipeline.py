@@ -10,6 +10,7 @@ trained with.
 """
 
 import contextlib
+import importlib.util
 import math
 import os
 import sys
@@ -235,10 +236,46 @@ class _NamedTensorFlow:
         return getattr(self._module, name)
 
 
+def tensorflow_installed():
+    """Whether TensorFlow is installed, found without importing it (the import takes seconds)."""
+    try:
+        return importlib.util.find_spec("tensorflow") is not None
+    except ImportError:  # an import hook that refuses it
+        return False
+
+
+@contextlib.contextmanager
+def tensorflow_unseen_by_keras(needed):
+    """While a run that draws nothing from tf.data trains (`needed` false), Keras is told TensorFlow is absent.
+
+    Keras imports an installed TensorFlow to seed it (`keras.utils.set_random_seed`) and to ask whether a saved
+    config holds its types (its serialization, at every checkpoint): 3.6 CPU-s of a short JAX run on the 2-core
+    CPU (measured), for nothing such a run uses. The NumPy pipeline gives the same numbers whether TensorFlow
+    can be imported or not (tests/test_bad_inputs.py). Where the run needs it, it is imported here, before
+    Keras, so that TF_CPP_MIN_LOG_LEVEL silences its notices. Where TensorFlow is imported already (its
+    backend) or Keras is laid out otherwise, Keras sees what it always sees.
+    """
+    if needed:
+        tensorflow_if_installed()
+    try:
+        from keras.src.utils.module_utils import tensorflow as lazy_tensorflow
+    except ImportError:
+        lazy_tensorflow = None
+    if needed or "tensorflow" in sys.modules or not hasattr(lazy_tensorflow, "_available"):
+        yield
+        return
+    probed = lazy_tensorflow._available
+    lazy_tensorflow._available = False
+    try:
+        yield
+    finally:
+        lazy_tensorflow._available = probed
+
+
 def tensorflow_if_installed(required=False):
-    """The tensorflow module, or None when it is not installed and not `required`. A recipe calls it
-    before anything else imports TensorFlow (`keras.utils.set_random_seed` does, to seed it too), so
-    that TF_CPP_MIN_LOG_LEVEL keeps the start-up notices quiet."""
+    """The tensorflow module, or None when it is not installed and not `required`. A run calls it (through
+    `tensorflow_unseen_by_keras`) before anything else imports TensorFlow, so that TF_CPP_MIN_LOG_LEVEL keeps
+    the start-up notices quiet."""
     try:
         with _native_stderr_silenced(os.environ.get("TF_CPP_MIN_LOG_LEVEL", "0") not in ("", "0")):
             import tensorflow as tf

@@ -175,7 +175,7 @@ def augment_before(settings):
     """What a run folder made before the choice of augmentation and of the pipeline trained with: RandAugment
     where the data set's default is RandAugment (CIFAR-10), none elsewhere; tf.data where TensorFlow is
     installed, as the pipeline was then chosen (`configs.defaults_of`'s `before`)."""
-    pipeline = "tf" if data.tensorflow_if_installed() is not None else "numpy"
+    pipeline = "tf" if data.tensorflow_installed() else "numpy"
     augment = data.get_dataset(settings.dataset).augment
     return {"augment": "randaugment" if augment == "randaugment" else "none", "data_pipeline": pipeline}
 

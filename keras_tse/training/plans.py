@@ -173,7 +173,6 @@ def plan_of(kind, settings):
 
     from keras_tse.training import scale  # Keras: after every check, so a bad setting answers at once
 
-    data.tensorflow_if_installed()  # before Keras' seeding imports it: TF_CPP_MIN_LOG_LEVEL then silences it
     jit_compile = scale.configure(**scale_settings.settings_of(settings.as_dict()))  # joins the other processes
     out = scale.writer_folder(settings.out)  # one writer when several processes train together
     manifest = {"dataset": settings.dataset, "data": fingerprint, "smoke": settings.smoke, "seed": settings.seed}

@@ -27,11 +27,13 @@ def train(plan):
         defaults = defaults_of(variant.config, before)
         runner.check_run_folder(os.path.join(plan.out, variant.folder), variant.known, partial=True, defaults=defaults)
 
-    keras.utils.set_random_seed(settings.seed)  # before the pipelines: augmentation's and shuffling's random ops
-    prepared = plan.kind.prepare(plan)
-    summaries = {}
-    for variant in plan.variants:
-        keras.utils.set_random_seed(settings.seed)  # every variant from the same initial draw
-        summaries[variant.norm] = plan.kind.fit(plan, variant, prepared)
-    plan.kind.finish(plan, summaries)
+    tensorflow = any(getattr(variant.config, "data_pipeline", None) == "tf" for variant in plan.variants)
+    with data.tensorflow_unseen_by_keras(needed=tensorflow):
+        keras.utils.set_random_seed(settings.seed)  # before the pipelines: augmentation's and shuffling's draws
+        prepared = plan.kind.prepare(plan)
+        summaries = {}
+        for variant in plan.variants:
+            keras.utils.set_random_seed(settings.seed)  # every variant from the same initial draw
+            summaries[variant.norm] = plan.kind.fit(plan, variant, prepared)
+        plan.kind.finish(plan, summaries)
     return summaries

@@ -33,8 +33,10 @@ def add_arguments(parser):
 
 
 def run(args):
+    from keras_tse import data
     from keras_tse.training.demo import DemoConfig, run_demo
 
     config = flags.config_from(DemoConfig, args)
-    run_demo(args.out or ("runs/demo_quick" if args.quick else "runs/demo"), config, verbose=args.verbose)
+    with data.tensorflow_unseen_by_keras(needed=False):  # the demo's batches are NumPy's
+        run_demo(args.out or ("runs/demo_quick" if args.quick else "runs/demo"), config, verbose=args.verbose)
     return 0

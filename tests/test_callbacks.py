@@ -27,10 +27,10 @@ def _model(norm="post"):
     return model
 
 
-def _fit(metric, history_path, epochs=2):
+def _fit(metrics, history_path, epochs=2):
     x, y = _data()
     model = _model()
-    callbacks = [metric, keras.callbacks.CSVLogger(str(history_path))]
+    callbacks = [*metrics, keras.callbacks.CSVLogger(str(history_path))]
     return model, model.fit(x, y, batch_size=16, epochs=epochs, verbose=0, callbacks=callbacks)
 
 
@@ -39,18 +39,34 @@ def _rows(path):
         return list(csv.DictReader(f))
 
 
-def test_values_equal_the_profile_and_the_logs_get_the_last_block(tmp_path):
+@pytest.fixture(scope="module")
+def fitted(tmp_path_factory):
+    """One fit of 2 epochs of 4 batches, four metrics on it, each measuring the same model on the same probe
+    at its own times; only the first writes fit's logs. (One fit: on TensorFlow each fit traces its step
+    anew, most of these tests' time.)"""
+    folder = tmp_path_factory.mktemp("callbacks")
     probe = _data()[0][:16]
-    metric = TokenSimilarityMetric(probe, csv_path=str(tmp_path / "similarity.csv"))
-    model, history = _fit(metric, tmp_path / "history.csv")
+    metrics = {
+        "every_batch": TokenSimilarityMetric(probe, every_n_batches=1, logs="none"),
+        "logged": TokenSimilarityMetric(probe, csv_path=str(folder / "similarity.csv")),
+        "tensorboard": TokenSimilarityMetric(probe, tensorboard_dir=str(folder / "tb"), every_n_batches=2, logs="none"),
+        "plots": TokenSimilarityMetric(probe, plot_dir=str(folder / "plots"), logs="none"),
+    }
+    model, history = _fit(list(metrics.values()), folder / "history.csv")
+    return model, history, metrics, folder, probe
+
+
+def test_values_equal_the_profile_and_the_logs_get_the_last_block(fitted):
+    model, history, metrics, folder, probe = fitted
+    metric = metrics["logged"]
     last = [metric.records[-1][f"tsim_{i}"] for i in range(3)]
     np.testing.assert_allclose(last, token_similarity_profile(model, probe), rtol=1e-5)
     # every block in similarity.csv, one row per measurement ...
-    rows = _rows(tmp_path / "similarity.csv")
+    rows = _rows(folder / "similarity.csv")
     assert [r["when"] for r in rows] == ["train_begin", "epoch_end", "epoch_end"]
     assert float(rows[-1]["tsim_1"]) == pytest.approx(last[1], rel=1e-6)
     # ... and only the last block's values in fit's logs (the progress line, History, history.csv)
-    (row,) = _rows(tmp_path / "history.csv")[-1:]
+    (row,) = _rows(folder / "history.csv")[-1:]
     assert {k for k in row if k.startswith(("tsim", "tcos"))} == {"tsim_last", "tcos_last"}
     assert float(row["tsim_last"]) == pytest.approx(last[2], rel=1e-6)
     assert history.history["tcos_last"][-1] == pytest.approx(metric.records[-1]["tcos_2"], rel=1e-6)
@@ -59,49 +75,43 @@ def test_values_equal_the_profile_and_the_logs_get_the_last_block(tmp_path):
 @pytest.mark.one_backend  # which keys reach the history is the callback's Python, not the backend's
 def test_logs_all_puts_every_block_in_history_and_none_puts_none(tmp_path):
     probe = _data()[0][:16]
-    _, history = _fit(TokenSimilarityMetric(probe, logs="all"), tmp_path / "all.csv", epochs=1)
+    _, history = _fit([TokenSimilarityMetric(probe, logs="all")], tmp_path / "all.csv", epochs=1)
     assert {"tsim_0", "tsim_2", "tcos_0", "tcos_2"} <= set(history.history)
-    _, history = _fit(TokenSimilarityMetric(probe, logs="none"), tmp_path / "none.csv", epochs=1)
+    _, history = _fit([TokenSimilarityMetric(probe, logs="none")], tmp_path / "none.csv", epochs=1)
     assert not [k for k in history.history if k.startswith(("tsim", "tcos"))]
     with pytest.raises(ValueError, match=r"Received: logs='every'"):
         TokenSimilarityMetric(probe, logs="every")
 
 
-def test_tensorboard_scalars_equal_the_csv(tmp_path):
+def test_tensorboard_scalars_equal_the_csv(fitted):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-    probe = _data()[0][:16]
-    metric = TokenSimilarityMetric(probe, tensorboard_dir=str(tmp_path / "tb"), every_n_batches=2)
-    _fit(metric, tmp_path / "history.csv")
-    events = EventAccumulator(str(tmp_path / "tb"))
+    _, _, metrics, folder, _ = fitted
+    metric = metrics["tensorboard"]
+    events = EventAccumulator(str(folder / "tb"))
     events.Reload()
     assert {f"{m}/block_{b}" for m in ("tsim", "tcos") for b in range(3)} == set(events.Tags()["scalars"])
     scalars = events.Scalars("tsim/block_2")
-    assert [e.step for e in scalars] == [r["step"] for r in metric.records]  # 0, 2, 4, 4, 6, 8, 8
+    assert [e.step for e in scalars] == [r["step"] for r in metric.records] == [0, 2, 4, 4, 6, 8, 8]
     np.testing.assert_allclose([e.value for e in scalars], [r["tsim_2"] for r in metric.records], rtol=1e-6)
 
 
-def test_mid_epoch_measurements_see_current_weights():
+def test_mid_epoch_measurements_see_current_weights(fitted):
     # Under JAX, fit keeps the weights out of the model during an epoch; the callback must sync them.
-    x, y = _data()
-    model = _model()
-    metric = TokenSimilarityMetric(x[:16], every_n_batches=1)
-    model.fit(x, y, batch_size=16, epochs=1, verbose=0, callbacks=[metric])
-    records = metric.records
-    assert [r["when"] for r in records] == ["train_begin", "batch", "batch", "batch", "batch", "epoch_end"]
-    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 4]
-    batch_values = [r["tsim_2"] for r in records[1:5]]
-    assert len(set(batch_values)) == 4  # every step changed the weights, and each measurement saw it
+    records = fitted[2]["every_batch"].records  # the first metric of the fit: none measured before it
+    assert [r["when"] for r in records] == ["train_begin", *["batch"] * 4, "epoch_end", *["batch"] * 4, "epoch_end"]
+    assert [r["step"] for r in records] == [0, 1, 2, 3, 4, 4, 5, 6, 7, 8, 8]
+    batch_values = [r["tsim_2"] for r in records[:5]]
+    assert len(set(batch_values)) == 5  # every step changed the weights, and each measurement saw it
     # the last batch's weights are the epoch's final weights: same numbers
     assert records[4]["tsim_2"] == pytest.approx(records[5]["tsim_2"], rel=1e-6)
 
 
-def test_plots_and_overhead(tmp_path):
-    x, y = _data()
-    metric = TokenSimilarityMetric(x[:16], plot_dir=str(tmp_path / "plots"))
-    _model().fit(x, y, batch_size=16, epochs=2, verbose=0, callbacks=[metric])
+def test_plots_and_overhead(fitted):
+    _, _, metrics, folder, _ = fitted
+    metric = metrics["plots"]
     for name in ("token_similarity_heatmap.png", "token_similarity_curves.png"):
-        assert (tmp_path / "plots" / name).read_bytes()[:4] == b"\x89PNG"
+        assert (folder / "plots" / name).read_bytes()[:4] == b"\x89PNG"
     assert metric.similarity_matrix().shape == (3, 3)  # blocks x (train begin + 2 epoch ends)
     assert 0 < metric.overhead < np.inf
 

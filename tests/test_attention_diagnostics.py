@@ -68,6 +68,7 @@ def test_transformer_xl_probe_leaves_the_memory_as_found():
     assert all((s["entropy"] <= np.log(12) + 1e-5).all() for s in stats)
 
 
+@pytest.mark.one_backend  # which keys reach the history, and the event file (the tensorboard package's writer): Python
 def test_logs_all_and_tensorboard(tmp_path):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 

@@ -88,7 +88,7 @@ def check(args, backend):
 def run(args):
     import keras
 
-    from keras_tse import run_files, zoo
+    from keras_tse import data, run_files, zoo
     from keras_tse.data.tokenizer import VOCABULARY_FILE
     from keras_tse.data.tokenizers import load_tokenizer
     from keras_tse.zoo.saved_file import load_keras_file
@@ -105,7 +105,8 @@ def run(args):
     if args.quantize:
         quantization.quantize(model, args.quantize)
     if args.format == "keras":
-        run_files.save_model(model, args.out)  # a language model's tokenizer inside: the file alone generates
+        with data.tensorflow_unseen_by_keras(needed=False):  # Keras would import it to check the config's types
+            run_files.save_model(model, args.out)  # a language model's tokenizer inside: the file alone generates
     else:
         if args.format == "onnx":  # Keras's ONNX export reads the shapes of a first call (images of the trained size)
             shape = zoo.preprocessing.core_of(model).input.shape[1:]

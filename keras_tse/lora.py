@@ -21,6 +21,7 @@ import numpy as np
 
 from keras_tse import _checks, run_files
 from keras_tse.layers.scanned_blocks import ScannedBlocks
+from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
 
 TARGETS = ("query", "key", "value", "qkv", "attention_output", "ffn_inner", "ffn_outer")
 SUFFIX = ".lora.h5"
@@ -69,6 +70,9 @@ def enable_lora(model, rank, alpha=None, train=()):
     targets, trained = lora_targets(model), _named(model, train)
     if not targets:
         raise ValueError(f"{model.name!r} has no block projection to adapt (Dense layers named one of {TARGETS}).")
+    refusing = [layer for layer in targets if isinstance(layer, SigmaReparamDense)]
+    if refusing:
+        refusing[0].enable_lora(rank)  # its one-line refusal, before any weight is frozen
     model.trainable = True
     for layer in sublayers(model):
         layer.trainable = False

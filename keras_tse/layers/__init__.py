@@ -16,6 +16,7 @@ from keras_tse.layers.relative_attention import RelativeAttention
 from keras_tse.layers.rezero_block import ReZeroBlock
 from keras_tse.layers.scanned_blocks import ScannedBlocks
 from keras_tse.layers.self_attention import SelfAttention
+from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
 from keras_tse.layers.stochastic_depth import StochasticDepth
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
@@ -39,6 +40,7 @@ __all__ = [
     "ReZeroBlock",
     "ScannedBlocks",
     "SelfAttention",
+    "SigmaReparamDense",
     "StochasticDepth",
     "TransformerBlock",
     "TransformerXLBlock",

@@ -63,9 +63,19 @@ def clone(initializer):
     return initializer.__class__.from_config(initializer.get_config())
 
 
-def dense(units, name, *, initializer, kernel, fan_in, use_bias=True, **kwargs):
-    """A Dense layer whose kernel is a clone of `kernel` and whose bias follows scheme `initializer`."""
-    return keras.layers.Dense(
+def dense_class(sigma_reparam=False):
+    """The class of a block's linear maps: Keras's Dense, or its sigma-reparametrised kin."""
+    if not sigma_reparam:
+        return keras.layers.Dense
+    from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
+
+    return SigmaReparamDense
+
+
+def dense(units, name, *, initializer, kernel, fan_in, use_bias=True, sigma_reparam=False, **kwargs):
+    """A Dense layer whose kernel is a clone of `kernel` and whose bias follows scheme `initializer`
+    (sigma-reparametrised where `sigma_reparam`)."""
+    return dense_class(sigma_reparam)(
         units,
         use_bias=use_bias,
         kernel_initializer=clone(kernel),

@@ -81,6 +81,7 @@ class RelativeAttention(keras.layers.Layer):
         centred=False,
         sub_norm=False,
         layer_norm_epsilon=1e-5,
+        sigma_reparam=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -89,6 +90,7 @@ class RelativeAttention(keras.layers.Layer):
         self.attention_dropout = _checks.dropout_rate("attention_dropout", attention_dropout)
         self.centred = bool(centred)  # `(P - U) V`, U uniform over the memory and segment a query reads
         self.sub_norm = bool(sub_norm)  # Sub-LN: a LayerNorm before W_O (`SelfAttention`'s)
+        self.sigma_reparam = bool(sigma_reparam)  # the three kernels `SigmaReparamDense`'s (`SelfAttention`'s)
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
@@ -96,14 +98,14 @@ class RelativeAttention(keras.layers.Layer):
     def build(self, input_shape):
         _checks.rank3(self, input_shape)
         hidden, inner = input_shape[-1], self.num_heads * self.head_dim
-        dense = dict(use_bias=False, dtype=self.dtype_policy)
-        self.qkv_dense = keras.layers.Dense(
+        dense, linear = dict(use_bias=False, dtype=self.dtype_policy), initializers.dense_class(self.sigma_reparam)
+        self.qkv_dense = linear(
             3 * inner, kernel_initializer=initializers.clone(self.kernel_initializer), name="qkv", **dense
         )
-        self.position_dense = keras.layers.Dense(  # W_R, applied to the encodings R
+        self.position_dense = linear(  # W_R, applied to the encodings R
             inner, kernel_initializer=initializers.clone(self.kernel_initializer), name="position", **dense
         )
-        self.output_dense = keras.layers.Dense(
+        self.output_dense = linear(
             hidden, kernel_initializer=initializers.clone(self.kernel_initializer), name="attention_output", **dense
         )
         self.qkv_dense.build(input_shape)
@@ -122,7 +124,7 @@ class RelativeAttention(keras.layers.Layer):
 
     def query_key_value_kernels(self):
         """`(W_Q, W_K, W_V)`, each `[hidden, heads * head_dim]`: the three thirds of the fused kernel."""
-        kernel = self.qkv_dense.kernel
+        kernel = self.qkv_dense.effective_kernel() if self.sigma_reparam else self.qkv_dense.kernel
         inner = kernel.shape[-1] // 3
         return tuple(kernel[:, i * inner : (i + 1) * inner] for i in range(3))
 
@@ -187,6 +189,7 @@ class RelativeAttention(keras.layers.Layer):
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),
             "centred": self.centred,
             "sub_norm": self.sub_norm,
+            "sigma_reparam": self.sigma_reparam,
             "layer_norm_epsilon": self.layer_norm_epsilon,
         }
 

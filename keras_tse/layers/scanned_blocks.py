@@ -50,6 +50,11 @@ class ScannedBlocks(keras.layers.Layer):
                 "ScannedBlocks runs blocks without dropout (its random state advances per call). "
                 f"Received: a block with {', '.join(f'{k}={v}' for k, v in rates.items())}"
             )
+        if getattr(getattr(block, "layout", None), "sigma_reparam", False):
+            raise ValueError(
+                "ScannedBlocks runs blocks that keep no state from call to call; sigma-reparam's power iteration "
+                f"keeps one vector a kernel. Received: a block of norm={block.layout.name!r}"
+            )
         object.__setattr__(self, "template", block)  # not tracked: its weights are not the stack's
         self.depth = _checks.positive_int("depth", depth)
         self.initial_stack = initial_stack

@@ -52,6 +52,8 @@ class SelfAttention(SequenceLayer):
         sub_norm: bool, a LayerNorm (epsilon `layer_norm_epsilon`) on the
             heads' output before the output projection (Sub-LN, Wang et al.
             2022). Defaults to `False`.
+        sigma_reparam: bool, the four kernels sigma-reparametrised
+            (`SigmaReparamDense`, Zhai et al. 2023). Defaults to `False`.
         **kwargs: base layer keyword arguments, such as `name` and `dtype`.
 
     Call arguments:
@@ -85,6 +87,7 @@ class SelfAttention(SequenceLayer):
         centred=False,
         sub_norm=False,
         layer_norm_epsilon=1e-5,
+        sigma_reparam=False,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -94,6 +97,7 @@ class SelfAttention(SequenceLayer):
         self.causal = bool(causal)
         self.centred = bool(centred)
         self.sub_norm = bool(sub_norm)
+        self.sigma_reparam = bool(sigma_reparam)
         self.layer_norm_epsilon = _checks.positive_float("layer_norm_epsilon", layer_norm_epsilon)
         self.initializer = initializers.check(initializer)
         self.kernel_initializer = initializers.resolve(initializer, kernel_initializer)
@@ -103,7 +107,10 @@ class SelfAttention(SequenceLayer):
         hidden = input_shape[-1]
         self._head_dim = resolve_head_dim(hidden, self.num_heads, self.head_dim)
         inner = self.num_heads * self._head_dim
-        scheme = dict(initializer=self.initializer, kernel=self.kernel_initializer, dtype=self.dtype_policy)
+        scheme = dict(
+            initializer=self.initializer, kernel=self.kernel_initializer, sigma_reparam=self.sigma_reparam,
+            dtype=self.dtype_policy,
+        )  # fmt: skip
         self.query_dense, self.key_dense, self.value_dense = (
             initializers.dense(inner, name, use_bias=False, fan_in=hidden, **scheme)
             for name in ("query", "key", "value")
@@ -117,8 +124,12 @@ class SelfAttention(SequenceLayer):
         self.built = True
 
     def query_key_value_kernels(self):
-        """`(W_Q, W_K, W_V)`, each `[hidden, heads * head_dim]`: the kernels the spectral measures read."""
-        return self.query_dense.kernel, self.key_dense.kernel, self.value_dense.kernel
+        """`(W_Q, W_K, W_V)`, each `[hidden, heads * head_dim]`: the kernels the spectral measures read (the
+        reparametrised ones under `sigma_reparam`)."""
+        denses = (self.query_dense, self.key_dense, self.value_dense)
+        if self.sigma_reparam:
+            return tuple(dense.effective_kernel() for dense in denses)
+        return tuple(dense.kernel for dense in denses)
 
     def assign_query_key_value_kernels(self, query, key, value):
         """Set `W_Q`, `W_K`, `W_V` (each `[hidden, heads * head_dim]`), as DeepNet's initialisation does."""
@@ -195,6 +206,7 @@ class SelfAttention(SequenceLayer):
             "causal": self.causal,
             "centred": self.centred,
             "sub_norm": self.sub_norm,
+            "sigma_reparam": self.sigma_reparam,
             "layer_norm_epsilon": self.layer_norm_epsilon,
             "initializer": self.initializer,
             "kernel_initializer": keras.initializers.serialize(self.kernel_initializer),

@@ -145,7 +145,10 @@ class TransformerBlock(SequenceLayer):
             self.ffn_norm = keras.layers.LayerNormalization(
                 epsilon=self.layer_norm_epsilon, dtype=policy, name="ffn_norm"
             )
-        scheme = dict(initializer=self.initializer, kernel=self.kernel_initializer, dtype=policy)
+        scheme = dict(
+            initializer=self.initializer, kernel=self.kernel_initializer, sigma_reparam=self.layout.sigma_reparam,
+            dtype=policy,
+        )  # fmt: skip
         self.ffn_inner = initializers.dense(
             self.ffn_dim, "ffn_inner", activation=self.activation, fan_in=hidden, **scheme
         )
@@ -345,6 +348,7 @@ class TransformerBlock(SequenceLayer):
             centred=self.layout.centred_attention,
             sub_norm=self.layout.sub_norm,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            sigma_reparam=self.layout.sigma_reparam,
             dtype=self.dtype_policy,
             name="self_attention",
         )

@@ -142,6 +142,7 @@ class TransformerXLBlock(TransformerBlock):
             centred=self.layout.centred_attention,
             sub_norm=self.layout.sub_norm,
             layer_norm_epsilon=self.layer_norm_epsilon,
+            sigma_reparam=self.layout.sigma_reparam,
             dtype=self.dtype_policy,
             name="self_attention",
         )

@@ -40,6 +40,7 @@ class Layout:
     causal = True  # False: what the layout places reads every position, so a causal block refuses it
     centred_attention = False  # True: each head's attention is `(P - U) V`, its leading eigenspace removed
     sub_norm = False  # True: a LayerNorm inside each branch before its last projection (Sub-LN)
+    sigma_reparam = False  # True: every kernel of the block used as `(gamma / sigma(W)) W` (sigma-reparam)
     without_deescalation = None  # the layout's twin without eq. (21), for a last block before mean pooling
     measurement_only = False  # True: left out of `layout_names()`, a layout that exists to be measured
     defaults = {}  # the layout's own block keywords and their defaults

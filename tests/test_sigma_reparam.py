@@ -104,14 +104,43 @@ def test_transformer_xl_reparametrises_its_fused_and_position_kernels():
 
 
 @pytest.mark.one_backend  # the refusals are Python, before any computation
-def test_lora_quantization_and_a_scanned_stack_refuse_it_in_one_line():
+def test_lora_and_quantization_refuse_it_in_one_line():
     model = vit(**TINY, norm="sigma_reparam")
     with pytest.raises(ValueError, match=r"^\w+: a sigma-reparametrised kernel takes no LoRA adapters"):
         keras_tse.lora.enable_lora(model, 2)
     assert len(model.trainable_weights) == len(model.weights) - 2 * 6  # nothing frozen: each block's six u
     with pytest.raises(ValueError, match=r"cannot be stored quantized. Received: quantize\('int8'\)"):
         model.quantize("int8")
-    with pytest.raises(ValueError, match="sigma-reparam's power iteration keeps one vector a kernel"):
-        vit(**TINY, norm="sigma_reparam", scan=True)
-    with pytest.raises(ValueError, match="Received: a block of norm='sigma_reparam'"):
-        ScannedBlocks(model.get_layer("block_00"), 2)
+
+
+@pytest.mark.usefixtures("float32_matmuls")
+def test_a_scanned_stack_moves_each_blocks_u_as_the_unrolled_blocks_do():
+    """`scan=True`: the same logits and the same losses over two steps as the unrolled blocks, each block's `u`
+    moved on as its unrolled twin's (each block writes its own row of the stack)."""
+    keras.utils.set_random_seed(0)
+    unrolled = vit(**TINY, norm="sigma_reparam")
+    scanned = vit(**TINY, norm="sigma_reparam", scan=True)
+    for layer in scanned.layers:
+        if layer.name != "blocks" and layer.weights:
+            layer.set_weights(unrolled.get_layer(layer.name).get_weights())
+    stack = ScannedBlocks.from_blocks([unrolled.get_layer(f"block_{i:02d}") for i in range(2)])
+    stack.build(unrolled.get_layer("block_00").input.shape)
+    scanned.get_layer("blocks").set_weights([keras.ops.convert_to_numpy(w) for w in stack.weights])
+    x, y = np.random.default_rng(1).standard_normal((4, 8, 8, 1)).astype("float32"), np.arange(4) % 3
+    np.testing.assert_allclose(scanned.predict(x, verbose=0), unrolled.predict(x, verbose=0), atol=1e-5)
+    start = _query_u(scanned)
+    losses = []
+    for model in (unrolled, scanned):
+        model.compile(keras.optimizers.Adam(1e-2), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        losses.append([float(model.train_on_batch(x, y)) for _ in range(2)])
+    np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)
+    moved = _query_u(scanned)
+    assert not np.allclose(moved, start, atol=1e-6)  # trained: each block's kept state reached its row
+    for i in range(2):
+        own = unrolled.get_layer(f"block_{i:02d}").self_attention.query_dense.u
+        np.testing.assert_allclose(moved[i], keras.ops.convert_to_numpy(own), atol=1e-5)
+
+
+def _query_u(scanned):
+    (u,) = [w for w in scanned.get_layer("blocks").weights if w.path.endswith("_self_attention_query_u")]
+    return keras.ops.convert_to_numpy(u).copy()

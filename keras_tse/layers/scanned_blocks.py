@@ -16,8 +16,9 @@ class ScannedBlocks(keras.layers.Layer):
     drawn as that block's own would be; `from_blocks` stacks the weights of built blocks instead (a
     trained unrolled model's, for example).
 
-    The block must carry no state from call to call: no dropout (its seed generator advances per
-    call) and no memory (Transformer-XL's), so it is for the ViT's blocks.
+    What a block keeps from call to call while training (sigma-reparam's power-iteration vector) is kept, each
+    block's row of the stack its own. No dropout (its seed generator would advance once for the whole stack)
+    and no memory (Transformer-XL's, read and written within a call): it is for the ViT's blocks.
 
     Args:
         block: a built or unbuilt block layer (`PostNormBlock`, `PreNormBlock`, `DeepNormBlock`,
@@ -49,11 +50,6 @@ class ScannedBlocks(keras.layers.Layer):
             raise ValueError(
                 "ScannedBlocks runs blocks without dropout (its random state advances per call). "
                 f"Received: a block with {', '.join(f'{k}={v}' for k, v in rates.items())}"
-            )
-        if getattr(getattr(block, "layout", None), "sigma_reparam", False):
-            raise ValueError(
-                "ScannedBlocks runs blocks that keep no state from call to call; sigma-reparam's power iteration "
-                f"keeps one vector a kernel. Received: a block of norm={block.layout.name!r}"
             )
         object.__setattr__(self, "template", block)  # not tracked: its weights are not the stack's
         self.depth = _checks.positive_int("depth", depth)
@@ -92,16 +88,28 @@ class ScannedBlocks(keras.layers.Layer):
             blocks.append(block)
         return _stacked(blocks)
 
-    def call(self, inputs, return_block_outputs=False):
-        trainable = [w.value for w, v in zip(self.stacked, self.template.variables) if v.trainable]
-        frozen = [w.value for w, v in zip(self.stacked, self.template.variables) if not v.trainable]
+    def call(self, inputs, return_block_outputs=False, training=None):
+        pairs = list(zip(self.stacked, self.template.variables))
+        trainable = [w.value for w, v in pairs if v.trainable]
+        frozen = [w for w, v in pairs if not v.trainable]
+        keeps = bool(training) and bool(frozen) and not return_block_outputs
 
-        def step(tokens, weights):
-            outputs, _ = self.template.stateless_call(list(weights[0]), list(weights[1]), tokens)
-            return outputs, outputs if return_block_outputs else None
+        def step(carry, weights):
+            tokens = carry[0] if keeps else carry
+            outputs, kept = self.template.stateless_call(list(weights[0]), list(weights[1]), tokens, training=training)
+            if not keeps:
+                return outputs, outputs if return_block_outputs else None
+            return (outputs, carry[1] + 1, *_rows_set(carry[2:], carry[1], kept)), None
 
-        last, every = ops.scan(step, inputs, (trainable, frozen))
-        return every if return_block_outputs else last
+        # what a block keeps from call to call while training (sigma-reparam's `u`) rides in the loop's carry, the
+        # whole stack, each block writing its own row (TensorFlow's scan stacks only outputs shaped as the carry)
+        init = (inputs, ops.convert_to_tensor(0, "int32"), *(w.value for w in frozen)) if keeps else inputs
+        carry, every = ops.scan(step, init, (trainable, [w.value for w in frozen]))
+        if not keeps:
+            return every if return_block_outputs else carry
+        for variable, value in zip(frozen, carry[2:]):
+            variable.assign(value)
+        return carry[0]
 
     def get_config(self):
         return {
@@ -109,6 +117,19 @@ class ScannedBlocks(keras.layers.Layer):
             "block": keras.saving.serialize_keras_object(self.template),
             "depth": self.depth,
         }
+
+
+def _rows_set(stacks, index, rows):
+    """Each stack with its row `index` replaced by the row given (state, not differentiated: TensorFlow has no
+    gradient for the update)."""
+    return [
+        ops.stop_gradient(
+            ops.slice_update(
+                stack, (index, *[0] * (len(stack.shape) - 1)), ops.expand_dims(ops.cast(row, stack.dtype), 0)
+            )
+        )
+        for stack, row in zip(stacks, rows)
+    ]
 
 
 def _stacked(blocks):

@@ -104,7 +104,9 @@ def test_transformer_xl_reparametrises_its_fused_and_position_kernels():
 
 
 @pytest.mark.one_backend  # the refusals are Python, before any computation
-def test_lora_and_quantization_refuse_it_in_one_line():
+def test_lora_quantization_and_remat_refuse_it_in_one_line():
+    with pytest.raises(ValueError, match="Received: remat=True with norm='sigma_reparam'; use remat=False"):
+        vit(**TINY, norm="sigma_reparam", remat=True)
     model = vit(**TINY, norm="sigma_reparam")
     with pytest.raises(ValueError, match=r"^\w+: a sigma-reparametrised kernel takes no LoRA adapters"):
         keras_tse.lora.enable_lora(model, 2)

@@ -37,9 +37,14 @@ def stack_block(layout, depth, layout_options=None, remat=False, **kwargs):
     GPT's); with `remat`,
     its activations are recomputed in the backward pass instead of kept (`keras.RematScope` on this
     block alone: its sublayers run inside its recomputation, so they need none of their own)."""
+    layout = get_layout(layout)
+    if remat and layout.sigma_reparam:  # JAX's checkpoint would let the vector written inside it escape
+        raise ValueError(
+            f"remat recomputes a block's call, and a sigma-reparametrised kernel writes its power-iteration vector "
+            f"there. Received: remat=True with norm={layout.name!r}; use remat=False"
+        )
     scope = keras.RematScope(mode="list_of_layers", layer_names=[kwargs.get("name")]) if remat else None
     with scope or contextlib.nullcontext():
-        layout = get_layout(layout)
         return TransformerBlock(norm=layout, **block_options(layout, depth, **(layout_options or {})), **kwargs)
 
 

@@ -21,6 +21,7 @@ import math
 import keras
 
 from keras_tse import _checks
+from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
 from keras_tse.norms import EMBEDDING_INITIALIZERS, INITIALIZERS
 
 
@@ -65,11 +66,7 @@ def clone(initializer):
 
 def dense_class(sigma_reparam=False):
     """The class of a block's linear maps: Keras's Dense, or its sigma-reparametrised kin."""
-    if not sigma_reparam:
-        return keras.layers.Dense
-    from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
-
-    return SigmaReparamDense
+    return SigmaReparamDense if sigma_reparam else keras.layers.Dense
 
 
 def dense(units, name, *, initializer, kernel, fan_in, use_bias=True, sigma_reparam=False, **kwargs):

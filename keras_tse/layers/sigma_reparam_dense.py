@@ -5,7 +5,7 @@ from keras import ops
 @keras.saving.register_keras_serializable(package="keras_tse")
 class SigmaReparamDense(keras.layers.Dense):
     """A Dense layer whose kernel is sigma-reparametrised (Zhai et al., ICML 2023, "Stabilizing Transformer
-    Training by Preventing Attention Entropy Collapse", eq. 4): `W_hat = (gamma / sigma(W)) W`, `sigma(W)` the
+    Training by Preventing Attention Entropy Collapse"): `W_hat = (gamma / sigma(W)) W`, `sigma(W)` the
     kernel's spectral norm and `gamma` one learned scalar.
 
     The paper bounds the attention entropy from below by a function that falls exponentially in the spectral norm

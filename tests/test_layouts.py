@@ -175,7 +175,8 @@ def test_a_layout_may_normalise_each_branch_s_output_sandwich_norm():
     [("contranorm", ("--layout-option", "contranorm_scale=0.2"), lambda block: block.placed.scale == 0.2),
      ("centred_attention", (), lambda block: block.self_attention.centred),
      ("subln", (), lambda block: block.layout_options["subln_gain"] == pytest.approx(math.sqrt(math.log(4)))),
-     ("sigma_reparam", (), lambda block: type(block.ffn_outer).__name__ == "SigmaReparamDense")],
+     ("sigma_reparam", (), lambda block: type(block.ffn_outer).__name__ == "SigmaReparamDense"),
+     ("admin", (), lambda block: block.layout_options["residual_scale"] == pytest.approx(math.sqrt(5 / math.log(5) - 1)))],
 )  # fmt: skip
 def test_the_literatures_depth_fixes_train_from_the_command_line(norm, flags, kept, tmp_path, capsys):
     """`keras-tse train vit --norm NAME` for the layouts of the depth-fix comparison: the run ends, its loss finite,

@@ -17,6 +17,7 @@ from tests.helpers import randomise_weights
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
 X = np.random.default_rng(0).normal(size=(2, 5, 8))
+QKV = ("query", "key", "value")
 
 
 def _numpy(layer):
@@ -93,7 +94,7 @@ def test_an_admin_block_matches_the_authors_package_on_the_same_weights():
     def layer_norm(t, name):
         return torch.nn.functional.layer_norm(t, (t.shape[-1],), w[f"{name}/gamma"], w[f"{name}/beta"], 1e-5)
 
-    heads = [(x @ w[f"self_attention/{n}/kernel"]).reshape(2, 5, 2, -1).transpose(1, 2) for n in ("query", "key", "value")]
+    heads = [(x @ w[f"self_attention/{n}/kernel"]).reshape(2, 5, 2, -1).transpose(1, 2) for n in QKV]
     context = torch.nn.functional.scaled_dot_product_attention(*heads).transpose(1, 2).reshape(2, 5, 8)
     attended = context @ w["self_attention/attention_output/kernel"] + w["self_attention/attention_output/bias"]
     y = layer_norm(admin_torch.as_module(2 * depth)(x, attended), "attention_norm")

@@ -15,6 +15,7 @@ import pytest
 
 from keras_tse import layouts
 from keras_tse.layers import TransformerBlock, TransformerXLBlock
+from keras_tse.layouts.admin import admin_omega
 from tests.helpers import train_tiny_vit
 
 pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
@@ -176,7 +177,7 @@ def test_a_layout_may_normalise_each_branch_s_output_sandwich_norm():
      ("centred_attention", (), lambda block: block.self_attention.centred),
      ("subln", (), lambda block: block.layout_options["subln_gain"] == pytest.approx(math.sqrt(math.log(4)))),
      ("sigma_reparam", (), lambda block: type(block.ffn_outer).__name__ == "SigmaReparamDense"),
-     ("admin", (), lambda block: block.layout_options["residual_scale"] == pytest.approx(math.sqrt(5 / math.log(5) - 1)))],
+     ("admin", (), lambda block: block.layout_options["residual_scale"] == pytest.approx(admin_omega(2)))],
 )  # fmt: skip
 def test_the_literatures_depth_fixes_train_from_the_command_line(norm, flags, kept, tmp_path, capsys):
     """`keras-tse train vit --norm NAME` for the layouts of the depth-fix comparison: the run ends, its loss finite,

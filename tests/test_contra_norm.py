@@ -55,6 +55,21 @@ def test_contranorm_is_the_authors_forward_by_hand(options):
     np.testing.assert_allclose(got, _by_hand(X, s, t, **flags), atol=2e-5)
 
 
+def test_a_padding_mask_leaves_the_padding_out_of_each_softmax():
+    """A sequence padded from 5 to 7 tokens and its mask give its real tokens what the 5 tokens alone give (every
+    option on, the column softmax too); without the mask the padding pushes them (the outputs differ)."""
+    layer = ContraNorm(scale=0.5, temperature=0.7, dual_norm=True)
+    padded = np.concatenate([X, np.random.default_rng(3).normal(size=(2, 2, 6))], axis=1).astype("float32")
+    mask = np.arange(7)[None, :].repeat(2, 0) < 5
+    alone = keras.ops.convert_to_numpy(layer(X.astype("float32")))
+    masked = keras.ops.convert_to_numpy(layer(padded, mask=mask))
+    np.testing.assert_allclose(masked[:, :5], alone, atol=1e-5)
+    np.testing.assert_allclose(alone, _by_hand(X, s=0.5, t=0.7, dual_norm=True), atol=1e-5)
+    assert np.abs(keras.ops.convert_to_numpy(layer(padded))[:, :5] - alone).max() > 1e-3
+    with pytest.raises(ValueError, match=r"expects a mask of shape \[batch, tokens\]"):
+        layer(padded, mask=mask[:, :5])
+
+
 def test_a_large_temperature_makes_it_eq_21_before_a_layer_norm():
     """As t grows the softmax weights become 1/n: ContraNorm(s, t=1e9) is DeEscalation(tau=s) then LayerNorm."""
     x = X.astype("float32")

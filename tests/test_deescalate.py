@@ -53,6 +53,74 @@ def test_a_deescalated_bert_keeps_every_weight_and_centres_each_blocks_output(tm
     np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)["sequence_output"]), sequence, atol=1e-6)
 
 
+def _contranorm(x, mask, s, t, gamma, beta):
+    """ContraNorm in float64 over the real tokens of each row (`mask`), LayerNorm epsilon 1e-6."""
+    unit = x / np.linalg.norm(x, axis=-1, keepdims=True)
+    logits = np.where(mask[:, None, :], unit @ unit.transpose(0, 2, 1) / t, -np.inf)
+    weights = np.exp(logits - logits.max(-1, keepdims=True))
+    stepped = x - s * (weights / weights.sum(-1, keepdims=True)) @ x
+    centred = stepped - stepped.mean(-1, keepdims=True)
+    return centred / np.sqrt(stepped.var(-1, keepdims=True) + 1e-6) * gamma + beta
+
+
+def test_contranorm_on_a_kerashub_bert_and_vit_keeps_every_weight_and_follows_each_block(tmp_path):
+    """`deescalate(model, norm="contranorm")`: each encoder block of a BERT (one sequence padded) and of a ViT
+    (its blocks inside `ViTEncoder`'s loop) held by a `ContraNormBlock`; the original's weights bit for bit in
+    variables of their own, ContraNorm's LayerNorm added a block; the BERT's output is the embeddings through each
+    block then ContraNorm over the real tokens, by hand; the similarity profile finds the three blocks of each, and
+    both save and load with the same outputs. A decoder refuses it (its softmax reads later tokens)."""
+    import keras
+    import keras_hub
+
+    bert, inputs = _bert()
+    options = {"contranorm_scale": 0.5, "contranorm_temperature": 0.8}
+    fixed = keras_tse.deescalate(bert, norm="contranorm", layout_options=options)
+    assert fixed.name == f"{bert.name}_contranorm" and isinstance(fixed, keras_hub.models.Backbone)
+    assert [type(layer).__name__ for layer in fixed.transformer_layers] == ["ContraNormBlock"] * 3
+    kept = {w.path: keras.ops.convert_to_numpy(w) for w in fixed.weights}
+    assert all(np.array_equal(kept[w.path], keras.ops.convert_to_numpy(w)) for w in bert.weights)
+    assert not {id(w) for w in fixed.weights} & {id(w) for w in bert.weights}
+    assert sorted(set(kept) - {w.path for w in bert.weights}) == sorted(
+        f"transformer_layer_{i}_contranorm/contra_norm/layernorm/{n}" for i in range(3) for n in ("gamma", "beta")
+    )
+    x = keras.ops.convert_to_numpy(keras.Model(bert.inputs, bert.get_layer("embeddings_dropout").output)(inputs))
+    real = inputs["padding_mask"].astype(bool)
+    for block in fixed.transformer_layers:
+        y = keras.ops.convert_to_numpy(block.block(x, padding_mask=inputs["padding_mask"])).astype("float64")
+        norm = {w.name: keras.ops.convert_to_numpy(w) for w in block.contra_norm.weights}
+        x = _contranorm(y, real, 0.5, 0.8, norm["gamma"], norm["beta"]).astype("float32")
+    sequence = keras.ops.convert_to_numpy(fixed(inputs)["sequence_output"])
+    np.testing.assert_allclose(sequence[real], x[real], atol=2e-4)  # padding's rows: whatever the block leaves there
+    whole = {**inputs, "padding_mask": np.ones((2, 8), "int32")}
+    assert len(token_similarity_profile(fixed, whole)) == 3
+    fixed.save(tmp_path / "bert.keras")
+    loaded = keras.saving.load_model(tmp_path / "bert.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(loaded(inputs)["sequence_output"]), sequence, atol=1e-6)
+
+    keras.utils.set_random_seed(0)
+    vit = keras_hub.models.ViTBackbone(
+        image_shape=(16, 16, 3), patch_size=4, num_layers=3, num_heads=2, hidden_dim=16, mlp_dim=32
+    )
+    images = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+    contra = keras_tse.deescalate(vit, norm="contranorm")
+    assert [type(layer).__name__ for layer in contra.layers].count("ContraNormBlock") == 3
+    own = {w.path: keras.ops.convert_to_numpy(w) for w in contra.weights}
+    assert all(np.array_equal(own[w.path], keras.ops.convert_to_numpy(w)) for w in vit.weights)
+    assert len(token_similarity_profile(contra, images)) == 3
+    outputs = keras.ops.convert_to_numpy(contra(images))
+    assert np.abs(outputs - keras.ops.convert_to_numpy(vit(images))).max() > 1e-3
+    contra.save(tmp_path / "vit.keras")
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(keras.saving.load_model(tmp_path / "vit.keras")(images)),
+                               outputs, atol=1e-5)  # fmt: skip
+    gpt2 = keras_hub.models.GPT2Backbone(
+        vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    with pytest.raises(ValueError, match=r"norm='contranorm'\)` reads every token, later ones too, so a causal"):
+        keras_tse.deescalate(gpt2, norm="contranorm")
+    with pytest.raises(ValueError, match=r"norm must be one of \('deescalate', 'contranorm'\). Received: norm='pre'"):
+        keras_tse.deescalate(bert, norm="pre")
+
+
 def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_with(tmp_path):
     """The copy of a KerasHub backbone is a KerasHub `Backbone` with the original's attributes (its own layers,
     the blocks among them rewritten): `BertMaskedLM` is built on it and trains a step, which leaves the original's
@@ -471,7 +539,8 @@ def test_a_model_already_deescalated_is_refused_in_one_line():
 
     from keras_tse import zoo
 
-    twice = r"would apply eq. \(21\) twice: blocks of model '.*' already apply it; .* Received: blocks "
+    twice = r"would apply a fix twice: blocks of model '.*' already apply eq. \(21\) or ContraNorm; .* Received: "
+    twice += "blocks "
     once = keras_tse.deescalate(_bert()[0], tau=0.5)
     with pytest.raises(ValueError, match=twice + r"transformer_layer_0_deescalated \(DeEscalatedBlock\), "):
         keras_tse.deescalate(once, tau=0.5)
@@ -487,6 +556,9 @@ def test_a_model_already_deescalated_is_refused_in_one_line():
         with pytest.raises(ValueError, match=twice + named):
             keras_tse.deescalate(zoo.vit(norm="deescalate", scan=scan, **small))
     keras_tse.deescalate(zoo.vit(norm="post", **small))
+    contra = keras_tse.deescalate(_bert()[0], norm="contranorm")  # ContraNorm then eq. (21): refused too
+    with pytest.raises(ValueError, match=twice + r"transformer_layer_0_contranorm \(ContraNormBlock\), "):
+        keras_tse.deescalate(contra)
 
 
 def test_a_sequential_of_blocks_is_measured_and_deescalated_and_other_models_are_refused_in_one_line(tmp_path):

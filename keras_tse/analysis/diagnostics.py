@@ -19,7 +19,7 @@ from keras_tse.analysis.similarity import (
     snapshot_state,
 )
 from keras_tse.analysis.spectral import attention_entropy, qk_spectrum
-from keras_tse.layers import DeEscalatedBlock, ScannedBlocks, TransformerBlock
+from keras_tse.layers import ScannedBlocks, TransformerBlock, WrappedBlock
 
 
 def block_diagnostics(model, inputs, warmup_inputs=None):
@@ -49,7 +49,7 @@ def block_diagnostics(model, inputs, warmup_inputs=None):
     restore_state(warmed)  # each block sees the memory the probe would see
     results = []
     for (block, _), x in zip(calls.block_inputs, xs, strict=True):
-        scores, w_q, w_k, heads = _attention_of(block.block if isinstance(block, DeEscalatedBlock) else block, x)
+        scores, w_q, w_k, heads = _attention_of(block.block if isinstance(block, WrappedBlock) else block, x)
         stats = {k: ops.convert_to_numpy(v) for k, v in qk_spectrum(w_q, w_k, num_heads=heads).items()}
         results.append({"entropy": np.mean(ops.convert_to_numpy(attention_entropy(scores)), axis=0), **stats})
     restore_state(initial)
@@ -68,7 +68,7 @@ def _attention_of(block, x):
 def reads_attention(block):
     """Whether the diagnostics read `block`'s attention: eq. (2)'s `softmax(Q K^T / sqrt(d))`, which DeBERTa's
     disentangled attention is not."""
-    inner = block.block if isinstance(block, DeEscalatedBlock) else block
+    inner = block.block if isinstance(block, WrappedBlock) else block
     return not of_kind(inner, {KERAS_HUB_DEBERTA_BLOCK})
 
 

@@ -90,10 +90,11 @@ KERAS_HUB_BLOCKS = {
 
 def is_block(layer):
     """Whether `layer` is a Transformer block of a known kind: keras_tse's (`TransformerBlock` and its
-    layouts, `ScannedBlocks`, `DeEscalatedBlock`) or KerasHub's (`KERAS_HUB_BLOCKS`)."""
-    from keras_tse.layers import DeEscalatedBlock, ScannedBlocks, TransformerBlock
+    layouts, `ScannedBlocks`, a block `keras_tse.deescalate` wrapped: `DeEscalatedBlock`, `ContraNormBlock`) or
+    KerasHub's (`KERAS_HUB_BLOCKS`)."""
+    from keras_tse.layers import ScannedBlocks, TransformerBlock, WrappedBlock
 
-    if isinstance(layer, (TransformerBlock, ScannedBlocks, DeEscalatedBlock)):
+    if isinstance(layer, (TransformerBlock, ScannedBlocks, WrappedBlock)):
         return True
     return of_kind(layer, KERAS_HUB_BLOCKS)
 

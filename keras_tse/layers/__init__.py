@@ -3,6 +3,7 @@
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.contra_norm import ContraNorm
+from keras_tse.layers.contra_norm_block import ContraNormBlock
 from keras_tse.layers.de_escalation import DeEscalation
 from keras_tse.layers.deepnorm_block import DeepNormBlock
 from keras_tse.layers.deescalated_block import DeEscalatedBlock
@@ -20,6 +21,7 @@ from keras_tse.layers.sigma_reparam_dense import SigmaReparamDense
 from keras_tse.layers.stochastic_depth import StochasticDepth
 from keras_tse.layers.transformer_block import TransformerBlock
 from keras_tse.layers.transformer_xl_block import TransformerXLBlock
+from keras_tse.layers.wrapped_block import WrappedBlock
 from keras_tse.layouts.deepnorm import deepnorm_constants  # the baselines' constants, beside their blocks
 from keras_tse.layouts.layerscale import cait_layer_scale_init
 
@@ -27,6 +29,7 @@ __all__ = [
     "AdaptiveEmbedding",
     "ClassTokenPooling",
     "ContraNorm",
+    "ContraNormBlock",
     "DeEscalatedBlock",
     "DeEscalation",
     "DeepNormBlock",
@@ -44,6 +47,7 @@ __all__ = [
     "StochasticDepth",
     "TransformerBlock",
     "TransformerXLBlock",
+    "WrappedBlock",
     "cait_layer_scale_init",
     "deepnorm_constants",
 ]

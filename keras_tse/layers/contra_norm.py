@@ -24,7 +24,8 @@ class ContraNorm(keras.layers.Layer):
         dual_norm, pre_norm, identity, learnable, positive: bools, the authors' options. Default `False`.
         epsilon: float, the LayerNorm's. Defaults to `1e-6`.
 
-    Input: `[batch, tokens, channels]`; output the same shape.
+    Input: `[batch, tokens, channels]`, and an optional boolean `mask` `[batch, tokens]` (`True` for a real
+    token: padding is left out of the softmax); output the same shape.
     """
 
     def __init__(self, scale=0.1, temperature=1.0, dual_norm=False, pre_norm=False, identity=False,
@@ -38,6 +39,7 @@ class ContraNorm(keras.layers.Layer):
         self.dual_norm, self.pre_norm, self.identity = bool(dual_norm), bool(pre_norm), bool(identity)
         self.learnable, self.positive = bool(learnable), bool(positive)
         self.norm = keras.layers.LayerNormalization(epsilon=self.epsilon, name="layernorm")
+        self.supports_masking = True  # a padding mask on the tokens passes through: each keeps its place
         self.scale_weight = None
 
     def build(self, input_shape):
@@ -48,14 +50,19 @@ class ContraNorm(keras.layers.Layer):
             )
         self.norm.build(input_shape)
 
-    def call(self, x):
+    def call(self, x, mask=None):
+        _checks.token_mask(self, mask, x.shape)
         if self.scale > 0:
             unit = x / ops.maximum(ops.norm(x, axis=-1, keepdims=True), 1e-12)  # torch's F.normalize
             x = unit if self.pre_norm else x
             similarity = ops.matmul(unit, ops.swapaxes(unit, 1, 2)) / self.temperature
-            weights = ops.softmax(similarity, axis=-1)
+            # a padding token pushes no real one: it is left out of each softmax (the authors' code has no mask)
+            keys = None if mask is None else ops.cast(mask, "bool")[:, None, :]
+            weights = ops.softmax(similarity, axis=-1) if keys is None else _masked_softmax(similarity, keys, -1)
             if self.dual_norm:
-                weights = weights + ops.softmax(similarity, axis=-2)
+                pairs = None if keys is None else ops.logical_and(keys, ops.swapaxes(keys, 1, 2))  # real to real
+                columns = ops.softmax(similarity, axis=-2) if keys is None else _masked_softmax(similarity, pairs, -2)
+                weights = weights + columns
             negatives = ops.matmul(weights, x)
             if self.scale_weight is None:
                 x = (1 + self.scale) * x - self.scale * negatives if self.identity else x - self.scale * negatives
@@ -73,3 +80,10 @@ class ContraNorm(keras.layers.Layer):
             "pre_norm": self.pre_norm, "identity": self.identity, "learnable": self.learnable,
             "positive": self.positive, "epsilon": self.epsilon,
         }  # fmt: skip
+
+
+def _masked_softmax(logits, allowed, axis):
+    """Softmax along `axis` over the entries `allowed` marks (broadcast against `logits`), 0 elsewhere."""
+    # -1e4 sits below any similarity / t a float16 holds beside it, and exp of the gap is 0 in every float
+    logits = ops.where(allowed, logits, ops.cast(-1e4, logits.dtype))
+    return ops.where(allowed, ops.softmax(logits, axis=axis), ops.cast(0, logits.dtype))

@@ -8,13 +8,12 @@ import keras
 
 from keras_tse._weights import assign_copy
 from keras_tse.analysis.similarity import as_graph, of_kind
-from keras_tse.layouts.layout import eq21_options
 from keras_tse.zoo.deescalated_backbone import KERAS_HUB_BACKBONE, backbone_class
-from keras_tse.zoo.deescalated_graph import deescalated_graph
+from keras_tse.zoo.deescalated_graph import deescalated_graph, surgery_options
 from keras_tse.zoo.deescalated_task import task_class
 
 
-def deescalate(model, tau=1.0, trainable_tau=False):
+def deescalate(model, tau=1.0, trainable_tau=False, norm="deescalate", layout_options=None):
     """A copy of `model` in which every Transformer block of a known kind applies eq. (21),
     `Y = (I - tau 11^T/n) X`, where the paper puts it. The copy's variables are its own, holding `model`'s
     values bit for bit (as Keras's `clone_model` and `set_weights` give): training it leaves `model` as it was.
@@ -26,6 +25,10 @@ def deescalate(model, tau=1.0, trainable_tau=False):
       block by block in the copy;
     - a causal KerasHub `TransformerDecoder` (GPT-2's): the running mean before its FFN (Sec. 3.4), in a
       `DeEscalatedDecoder` of the same configuration.
+
+    With `norm="contranorm"` each bidirectional block gets ContraNorm (Guo et al. 2023) at the same place instead,
+    held by a `ContraNormBlock` (`layout_options`: `contranorm_scale`, `contranorm_temperature`, the layout's own);
+    a causal decoder refuses it (its softmax reads later tokens).
 
     Every other layer is as in `model`, inputs and outputs as they were. A KerasHub backbone gives a
     `DeEscalatedBackbone` (for a family of `keras_hub_families.FAMILIES`, its subclass `DeEscalatedBertBackbone`,
@@ -46,12 +49,15 @@ def deescalate(model, tau=1.0, trainable_tau=False):
         model: a functional or Sequential `keras.Model` (a KerasHub backbone or task, a zoo model).
         tau: float in [0, 1], eq. (21)'s fraction. Defaults to `1.0`.
         trainable_tau: bool, learn each block's tau, clipped into [0, 1]. Defaults to `False`.
+        norm: `"deescalate"` (eq. 21) or `"contranorm"`, the fix the blocks get. Defaults to `"deescalate"`.
+        layout_options: dict, the options of `norm`'s layout (`keras_tse.layouts`); `None` for its defaults.
 
     Returns:
         A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone, the task's de-escalated
-        subclass or its class for a KerasHub task) named `f"{model.name}_deescalated"`.
+        subclass or its class for a KerasHub task) named `f"{model.name}_deescalated"` (`_contranorm` for
+        ContraNorm).
     """
-    options = eq21_options(tau, trainable_tau)
+    options = surgery_options(norm, tau, trainable_tau, layout_options)
     with _random_state_kept():
         if of_kind(model, {KERAS_HUB_TASK}):  # its preprocessor kept as it is, the backbone and the head copied
             return _deescalated_task(model, copied(model.backbone), options)
@@ -91,10 +97,15 @@ def _rewritten(model, options):
     if of_kind(model, {KERAS_HUB_BACKBONE}):
         return backbone_class(model)(model, **options)
     copy, _ = deescalated_graph(model, options, nested=lambda graph, **same: _rewritten(graph, same))
-    return keras.Model(copy.input, copy.output, name=f"{model.name}_deescalated")  # their structure kept (a dict)
+    return keras.Model(copy.input, copy.output, name=f"{model.name}_{_suffix(options)}")  # their structure (a dict)
 
 
 KERAS_HUB_TASK = "keras_hub.src.models.task:Task"
+
+
+def _suffix(options):
+    """What a rewritten model's name ends with: `deescalated`, or the fix's name."""
+    return "deescalated" if options["norm"] == "deescalate" else options["norm"]
 
 
 def _deescalated_task(task, backbone, options):
@@ -104,7 +115,7 @@ def _deescalated_task(task, backbone, options):
     backbone = _rewritten(backbone, options)
     config = {**task.get_config(), "backbone": backbone, "preprocessor": task.preprocessor}
     kind = task_class(type(task)) or type(task)
-    copy = kind.from_config({**config, "name": f"{task.name}_deescalated"})
+    copy = kind.from_config({**config, "name": f"{task.name}_{_suffix(options)}"})
     for source, target in zip(_head(task), _head(copy), strict=True):
         for value, weight in zip(source.weights, target.weights, strict=True):
             assign_copy(weight, value)

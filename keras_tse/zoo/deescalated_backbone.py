@@ -3,7 +3,7 @@
 import keras
 
 from keras_tse.analysis.similarity import kind_name
-from keras_tse.zoo.deescalated_graph import deescalated_graph
+from keras_tse.zoo.deescalated_graph import deescalated_graph, surgery_options
 from keras_tse.zoo.keras_hub_classes import lazy_class
 from keras_tse.zoo.keras_hub_families import FAMILIES, class_name, deescalated_name
 
@@ -27,17 +27,20 @@ def _define():
         Args:
             backbone: the KerasHub backbone, or its serialized form (from a saved model).
             tau, trainable_tau: eq. (21)'s options.
+            norm, layout_options: the fix (`keras_tse.deescalate`'s): `"deescalate"` or `"contranorm"`.
         """
 
-        def __init__(self, backbone, tau=1.0, trainable_tau=False, **kwargs):
+        def __init__(self, backbone, tau=1.0, trainable_tau=False, norm="deescalate", layout_options=None, **kwargs):
             if isinstance(backbone, dict):
                 backbone = keras.saving.deserialize_keras_object(backbone)
-            graph, rewritten = deescalated_graph(backbone, {"tau": tau, "trainable_tau": trainable_tau})
-            kwargs.setdefault("name", f"{backbone.name}_deescalated")
+            options = surgery_options(norm, tau, trainable_tau, layout_options)
+            graph, rewritten = deescalated_graph(backbone, options)
+            kwargs.setdefault("name", f"{backbone.name}_{'deescalated' if norm == 'deescalate' else norm}")
             kwargs.setdefault("dtype", backbone.dtype_policy)
             super().__init__(inputs=graph.input, outputs=graph.output, **kwargs)
             self.backbone_config = keras.saving.serialize_keras_object(backbone)
             self.tau, self.trainable_tau = tau, trainable_tau
+            self.norm, self.layout_options = norm, options["layout_options"]
             for name, value in _attributes(backbone).items():
                 setattr(self, name, keras.tree.map_structure(lambda v: rewritten.get(id(v), v), value))
 
@@ -53,6 +56,8 @@ def _define():
                 "backbone": backbone,
                 "tau": self.tau,
                 "trainable_tau": self.trainable_tau,
+                "norm": self.norm,
+                "layout_options": self.layout_options,
                 "name": self.name,
                 "trainable": self.trainable,
             }

@@ -14,7 +14,10 @@ from keras_tse.analysis.similarity import (
     run_stack,
     stacked_blocks,
 )
-from keras_tse.layers.deescalated_block import DeEscalatedBlock
+from keras_tse.layers import ContraNormBlock, DeEscalatedBlock, WrappedBlock
+from keras_tse.layouts import check_layout_options, get_layout
+from keras_tse.layouts.layout import EQ21_DEFAULTS, eq21_options
+from keras_tse.norms import SURGERY_NORMS
 from keras_tse.zoo.deescalated_decoder import deescalated_decoder_class
 from keras_tse.zoo.preprocessing import replayed
 
@@ -32,11 +35,18 @@ def deescalated_graph(model, options, nested=None):
             f"`deescalate` rewrites Transformer blocks of a known kind, and model {model.name!r} has none. "
             f"Received: layers {[type(layer).__name__ for layer in model.layers][:12]}"
         )
-    twice = [layer for layer in blocks if applies_eq21(layer)]
+    twice = [layer for layer in blocks if applies_eq21(layer) or isinstance(layer, WrappedBlock)]
     if twice:  # a second projection compounds: (I - tau 11^T/n)^2 removes 1 - (1 - tau)^2 of the mean, not tau
         raise ValueError(
-            f"`deescalate` would apply eq. (21) twice: blocks of model {model.name!r} already apply it; pass the "
-            f"model as it was before, or build it with another `norm`. Received: blocks {_named(twice)}"
+            f"`deescalate` would apply a fix twice: blocks of model {model.name!r} already apply eq. (21) or "
+            f"ContraNorm; pass the model as it was before, or build it with another `norm`. Received: blocks "
+            f"{_named(twice)}"
+        )
+    decoders = [layer for layer in blocks if of_kind(layer, {KERAS_HUB_DECODER})]
+    if decoders and options["norm"] != "deescalate":  # ContraNorm's softmax reads later positions
+        raise ValueError(
+            f"`deescalate(..., norm={options['norm']!r})` reads every token, later ones too, so a causal decoder "
+            f"cannot take it; norm='deescalate' can. Received: decoder blocks {_named(decoders)}"
         )
     causal = [layer for layer in blocks if getattr(layer, "causal", False)]
     if causal:
@@ -64,6 +74,23 @@ def deescalated_graph(model, options, nested=None):
     return replayed(model, inputs, call, layers=lambda layer: rewritten.get(id(layer), layer)), rewritten
 
 
+def surgery_options(norm, tau=1.0, trainable_tau=False, layout_options=None):
+    """`deescalate`'s options checked, as the rewrite and a rewritten backbone's configuration carry them."""
+    if norm not in SURGERY_NORMS:
+        raise ValueError(
+            f"`deescalate` adds a transform of each block's output: norm must be one of {SURGERY_NORMS}. "
+            f"Received: norm={norm!r}"
+        )
+    given = check_layout_options(norm, layout_options)  # an unknown key or a bad value: one line
+    twice = sorted(set(given) & set(EQ21_DEFAULTS))
+    if twice:
+        raise ValueError(f"`deescalate` takes {', '.join(twice)} as keywords. Received: layout_options={given!r}")
+    layout = get_layout(norm)
+    own = layout.checked({**layout.defaults, **given})
+    own = {key: value for key, value in own.items() if key not in EQ21_DEFAULTS}
+    return {"norm": norm, **eq21_options(tau, trainable_tau), "layout_options": own}
+
+
 def _named(blocks):
     """The first few blocks of a refusal, each as name (class)."""
     return ", ".join(f"{block.name} ({type(block).__name__})" for block in blocks[:4])
@@ -78,9 +105,14 @@ def applies_eq21(block):
 
 
 def _rewritten(block, options):
+    eq21 = {"tau": options["tau"], "trainable_tau": options["trainable_tau"]}
+    if options["norm"] == "contranorm":
+        contra = options["layout_options"]
+        scale, temperature = contra["contranorm_scale"], contra["contranorm_temperature"]
+        return ContraNormBlock(block, scale=scale, temperature=temperature, name=f"{block.name}_contranorm")
     if not of_kind(block, {KERAS_HUB_DECODER}):
-        return DeEscalatedBlock(block, **options, name=f"{block.name}_deescalated")
-    decoder = deescalated_decoder_class().from_config({**block.get_config(), **options})
+        return DeEscalatedBlock(block, **eq21, name=f"{block.name}_deescalated")
+    decoder = deescalated_decoder_class().from_config({**block.get_config(), **eq21})
     if not decoder.built:  # KerasHub's config carries the shapes it was built at, and builds from them
         decoder.build_from_config(block.get_build_config())
     ours = {id(w) for w in decoder.de_escalation.weights}

@@ -14,7 +14,8 @@ DEESCALATE_AT = ("output", "pre_ffn")  # where a post-norm block de-escalates: S
 ESCALATION_PLACED = {"deescalate_pre_ffn": ("deescalate", "pre_ffn")}  # kind: (layout, place); besides the layouts
 FIG2_KINDS = PAPER_NORMS + ("deescalate_pre_ffn",)  # the escalation command's default: the paper's blocks
 ESCALATION_LABELS = {"deescalate": "deescalate (output)", "deescalate_pre_ffn": "deescalate (pre_ffn)"}  # table columns
-SURGERY_NORMS = ("deescalate", "contranorm")  # what `keras_tse.deescalate` adds after a block: eq. (21), ContraNorm
+# what `keras_tse.deescalate` changes in a block: eq. (21) or ContraNorm after it, or its attention centred
+SURGERY_NORMS = ("deescalate", "contranorm", "centred_attention")
 INITIALIZERS = ("torch", "glorot", "normal", "transformer_xl")  # kernel schemes (layers/initializers.py)
 EMBEDDING_INITIALIZERS = ("timm", "vit_pytorch")  # class token and position embeddings (PatchEmbedding)
 

@@ -115,10 +115,87 @@ def test_contranorm_on_a_kerashub_bert_and_vit_keeps_every_weight_and_follows_ea
     gpt2 = keras_hub.models.GPT2Backbone(
         vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
     )
-    with pytest.raises(ValueError, match=r"norm='contranorm'\)` reads every token, later ones too, so a causal"):
+    with pytest.raises(ValueError, match=r"norm='contranorm'\)` rewrites bidirectional blocks; a causal decoder"):
         keras_tse.deescalate(gpt2, norm="contranorm")
-    with pytest.raises(ValueError, match=r"norm must be one of \('deescalate', 'contranorm'\). Received: norm='pre'"):
+    with pytest.raises(ValueError, match=r"'contranorm', 'centred_attention'\). Received: norm='pre'"):
         keras_tse.deescalate(bert, norm="pre")
+
+
+def test_centred_multi_head_attention_subtracts_each_querys_uniform_mean_of_the_values():
+    """`(P - U) V`: the centred layer's output is Keras's `MultiHeadAttention` on the same weights less, per query,
+    the mean of the projected values over the keys its mask allows, through the output kernel (by hand, in
+    float64); the causal mask's `U` runs over positions <= t; with every token alike the output is the bias."""
+    import keras
+
+    from keras_tse.layers import CentredMultiHeadAttention
+
+    x = np.random.default_rng(1).normal(size=(2, 5, 8)).astype("float32")
+    mask = np.ones((2, 5, 5), bool)
+    mask[1, :, 3:] = False  # the second sequence's last two keys are padding
+    plain = keras.layers.MultiHeadAttention(num_heads=2, key_dim=4)
+    centred = CentredMultiHeadAttention(num_heads=2, key_dim=4)
+    plain(x, x)
+    centred(x, x)
+    centred.set_weights([np.random.default_rng(i).normal(size=w.shape) for i, w in enumerate(plain.get_weights())])
+    plain.set_weights(centred.get_weights())
+    w = {v.path.split("/", 1)[1]: keras.ops.convert_to_numpy(v).astype("float64") for v in centred.weights}
+    values = np.einsum("bsd,dnh->bsnh", x, w["value/kernel"]) + w["value/bias"]
+    for allowed, causal in ((mask, False), (np.tril(np.ones((5, 5), bool))[None].repeat(2, 0), True)):
+        u = allowed / allowed.sum(-1, keepdims=True)
+        mean = np.einsum("bts,bsnh->btnh", u, values)
+        shift = np.einsum("btnh,nhd->btd", mean, w["attention_output/kernel"])
+        kwargs = {"use_causal_mask": True} if causal else {"attention_mask": allowed}
+        got = keras.ops.convert_to_numpy(centred(x, x, **kwargs))
+        np.testing.assert_allclose(got, keras.ops.convert_to_numpy(plain(x, x, **kwargs)) - shift, atol=2e-5)
+    alike = np.repeat(x[:, :1], 5, axis=1)
+    bias = np.broadcast_to(w["attention_output/bias"], alike.shape)
+    np.testing.assert_allclose(keras.ops.convert_to_numpy(centred(alike, alike)), bias, atol=2e-5)
+
+
+def test_centred_attention_on_a_kerashub_bert_and_vit_keeps_every_weight_and_saves():
+    """`deescalate(model, norm="centred_attention")`: each encoder block of a BERT and of a ViT held by a
+    `CentredAttentionBlock`, its attention layer then a `CentredMultiHeadAttention`; every weight the original's,
+    bit for bit, no weight added; the outputs differ from the original's, the profile finds three blocks, and
+    both reload from `.keras` with the same outputs (the class taken again). DeBERTa's attention is refused."""
+    import tempfile
+
+    import keras
+    import keras_hub
+
+    bert, inputs = _bert()
+    fixed = keras_tse.deescalate(bert, norm="centred_attention")
+    assert fixed.name == f"{bert.name}_centred_attention"
+    assert [type(b).__name__ for b in fixed.transformer_layers] == ["CentredAttentionBlock"] * 3
+    assert [type(b.block._self_attention_layer).__name__ for b in fixed.transformer_layers] == [
+        "CentredMultiHeadAttention"
+    ] * 3
+    assert [w.path for w in fixed.weights] == [w.path for w in bert.weights]
+    assert _same_values_own_variables(fixed, bert)
+    assert type(bert.transformer_layers[0]._self_attention_layer) is keras.layers.MultiHeadAttention
+    keras.utils.set_random_seed(0)
+    vit = keras_hub.models.ViTBackbone(
+        image_shape=(16, 16, 3), patch_size=4, num_layers=3, num_heads=2, hidden_dim=16, mlp_dim=32
+    )
+    images = np.random.default_rng(0).random((2, 16, 16, 3)).astype("float32")
+    centred_vit = keras_tse.deescalate(vit, norm="centred_attention")
+    assert _same_values_own_variables(centred_vit, vit)
+    with tempfile.TemporaryDirectory() as folder:
+        for model, original, x, read in (
+            (fixed, bert, inputs, lambda y: y["sequence_output"]),
+            (centred_vit, vit, images, lambda y: y),
+        ):
+            outputs = keras.ops.convert_to_numpy(read(model(x)))
+            assert np.abs(outputs - keras.ops.convert_to_numpy(read(original(x)))).max() > 1e-3
+            whole = {**x, "padding_mask": np.ones((2, 8), "int32")} if isinstance(x, dict) else x
+            assert len(token_similarity_profile(model, whole)) == 3
+            model.save(f"{folder}/{model.name}.keras")
+            loaded = keras.saving.load_model(f"{folder}/{model.name}.keras")
+            np.testing.assert_allclose(keras.ops.convert_to_numpy(read(loaded(x))), outputs, atol=1e-5)
+    deberta = keras_hub.models.DebertaV3Backbone(
+        vocabulary_size=20, num_layers=1, num_heads=2, hidden_dim=8, intermediate_dim=16, max_sequence_length=8
+    )
+    with pytest.raises(ValueError, match=r"centres Keras's `MultiHeadAttention`, which these blocks do not use"):
+        keras_tse.deescalate(deberta, norm="centred_attention")
 
 
 def test_a_deescalated_kerashub_backbone_is_a_backbone_a_task_takes_and_saves_with(tmp_path):
@@ -539,7 +616,8 @@ def test_a_model_already_deescalated_is_refused_in_one_line():
 
     from keras_tse import zoo
 
-    twice = r"would apply a fix twice: blocks of model '.*' already apply eq. \(21\) or ContraNorm; .* Received: "
+    twice = r"would apply a fix twice: blocks of model '.*' already carry one \(eq. \(21\), ContraNorm or centred "
+    twice += r"attention\); .* Received: "
     twice += "blocks "
     once = keras_tse.deescalate(_bert()[0], tau=0.5)
     with pytest.raises(ValueError, match=twice + r"transformer_layer_0_deescalated \(DeEscalatedBlock\), "):

@@ -1,6 +1,8 @@
 """keras_tse layers: one public layer per module, each registered for `.keras` saving."""
 
 from keras_tse.layers.adaptive_embedding import AdaptiveEmbedding
+from keras_tse.layers.centred_attention_block import CentredAttentionBlock
+from keras_tse.layers.centred_multi_head_attention import CentredMultiHeadAttention
 from keras_tse.layers.class_token_pooling import ClassTokenPooling
 from keras_tse.layers.contra_norm import ContraNorm
 from keras_tse.layers.contra_norm_block import ContraNormBlock
@@ -27,6 +29,8 @@ from keras_tse.layouts.layerscale import cait_layer_scale_init
 
 __all__ = [
     "AdaptiveEmbedding",
+    "CentredAttentionBlock",
+    "CentredMultiHeadAttention",
     "ClassTokenPooling",
     "ContraNorm",
     "ContraNormBlock",

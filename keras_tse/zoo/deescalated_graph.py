@@ -14,7 +14,7 @@ from keras_tse.analysis.similarity import (
     run_stack,
     stacked_blocks,
 )
-from keras_tse.layers import ContraNormBlock, DeEscalatedBlock, WrappedBlock
+from keras_tse.layers import CentredAttentionBlock, ContraNormBlock, DeEscalatedBlock, WrappedBlock
 from keras_tse.layouts import check_layout_options, get_layout
 from keras_tse.layouts.layout import EQ21_DEFAULTS, eq21_options
 from keras_tse.norms import SURGERY_NORMS
@@ -38,16 +38,26 @@ def deescalated_graph(model, options, nested=None):
     twice = [layer for layer in blocks if applies_eq21(layer) or isinstance(layer, WrappedBlock)]
     if twice:  # a second projection compounds: (I - tau 11^T/n)^2 removes 1 - (1 - tau)^2 of the mean, not tau
         raise ValueError(
-            f"`deescalate` would apply a fix twice: blocks of model {model.name!r} already apply eq. (21) or "
-            f"ContraNorm; pass the model as it was before, or build it with another `norm`. Received: blocks "
+            f"`deescalate` would apply a fix twice: blocks of model {model.name!r} already carry one (eq. (21), "
+            f"ContraNorm or centred attention); pass the model as it was before, or build it with another `norm`. "
+            f"Received: blocks "
             f"{_named(twice)}"
         )
     decoders = [layer for layer in blocks if of_kind(layer, {KERAS_HUB_DECODER})]
     if decoders and options["norm"] != "deescalate":  # ContraNorm's softmax reads later positions
         raise ValueError(
-            f"`deescalate(..., norm={options['norm']!r})` reads every token, later ones too, so a causal decoder "
-            f"cannot take it; norm='deescalate' can. Received: decoder blocks {_named(decoders)}"
+            f"`deescalate(..., norm={options['norm']!r})` rewrites bidirectional blocks; a causal decoder (its "
+            f"cache, its later positions) takes norm='deescalate'. Received: decoder blocks {_named(decoders)}"
         )
+    if options["norm"] == "centred_attention":
+        from keras_tse.layers.centred_attention_block import centrable_attentions
+
+        plain = [layer for layer in blocks if not centrable_attentions(layer)]
+        if plain:  # DeBERTa's disentangled attention is not Keras's
+            raise ValueError(
+                "`deescalate(..., norm='centred_attention')` centres Keras's `MultiHeadAttention`, which these "
+                f"blocks do not use. Received: blocks {_named(plain)}"
+            )
     causal = [layer for layer in blocks if getattr(layer, "causal", False)]
     if causal:
         raise ValueError(
@@ -78,7 +88,7 @@ def surgery_options(norm, tau=1.0, trainable_tau=False, layout_options=None):
     """`deescalate`'s options checked, as the rewrite and a rewritten backbone's configuration carry them."""
     if norm not in SURGERY_NORMS:
         raise ValueError(
-            f"`deescalate` adds a transform of each block's output: norm must be one of {SURGERY_NORMS}. "
+            f"`deescalate` changes each block by one of the fixes: norm must be one of {SURGERY_NORMS}. "
             f"Received: norm={norm!r}"
         )
     given = check_layout_options(norm, layout_options)  # an unknown key or a bad value: one line
@@ -106,6 +116,8 @@ def applies_eq21(block):
 
 def _rewritten(block, options):
     eq21 = {"tau": options["tau"], "trainable_tau": options["trainable_tau"]}
+    if options["norm"] == "centred_attention":
+        return CentredAttentionBlock(block, name=f"{block.name}_centred_attention")
     if options["norm"] == "contranorm":
         contra = options["layout_options"]
         scale, temperature = contra["contranorm_scale"], contra["contranorm_temperature"]

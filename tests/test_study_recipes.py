@@ -592,6 +592,7 @@ STUDIES += (
     "depth_rates",
     "depth_rates320",
     "depth_remedies",
+    "depth_fixes",
     "bert_ptb",
     "vit6_selection",
 )  # every study `keras-tse study` has (the listing test checks it lists them all)

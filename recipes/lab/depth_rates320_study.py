@@ -25,7 +25,7 @@ PLAN = engine.Plan(arms=LAYOUTS, grid=depth_rates_study.PLAN.grid, seeds=(0,), s
 
 
 def markdown_table(rows):
-    return depth_rates_study.rate_table(rows, RESULTS)
+    return depth_rates_study.rate_table(rows, RESULTS, depth_rates_study.LAYOUTS)
 
 
 FIGURE = os.path.join(os.path.dirname(RESULTS), "depth_rates320.png")

@@ -47,19 +47,19 @@ def trains(row):
 
 
 def markdown_table(rows):
-    return rate_table(rows, RESULTS)
+    return rate_table(rows, RESULTS, LAYOUTS)
 
 
-def rate_table(rows, results):
-    """Seed 0 at every rate tried, per layout: final training loss, and whether the cell trains by the
-    criterion; the test accuracy beside it, which chooses nothing; `results` the file they were read from."""
+def rate_table(rows, results, layouts):
+    """Seed 0 at every rate tried, per layout of `layouts`: final training loss, and whether the cell trains by
+    the criterion; the test accuracy beside it, which chooses nothing; `results` the file they were read from."""
     rates = sorted({float(row["learning_rate"]) for row in rows})
     lines = [f"| layout | {' | '.join(f'lr {r:g}' for r in rates)} |", "|---|" + "---:|" * len(rates)]
-    for layout in LAYOUTS:
+    for layout in layouts:
         seed0 = {float(r["learning_rate"]): r for r in rows if r["arm"] == layout and int(r["seed"]) == 0}
         cells = [_cell(seed0.get(rate)) for rate in rates]
         lines.append(f"| {layout} | {' | '.join(cells)} |")
-    return "\n".join([*lines, "", *_rates_that_train(rows)]) + (
+    return "\n".join([*lines, "", *_rates_that_train(rows, layouts)]) + (
         f"\n\nSeed 0, final training loss (test accuracy), **trains** where the criterion holds; {len(rows)} cells "
         f"measured (`{os.path.relpath(results, ROOT)}`)."
     )
@@ -73,9 +73,9 @@ def rates_that_train(rows, layout):
     return yes, no
 
 
-def _rates_that_train(rows):
+def _rates_that_train(rows, layouts):
     lines = []
-    for layout in LAYOUTS:
+    for layout in layouts:
         yes, no = rates_that_train(rows, layout)
         if yes or no:
             said = f"trains at {', '.join(f'{r:g}' for r in yes)}" if yes else "trains at no rate tried"

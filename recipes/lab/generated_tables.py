@@ -34,6 +34,7 @@ the committed file that the command which made the numbers wrote. Nobody types t
 | bert_ptb, bert_ptb_seeds, bert_ptb_verdicts | zoo/bert_ptb/results.csv | `keras-tse study bert_ptb --jobs 2` (cell by cell, resumable) |
 | bert_ptb_pilot | zoo/bert_ptb/pilot_400_steps.csv, pilot_2000_steps.json | the study's first cells, then `train_cell` at `STEPS = 2000` |
 | depth_remedies, depth_remedies_results, depth_remedies_verdicts | zoo/depth80_fashion_mnist/depth_remedies.csv | `keras-tse study depth_remedies --jobs 2` (cell by cell, resumable) |
+| depth_fixes, depth_fixes_results, depth_fixes_verdicts | zoo/depth80_fashion_mnist/depth_fixes.csv | `keras-tse study depth_fixes --jobs 2` (cell by cell, resumable) |
 | vit6_selection | zoo/vit6_fashion_mnist/selection.csv | `keras-tse study vit6_selection --jobs 2` (cell by cell, resumable) |
 | recipe_defaults | zoo/depth80_fashion_mnist/recipe_defaults.csv (and results.csv) | `keras-tse study recipe_defaults --jobs 2` (cell by cell, resumable) |
 | gpu_fig6 | zoo/gpu/cells.csv, fig6.json, fig6_stopped.json | the GPU's first Fig. 6 runs (`recipes.lab.gpu_cells_card`) |

@@ -1,0 +1,47 @@
+"""The literature's depth fixes beside de-escalation, in the cell where post-norm fails: `depth_rates`'s cell (160
+blocks, width 32, Fashion-MNIST 10k, 2 epochs, its criterion for "trains"), each fix at its own rate (a bracketed
+grid on seed 0), then verdict seeds 1-5 at that rate. Resumable cell by cell.
+
+    keras-tse study depth_fixes --dry-run
+    nice -n 19 keras-tse study depth_fixes --jobs 2
+    keras-tse study depth_fixes --card
+
+The arms: ReZero, ContraNorm (after each block, the authors' s = 0.1, t = 1), centred attention ((P - U) V in
+every head), Sub-LN, Admin (omega as the authors' package sets it) and sigma-reparam; post-norm, pre-norm,
+de-escalation, DeepNorm, LayerScale and de-escalation + LayerScale ran this cell in `depth_rates`
+(`depth_rates.csv`, the same data, model, epochs, rates and seeds), which the card sets beside these rows.
+
+Choices where nothing is published: the cell and the criterion are `depth_rates`'s, fixed before its cells ran;
+every arm recomputes its blocks in the backward pass (`--remat`, as `depth_rates`: memory only, the numbers
+the same) but sigma-reparam, whose training step updates each kernel's singular-vector estimate, which a
+recomputed block may not write (its 160 blocks fit without it).
+"""
+
+import os
+import sys
+
+from recipes.lab import ROOT, depth_rates_study, engine, vit_study_card
+from recipes.lab.depth_rates_study import DATA, DEPTH, EPOCHS, trains  # noqa: F401  (the plan's constants)
+
+RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "depth_fixes.csv")
+MODEL = tuple(flag for flag in depth_rates_study.MODEL if flag != "--remat")
+LAYOUTS = ("rezero", "contranorm", "centred_attention", "subln", "admin", "sigma_reparam")
+ARMS = {layout: ("--norm", layout, *(() if layout == "sigma_reparam" else ("--remat",))) for layout in LAYOUTS}
+PLAN = engine.Plan(arms=LAYOUTS, grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), select_by="train_loss")
+QUESTIONS = engine.questions("""
+    contranorm          centred_attention   ContraNorm after the block against centring inside attention
+    subln               admin               Sub-LN against Admin
+    sigma_reparam       rezero              sigma-reparam against ReZero
+""")
+
+
+def markdown_table(rows):
+    return depth_rates_study.rate_table(rows, RESULTS, LAYOUTS)
+
+
+FIGURE = os.path.join(os.path.dirname(RESULTS), "depth_fixes.png")
+FIGURE_TITLE, _ = depth_rates_study.titles(DEPTH, "")
+TITLE = f"The literature's depth fixes at {DEPTH} blocks, each at its own rate"
+CELLS_AT_ONCE = "two cells at once"
+CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -28,7 +28,8 @@ def deescalate(model, tau=1.0, trainable_tau=False, norm="deescalate", layout_op
 
     With `norm="contranorm"` each bidirectional block gets ContraNorm (Guo et al. 2023) at the same place instead,
     held by a `ContraNormBlock` (`layout_options`: `contranorm_scale`, `contranorm_temperature`, the layout's own);
-    a causal decoder refuses it (its softmax reads later tokens).
+    with `norm="centred_attention"` each block's Keras `MultiHeadAttention` computes `(P - U) V`
+    (`CentredAttentionBlock`), no weight added. A causal decoder takes only eq. (21).
 
     Every other layer is as in `model`, inputs and outputs as they were. A KerasHub backbone gives a
     `DeEscalatedBackbone` (for a family of `keras_hub_families.FAMILIES`, its subclass `DeEscalatedBertBackbone`,
@@ -49,13 +50,14 @@ def deescalate(model, tau=1.0, trainable_tau=False, norm="deescalate", layout_op
         model: a functional or Sequential `keras.Model` (a KerasHub backbone or task, a zoo model).
         tau: float in [0, 1], eq. (21)'s fraction. Defaults to `1.0`.
         trainable_tau: bool, learn each block's tau, clipped into [0, 1]. Defaults to `False`.
-        norm: `"deescalate"` (eq. 21) or `"contranorm"`, the fix the blocks get. Defaults to `"deescalate"`.
+        norm: `"deescalate"` (eq. 21), `"contranorm"` or `"centred_attention"`, the fix the blocks get.
+            Defaults to `"deescalate"`.
         layout_options: dict, the options of `norm`'s layout (`keras_tse.layouts`); `None` for its defaults.
 
     Returns:
         A functional `keras.Model` (a `DeEscalatedBackbone` for a KerasHub backbone, the task's de-escalated
-        subclass or its class for a KerasHub task) named `f"{model.name}_deescalated"` (`_contranorm` for
-        ContraNorm).
+        subclass or its class for a KerasHub task) named `f"{model.name}_deescalated"` (`_contranorm`,
+        `_centred_attention` for the others).
     """
     options = surgery_options(norm, tau, trainable_tau, layout_options)
     with _random_state_kept():

@@ -15,6 +15,7 @@ from keras_tse.analysis.similarity import (
     stacked_blocks,
 )
 from keras_tse.layers import CentredAttentionBlock, ContraNormBlock, DeEscalatedBlock, WrappedBlock
+from keras_tse.layers.centred_attention_block import centrable_attentions
 from keras_tse.layouts import check_layout_options, get_layout
 from keras_tse.layouts.layout import EQ21_DEFAULTS, eq21_options
 from keras_tse.norms import SURGERY_NORMS
@@ -40,18 +41,15 @@ def deescalated_graph(model, options, nested=None):
         raise ValueError(
             f"`deescalate` would apply a fix twice: blocks of model {model.name!r} already carry one (eq. (21), "
             f"ContraNorm or centred attention); pass the model as it was before, or build it with another `norm`. "
-            f"Received: blocks "
-            f"{_named(twice)}"
+            f"Received: blocks {_named(twice)}"
         )
     decoders = [layer for layer in blocks if of_kind(layer, {KERAS_HUB_DECODER})]
-    if decoders and options["norm"] != "deescalate":  # ContraNorm's softmax reads later positions
+    if decoders and options["norm"] != "deescalate":  # KerasHub's decoder is rebuilt for eq. (21) alone
         raise ValueError(
             f"`deescalate(..., norm={options['norm']!r})` rewrites bidirectional blocks; a causal decoder (its "
             f"cache, its later positions) takes norm='deescalate'. Received: decoder blocks {_named(decoders)}"
         )
     if options["norm"] == "centred_attention":
-        from keras_tse.layers.centred_attention_block import centrable_attentions
-
         plain = [layer for layer in blocks if not centrable_attentions(layer)]
         if plain:  # DeBERTa's disentangled attention is not Keras's
             raise ValueError(

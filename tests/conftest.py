@@ -38,22 +38,6 @@ import tempfile
 # program, or computes enough for the passes to pay, takes them back with `@pytest.mark.xla_optimized`.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
 
-
-def suite_xla_flags(backend):
-    """XLA_FLAGS for the suite's processes and the processes they start. XLA:CPU's fusion emitters compile a
-    program about twice as slowly as its loop emitters (JAX 0.10.2, with most optimisations off: a jitted gradient
-    of a six-layer MLP 1,853 against 966 ms a new shape, four eager ops 222 against 118 ms), and compiling, not
-    computing, is most of what the suite's small programs cost. TensorFlow's XLA takes JAX's "most optimisations
-    off" as flags (its `jit_compile` has no per-compile switch): a TensorFlow process's share of the suite is
-    about a sixth cheaper with them. Flags already in XLA_FLAGS stay, and win."""
-    flags = ["--xla_cpu_use_fusion_emitters=false"]
-    if backend == "tensorflow":
-        flags += ["--xla_backend_optimization_level=0", "--xla_llvm_disable_expensive_passes=true"]
-    return " ".join([*flags, os.environ.get("XLA_FLAGS", "")]).strip()
-
-
-os.environ["XLA_FLAGS"] = suite_xla_flags(os.environ.get("KERAS_BACKEND"))
-
 import keras  # noqa: E402
 import pytest  # noqa: E402
 

@@ -51,7 +51,7 @@ def _start(data, out, epochs, tmp, processes=None, log=None, extra=()):
         port, count, index = processes
         argv += ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(count), "--process-id", str(index)]
     os.makedirs(tmp, exist_ok=True)
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp)}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -79,7 +79,7 @@ def test_the_language_model_trains_over_two_processes_as_one(tmp_path):
         extra = [] if processes is None else ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
         extra += [] if processes is None else ["--process-id", str(processes)]
         os.makedirs(tmp, exist_ok=True)
-        env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp)}
+        env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
         command = [*argv, "--out", str(out), *extra]
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

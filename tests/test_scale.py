@@ -50,11 +50,6 @@ def _worker(name, env, *argv):
     return json.loads(process.stdout.strip().splitlines()[-1])
 
 
-def _with_xla_flag(flag):
-    """The suite's XLA_FLAGS (tests/conftest.py) and `flag`."""
-    return f"{os.environ.get('XLA_FLAGS', '')} {flag}".strip()
-
-
 def digits(n):
     from sklearn.datasets import load_digits
 
@@ -189,7 +184,7 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device_and_both_commands_t
     """
     report = _worker(
         "data_parallel_worker",
-        {"KERAS_BACKEND": "jax", "XLA_FLAGS": _with_xla_flag("--xla_force_host_platform_device_count=2")},
+        {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
         str(tmp_path),
     )
     assert report["devices"] == 2 and report["replicas"] == 2
@@ -216,8 +211,7 @@ def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kerne
     one device (tolerances as above), and every attention and feed-forward kernel half on each device,
     blocks built one by one and scanned alike. Prints what each device holds."""
     report = _worker(
-        "model_parallel_worker",
-        {"KERAS_BACKEND": "jax", "XLA_FLAGS": _with_xla_flag("--xla_force_host_platform_device_count=4")},
+        "model_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
     )
     assert report["mesh"] == [2, 2]
     for name, blocks in (("blocks", 2), ("scanned", 1)):

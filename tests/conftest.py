@@ -99,11 +99,34 @@ def pytest_configure(config):
         _RUN_FOLDERS.append(tempfile.TemporaryDirectory(prefix="keras_tse_compile_cache_"))  # removed at exit
         os.environ[ENVIRONMENT_VARIABLE] = _RUN_FOLDERS[-1].name
     use_compile_cache()
+    fewer_cpu_compile_passes()
     freeze_what_lives()
     config.addinivalue_line("markers", "every_backend: run on every backend, whatever the file's group")
     config.addinivalue_line("markers", "one_backend: run in one backend's process only, whatever the file's group")
     config.addinivalue_line("markers", "starts_processes: a one-backend test whose work runs in processes it starts")
     config.addinivalue_line("markers", "xla_optimized: JAX compiles this test's programs with XLA's optimisations on")
+
+
+def fewer_cpu_compile_passes():
+    """Where JAX compiles for this machine's CPU with most optimisations off (JAX_DISABLE_MOST_OPTIMIZATIONS, above),
+    XLA:CPU's loop emitters instead of its fusion emitters too: a small program compiles in about half the time
+    (a six-block gradient 0.9 -> 0.45 s a shape), a large one runs slower (the 48-block bfloat16 test 84 -> 287
+    CPU-s), so a test marked `xla_optimized` keeps XLA's defaults. Per compile, through the options JAX builds
+    for each program, because XLA_FLAGS would hold for the whole process (tests/README.md has both measured)."""
+    if keras.backend.backend() != "jax":
+        return
+    import jax
+    from jax._src import compiler
+
+    build = compiler.get_compile_options
+
+    def get_compile_options(*args, env_options_overrides=None, backend=None, **kwargs):
+        cpu = backend is None or getattr(backend, "platform", "cpu") == "cpu"
+        if cpu and jax.config.values["jax_disable_most_optimizations"]:
+            env_options_overrides = {"xla_cpu_use_fusion_emitters": False, **(env_options_overrides or {})}
+        return build(*args, env_options_overrides=env_options_overrides, backend=backend, **kwargs)
+
+    compiler.get_compile_options = get_compile_options
 
 
 def kept_here(item, mode):

@@ -186,3 +186,27 @@ def test_full_float32_matmuls_turns_the_backends_tf32_off_and_back():
     with full_float32_matmuls():
         assert setting() in ("highest", False, (False, False))
     assert setting() == before
+
+
+@pytest.mark.every_backend
+def test_jax_compiles_with_loop_emitters_only_while_most_optimisations_are_off():
+    """`conftest.fewer_cpu_compile_passes`: the options JAX builds for a CPU program ask XLA for its loop emitters
+    while the suite's JAX_DISABLE_MOST_OPTIMIZATIONS holds, and not inside `xla_optimizations` (a test marked
+    `xla_optimized`), whose programs keep XLA's defaults; an option a caller gives wins."""
+    import keras
+
+    if keras.backend.backend() != "jax":
+        pytest.skip("XLA compile options are JAX's here")
+    import jax
+    from jax._src import compiler
+
+    from tests.helpers import xla_optimizations
+
+    def overrides(given=None):
+        options = compiler.get_compile_options(1, 1, env_options_overrides=given, backend=jax.devices("cpu")[0].client)
+        return dict(options.env_option_overrides)
+
+    assert overrides() == {"xla_cpu_use_fusion_emitters": False}
+    assert overrides({"xla_cpu_use_fusion_emitters": True}) == {"xla_cpu_use_fusion_emitters": True}
+    with xla_optimizations():
+        assert overrides() == {}

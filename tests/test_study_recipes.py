@@ -271,6 +271,33 @@ def test_a_cell_study_brackets_the_best_rate_before_it_runs_the_seeds():
     assert cell_study.next_cells(_cell_rows([(5e-4, 0, 1.0)]), "a", once) == [(5e-4, 1), (5e-4, 2)]
 
 
+def test_an_arm_whose_rate_another_study_chose_is_read_there_on_the_seeds_it_ran():
+    """A plan's `rates` name the arm's rate: its cells are its seeds there, and the card reads it there with no
+    seed-0 row of its own (a lower loss at another rate chooses nothing)."""
+    engine, card = lab_module("engine"), lab_module("vit_study_card")
+    plan = engine.Plan(arms=("a",), grid=(), seeds=(1, 2), bracket=False, rates={"a": 3e-4})
+    assert engine.next_cells([], "a", plan) == [(3e-4, 1), (3e-4, 2)]
+    rows = _cell_rows([(3e-4, 1, 1.0), (1e-3, 0, 0.5)])
+    assert engine.best_rate(rows, "a", plan) == 3e-4
+    rate, members = engine.at_best(rows, "a", plan)
+    assert rate == 3e-4 and [m["seed"] for m in members] == ["1"]
+    assert card._grid_state(rows, "a", rate, plan) == "fixed at 0.0003"
+
+
+def test_the_depth_fixes_references_rerun_depth_rates_cells_at_the_rates_it_chose():
+    """De-escalation and LayerScale beside the fixes: `depth_rates`'s data, model, epochs and flags, at the rate
+    its seed 0 chose, so that the verdicts compare rows of one code version."""
+    engine = lab_module("engine")
+    fixes, rates = lab_module("depth_fixes_study"), lab_module("depth_rates_study")
+    rows = rates.STUDY.read_rows()
+    chosen = {arm: engine.best_rate(rows, arm, rates.STUDY.plan_of(arm)) for arm in fixes.REFERENCE_RATES}
+    assert fixes.REFERENCE_RATES == chosen == {"deescalate": 3e-4, "layerscale": 3e-3}
+    for arm in fixes.REFERENCE_RATES:
+        assert sorted((*fixes.MODEL, *fixes.ARMS[arm])) == sorted((*rates.MODEL, *rates.ARMS[arm]))
+    assert (fixes.DATA, fixes.EPOCHS) == (rates.DATA, rates.EPOCHS)
+    assert fixes.STUDY.plan_of("layerscale").seeds == (1, 2, 3, 4, 5)
+
+
 def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):
     engine = lab_module("engine")
     plan = engine.Plan(arms=arms, grid=(1e-3,), seeds=seeds, select_by="loss", bracket=False)

@@ -29,11 +29,26 @@ LAYOUTS = ("rezero", "contranorm", "centred_attention", "subln", "admin", "sigma
 ARMS = {layout: ("--norm", layout, *(() if layout == "sigma_reparam" else ("--remat",))) for layout in LAYOUTS}
 # three extensions, not the engine's two: ReZero's residual gains start at 0 and its seed 0 still improved at the
 # second extension (9e-3), and an arm whose best stays at an edge gets no verdict seeds
-PLAN = engine.Plan(
+FIXES = engine.Plan(
     arms=LAYOUTS, grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), max_extensions=3, select_by="train_loss"
 )
+# The references, rerun here so that a verdict compares rows of one code version: de-escalation (the paper's
+# fix) and LayerScale (the best of `depth_rates`), each at the rate `depth_rates` chose on its seed 0, frozen,
+# on the verdict seeds alone.
+REFERENCE_RATES = {"deescalate": 3e-4, "layerscale": 3e-3}
+REFERENCES = engine.Plan(
+    arms=tuple(REFERENCE_RATES), grid=(), seeds=(1, 2, 3, 4, 5), bracket=False, rates=REFERENCE_RATES
+)
+PARTS = {
+    "fixes": (FIXES, "the six fixes: a bracketed rate grid on seed 0, then seeds 1-5 at the best rate"),
+    "references": (REFERENCES, "de-escalation and LayerScale, seeds 1-5 at depth_rates' rates"),
+}
+ARMS.update({layout: ("--norm", layout, "--remat") for layout in REFERENCE_RATES})
 QUESTIONS = engine.questions("""
+    centred_attention   deescalate          centring inside attention against eq. (21) after the block
+    contranorm          deescalate          ContraNorm against de-escalation, its large-temperature limit
     contranorm          centred_attention   ContraNorm after the block against centring inside attention
+    rezero              layerscale          ReZero against LayerScale
     subln               admin               Sub-LN against Admin
     sigma_reparam       rezero              sigma-reparam against ReZero
 """)

@@ -15,6 +15,7 @@ Choices where nothing is published:
   the rate's choice; the test set is scored but chooses nothing.
 """
 
+import math
 import os
 import sys
 
@@ -87,6 +88,8 @@ def _cell(row):
     if row is None:
         return "not run"
     loss, accuracy = float(row["train_loss"]), float(row["test_accuracy"])
+    if not math.isfinite(loss):  # stopped on a non-finite loss before its first epoch ended
+        return "diverged"
     return f"{'**trains** ' if trains(row) else ''}{loss:.3f} ({accuracy:.1%})"
 
 

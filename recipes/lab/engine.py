@@ -77,7 +77,10 @@ def heal(path, expected=()):
 
 
 def best_rate(rows, arm, plan):
-    """The arm's seed-0 rate of lowest `plan.select_by`, or None before any seed-0 row."""
+    """The arm's seed-0 rate of lowest `plan.select_by`, or None before any seed-0 row; an arm whose rate
+    another study chose (`plan.rates`) is read at that rate, whichever seeds ran."""
+    if arm in plan.rates:
+        return plan.rates[arm]
     tried = [row for row in rows if row["arm"] == arm and int(row["seed"]) == SELECTION_SEED]
     return float(min(tried, key=lambda row: _value(row, plan.select_by))["learning_rate"]) if tried else None
 

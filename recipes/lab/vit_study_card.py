@@ -76,12 +76,15 @@ def _floats(rows, column):
 
 
 def best_cells(rows, study):
-    """arm -> (best rate, its rows), for every arm with a seed-0 row."""
+    """arm -> (best rate, its rows), for every arm with a seed-0 row or a rate its plan fixes."""
     found = {arm: engine.at_best(rows, arm, study.STUDY.plan_of(arm)) for arm in study.ARMS}
-    return {arm: cell for arm, cell in found.items() if cell[0] is not None}
+    return {arm: cell for arm, cell in found.items() if cell[1]}
 
 
-def _grid_state(rows, arm, rate, grid):
+def _grid_state(rows, arm, rate, plan):
+    grid = plan.grid
+    if arm in plan.rates:  # another study chose the rate
+        return f"fixed at {rate:g}"
     if len(grid) == 1:  # a plan of one rate chooses none: no edge to be at
         return f"fixed at {grid[0]:g}"
     tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})
@@ -118,7 +121,7 @@ def results_table(rows, study):
         rate, members = cells[arm]
         learned = spread(_floats(members, "learned_tau_mean"), 4) if members[0]["learned_tau_mean"] else ""
         lines.append(
-            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate, study.STUDY.plan_of(arm).grid)} | {len(members)} | "
+            f"| {arm} | {rate:g} | {_grid_state(rows, arm, rate, study.STUDY.plan_of(arm))} | {len(members)} | "
             f"{spread(_floats(members, 'train_loss'))} | {spread([last_epoch_fall(r) for r in members], 1)} | "
             f"{spread(_floats(members, 'test_accuracy'), 4)} | "
             f"{spread(_floats(members, 'similarity_init'), 4)} | {spread(_floats(members, 'similarity_end'), 4)} "

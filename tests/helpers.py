@@ -4,6 +4,11 @@ import os
 import keras
 import numpy as np
 
+# XLA:CPU's loop emitters for every process the suite starts (recipes, commands, workers), as
+# `fewer_cpu_compile_passes` (tests/conftest.py) gives this process's own compiles: tests/conftest.py puts it in
+# XLA_FLAGS, and a test that sets XLA_FLAGS for a process it starts adds it there.
+STARTED_PROCESS_XLA_FLAGS = "--xla_cpu_use_fusion_emitters=false"
+
 
 @contextlib.contextmanager
 def xla_optimizations():

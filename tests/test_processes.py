@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from keras_tse import data as pipelines
+from tests.helpers import STARTED_PROCESS_XLA_FLAGS
 
 pytestmark = pytest.mark.one_backend  # the group rule: tests/conftest.py
 
@@ -51,7 +52,7 @@ def _start(data, out, epochs, tmp, processes=None, log=None, extra=()):
         port, count, index = processes
         argv += ["--coordinator", f"127.0.0.1:{port}", "--num-processes", str(count), "--process-id", str(index)]
     os.makedirs(tmp, exist_ok=True)
-    env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
+    env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": STARTED_PROCESS_XLA_FLAGS}
     return subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log or subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -79,7 +80,7 @@ def test_the_language_model_trains_over_two_processes_as_one(tmp_path):
         extra = [] if processes is None else ["--coordinator", f"127.0.0.1:{port}", "--num-processes", "2"]
         extra += [] if processes is None else ["--process-id", str(processes)]
         os.makedirs(tmp, exist_ok=True)
-        env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": ""}
+        env = {**os.environ, "KERAS_BACKEND": "jax", "TMPDIR": str(tmp), "XLA_FLAGS": STARTED_PROCESS_XLA_FLAGS}
         command = [*argv, "--out", str(out), *extra]
         return subprocess.Popen(command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 

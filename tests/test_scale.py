@@ -184,7 +184,7 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device_and_both_commands_t
     """
     report = _worker(
         "data_parallel_worker",
-        {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=2"},
+        {"KERAS_BACKEND": "jax", "XLA_FLAGS": _devices(2)},
         str(tmp_path),
     )
     assert report["devices"] == 2 and report["replicas"] == 2
@@ -203,6 +203,11 @@ def test_data_parallel_on_two_cpu_devices_matches_one_device_and_both_commands_t
         assert all(np.isfinite(v) for v in summary.values() if isinstance(v, float)), (task, summary)
 
 
+def _devices(count):
+    """XLA_FLAGS for a worker process with `count` CPU devices."""
+    return f"--xla_force_host_platform_device_count={count} {helpers.STARTED_PROCESS_XLA_FLAGS}"
+
+
 @pytest.mark.large
 @pytest.mark.one_backend  # ModelParallel runs on JAX: the worker process is JAX's whatever backend hosts the test
 @pytest.mark.starts_processes
@@ -210,9 +215,7 @@ def test_model_parallel_on_a_2_by_2_mesh_matches_one_device_and_halves_the_kerne
     """`--model-parallel 2` on four CPU devices (2 batch x 2 model): the ViT's losses and weights as on
     one device (tolerances as above), and every attention and feed-forward kernel half on each device,
     blocks built one by one and scanned alike. Prints what each device holds."""
-    report = _worker(
-        "model_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
-    )
+    report = _worker("model_parallel_worker", {"KERAS_BACKEND": "jax", "XLA_FLAGS": _devices(4)})
     assert report["mesh"] == [2, 2]
     for name, blocks in (("blocks", 2), ("scanned", 1)):
         held = report[f"{name}_held"]

@@ -188,6 +188,23 @@ def test_full_float32_matmuls_turns_the_backends_tf32_off_and_back():
     assert setting() == before
 
 
+@pytest.mark.starts_processes
+def test_the_processes_the_suite_starts_compile_with_loop_emitters_too(tmp_path):
+    """`conftest.fewer_compile_passes_in_started_processes`: a process started with this one's environment finds
+    XLA:CPU's loop emitters in XLA_FLAGS, and every test file that sets XLA_FLAGS for a process keeps them there."""
+    from tests.helpers import STARTED_PROCESS_XLA_FLAGS
+
+    read = "import os; print(os.environ.get('XLA_FLAGS', ''))"
+    printed = subprocess.run([sys.executable, "-c", read], capture_output=True, text=True, check=True).stdout
+    assert STARTED_PROCESS_XLA_FLAGS in printed.split()
+    for name in sorted(os.listdir(TESTS)):
+        if name.startswith("test_") and name.endswith(".py"):
+            with open(os.path.join(TESTS, name)) as f:
+                source = f.read()
+            if '"XLA_FLAGS":' in source:  # a file that sets them for a process it starts
+                assert "STARTED_PROCESS_XLA_FLAGS" in source, name
+
+
 @pytest.mark.every_backend
 def test_jax_compiles_with_loop_emitters_only_while_most_optimisations_are_off():
     """`conftest.fewer_cpu_compile_passes`: the options JAX builds for a CPU program ask XLA for its loop emitters

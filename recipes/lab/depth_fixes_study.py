@@ -9,7 +9,9 @@ grid on seed 0), then verdict seeds 1-5 at that rate. Resumable cell by cell.
 The arms: ReZero, ContraNorm (after each block, the authors' s = 0.1, t = 1), centred attention ((P - U) V in
 every head), Sub-LN, Admin (omega as the authors' package sets it) and sigma-reparam; post-norm, pre-norm,
 de-escalation, DeepNorm, LayerScale and de-escalation + LayerScale ran this cell in `depth_rates`
-(`depth_rates.csv`, the same data, model, epochs, rates and seeds), which the card sets beside these rows.
+(`depth_rates.csv`, the same data, model, epochs, rates and seeds, an earlier code version), which the card
+sets beside these rows; de-escalation and LayerScale run again here (the part "references"), at the rates
+`depth_rates` chose, so that the questions compare rows of one code version.
 
 Choices where nothing is published: the cell and the criterion are `depth_rates`'s, fixed before its cells ran;
 every arm recomputes its blocks in the backward pass (`--remat`, as `depth_rates`: memory only, the numbers
@@ -63,4 +65,5 @@ FIGURE_TITLE, _ = depth_rates_study.titles(DEPTH, "")
 TITLE = f"The literature's depth fixes at {DEPTH} blocks, each at its own rate"
 CELLS_AT_ONCE = "two cells at once"
 CARD = os.path.join(ROOT, "zoo", "depth80_fashion_mnist.md")
+CLAIM_METRIC = "train_loss"  # what a verdict claim about its arms is judged on (recipes/lab/verdict_claims.py)
 STUDY = vit_study_card.study_of(sys.modules[__name__])

@@ -281,7 +281,7 @@ def test_an_arm_whose_rate_another_study_chose_is_read_there_on_the_seeds_it_ran
     assert engine.best_rate(rows, "a", plan) == 3e-4
     rate, members = engine.at_best(rows, "a", plan)
     assert rate == 3e-4 and [m["seed"] for m in members] == ["1"]
-    assert card._grid_state(rows, "a", rate, plan) == "fixed at 0.0003"
+    assert card._grid_state(rows, "a", rate, plan) == "fixed at 0.0003 (another study chose it)"
 
 
 def test_the_depth_fixes_references_rerun_depth_rates_cells_at_the_rates_it_chose():

@@ -83,8 +83,8 @@ def best_cells(rows, study):
 
 def _grid_state(rows, arm, rate, plan):
     grid = plan.grid
-    if arm in plan.rates:  # another study chose the rate
-        return f"fixed at {rate:g}"
+    if arm in plan.rates:
+        return f"fixed at {rate:g} (another study chose it)"
     if len(grid) == 1:  # a plan of one rate chooses none: no edge to be at
         return f"fixed at {grid[0]:g}"
     tried = sorted({float(r["learning_rate"]) for r in rows if r["arm"] == arm and int(r["seed"]) == 0})

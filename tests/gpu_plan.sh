@@ -2,7 +2,7 @@
 # One call on a GPU machine, in two phases, every result kept under OUT as it is made:
 #   1. (nothing timed) the numeric tests under JAX and PyTorch (tests/gpu_tests.sh) beside the depth
 #      ladder's 640-block cells (`keras-tse study depth_ladder --part gpu`) and the depth fixes' cells at 160
-#      blocks (`keras-tse study depth_fixes`: the rate grid's rest, then the verdict seeds);
+#      blocks, then at 320 (`keras-tse study depth_fixes`, `depth_fixes320`: rate grids, then verdict seeds);
 #   2. (alone on the GPU) the ViT-80 train step under JAX profiled and timed as built and with scan
 #      (tests/gpu_profile.py), then `keras-tse bench` under PyTorch compiled per block, timm beside it,
 #      each only while the seconds left cover it.
@@ -31,8 +31,13 @@ GPU_TESTS_WORKERS=8 bash tests/gpu_tests.sh "$out/tests_jax" "$phase1" jax > "$o
 GPU_TESTS_WORKERS=4 bash tests/gpu_tests.sh "$out/tests_torch" "$phase1" torch > "$out/tests_torch.txt" 2>&1 &
 timeout $((phase1 + 20)) python3 -m keras_tse.cli.main study depth_ladder --part gpu --jobs 6 \
   --budget-s "$phase1" --runs /tmp/ladder --out "$out/ladder" > "$out/ladder.txt" 2>&1 &
-timeout $((phase1 + 20)) python3 -m keras_tse.cli.main study depth_fixes --jobs 4 \
-  --budget-s "$phase1" --runs /tmp/fixes --out "$out/fixes" > "$out/fixes.txt" 2>&1 &
+(fixes_end=$((SECONDS + phase1))  # the 160-block cells first, then the 320-block ones, in one budget
+ for study in depth_fixes depth_fixes320; do
+   budget=$((fixes_end - SECONDS))
+   [ "$budget" -gt 60 ] || break
+   timeout $((budget + 20)) python3 -m keras_tse.cli.main study "$study" --jobs 4 \
+     --budget-s "$budget" --runs "/tmp/$study" --out "$out/$study" > "$out/$study.txt" 2>&1
+ done) &
 wait
 mkdir -p "$out/ladder_runs" && cp /tmp/ladder/*.log "$out/ladder_runs/" 2>/dev/null
 pack

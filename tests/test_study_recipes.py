@@ -285,17 +285,46 @@ def test_an_arm_whose_rate_another_study_chose_is_read_there_on_the_seeds_it_ran
 
 
 def test_the_depth_fixes_references_rerun_depth_rates_cells_at_the_rates_it_chose():
-    """De-escalation and LayerScale beside the fixes: `depth_rates`'s data, model, epochs and flags, at the rate
-    its seed 0 chose, so that the verdicts compare rows of one code version."""
+    """`depth_rates`'s six layouts beside the fixes: its data, model, epochs and flags, at the rate its seed 0
+    chose, so that the verdicts compare rows of one code version."""
     engine = lab_module("engine")
     fixes, rates = lab_module("depth_fixes_study"), lab_module("depth_rates_study")
     rows = rates.STUDY.read_rows()
     chosen = {arm: engine.best_rate(rows, arm, rates.STUDY.plan_of(arm)) for arm in fixes.REFERENCE_RATES}
-    assert fixes.REFERENCE_RATES == chosen == {"deescalate": 3e-4, "layerscale": 3e-3}
+    expected = {"deescalate": 3e-4, "layerscale": 3e-3, "post": 1e-4, "pre": 3e-4, "deepnorm": 1e-3}
+    assert fixes.REFERENCE_RATES == chosen == {**expected, "deescalate_layerscale": 3e-3}
     for arm in fixes.REFERENCE_RATES:
         assert sorted((*fixes.MODEL, *fixes.ARMS[arm])) == sorted((*rates.MODEL, *rates.ARMS[arm]))
     assert (fixes.DATA, fixes.EPOCHS) == (rates.DATA, rates.EPOCHS)
     assert fixes.STUDY.plan_of("layerscale").seeds == (1, 2, 3, 4, 5)
+
+
+def test_the_320_block_fixes_are_the_160_block_plan_one_rung_down_at_depth_rates320s_rates():
+    """`depth_fixes320`: `depth_fixes`'s arms, flags, questions, data and epochs at `depth_rates320`'s depth and grid,
+    its references at the rates `depth_rates320`'s seed 0 chose."""
+    engine = lab_module("engine")
+    fixes, deeper, rates320 = (
+        lab_module(f"{name}_study") for name in ("depth_fixes", "depth_fixes320", "depth_rates320")
+    )
+    rows = rates320.STUDY.read_rows()
+    chosen = {arm: engine.best_rate(rows, arm, rates320.STUDY.plan_of(arm)) for arm in deeper.REFERENCE_RATES}
+    assert deeper.REFERENCE_RATES == chosen and set(chosen) == set(fixes.REFERENCE_RATES)
+    assert (deeper.DATA, deeper.EPOCHS, deeper.ARMS, deeper.QUESTIONS) == (
+        fixes.DATA,
+        fixes.EPOCHS,
+        fixes.ARMS,
+        fixes.QUESTIONS,
+    )
+    assert (
+        deeper.MODEL == (*fixes.MODEL, "--depth", str(rates320.DEPTH)) and rates320.DEPTH == 320
+    )  # argparse: the last
+    assert deeper.STUDY.plan_of("admin").grid == rates320.PLAN.grid and deeper.STUDY.plan_of("post").seeds == (
+        1,
+        2,
+        3,
+        4,
+        5,
+    )
 
 
 def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):
@@ -620,6 +649,7 @@ STUDIES += (
     "depth_rates320",
     "depth_remedies",
     "depth_fixes",
+    "depth_fixes320",
     "bert_ptb",
     "vit6_selection",
 )  # every study `keras-tse study` has (the listing test checks it lists them all)

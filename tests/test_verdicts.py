@@ -167,8 +167,8 @@ def test_a_claim_the_checker_cannot_read_is_one_line():
         "'ARMS beats|is equivalent to|loses to|is inconclusive against ARMS [at KEY VALUES]'"
     ]
     assert claims.check("nowhere", None, "a beats b") == [
-        "unknown source 'nowhere': expected one of ['bert_ptb', 'depth80', 'depth_fixes', 'depth_study', "
-        "'gpu_fig6', 'gpu_fig6_stopped', 'ptb_warmup', 'tau_sweep']"
+        "unknown source 'nowhere': expected one of ['bert_ptb', 'depth80', 'depth_fixes', 'depth_fixes320', "
+        "'depth_study', 'gpu_fig6', 'gpu_fig6_stopped', 'ptb_warmup', 'tau_sweep']"
     ]
 
 

@@ -9,9 +9,9 @@ grid on seed 0), then verdict seeds 1-5 at that rate. Resumable cell by cell.
 The arms: ReZero, ContraNorm (after each block, the authors' s = 0.1, t = 1), centred attention ((P - U) V in
 every head), Sub-LN, Admin (omega as the authors' package sets it) and sigma-reparam; post-norm, pre-norm,
 de-escalation, DeepNorm, LayerScale and de-escalation + LayerScale ran this cell in `depth_rates`
-(`depth_rates.csv`, the same data, model, epochs, rates and seeds, an earlier code version), which the card
-sets beside these rows; de-escalation and LayerScale run again here (the part "references"), at the rates
-`depth_rates` chose, so that the questions compare rows of one code version.
+(`depth_rates.csv`, the same data, model, epochs, rates and seeds, an earlier code version); all six run again
+here (the part "references") on the verdict seeds at the rates `depth_rates` chose, so that every question
+compares rows of one code version.
 
 Choices where nothing is published: the cell and the criterion are `depth_rates`'s, fixed before its cells ran;
 every arm recomputes its blocks in the backward pass (`--remat`, as `depth_rates`: memory only, the numbers
@@ -34,16 +34,23 @@ ARMS = {layout: ("--norm", layout, *(() if layout == "sigma_reparam" else ("--re
 FIXES = engine.Plan(
     arms=LAYOUTS, grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), max_extensions=3, select_by="train_loss"
 )
-# The references, rerun here so that a verdict compares rows of one code version: de-escalation (the paper's
-# fix) and LayerScale (the best of `depth_rates`), each at the rate `depth_rates` chose on its seed 0, frozen,
-# on the verdict seeds alone.
-REFERENCE_RATES = {"deescalate": 3e-4, "layerscale": 3e-3}
+# The references, rerun here so that a verdict compares rows of one code version: `depth_rates`'s six layouts,
+# each at the rate `depth_rates` chose on its seed 0, frozen, on the verdict seeds alone (its seed-0 grid is not
+# run again: the rates it chose are the plan's, fixed before these rows).
+REFERENCE_RATES = {
+    "deescalate": 3e-4,
+    "layerscale": 3e-3,
+    "post": 1e-4,
+    "pre": 3e-4,
+    "deepnorm": 1e-3,
+    "deescalate_layerscale": 3e-3,
+}
 REFERENCES = engine.Plan(
     arms=tuple(REFERENCE_RATES), grid=(), seeds=(1, 2, 3, 4, 5), bracket=False, rates=REFERENCE_RATES
 )
 PARTS = {
     "fixes": (FIXES, "the six fixes: a bracketed rate grid on seed 0, then seeds 1-5 at the best rate"),
-    "references": (REFERENCES, "de-escalation and LayerScale, seeds 1-5 at depth_rates' rates"),
+    "references": (REFERENCES, "depth_rates' six layouts, seeds 1-5 at the rates it chose"),
 }
 ARMS.update({layout: ("--norm", layout, "--remat") for layout in REFERENCE_RATES})
 QUESTIONS = engine.questions("""
@@ -53,6 +60,9 @@ QUESTIONS = engine.questions("""
     rezero              layerscale          ReZero against LayerScale
     subln               admin               Sub-LN against Admin
     sigma_reparam       rezero              sigma-reparam against ReZero
+    deescalate          post                de-escalation against post-norm, the paper's claim in this cell
+    deescalate          pre                 de-escalation against pre-norm
+    deepnorm            layerscale          DeepNorm against LayerScale
 """)
 
 

@@ -55,6 +55,8 @@ def rate_table(rows, results, layouts):
     """Seed 0 at every rate tried, per layout of `layouts`: final training loss, and whether the cell trains by
     the criterion; the test accuracy beside it, which chooses nothing; `results` the file they were read from."""
     rates = sorted({float(row["learning_rate"]) for row in rows})
+    if not rates:
+        return f"No cell has run yet (`{os.path.relpath(results, ROOT)}`)."
     lines = [f"| layout | {' | '.join(f'lr {r:g}' for r in rates)} |", "|---|" + "---:|" * len(rates)]
     for layout in layouts:
         seed0 = {float(r["learning_rate"]): r for r in rows if r["arm"] == layout and int(r["seed"]) == 0}

@@ -210,8 +210,8 @@ def verdicts_table(rows, study):
     for a, b, question in rest:
         columns = [column for column, _ in VERDICT_COLUMNS]
         answer = [verdicts.table_cell(said.get((a, b, c), "not measured")) for c in columns]
-        gaps = [f"{visible[(a, b, c)]:.3f}" if (a, b, c) in visible else "" for c in columns]
-        lines.append(f"| {question} | {a} | {b} | {answer[0]} | {answer[1]} | {', '.join(gaps)} |")
+        gaps = [f"{visible[(a, b, c)]:.3f}" for c in columns if (a, b, c) in visible]
+        lines.append(f"| {question} | {a} | {b} | {answer[0]} | {answer[1]} | {', '.join(gaps) or 'not measured'} |")
     fewest = min((min(c.seeds) for c in comparisons), default=0)
     rank_note = (
         f" With {fewest} verdict seeds an arm no exact rank or sign-flip test can go below p = "

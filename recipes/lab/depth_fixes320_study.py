@@ -14,7 +14,7 @@ under test). Choices where nothing is published: those of `depth_fixes`.
 import os
 import sys
 
-from recipes.lab import ROOT, depth_fixes_study, depth_rates320_study, depth_rates_study, engine, vit_study_card
+from recipes.lab import ROOT, depth_fixes_study, depth_rates320_study, depth_rates_study, vit_study_card
 
 # the arms, questions, data, epochs and criterion are depth_fixes'; the card and its pace too
 from recipes.lab.depth_fixes_study import (  # noqa: F401  (the plan's constants)
@@ -32,13 +32,6 @@ from recipes.lab.depth_fixes_study import (  # noqa: F401  (the plan's constants
 RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "depth_fixes320.csv")
 DEPTH = depth_rates320_study.DEPTH
 MODEL = (*depth_fixes_study.MODEL, "--depth", str(DEPTH))  # the last --depth is the one argparse keeps
-FIXES = engine.Plan(
-    arms=LAYOUTS,
-    grid=depth_rates320_study.PLAN.grid,
-    seeds=depth_fixes_study.FIXES.seeds,
-    max_extensions=depth_fixes_study.FIXES.max_extensions,
-    select_by="train_loss",
-)
 REFERENCE_RATES = {
     "deescalate": 1e-4,
     "layerscale": 3e-3,
@@ -47,13 +40,7 @@ REFERENCE_RATES = {
     "deepnorm": 3e-4,
     "deescalate_layerscale": 1e-3,
 }
-REFERENCES = engine.Plan(
-    arms=tuple(REFERENCE_RATES), grid=(), seeds=(1, 2, 3, 4, 5), bracket=False, rates=REFERENCE_RATES
-)
-PARTS = {
-    "fixes": (FIXES, "the six fixes: a bracketed rate grid on seed 0, then seeds 1-5 at the best rate"),
-    "references": (REFERENCES, "depth_rates' six layouts, seeds 1-5 at the rates depth_rates320 chose"),
-}
+PARTS = depth_fixes_study.parts(depth_rates320_study.PLAN.grid, REFERENCE_RATES, "depth_rates320")
 
 
 def markdown_table(rows):

@@ -29,11 +29,23 @@ RESULTS = os.path.join(ROOT, "zoo", "depth80_fashion_mnist", "depth_fixes.csv")
 MODEL = tuple(flag for flag in depth_rates_study.MODEL if flag != "--remat")
 LAYOUTS = ("rezero", "contranorm", "centred_attention", "subln", "admin", "sigma_reparam")
 ARMS = {layout: ("--norm", layout, *(() if layout == "sigma_reparam" else ("--remat",))) for layout in LAYOUTS}
-# three extensions, not the engine's two: ReZero's residual gains start at 0 and its seed 0 still improved at the
-# second extension (9e-3), and an arm whose best stays at an edge gets no verdict seeds
-FIXES = engine.Plan(
-    arms=LAYOUTS, grid=(1e-4, 3e-4, 1e-3), seeds=(0, 1, 2, 3, 4, 5), max_extensions=3, select_by="train_loss"
-)
+
+
+def parts(grid, reference_rates, chosen_by):
+    """The plan's two parts at one depth: the six fixes, a bracketed rate `grid` on seed 0 then seeds 1-5 at the
+    best; the references on seeds 1-5 at `reference_rates` ({layout: rate}, frozen), which `chosen_by` chose."""
+    # three extensions, not the engine's two: ReZero's residual gains start at 0 and its seed 0 still improved at
+    # the second extension (9e-3), and an arm whose best stays at an edge gets no verdict seeds
+    fixes = engine.Plan(arms=LAYOUTS, grid=grid, seeds=(0, 1, 2, 3, 4, 5), max_extensions=3, select_by="train_loss")
+    references = engine.Plan(
+        arms=tuple(reference_rates), grid=(), seeds=(1, 2, 3, 4, 5), bracket=False, rates=reference_rates
+    )
+    return {
+        "fixes": (fixes, "the six fixes: a bracketed rate grid on seed 0, then seeds 1-5 at the best rate"),
+        "references": (references, f"depth_rates' six layouts, seeds 1-5 at the rates {chosen_by} chose"),
+    }
+
+
 # The references, rerun here so that a verdict compares rows of one code version: `depth_rates`'s six layouts,
 # each at the rate `depth_rates` chose on its seed 0, frozen, on the verdict seeds alone (its seed-0 grid is not
 # run again: the rates it chose are the plan's, fixed before these rows).
@@ -45,13 +57,7 @@ REFERENCE_RATES = {
     "deepnorm": 1e-3,
     "deescalate_layerscale": 3e-3,
 }
-REFERENCES = engine.Plan(
-    arms=tuple(REFERENCE_RATES), grid=(), seeds=(1, 2, 3, 4, 5), bracket=False, rates=REFERENCE_RATES
-)
-PARTS = {
-    "fixes": (FIXES, "the six fixes: a bracketed rate grid on seed 0, then seeds 1-5 at the best rate"),
-    "references": (REFERENCES, "depth_rates' six layouts, seeds 1-5 at the rates it chose"),
-}
+PARTS = parts((1e-4, 3e-4, 1e-3), REFERENCE_RATES, "depth_rates")
 ARMS.update({layout: ("--norm", layout, "--remat") for layout in REFERENCE_RATES})
 QUESTIONS = engine.questions("""
     centred_attention   deescalate          centring inside attention against eq. (21) after the block

@@ -5,10 +5,10 @@ plan the GPU runs (a 320-block cell is past what the 2-core CPU affords on verdi
     nice -n 19 keras-tse study depth_fixes320 --jobs 4          # on a GPU machine (tests/gpu_plan.sh)
     keras-tse study depth_fixes320 --card
 
-The six fixes: a bracketed rate grid on seed 0 (`depth_rates320`'s grid, whose good rates sit below 160 blocks'),
-then seeds 1-5 at the best. `depth_rates`'s six layouts: seeds 1-5 at the rates `depth_rates320` chose on its seed
-0, frozen (post-norm's best sat at that grid's lowest rate, 1.11e-5, and stays there: a reference, not a fix
-under test). Choices where nothing is published: those of `depth_fixes`.
+The six fixes: a bracketed rate grid on seed 0 (`depth_rates320`'s, 1e-4 to 1e-3, extended where a best rate sits
+at an edge), then seeds 1-5 at the best. `depth_rates`'s six layouts: seeds 1-5 at the rates `depth_rates320`
+chose on its seed 0, frozen (post-norm's best sat at that grid's lowest rate, 1.11e-5, and stays there: a
+reference, not a fix under test). Choices where nothing is published: those of `depth_fixes`.
 """
 
 import os

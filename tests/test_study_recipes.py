@@ -309,22 +309,11 @@ def test_the_320_block_fixes_are_the_160_block_plan_one_rung_down_at_depth_rates
     rows = rates320.STUDY.read_rows()
     chosen = {arm: engine.best_rate(rows, arm, rates320.STUDY.plan_of(arm)) for arm in deeper.REFERENCE_RATES}
     assert deeper.REFERENCE_RATES == chosen and set(chosen) == set(fixes.REFERENCE_RATES)
-    assert (deeper.DATA, deeper.EPOCHS, deeper.ARMS, deeper.QUESTIONS) == (
-        fixes.DATA,
-        fixes.EPOCHS,
-        fixes.ARMS,
-        fixes.QUESTIONS,
-    )
-    assert (
-        deeper.MODEL == (*fixes.MODEL, "--depth", str(rates320.DEPTH)) and rates320.DEPTH == 320
-    )  # argparse: the last
-    assert deeper.STUDY.plan_of("admin").grid == rates320.PLAN.grid and deeper.STUDY.plan_of("post").seeds == (
-        1,
-        2,
-        3,
-        4,
-        5,
-    )
+    same = ("DATA", "EPOCHS", "ARMS", "QUESTIONS")
+    assert [getattr(deeper, name) for name in same] == [getattr(fixes, name) for name in same]
+    assert rates320.DEPTH == 320 and deeper.MODEL == (*fixes.MODEL, "--depth", "320")  # argparse keeps the last
+    assert deeper.STUDY.plan_of("admin").grid == rates320.PLAN.grid
+    assert deeper.STUDY.plan_of("post").seeds == (1, 2, 3, 4, 5)
 
 
 def _tiny_study(tmp_path, run_cell, arms=("a", "b"), seeds=(0, 1)):

@@ -49,9 +49,13 @@ def agree(coordinator, num_processes, process_id, settings, timeout_s=DEFAULT_JO
 
 
 def _check_free(port, flag, given):
+    # bound, never listening: a process connecting while the check runs must be refused and try again, not be
+    # accepted by a socket about to close (its hello would be reset)
     for where in (port, port + 1):
         try:
-            socket.create_server(("", where)).close()
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(("", where))
         except OSError:
             raise InputError(
                 flag,
@@ -112,8 +116,11 @@ def _report(host, port, process_id, settings, timeout_s):
                     "process 0 started with the same --coordinator (--join-timeout sets the wait)",
                 ) from None
             time.sleep(_POLL_S)
-    connection.sendall((json.dumps({"process_id": process_id, "settings": settings}) + "\n").encode())
-    answer = _read_line(connection, deadline + timeout_s)
+    try:
+        connection.sendall((json.dumps({"process_id": process_id, "settings": settings}) + "\n").encode())
+        answer = _read_line(connection, deadline + timeout_s)
+    except OSError:  # process 0 went away (its connection reset) before it answered
+        answer = {}
     if answer.get("error") or not answer:
         connection.close()
         raise InputError(*(answer.get("error") or _LOST_AT_JOIN))

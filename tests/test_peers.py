@@ -188,20 +188,32 @@ def test_a_missing_process_a_missing_process_0_and_a_port_probe(kept):
     ]
 
 
-@pytest.mark.parametrize("closes", [True, False], ids=["closes", "stays_silent"])
-def test_a_process_0_that_never_answers_is_one_line(kept, closes):
+@pytest.mark.parametrize("ends", ["closes", "stays_silent", "resets"])
+def test_a_process_0_that_never_answers_is_one_line(kept, ends):
     port = _free_port()
     with socket.create_server(("127.0.0.1", port + 1)) as server:
         thread, answers = _in_background(port, 2, 0.5, ids=[1])
         connection, _ = server.accept()
-        connection.recv(4096)
-        if closes:
+        if ends == "resets":  # gone before it read the hello: the connection reset (SO_LINGER 0 sends RST)
+            connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        else:
+            connection.recv(4096)
+        if ends != "stays_silent":
             connection.close()
         thread.join(HANG_S)  # a silent process 0's connection stays open: the wait ends by its deadline
         connection.close()
     assert answers == [
         "--coordinator: received no answer from process 0; expected it to stay until every process joined"
     ]
+
+
+def test_the_free_port_check_listens_on_neither_port(monkeypatch):
+    """A process 1 retrying its hello while process 0 checks its ports is refused and retries: a check that
+    listened would accept it into a socket about to close, and its hello would be reset."""
+    port, listened, real = _free_port(), [], socket.socket.listen
+    monkeypatch.setattr(socket.socket, "listen", lambda sock, *a: listened.append(sock.getsockname()) or real(sock, *a))
+    peers._check_free(port, "--coordinator", f"127.0.0.1:{port}")
+    assert listened == []
 
 
 def test_a_busy_port_is_named_for_process_0(kept):

@@ -51,10 +51,10 @@ def _worker(name, env, *argv):
 
 
 def digits(n):
-    from sklearn.datasets import load_digits
+    from keras_tse.data.digits import digit_images
 
-    x, y = load_digits(return_X_y=True)
-    return (x[:n] / 16.0).reshape(-1, 8, 8, 1).astype("float32"), y[:n]
+    x, y = digit_images()
+    return (x[:n] / 16.0).reshape(-1, 8, 8, 1).astype("float32"), y[:n].astype("int64")
 
 
 @pytest.mark.parametrize("norm", ["post", "pre", "deescalate"])

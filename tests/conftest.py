@@ -25,6 +25,7 @@ created there, once). The processes then end near one another, whichever backend
 slowest that day.
 """
 
+import functools
 import gc
 import hashlib
 import os
@@ -101,6 +102,7 @@ def pytest_configure(config):
     use_compile_cache()
     fewer_cpu_compile_passes()
     fewer_compile_passes_in_started_processes()
+    one_trace_per_tensorflow_step()
     freeze_what_lives()
     config.addinivalue_line("markers", "every_backend: run on every backend, whatever the file's group")
     config.addinivalue_line("markers", "one_backend: run in one backend's process only, whatever the file's group")
@@ -149,6 +151,40 @@ def fewer_compile_passes_in_started_processes():
     flags = os.environ.get("XLA_FLAGS", "")
     if "xla_cpu_use_fusion_emitters" not in flags:
         os.environ["XLA_FLAGS"] = f"{flags} {STARTED_PROCESS_XLA_FLAGS}".strip()
+
+
+def one_trace_per_tensorflow_step():
+    """On TensorFlow, every `fit` and `train_on_batch` of the suite builds the model's optimizer first
+    (`optimizer_built_first`), as Keras does itself on JAX and PyTorch, and on TensorFlow under a distribution
+    strategy. Without a strategy Keras leaves it to the first traced step, and a `tf.function` whose first trace
+    creates variables is traced a second time to run: tracing is most of what a small model's training costs
+    there, and the graph that runs is the same (tests/test_suite.py). Four model files in TensorFlow's process
+    alone: 61 -> 41 CPU-s. A model compiled with metrics still traces twice (Keras makes them in that step too)."""
+    if keras.backend.backend() != "tensorflow":
+        return
+    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+
+    def built_first(method):
+        @functools.wraps(method)  # `__wrapped__`: Keras's own, for the test that compares the two
+        def run(self, *args, **kwargs):
+            optimizer_built_first(self)
+            return method(self, *args, **kwargs)
+
+        return run
+
+    for name in ("fit", "train_on_batch"):
+        setattr(TensorFlowTrainer, name, built_first(getattr(TensorFlowTrainer, name)))
+
+
+def optimizer_built_first(model):
+    """Build a compiled model's optimizer on its trainable variables, where Keras would build it in the first
+    traced step with those same variables: not under a strategy (Keras builds it there, in the strategy's scope),
+    nor before every layer has its variables (they too are made in that step)."""
+    optimizer = getattr(model, "optimizer", None)
+    if optimizer is None or optimizer.built or getattr(model, "_distribute_strategy", None) is not None:
+        return
+    if all(layer.built for layer in model._flatten_layers()):
+        optimizer.build(model.trainable_variables)
 
 
 def kept_here(item, mode):

@@ -227,3 +227,31 @@ def test_jax_compiles_with_loop_emitters_only_while_most_optimisations_are_off()
     assert overrides({"xla_cpu_use_fusion_emitters": True}) == {"xla_cpu_use_fusion_emitters": True}
     with xla_optimizations():
         assert overrides() == {}
+
+
+@pytest.mark.every_backend
+def test_tensorflow_traces_the_training_step_once_with_the_optimizer_built_first_and_trains_the_same(monkeypatch):
+    """`conftest.one_trace_per_tensorflow_step`: Keras's own `fit` (`__wrapped__`) traces the step twice, its first
+    trace making the optimizer's variables; the suite's `fit`, with the optimizer built first, once. Same losses."""
+    import keras
+    import numpy as np
+
+    if keras.backend.backend() != "tensorflow":
+        pytest.skip("Keras builds the optimizer before the first step on this backend")
+    from keras.src.backend.tensorflow.trainer import TensorFlowTrainer
+
+    from tests.helpers import tiny_vit
+
+    traces, step = [], TensorFlowTrainer.train_step
+    monkeypatch.setattr(TensorFlowTrainer, "train_step", lambda self, data: traces.append(1) or step(self, data))
+    x, y = np.random.default_rng(0).standard_normal((32, 8, 8, 1)).astype("float32"), np.arange(32) % 10
+    runs = {}
+    for fit in (TensorFlowTrainer.fit.__wrapped__, TensorFlowTrainer.fit):
+        keras.utils.set_random_seed(0)
+        model = tiny_vit(depth=1)
+        model.compile(keras.optimizers.Adam(1e-3), keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+        traces.clear()
+        losses = fit(model, x, y, batch_size=8, epochs=2, shuffle=False, verbose=0).history["loss"]
+        runs[len(traces)] = losses
+    assert sorted(runs) == [1, 2]
+    assert runs[1] == runs[2]

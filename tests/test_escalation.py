@@ -11,9 +11,10 @@ pytestmark = pytest.mark.every_backend  # the group rule: tests/conftest.py
 
 @pytest.fixture(scope="module")
 def profiles():
-    # Two seeds keep the run to seconds per backend; the demo uses three. The paper's width: XLA's passes pay.
+    # One seed: seeds 0, 1 and 2 each pass every assertion below on their own (measured); the demo averages three.
+    # The paper's width: XLA's passes pay.
     with helpers.xla_optimizations():
-        return similarity_at_init(("post", "pre", "deescalate"), EscalationConfig(seeds=(0, 1)))
+        return similarity_at_init(("post", "pre", "deescalate"), EscalationConfig(seeds=(0,)))
 
 
 def test_post_norm_escalates_block_by_block(profiles):

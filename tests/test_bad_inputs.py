@@ -601,6 +601,7 @@ def test_without_tensorflow_or_keras_backend_the_commands_take_jax_and_say_so(tm
 
 
 @pytest.mark.large
+@pytest.mark.starts_processes  # its command runs under JAX in its own process, whatever backend hosts the test
 def test_the_readmes_own_image_command_trains_without_tensorflow(tmp_path):
     with open(os.path.join(ROOT, "README.md")) as f:
         (command,) = [line for line in f if "--dataset folder --data-dir" in line and not line.startswith("#")]

@@ -58,6 +58,7 @@ def test_a_default_folder_that_cannot_be_made_warns_and_trains_without(tmp_path,
 
 
 @pytest.mark.one_backend  # it starts its own JAX processes
+@pytest.mark.starts_processes
 def test_a_second_process_loads_the_first_step_from_the_cache(tmp_path):
     """The same ViT-12, blocks scanned, in two fresh JAX processes sharing a cache: the cold one compiles its
     step and stores it (every program it asks the cache for is a miss), the warm one finds every program it

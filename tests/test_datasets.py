@@ -121,6 +121,7 @@ def _plugin_package(root, name="stripes_plugin", value="SPEC"):
 
 
 @pytest.mark.large
+@pytest.mark.starts_processes  # its commands run under JAX in their own processes, whatever backend hosts the test
 def test_a_data_set_families_and_a_layout_from_another_packages_entry_points_train_from_the_command_line(
     tmp_path, monkeypatch
 ):
